@@ -1,0 +1,46 @@
+# turnlake: `make run` installs, seeds a demo lake and opens the workbench; `make test` tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LAKE   ?= data/lake
+PORT   ?= 8501
+
+.PHONY: install run demo test test-fast lint bench bench-full clean
+
+install: $(STAMP)
+
+# torch goes first: its CPU build is pinned; an unpinned torch would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml requirements-torch.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-torch.txt
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	@if [ -d "$(LAKE)/tables/turn_logs" ]; then echo "demo lake already at $(LAKE)"; \
+	else $(BIN)/turnlake demo --lake $(LAKE) --users 24 --turns 1500; fi
+
+run: demo
+	TURNLAKE_LAKE=$(LAKE) $(BIN)/streamlit run app/main.py --server.port $(PORT) \
+		--server.headless true --browser.gatherUsageStats false
+
+test: install
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test-fast: install
+	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+
+lint: install
+	$(BIN)/ruff check lake pipeline app tests bench
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python -m bench.run --quick
+
+bench-full: install
+	$(BIN)/python -m bench.run --full
+
+clean:
+	rm -rf $(VENV) data build *.egg-info

@@ -1,0 +1,130 @@
+"""All-or-nothing commits of a batch of turns across several Delta tables.
+
+Delta commits are atomic per table, not across tables, so a batch is written in this order::
+
+    1. manifest   <lake>/_batches/<batch_id>.json  (fsync'd: the batch's file keys, conversations)
+    2. bytes      hosted files into the file store
+    3. rows       content_rows, events, files           (each row tagged with batch_id)
+    4. TurnLogs   turn_logs                              <- the commit point
+    5. timelines  recomputed for the batch's conversations
+    6. manifest removed
+
+Readers only see turns that have a TurnLog (search, catalog and materialization join on it), so a
+crash before step 4 leaves nothing visible, and ``recover()`` (run under the writer lock before any
+new write) deletes the batch's orphan rows and bytes. A crash after step 4 leaves the turns
+visible and complete; ``recover()`` only refreshes their timelines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from lake.faults import NO_FAULTS, Faults
+from lake.filestore import FileStore
+from lake.store import LakeStore
+from lake.tables import Table
+from lake.timelines import refresh_timelines
+
+ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
+
+
+@dataclass
+class RecoveryReport:
+    """What ``recover()`` found and did."""
+
+    rolled_back: list[str] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """Hosted file bytes to store as part of a batch."""
+
+    key: str
+    data: bytes
+
+
+class BatchCommitter:
+    """Writes batches of projected turns so that each turn is visible whole or not at all."""
+
+    def __init__(self, store: LakeStore, files: FileStore, *, faults: Faults = NO_FAULTS) -> None:
+        self._store = store
+        self._files = files
+        self._faults = faults
+        self._dir = store.root / "_batches"
+
+    def commit(self, batch_id: str, tables: dict[Table, pa.Table],
+               pending_files: Sequence[PendingFile]) -> None:
+        """Write one batch in the crash-safe order above. Caller holds the writer lock."""
+        logs = tables[Table.TURN_LOGS]
+        conversations = sorted({(t, c) for t, c in zip(
+            logs.column("tenant").to_pylist(), logs.column("conversation_id").to_pylist(),
+            strict=True)})
+        self._write_manifest(batch_id, [f.key for f in pending_files], conversations)
+        self._faults.hit("batch.after_manifest")
+        for f in pending_files:
+            self._files.put(f.key, f.data)
+        self._faults.hit("batch.after_files")
+        for table in ROW_TABLES:
+            self._store.append(table, tables[table])
+            self._faults.hit(f"batch.after_{table.value}")
+        self._store.append(Table.TURN_LOGS, logs)
+        self._faults.hit("batch.after_turn_logs")
+        refresh_timelines(self._store, conversations)
+        self._faults.hit("batch.after_timelines")
+        self._manifest_path(batch_id).unlink(missing_ok=True)
+
+    def recover(self) -> RecoveryReport:
+        """Finish or roll back batches a crashed writer left; caller holds the writer lock."""
+        report = RecoveryReport()
+        if not self._dir.exists():
+            return report
+        for path in sorted(self._dir.glob("*.json")):
+            try:
+                manifest = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                # A manifest torn mid-write means the crash came before any table write.
+                path.unlink(missing_ok=True)
+                continue
+            batch_id = str(manifest["batch_id"])
+            conversations = [(str(t), str(c)) for t, c in manifest["conversations"]]
+            if self._batch_committed(batch_id):
+                refresh_timelines(self._store, conversations)
+                report.completed.append(batch_id)
+            else:
+                for table in ROW_TABLES:
+                    self._store.delete(table, f"batch_id = '{batch_id}'")
+                for key in manifest["file_keys"]:
+                    self._files.delete(str(key))
+                report.rolled_back.append(batch_id)
+            path.unlink(missing_ok=True)
+        return report
+
+    def _batch_committed(self, batch_id: str) -> bool:
+        found = self._store.read(Table.TURN_LOGS, columns=["batch_id"],
+                                 filter=ds.field("batch_id") == batch_id)
+        return bool(found.num_rows) and bool(pc.any(pc.equal(found["batch_id"], batch_id)).as_py())
+
+    def _manifest_path(self, batch_id: str) -> Path:
+        return self._dir / f"{batch_id}.json"
+
+    def _write_manifest(self, batch_id: str, file_keys: list[str],
+                        conversations: list[tuple[str, str]]) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        final = self._manifest_path(batch_id)
+        tmp = final.with_suffix(".tmp")
+        body = json.dumps({"batch_id": batch_id, "file_keys": file_keys,
+                           "conversations": conversations})
+        with open(tmp, "w") as fh:
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)

@@ -1,0 +1,430 @@
+"""Lexical (BM25) candidate generator over one partition's content rows, on tantivy.
+
+One tantivy index per partition. Each row's text is indexed four ways:
+
+* ``text_stem``  - word tokens, lower-cased, accent-folded, English stop words dropped,
+  Snowball-stemmed: "running" finds "runs", "cafe" finds "Café".
+* ``text_raw``   - the same word tokens, lower-cased only, with positions: exact word forms
+  score on top of the stemmed match and quoted phrases are matched here.
+* ``text_ident`` - only compound identifiers joined by ``_ . - / : @`` kept whole
+  (``err_connection_reset``, ``v2.3.1``, ``lake/index.py``) so an exact error string or
+  version outranks rows that merely share its pieces.
+* ``text_cjk``   - overlapping character bigrams of every CJK run (Han, kana, Hangul). Word
+  tokenizers see "東京タワーに行きました" as one word, so "東京" could not match it; bigrams
+  can. The word fields exclude CJK characters for the same reason. Bigrams are made in
+  Python (tantivy-py has an n-gram tokenizer, not an n-gram filter that runs per word) and
+  indexed with the whitespace tokenizer; queries use the same Python function.
+
+Query text is never parsed as tantivy query syntax: the query is split into words and
+quoted phrases here, every word is run through the same ``TextAnalyzer`` objects that index
+the fields (``TextAnalyzer.analyze``), and term / phrase / boolean / boost queries are built
+with ``tantivy.Query``'s constructors. Syntax characters are therefore ordinary separators.
+
+Role weighting: BM25 statistics come from shared fields, so scores are comparable across
+roles, and each group of roles with the same weight is a boosted ``content AND role in
+group`` clause. Anchors and summaries hence outrank user or assistant text that matches the
+same terms, like the A-over-B tsvector weights of the Postgres original.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import tantivy
+
+from lake.errors import IndexError_, QueryError, RecordError
+
+ROLES = frozenset({"user", "assistant", "summary", "anchor", "note", "attachment"})
+DEFAULT_ROLE_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {"anchor": 2.5, "summary": 2.5, "note": 1.5, "attachment": 1.5, "user": 1.0, "assistant": 1.0}
+)
+
+# Bounds that keep a pasted 100 KB query cheap: characters beyond MAX_QUERY_CHARS are
+# ignored, then at most MAX_QUERY_TERMS distinct words, MAX_PHRASES phrases of at most
+# MAX_PHRASE_WORDS words, and MAX_FIELD_TOKENS analysed tokens per field become clauses.
+MAX_QUERY_CHARS = 16_384
+MAX_QUERY_TERMS = 32
+MAX_PHRASES = 8
+MAX_PHRASE_WORDS = 16
+MAX_FIELD_TOKENS = 64
+MAX_LIMIT = 10_000
+
+# Per-field boosts: the stemmed field carries the match, exact forms and identifiers add.
+_W_STEM = 1.0
+_W_RAW = 0.6
+_W_IDENT = 1.5
+_W_CJK = 1.0
+
+_FORMAT = 1
+_META_FILE = "turnlake_lexical.json"
+_TOK_STEM, _TOK_RAW, _TOK_IDENT = "tl_stem", "tl_raw", "tl_ident"
+
+# The same CJK ranges in Python and Rust regex syntax, so both sides split identically.
+_CJK_RANGES = [
+    (0x1100, 0x11FF), (0x3040, 0x30FF), (0x3130, 0x318F), (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF),
+    (0xFF66, 0xFF9F), (0x20000, 0x2FA1F),
+]  # fmt: skip
+_CJK_RUN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES) + "]+")
+_RUST_CJK = "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in _CJK_RANGES)
+_RUST_WORD = r"[[\p{L}\p{N}\p{M}]--[" + _RUST_CJK + r"]]+"
+_RUST_IDENT = r"[\p{L}\p{N}\p{M}]+(?:[_.\-/:@]+[\p{L}\p{N}\p{M}]+)+"
+# A query word keeps identifier connectors so the ident analyzer sees the whole identifier.
+_QUERY_WORD = re.compile(r"\w+(?:[.\-/:@]+\w+)*")
+_PHRASE = re.compile(r'"([^"]*)"')
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "＂": '"'})
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    """One content row to index: its position in the partition, text, role and scope."""
+
+    doc: int
+    text: str
+    role: str
+    user_id: str
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A user query split into free words (OR-ed) and quoted phrases (each required)."""
+
+    terms: list[str]
+    phrases: list[list[str]]
+
+    def is_empty(self) -> bool:
+        """True when nothing searchable is left."""
+        return not self.terms and not self.phrases
+
+
+def parse_user_query(query: str) -> ParsedQuery:
+    """Split raw user text into lower-cased words and balanced ``"quoted phrases"``.
+
+    Nothing is treated as syntax except a balanced pair of double quotes; an unbalanced quote
+    is plain text. Only the first MAX_QUERY_CHARS characters are read; words are de-duplicated
+    and capped at MAX_QUERY_TERMS, phrases at MAX_PHRASES (extra phrases become free words).
+    """
+    if not isinstance(query, str):
+        raise QueryError(f"query must be a string, got {type(query).__name__}")
+    text = unicodedata.normalize("NFC", query[:MAX_QUERY_CHARS]).translate(_QUOTES).lower()
+    phrases: list[list[str]] = []
+    loose: list[str] = []
+    last = 0
+    for match in _PHRASE.finditer(text):
+        loose.append(text[last : match.start()])
+        last = match.end()
+        words = _QUERY_WORD.findall(match.group(1))
+        if len(words) == 0:
+            continue
+        if len(phrases) < MAX_PHRASES:
+            phrases.append(words[:MAX_PHRASE_WORDS])
+        else:
+            loose.append(" ".join(words))
+    loose.append(text[last:])
+    terms = list(dict.fromkeys(w for part in loose for w in _QUERY_WORD.findall(part)))
+    return ParsedQuery(terms=terms[:MAX_QUERY_TERMS], phrases=phrases)
+
+
+def cjk_grams(text: str) -> list[list[str]]:
+    """Overlapping character bigrams per CJK run of ``text`` (a one-character run is kept)."""
+    runs = _CJK_RUN.findall(text)
+    return [[r] if len(r) == 1 else [r[i : i + 2] for i in range(len(r) - 1)] for r in runs]
+
+
+@dataclass(frozen=True)
+class _Analyzers:
+    stem: tantivy.TextAnalyzer
+    raw: tantivy.TextAnalyzer
+    ident: tantivy.TextAnalyzer
+
+    @classmethod
+    def create(cls) -> _Analyzers:
+        def word() -> tantivy.TextAnalyzerBuilder:
+            return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_RUST_WORD)).filter(
+                tantivy.Filter.remove_long(64)
+            )
+
+        stem = (
+            word()
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.ascii_fold())
+            .filter(tantivy.Filter.stopword("english"))
+            .filter(tantivy.Filter.stemmer("english"))
+            .build()
+        )
+        raw = word().filter(tantivy.Filter.lowercase()).build()
+        ident = (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_RUST_IDENT))
+            .filter(tantivy.Filter.remove_long(128))
+            .filter(tantivy.Filter.lowercase())
+            .build()
+        )
+        return cls(stem=stem, raw=raw, ident=ident)
+
+    def register(self, index: tantivy.Index) -> None:
+        # Custom analyzers are not persisted with the index; every open must register them.
+        index.register_tokenizer(_TOK_STEM, self.stem)
+        index.register_tokenizer(_TOK_RAW, self.raw)
+        index.register_tokenizer(_TOK_IDENT, self.ident)
+
+
+def _schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_integer_field("doc", fast=True)
+    sb.add_text_field("text_stem", tokenizer_name=_TOK_STEM, index_option="freq")
+    sb.add_text_field("text_raw", tokenizer_name=_TOK_RAW, index_option="position")
+    sb.add_text_field("text_ident", tokenizer_name=_TOK_IDENT, index_option="freq")
+    sb.add_text_field("text_cjk", tokenizer_name="whitespace", index_option="position")
+    for name in ("role", "user_id", "conversation_id"):
+        sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    return sb.build()
+
+
+def _document(row: LexicalDoc, seen: set[int]) -> tantivy.Document:
+    if not isinstance(row, LexicalDoc):
+        raise RecordError(f"expected LexicalDoc, got {type(row).__name__}")
+    if not isinstance(row.doc, int) or isinstance(row.doc, bool) or not 0 <= row.doc < 2**63:
+        raise RecordError(f"doc id must be an int in [0, 2**63), got {row.doc!r}", field="doc")
+    if row.doc in seen:
+        raise RecordError(f"duplicate doc id {row.doc}", field="doc")
+    if row.role not in ROLES:
+        raise RecordError(f"doc {row.doc}: unknown role {row.role!r}", field="role")
+    for name in ("text", "user_id", "conversation_id"):
+        if not isinstance(getattr(row, name), str):
+            raise RecordError(f"doc {row.doc}: {name} must be a string", field=name)
+    seen.add(row.doc)
+    text = unicodedata.normalize("NFC", row.text)
+    document = tantivy.Document()
+    document.add_integer("doc", row.doc)
+    document.add_text("text_stem", text)
+    document.add_text("text_raw", text)
+    document.add_text("text_ident", text)
+    document.add_text("text_cjk", " ".join(g for run in cjk_grams(text) for g in run))
+    document.add_text("role", row.role)
+    document.add_text("user_id", row.user_id)
+    document.add_text("conversation_id", row.conversation_id)
+    return document
+
+
+class LexicalIndex:
+    """A built, searchable BM25 index of one partition's content rows."""
+
+    def __init__(self, index: tantivy.Index, analyzers: _Analyzers) -> None:
+        """Wrap an opened tantivy index; use :meth:`build` or :meth:`open` instead."""
+        self._index = index
+        self._schema = index.schema
+        self._an = analyzers
+
+    @classmethod
+    def build(
+        cls, directory: Path, docs: Iterable[LexicalDoc], *, heap_bytes: int = 200_000_000
+    ) -> LexicalIndex:
+        """Index ``docs`` into the empty (or absent) ``directory`` and return the index.
+
+        The marker file is written last, so a build that failed half-way is refused by open().
+        """
+        if heap_bytes < 15_000_000:
+            raise ValueError(f"heap_bytes must be at least 15_000_000, got {heap_bytes}")
+        directory = Path(directory)
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+            raise IndexError_(f"lexical index directory {directory} exists and is not empty")
+        directory.mkdir(parents=True, exist_ok=True)
+        analyzers = _Analyzers.create()
+        index = tantivy.Index(_schema(), path=str(directory), reuse=False)
+        analyzers.register(index)
+        # tantivy wants >= 15 MB of heap per indexing thread.
+        threads = max(1, min(os.cpu_count() or 1, 8, heap_bytes // 25_000_000))
+        writer = index.writer(heap_size=heap_bytes, num_threads=threads)
+        seen: set[int] = set()
+        try:
+            for row in docs:
+                writer.add_document(_document(row, seen))
+            writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        writer.wait_merging_threads()
+        meta = {"format": _FORMAT, "docs": len(seen)}
+        (directory / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        index.reload()
+        return cls(index, analyzers)
+
+    @classmethod
+    def open(cls, directory: Path) -> LexicalIndex:
+        """Open an index previously written by :meth:`build`."""
+        directory = Path(directory)
+        meta_path = directory / _META_FILE
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise IndexError_(f"no complete lexical index at {directory}: {exc}") from exc
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            raise IndexError_(f"lexical index at {directory} has unsupported format {meta!r}")
+        try:
+            index = tantivy.Index.open(str(directory))
+        except (OSError, ValueError) as exc:
+            raise IndexError_(f"cannot open lexical index at {directory}: {exc}") from exc
+        analyzers = _Analyzers.create()
+        analyzers.register(index)
+        index.reload()
+        return cls(index, analyzers)
+
+    def __len__(self) -> int:
+        """Number of indexed rows."""
+        return int(self._index.searcher().num_docs)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 50,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+        roles: Collection[str] | None = None,
+        role_weights: Mapping[str, float] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Return up to ``limit`` ``(doc, score)`` pairs, best first, for raw user text.
+
+        ``user_id``, ``conversation_id`` and ``roles`` are exact-match filters. ``role_weights``
+        overrides DEFAULT_ROLE_WEIGHTS per role (roles it omits keep their default weight).
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+            raise QueryError(f"limit must be an int in [1, {MAX_LIMIT}], got {limit!r}")
+        weights = _merge_weights(role_weights)
+        allowed = _check_roles(roles)
+        if not allowed:
+            return []
+        filters: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for name, value in (("user_id", user_id), ("conversation_id", conversation_id)):
+            if value is None:
+                continue
+            if not isinstance(value, str) or not value:
+                raise QueryError(f"{name} filter must be a non-empty string, got {value!r}")
+            filters.append((tantivy.Occur.Must, self._unscored([value], name)))
+        if roles is not None:
+            filters.append((tantivy.Occur.Must, self._unscored(sorted(allowed), "role")))
+        content = self._content_query(parse_user_query(query))
+        if content is None:
+            return []
+        scored = self._weighted(content, allowed, weights)
+        searcher = self._index.searcher()
+        final = tantivy.Query.boolean_query([(tantivy.Occur.Must, scored), *filters])
+        hits = searcher.search(final, limit, count=False).hits
+        ids = searcher.fast_field_values("doc", [address for _, address in hits])
+        results: list[tuple[int, float]] = []
+        for (score, _), doc in zip(hits, ids, strict=True):
+            if not isinstance(doc, int):
+                raise IndexError_("lexical index returned a hit without a doc id")
+            results.append((doc, float(score)))
+        return results
+
+    def _unscored(self, values: list[str], field: str) -> tantivy.Query:
+        # Filters must not add to the BM25 score, or role boosts would scale them.
+        terms = tantivy.Query.term_set_query(self._schema, field, values)
+        return tantivy.Query.const_score_query(terms, 0.0)
+
+    def _weighted(
+        self, content: tantivy.Query, allowed: frozenset[str], weights: Mapping[str, float]
+    ) -> tantivy.Query:
+        groups: dict[float, list[str]] = {}
+        for role in sorted(allowed):
+            groups.setdefault(weights[role], []).append(role)
+        if len(groups) == 1:
+            ((weight, _),) = groups.items()
+            return tantivy.Query.boost_query(content, weight)
+        clauses = []
+        for weight, members in groups.items():
+            scoped = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, content),
+                    (tantivy.Occur.Must, self._unscored(members, "role")),
+                ]
+            )
+            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(scoped, weight)))
+        return tantivy.Query.boolean_query(clauses)
+
+    def _content_query(self, parsed: ParsedQuery) -> tantivy.Query | None:
+        should: list[tantivy.Query] = []
+        fields = (
+            ("text_stem", self._an.stem, _W_STEM),
+            ("text_raw", self._an.raw, _W_RAW),
+            ("text_ident", self._an.ident, _W_IDENT),
+        )
+        for field, analyzer, boost in fields:
+            tokens = dict.fromkeys(t for term in parsed.terms for t in analyzer.analyze(term))
+            for token in list(tokens)[:MAX_FIELD_TOKENS]:
+                term = tantivy.Query.term_query(self._schema, field, token)
+                should.append(tantivy.Query.boost_query(term, boost))
+        runs = [run for term in parsed.terms for run in cjk_grams(term)][:MAX_FIELD_TOKENS]
+        for gram in list(dict.fromkeys(g for run in runs for g in run))[:MAX_FIELD_TOKENS]:
+            should.append(tantivy.Query.boost_query(self._cjk_query([gram]), _W_CJK))
+        for run in runs:
+            if len(run) > 1:  # a whole-run phrase bonus on top of the per-bigram matches
+                should.append(tantivy.Query.boost_query(self._cjk_query(run), _W_CJK))
+        must = [q for words in parsed.phrases for q in self._phrase_queries(words)]
+        if not should and not must:
+            return None
+        return tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, q) for q in must] + [(tantivy.Occur.Should, q) for q in should]
+        )
+
+    def _phrase_queries(self, words: list[str]) -> list[tantivy.Query]:
+        # Non-CJK stretches become phrases on text_raw and CJK runs bigram phrases on
+        # text_cjk; adjacency across a CJK/non-CJK boundary is not enforced.
+        text = " ".join(words)
+        queries: list[tantivy.Query] = []
+        for segment in re.split(f"({_CJK_RUN.pattern})", text):
+            if _CJK_RUN.fullmatch(segment):
+                queries.extend(self._cjk_query(run) for run in cjk_grams(segment))
+                continue
+            tokens = self._an.raw.analyze(segment)
+            if len(tokens) == 1:
+                queries.append(tantivy.Query.term_query(self._schema, "text_raw", tokens[0]))
+            elif tokens:
+                queries.append(self._phrase("text_raw", tokens))
+        return queries
+
+    def _phrase(self, field: str, tokens: list[str]) -> tantivy.Query:
+        words: list[str | tuple[int, str]] = list(tokens)
+        return tantivy.Query.phrase_query(self._schema, field, words)
+
+    def _cjk_query(self, grams: list[str]) -> tantivy.Query:
+        if len(grams) > 1:
+            return self._phrase("text_cjk", grams)
+        gram = grams[0]
+        if len(gram) == 1:
+            # A lone CJK character is in bigrams on either side (or alone); it is a
+            # CJK code point, never a regex metacharacter.
+            return tantivy.Query.regex_query(self._schema, "text_cjk", f"(?:{gram}.?|.{gram})")
+        return tantivy.Query.term_query(self._schema, "text_cjk", gram)
+
+
+def _merge_weights(role_weights: Mapping[str, float] | None) -> dict[str, float]:
+    weights = dict(DEFAULT_ROLE_WEIGHTS)
+    for role, weight in (role_weights or {}).items():
+        if role not in ROLES:
+            raise QueryError(f"role_weights names unknown role {role!r}")
+        if not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+            raise QueryError(f"role weight for {role!r} must be a positive number, got {weight!r}")
+        weights[role] = float(weight)
+    return weights
+
+
+def _check_roles(roles: Collection[str] | None) -> frozenset[str]:
+    if roles is None:
+        return ROLES
+    if isinstance(roles, str):
+        raise QueryError("roles must be a collection of role names, not a single string")
+    unknown = sorted(set(roles) - ROLES)
+    if unknown:
+        raise QueryError(f"unknown roles in filter: {unknown}")
+    return frozenset(roles)

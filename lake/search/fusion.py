@@ -1,0 +1,334 @@
+"""Rank fusion for hybrid search: collapse rows to turns, fuse the turn lists, lift by recency.
+
+Each candidate generator (semantic, lexical, trigram) returns rows ranked best first. A turn may
+own several rows (prompt, completion, summary ...), so every list is first collapsed to turns,
+keeping each turn's *best* row (its first appearance), and ranks are counted over those turn lists.
+
+Standard weighted reciprocal-rank fusion (:func:`weighted_rrf`)::
+
+    rrf(t) = Σ_g  w_g / (k + rank_g(t))          summed over generators g whose list holds t
+
+Recency is not a fourth list; it multiplies the fused value once (:func:`recency_lift`)::
+
+    final(t) = fused(t) × (1 + w × 0.5 ** (age(t) / half_life))
+
+:func:`fuse` adds score-aware variants, because plain RRF lets a weak list (a dense retriever
+with flat similarities) drag a far-ahead lexical hit below turns that are mediocre everywhere.
+Everything here is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from lake.errors import QueryError
+
+__all__ = [
+    "DEFAULT_HALF_LIFE_SECONDS",
+    "DEFAULT_K",
+    "FusedTurn",
+    "FusionMethod",
+    "GeneratorHit",
+    "RankedRow",
+    "ScoreNormalization",
+    "apply_recency",
+    "collapse_to_turns",
+    "fuse",
+    "recency_lift",
+    "weighted_rrf",
+]
+
+DEFAULT_K = 60
+DEFAULT_HALF_LIFE_SECONDS = 7 * 24 * 3600.0
+
+FusionMethod = Literal["rrf", "rrf_score", "score"]
+ScoreNormalization = Literal["zscore", "minmax", "max"]
+
+TurnKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    """One generator's hit on one row; ``turn_key`` is ``(conversation_id, turn_id)``."""
+
+    row_key: str
+    turn_key: TurnKey
+    score: float
+
+
+@dataclass(frozen=True)
+class GeneratorHit:
+    """A turn's best row in one generator; ``rank`` is 1-based within that generator's turn list."""
+
+    row_key: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class FusedTurn:
+    """One fused turn.
+
+    ``rrf`` is the fused value before recency: the weighted RRF sum for :func:`weighted_rrf`,
+    or the chosen method's value for :func:`fuse`. ``hits`` maps generator name to the turn's
+    best row in that generator (only generators with a non-zero weight appear).
+    """
+
+    turn_key: TurnKey
+    rrf: float
+    hits: Mapping[str, GeneratorHit]
+
+
+def collapse_to_turns(rows: Sequence[RankedRow]) -> list[tuple[TurnKey, RankedRow]]:
+    """Collapse best-first rows to one entry per turn, keeping the turn's first (best) row.
+
+    The result is ordered by each turn's best row, so position ``i`` (0-based) is rank ``i + 1``
+    in the turn list. Raises :class:`QueryError` when a score is not finite or when one row key
+    is attributed to two different turns.
+    """
+    best: dict[TurnKey, RankedRow] = {}
+    owner: dict[str, TurnKey] = {}
+    for position, row in enumerate(rows):
+        if not math.isfinite(row.score):
+            raise QueryError(
+                f"row {row.row_key!r} at position {position} has a non-finite score {row.score!r}"
+            )
+        seen = owner.setdefault(row.row_key, row.turn_key)
+        if seen != row.turn_key:
+            raise QueryError(
+                f"row {row.row_key!r} is listed under two turns: {seen!r} and {row.turn_key!r}"
+            )
+        # dicts keep insertion order, so the first (best) row fixes the turn's position
+        best.setdefault(row.turn_key, row)
+    return list(best.items())
+
+
+def weighted_rrf(
+    lists: Mapping[str, Sequence[RankedRow]],
+    weights: Mapping[str, float] | None = None,
+    k: int = DEFAULT_K,
+) -> list[FusedTurn]:
+    """Standard weighted reciprocal-rank fusion over the generators' turn lists.
+
+    ``rrf(t) = Σ_g w_g / (k + rank_g(t))`` where ``rank_g(t)`` is the 1-based position of turn
+    ``t`` in generator ``g``'s list after :func:`collapse_to_turns`; generators whose list lacks
+    ``t`` add nothing. A generator missing from ``weights`` weighs 1.0; weight names without a
+    list are ignored (a generator that failed simply has no list). A generator of weight 0 is
+    dropped entirely, so the result equals the result without that list. Sorted by ``rrf``
+    descending, ties by ``turn_key`` ascending. Raises :class:`QueryError` for a negative or
+    non-finite weight, a negative ``k``, or invalid rows.
+    """
+    _check_k(k)
+    turn_lists = _turn_lists(lists, weights)
+    rrf = _rrf_sums(turn_lists, k)
+    hits = _hits(turn_lists)
+    fused = [FusedTurn(turn_key=t, rrf=value, hits=hits[t]) for t, value in rrf.items()]
+    fused.sort(key=lambda f: (-f.rrf, f.turn_key))
+    return fused
+
+
+def fuse(
+    lists: Mapping[str, Sequence[RankedRow]],
+    weights: Mapping[str, float] | None = None,
+    k: int = DEFAULT_K,
+    method: FusionMethod = "rrf",
+    *,
+    score_factor: float = 1.0,
+    normalization: ScoreNormalization = "zscore",
+    zscore_floor: float = 1.0,
+) -> list[FusedTurn]:
+    """Fuse the generators' turn lists with the chosen ``method``; the value lands in ``rrf``.
+
+    Weights, collapsing and zero-weight handling are as in :func:`weighted_rrf`. With
+    ``n_g(t)`` the normalized score of turn ``t``'s best row in generator ``g`` (see below) and
+    ``β = score_factor``:
+
+    * ``"rrf"``:       ``F(t) = Σ_g w_g / (k + rank_g(t))`` (exactly :func:`weighted_rrf`).
+    * ``"rrf_score"``: ``F(t) = Σ_g w_g · (1 / (k + rank_g(t)) + β · n_g(t) / (k + 1))``.
+      Dividing by ``k + 1`` puts the score term in rank-1 units: with ``β = 1`` a turn whose
+      normalized score is 1 earns as much again as a rank-1 hit. ``β = 0`` gives plain RRF.
+    * ``"score"``:     ``F(t) = Σ_g w_g · n_g(t)`` (relative score fusion; ranks unused).
+
+    Normalizations, computed per generator over its collapsed turn list (one score per turn):
+
+    * ``"zscore"`` (default): ``n = max(0, (s - μ_g) / σ_g - zscore_floor)`` with the list's
+      population mean and standard deviation; ``n = 0`` when ``σ_g = 0``. Only outliers, hits
+      more than ``zscore_floor`` deviations above their list's mean, earn a bonus, so a far-
+      ahead lexical top hit gains a lot while an evenly spread list (whose z-scores stay below
+      about √3) adds little to its mid-ranked turns. Hits below the floor add 0, never a
+      penalty. ``zscore_floor = 0`` rewards every above-mean hit.
+    * ``"minmax"``: ``n = (s - min_g) / (max_g - min_g)``; 1 for every turn when max = min.
+      Note it stretches even a flat list to [0, 1].
+    * ``"max"``: ``n = max(s, 0) / max_g`` when ``max_g > 0``, else 0.
+
+    Sorted by ``F`` descending, then by the plain RRF part descending, then ``turn_key``.
+    Raises :class:`QueryError` for an unknown method or normalization, a negative or
+    non-finite ``score_factor``, a non-finite ``zscore_floor``, plus everything
+    :func:`weighted_rrf` rejects.
+    """
+    _check_k(k)
+    if method not in ("rrf", "rrf_score", "score"):
+        raise QueryError(f"unknown fusion method {method!r}; use 'rrf', 'rrf_score' or 'score'")
+    if normalization not in ("zscore", "minmax", "max"):
+        raise QueryError(
+            f"unknown score normalization {normalization!r}; use 'zscore', 'minmax' or 'max'"
+        )
+    if not math.isfinite(score_factor) or score_factor < 0:
+        raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
+    if not math.isfinite(zscore_floor):
+        raise QueryError(f"zscore_floor must be a finite number, got {zscore_floor!r}")
+    turn_lists = _turn_lists(lists, weights)
+    rrf = _rrf_sums(turn_lists, k)
+    hits = _hits(turn_lists)
+    if method == "rrf":
+        fused_values = rrf
+    else:
+        score_sums = _normalized_score_sums(turn_lists, normalization, zscore_floor)
+        if method == "score":
+            fused_values = {t: score_sums.get(t, 0.0) for t in rrf}
+        else:
+            scale = score_factor / (k + 1)
+            fused_values = {t: rrf[t] + scale * score_sums.get(t, 0.0) for t in rrf}
+    fused = [FusedTurn(turn_key=t, rrf=value, hits=hits[t]) for t, value in fused_values.items()]
+    fused.sort(key=lambda f: (-f.rrf, -rrf[f.turn_key], f.turn_key))
+    return fused
+
+
+def recency_lift(age_seconds: float, half_life_seconds: float, weight: float) -> float:
+    """Return the multiplicative recency lift ``1 + weight × 0.5 ** (age / half_life)``.
+
+    The lift lies in ``[1, 1 + weight]``: ``1 + weight`` at age 0, ``1 + weight / 2`` at one
+    half-life, falling towards 1 with age. Negative ages (turns stamped after the query's
+    reference time) count as 0. ``half_life_seconds <= 0`` or ``weight == 0`` disables the
+    lift (returns 1.0); an infinite half-life never decays. Raises :class:`QueryError` for a
+    NaN age or half-life, or a weight that is negative or not finite.
+    """
+    if math.isnan(age_seconds):
+        raise QueryError("recency age_seconds is NaN")
+    if math.isnan(half_life_seconds):
+        raise QueryError("recency half_life_seconds is NaN")
+    if not math.isfinite(weight) or weight < 0:
+        raise QueryError(f"recency weight must be a finite number >= 0, got {weight!r}")
+    if half_life_seconds <= 0 or weight == 0:
+        return 1.0
+    age = max(age_seconds, 0.0)
+    return 1.0 + weight * math.pow(0.5, age / half_life_seconds)
+
+
+def apply_recency(
+    turns: Sequence[FusedTurn],
+    ages_seconds: Mapping[TurnKey, float],
+    half_life_seconds: float = DEFAULT_HALF_LIFE_SECONDS,
+    weight: float = 1.0,
+) -> list[tuple[FusedTurn, float]]:
+    """Multiply each turn's fused value by its :func:`recency_lift`; best first.
+
+    Returns ``(turn, fused × lift)`` pairs sorted by the lifted value descending, ties by
+    ``turn_key``. Raises :class:`QueryError` when a turn has no entry in ``ages_seconds``.
+    """
+    lifted: list[tuple[FusedTurn, float]] = []
+    for turn in turns:
+        if turn.turn_key not in ages_seconds:
+            raise QueryError(f"no age given for turn {turn.turn_key!r}")
+        lift = recency_lift(ages_seconds[turn.turn_key], half_life_seconds, weight)
+        lifted.append((turn, turn.rrf * lift))
+    lifted.sort(key=lambda pair: (-pair[1], pair[0].turn_key))
+    return lifted
+
+
+def _check_k(k: int) -> None:
+    """Reject a smoothing constant that is not a non-negative integer."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise QueryError(f"RRF constant k must be an integer >= 0, got {k!r}")
+
+
+def _turn_lists(
+    lists: Mapping[str, Sequence[RankedRow]], weights: Mapping[str, float] | None
+) -> list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]]:
+    """Validate weights and collapse every weighted list; sorted by name for stable summation."""
+    given = dict(weights or {})
+    for name, w in given.items():
+        if not math.isfinite(w) or w < 0:
+            raise QueryError(f"weight of generator {name!r} must be finite and >= 0, got {w!r}")
+    out: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]] = []
+    # a fixed summation order keeps floating-point results independent of mapping order
+    for name in sorted(lists):
+        w = given.get(name, 1.0)
+        if w == 0:
+            continue
+        try:
+            collapsed = collapse_to_turns(lists[name])
+        except QueryError as exc:
+            raise QueryError(f"generator {name!r}: {exc}") from exc
+        out.append((name, w, collapsed))
+    return out
+
+
+def _rrf_sums(
+    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]], k: int
+) -> dict[TurnKey, float]:
+    """Sum ``w / (k + rank)`` per turn over the collapsed lists."""
+    sums: dict[TurnKey, float] = {}
+    for _, w, collapsed in turn_lists:
+        for index, (turn, _row) in enumerate(collapsed):
+            sums[turn] = sums.get(turn, 0.0) + w / (k + index + 1)
+    return sums
+
+
+def _hits(
+    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]],
+) -> dict[TurnKey, dict[str, GeneratorHit]]:
+    """Gather each turn's best row per generator, with its 1-based turn rank."""
+    hits: dict[TurnKey, dict[str, GeneratorHit]] = {}
+    for name, _, collapsed in turn_lists:
+        for index, (turn, row) in enumerate(collapsed):
+            hit = GeneratorHit(row_key=row.row_key, rank=index + 1, score=row.score)
+            hits.setdefault(turn, {})[name] = hit
+    return hits
+
+
+def _normalized_score_sums(
+    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]],
+    normalization: ScoreNormalization,
+    zscore_floor: float,
+) -> dict[TurnKey, float]:
+    """Sum ``w_g × n_g(t)`` per turn, normalizing each generator's turn scores on their own."""
+    sums: dict[TurnKey, float] = {}
+    for _, w, collapsed in turn_lists:
+        normalized = _normalize([row.score for _, row in collapsed], normalization, zscore_floor)
+        for (turn, _row), n in zip(collapsed, normalized, strict=True):
+            sums[turn] = sums.get(turn, 0.0) + w * n
+    return sums
+
+
+def _normalize(
+    scores: list[float], normalization: ScoreNormalization, zscore_floor: float
+) -> list[float]:
+    """Normalize one list's scores as documented in :func:`fuse`."""
+    if not scores:
+        return []
+    if normalization == "max":
+        high = max(scores)
+        if high <= 0:
+            return [0.0] * len(scores)
+        return [max(s, 0.0) / high for s in scores]
+    # both remaining normalizations are scale-invariant; scaling to [-1, 1] first keeps
+    # differences and squares of huge scores from overflowing
+    magnitude = max(abs(s) for s in scores)
+    if magnitude == 0:
+        return [1.0 if normalization == "minmax" else 0.0] * len(scores)
+    scaled = [s / magnitude for s in scores]
+    if normalization == "minmax":
+        low, high = min(scaled), max(scaled)
+        if high == low:
+            return [1.0] * len(scaled)
+        return [(s - low) / (high - low) for s in scaled]
+    mean = math.fsum(scaled) / len(scaled)
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scaled) / len(scaled))
+    # spreads at rounding-noise level carry no signal
+    if std <= 1e-12:
+        return [0.0] * len(scaled)
+    return [max(0.0, (s - mean) / std - zscore_floor) for s in scaled]

@@ -1,0 +1,85 @@
+"""Settings: one declared list of (name, default, help), built once at the edge and passed down."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_LAKE = Path("data/lake")
+
+
+@dataclass(frozen=True)
+class RetentionRule:
+    """A TTL policy line: applies to a tenant, optionally narrowed to one app and/or one role."""
+
+    tenant: str
+    ttl_days: int
+    app: str | None = None
+    role: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable in turnlake. Build it at the edge (CLI, app) and pass it down."""
+
+    lake: Path = field(default=DEFAULT_LAKE, metadata={"help": "lake root folder"})
+    default_ttl_days: int = field(default=365, metadata={"help": "TTL when no rule applies"})
+    retention: tuple[RetentionRule, ...] = field(
+        default=(), metadata={"help": "TTL rules per tenant (and app / role)"}
+    )
+    embedding_model: str | None = field(
+        default=None,
+        metadata={"help": "local sentence-transformers model path; None = packaged MiniLM"},
+    )
+    embed_batch_size: int = field(default=64, metadata={"help": "texts per encode call"})
+    ingest_batch_turns: int = field(default=50_000, metadata={"help": "turns per Delta commit"})
+    max_hosted_file_bytes: int = field(
+        default=50 * 1024 * 1024, metadata={"help": "largest hosted file accepted"}
+    )
+    lock_timeout_s: float = field(
+        default=600.0, metadata={"help": "how long a writer waits for another writer"}
+    )
+    analyst_tenants: tuple[str, ...] = field(
+        default=(), metadata={"help": "tenants the workbench analyst may read"}
+    )
+
+    @classmethod
+    def from_env(cls, lake: Path | str | None = None, **overrides: Any) -> Settings:
+        """Settings from ``--lake`` (if given), else ``TURNLAKE_LAKE``, else ``./data/lake``.
+
+        ``TURNLAKE_EMBEDDING_MODEL`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
+        """
+        root = lake if lake is not None else os.environ.get("TURNLAKE_LAKE") or DEFAULT_LAKE
+        values: dict[str, Any] = {"lake": Path(root)}
+        if model := os.environ.get("TURNLAKE_EMBEDDING_MODEL"):
+            values["embedding_model"] = model
+        if tenants := os.environ.get("TURNLAKE_TENANTS"):
+            values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some settings changed."""
+        return replace(self, **changes)
+
+    def ttl_days_for(self, tenant: str, app: str, role: str | None = None) -> int:
+        """TTL days the policy gives a row of (tenant, app, role); the most specific rule wins."""
+        best: tuple[int, int] | None = None
+        for rule in self.retention:
+            if rule.tenant != tenant:
+                continue
+            if rule.app is not None and rule.app != app:
+                continue
+            if rule.role is not None and rule.role != role:
+                continue
+            specificity = (rule.app is not None) + (rule.role is not None)
+            if best is None or specificity > best[0]:
+                best = (specificity, rule.ttl_days)
+        return best[1] if best else self.default_ttl_days
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(name, default, help) for every setting, for documentation and ``turnlake settings``."""
+    return [(f.name, repr(f.default), str(f.metadata.get("help", ""))) for f in fields(Settings)]

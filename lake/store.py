@@ -1,0 +1,185 @@
+"""The only module that talks to deltalake: open, append, upsert, delete and scan lake tables.
+
+deltalake's errors are translated here into turnlake's (``ConcurrentWriteError``, ``LakeError``).
+Per-file column statistics are restricted to non-text columns so that the Delta log never holds
+conversation text (its min/max statistics otherwise would).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from lake.errors import ConcurrentWriteError, LakeError
+from lake.tables import PARTITIONS, SCHEMAS, Table
+
+_STATS_COLUMNS: dict[Table, str] = {
+    Table.TURN_LOGS: "started_at,ended_at,expires_at,ordinal",
+    Table.CONTENT_ROWS: "ts,turn_at,expires_at",
+    Table.TIMELINES: "started_at,last_activity_at,expires_at",
+    Table.EVENTS: "at,expires_at",
+    Table.FILES: "size,expires_at",
+    Table.QUARANTINE: "quarantined_at",
+    Table.AUDIT: "at",
+}
+
+Partition = tuple[str, str]  # (tenant, month)
+
+
+@contextmanager
+def _translated(table: Table, action: str) -> Iterator[None]:
+    try:
+        yield
+    except CommitFailedError as exc:
+        raise ConcurrentWriteError(
+            f"{action} on table {table.value} lost a race with another writer ({exc}); "
+            "nothing was committed, re-run the job"
+        ) from exc
+    except TableNotFoundError as exc:
+        raise LakeError(f"table {table.value} not found: {exc}") from exc
+    except DeltaError as exc:
+        message = str(exc)
+        if "conflict" in message.lower() or "concurrent" in message.lower():
+            raise ConcurrentWriteError(
+                f"{action} on table {table.value} conflicted with another writer; re-run the job"
+            ) from exc
+        raise LakeError(f"{action} on table {table.value} failed: {message}") from exc
+    except OSError as exc:
+        raise LakeError(f"{action} on table {table.value} failed: {exc}") from exc
+
+
+class LakeStore:
+    """Delta tables under ``<root>/tables``; one instance per lake root, cheap to create."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, table: Table) -> Path:
+        """The folder of a table."""
+        return self.root / "tables" / table.value
+
+    def exists(self, table: Table) -> bool:
+        """Whether the table has been created."""
+        return DeltaTable.is_deltatable(str(self.path(table)))
+
+    def open(self, table: Table, version: int | None = None) -> DeltaTable | None:
+        """The Delta table (at a version), or None when it does not exist yet."""
+        if not self.exists(table):
+            return None
+        with _translated(table, "open"):
+            return DeltaTable(str(self.path(table)), version=version)
+
+    def version(self, table: Table) -> int | None:
+        """The table's current version, or None when it does not exist yet."""
+        dt = self.open(table)
+        return None if dt is None else dt.version()
+
+    def ensure(self, table: Table) -> DeltaTable:
+        """Create the table (empty, with its schema and partitioning) if it does not exist."""
+        existing = self.open(table)
+        if existing is not None:
+            return existing
+        self.path(table).mkdir(parents=True, exist_ok=True)
+        with _translated(table, "create"):
+            return DeltaTable.create(
+                str(self.path(table)), SCHEMAS[table], mode="ignore",
+                partition_by=PARTITIONS[table] or None,
+                configuration={"delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]},
+            )
+
+    def append(self, table: Table, data: pa.Table) -> int | None:
+        """Append rows in one commit; returns the new version (None when nothing was written)."""
+        if data.num_rows == 0:
+            return self.version(table)
+        dt = self.ensure(table)
+        with _translated(table, "append"):
+            write_deltalake(dt, data.cast(SCHEMAS[table]), mode="append")
+            dt.update_incremental()
+            return dt.version()
+
+    def upsert(self, table: Table, data: pa.Table, keys: Sequence[str]) -> None:
+        """Insert rows, replacing existing rows with the same key columns, in one commit."""
+        if data.num_rows == 0:
+            return
+        dt = self.ensure(table)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        with _translated(table, "upsert"):
+            (dt.merge(data.cast(SCHEMAS[table]), predicate, source_alias="s", target_alias="t")
+               .when_matched_update_all().when_not_matched_insert_all().execute())
+
+    def delete(self, table: Table, predicate: str) -> int:
+        """Delete the rows matching a SQL predicate in one commit; returns how many went."""
+        dt = self.open(table)
+        if dt is None:
+            return 0
+        with _translated(table, "delete"):
+            metrics: dict[str, Any] = dt.delete(predicate)
+        return int(metrics.get("num_deleted_rows", 0) or 0)
+
+    def dataset(self, table: Table, version: int | None = None) -> ds.Dataset:
+        """A pyarrow dataset of the table (an empty one with the schema when it does not exist)."""
+        dt = self.open(table, version)
+        if dt is None:
+            return ds.dataset(SCHEMAS[table].empty_table())
+        with _translated(table, "read"):
+            return dt.to_pyarrow_dataset()
+
+    def read(self, table: Table, *, columns: Sequence[str] | None = None,
+             filter: ds.Expression | None = None, version: int | None = None) -> pa.Table:
+        """Read selected columns of the rows matching a filter (pushed down to the scan)."""
+        with _translated(table, "read"):
+            return self.dataset(table, version).to_table(
+                columns=list(columns) if columns is not None else None, filter=filter)
+
+    def scan(self, table: Table, version: int | None = None) -> pl.LazyFrame:
+        """A polars lazy scan of the table; filters and projections push down to parquet."""
+        return pl.scan_pyarrow_dataset(self.dataset(table, version))
+
+    def partition_fingerprints(self, table: Table,
+                               version: int | None = None) -> dict[Partition, str]:
+        """For each (tenant, month) partition, a hash of its data files at a version.
+
+        Two versions give the same fingerprint for a partition exactly when no commit between
+        them added or removed a file of that partition.
+        """
+        dt = self.open(table, version)
+        if dt is None:
+            return {}
+        with _translated(table, "inspect"):
+            actions = pl.from_arrow(pa.table(dt.get_add_actions(flatten=True)))
+        assert isinstance(actions, pl.DataFrame)
+        if actions.height == 0:
+            return {}
+        grouped: dict[Partition, list[str]] = {}
+        for path, tenant, month in actions.select(
+                "path", "partition.tenant", "partition.month").iter_rows():
+            grouped.setdefault((tenant, month), []).append(path)
+        return {part: hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
+                for part, paths in grouped.items()}
+
+    def compact(self, table: Table) -> None:
+        """Rewrite small files into larger ones (readers keep working)."""
+        dt = self.open(table)
+        if dt is None:
+            return
+        with _translated(table, "optimize"):
+            dt.optimize.compact()
+
+    def vacuum(self, table: Table) -> list[str]:
+        """Physically remove data files no longer referenced by the current version."""
+        dt = self.open(table)
+        if dt is None:
+            return []
+        with _translated(table, "vacuum"):
+            removed: list[str] = dt.vacuum(retention_hours=0, dry_run=False,
+                                           enforce_retention_duration=False)
+        return removed

@@ -1,0 +1,357 @@
+"""Tests for lake.search.fusion: collapsing, weighted RRF, score-aware fusion, recency."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lake.errors import QueryError
+from lake.search.fusion import (
+    DEFAULT_HALF_LIFE_SECONDS,
+    FusedTurn,
+    GeneratorHit,
+    RankedRow,
+    apply_recency,
+    collapse_to_turns,
+    fuse,
+    recency_lift,
+    weighted_rrf,
+)
+
+DAY = 86400.0
+
+
+def rows(generator: str, *items: tuple[str, float]) -> list[RankedRow]:
+    """Best-first rows of one generator; turn ids become turn_key ('c', id)."""
+    return [
+        RankedRow(row_key=f"{generator}:{i}", turn_key=("c", turn), score=score)
+        for i, (turn, score) in enumerate(items)
+    ]
+
+
+def by_turn(fused: Sequence[FusedTurn]) -> dict[str, float]:
+    """Turn id -> fused value."""
+    return {f.turn_key[1]: f.rrf for f in fused}
+
+
+# --- hypothesis strategies -------------------------------------------------------------------
+
+GENERATORS = ("lexical", "semantic", "trigram")
+turn_ids = st.sampled_from("ABCDEFG")
+
+
+@st.composite
+def generator_lists(draw: st.DrawFn) -> dict[str, list[RankedRow]]:
+    """1-3 generators, each with a best-first list that may hold several rows per turn."""
+    names = draw(st.lists(st.sampled_from(GENERATORS), min_size=1, max_size=3, unique=True))
+    out: dict[str, list[RankedRow]] = {}
+    for name in names:
+        turns = draw(st.lists(turn_ids, max_size=10))
+        scores = sorted(
+            draw(
+                st.lists(
+                    st.floats(-10, 10, allow_nan=False),
+                    min_size=len(turns),
+                    max_size=len(turns),
+                )
+            ),
+            reverse=True,
+        )
+        out[name] = [
+            RankedRow(f"{name}:{i}", ("c", t), s) for i, (t, s) in enumerate(zip(turns, scores))
+        ]
+    return out
+
+
+# --- collapse_to_turns -------------------------------------------------------------------------
+
+
+def test_collapse_keeps_first_row_per_turn_in_order() -> None:
+    listed = rows("g", ("A", 9.0), ("B", 8.0), ("A", 7.0), ("C", 6.0), ("B", 5.0))
+    collapsed = collapse_to_turns(listed)
+    assert [t for t, _ in collapsed] == [("c", "A"), ("c", "B"), ("c", "C")]
+    assert [r.row_key for _, r in collapsed] == ["g:0", "g:1", "g:3"]
+
+
+def test_collapse_keeps_best_not_newest_row() -> None:
+    # the newest row of turn A is last in the list; the best one is first and must win
+    listed = rows("g", ("A", 0.9), ("B", 0.8), ("A", 0.1))
+    assert collapse_to_turns(listed)[0][1].score == 0.9
+
+
+@given(st.lists(turn_ids, max_size=20))
+def test_collapse_property(turns: list[str]) -> None:
+    listed = [RankedRow(f"r{i}", ("c", t), float(-i)) for i, t in enumerate(turns)]
+    collapsed = collapse_to_turns(listed)
+    expected_order = list(dict.fromkeys(("c", t) for t in turns))
+    assert [t for t, _ in collapsed] == expected_order
+    for turn, row in collapsed:
+        assert row == next(r for r in listed if r.turn_key == turn)
+
+
+def test_collapse_rejects_bad_rows() -> None:
+    with pytest.raises(QueryError, match="non-finite"):
+        collapse_to_turns([RankedRow("r", ("c", "A"), math.nan)])
+    with pytest.raises(QueryError, match="two turns"):
+        collapse_to_turns([RankedRow("r", ("c", "A"), 1.0), RankedRow("r", ("c", "B"), 0.5)])
+
+
+# --- weighted_rrf ------------------------------------------------------------------------------
+
+
+def test_rrf_hand_computed() -> None:
+    lists = {
+        "lexical": rows("lex", ("A", 12.0), ("B", 7.0), ("A", 3.0)),
+        "semantic": rows("sem", ("B", 0.8), ("C", 0.7)),
+    }
+    fused = weighted_rrf(lists)
+    assert [f.turn_key[1] for f in fused] == ["B", "A", "C"]
+    assert by_turn(fused) == pytest.approx({"A": 1 / 61, "B": 1 / 62 + 1 / 61, "C": 1 / 62})
+    b = fused[0]
+    assert b.hits == {
+        "lexical": GeneratorHit(row_key="lex:1", rank=2, score=7.0),
+        "semantic": GeneratorHit(row_key="sem:0", rank=1, score=0.8),
+    }
+
+
+def test_rrf_weights_and_k() -> None:
+    lists = {
+        "lexical": rows("lex", ("A", 12.0), ("B", 7.0)),
+        "semantic": rows("sem", ("B", 0.8)),
+    }
+    fused = by_turn(weighted_rrf(lists, {"lexical": 3.0, "unused": 5.0}, k=10))
+    # semantic is missing from weights and weighs 1.0; "unused" has no list and is ignored
+    assert fused == pytest.approx({"A": 3 / 11, "B": 3 / 12 + 1 / 11})
+
+
+def test_rrf_ties_break_by_turn_key() -> None:
+    lists = {"lexical": rows("lex", ("B", 1.0)), "semantic": rows("sem", ("A", 1.0))}
+    assert [f.turn_key[1] for f in weighted_rrf(lists)] == ["A", "B"]
+
+
+def test_rrf_empty_inputs() -> None:
+    assert weighted_rrf({}) == []
+    assert weighted_rrf({"lexical": []}) == []
+
+
+@pytest.mark.parametrize("bad", [math.nan, -0.5, math.inf])
+def test_rrf_rejects_bad_weights(bad: float) -> None:
+    with pytest.raises(QueryError, match="lexical"):
+        weighted_rrf({"lexical": rows("lex", ("A", 1.0))}, {"lexical": bad})
+
+
+@pytest.mark.parametrize("bad", [-1, True])
+def test_rrf_rejects_bad_k(bad: int) -> None:
+    with pytest.raises(QueryError, match="k must be"):
+        weighted_rrf({"lexical": rows("lex", ("A", 1.0))}, k=bad)
+
+
+def test_rrf_names_generator_with_bad_rows() -> None:
+    with pytest.raises(QueryError, match="trigram"):
+        weighted_rrf({"trigram": [RankedRow("r", ("c", "A"), math.inf)]})
+
+
+@given(generator_lists(), st.data())
+def test_rrf_monotonic_in_rank(lists: dict[str, list[RankedRow]], data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(lists)))
+    listed = lists[name]
+    if not listed:
+        return
+    source = data.draw(st.integers(0, len(listed) - 1))
+    target = data.draw(st.integers(0, source))
+    moved_row = listed[source]
+    improved = [*listed[:source], *listed[source + 1 :]]
+    improved.insert(target, moved_row)
+    before = by_turn(weighted_rrf(lists))
+    after = by_turn(weighted_rrf({**lists, name: improved}))
+    turn = moved_row.turn_key[1]
+    assert after[turn] >= before[turn]
+
+
+@pytest.mark.parametrize("method", ["rrf", "rrf_score", "score"])
+@given(lists=generator_lists(), data=st.data())
+def test_zero_weight_removes_generator(
+    method: str, lists: dict[str, list[RankedRow]], data: st.DataObject
+) -> None:
+    dropped = data.draw(st.sampled_from(sorted(lists)))
+    weights = {name: data.draw(st.floats(0.1, 3.0)) for name in lists}
+    weights[dropped] = 0.0
+    rest = {name: listed for name, listed in lists.items() if name != dropped}
+    assert fuse(lists, weights, method=method) == fuse(rest, weights, method=method)  # type: ignore[arg-type]
+    if method == "rrf":
+        assert weighted_rrf(lists, weights) == weighted_rrf(rest, weights)
+
+
+@given(generator_lists())
+def test_fuse_rrf_is_weighted_rrf(lists: dict[str, list[RankedRow]]) -> None:
+    assert fuse(lists, method="rrf") == weighted_rrf(lists)
+    assert fuse(lists, method="rrf_score", score_factor=0.0) == weighted_rrf(lists)
+
+
+# --- fuse: score-aware variants ----------------------------------------------------------------
+
+
+def test_rrf_score_zscore_hand_computed() -> None:
+    lists = {
+        "lexical": rows("lex", ("A", 10.0), ("B", 4.0), ("C", 1.0)),
+        "semantic": rows("sem", ("B", 0.5), ("C", 0.5)),  # no spread: contributes no score term
+    }
+    # lexical mean 5, population std sqrt(14); only A is above the mean
+    z_a = 5 / math.sqrt(14)
+    fused = by_turn(fuse(lists, method="rrf_score", zscore_floor=0.0))
+    assert fused == pytest.approx(
+        {"A": 1 / 61 + z_a / 61, "B": 1 / 62 + 1 / 61, "C": 1 / 63 + 1 / 62}
+    )
+    floored = by_turn(fuse(lists, method="rrf_score"))  # default floor: 1 deviation
+    assert floored["A"] == pytest.approx(1 / 61 + (z_a - 1) / 61)
+    assert floored["B"] == pytest.approx(1 / 62 + 1 / 61)
+    scaled = by_turn(
+        fuse(lists, {"lexical": 2.0}, method="rrf_score", score_factor=0.5, k=10, zscore_floor=0)
+    )
+    assert scaled["A"] == pytest.approx(2 * (1 / 11 + 0.5 * z_a / 11))
+
+
+def _consensus_scenario(lexical_top: float) -> dict[str, list[RankedRow]]:
+    """Turn A tops lexical only; turn B is second in all three evenly spread lists of 30."""
+    filler = [f"x{i}" for i in range(40)]
+    return {
+        "lexical": rows(
+            "lex",
+            ("A", lexical_top),
+            ("B", 6.0),
+            *[(t, 5.9 - i * 0.2) for i, t in enumerate(filler[:28])],
+        ),
+        "semantic": rows(
+            "sem",
+            ("P", 0.61),
+            ("B", 0.60),
+            *[(t, 0.59 - i * 0.01) for i, t in enumerate(filler[10:38])],
+        ),
+        "trigram": rows(
+            "tri",
+            ("Q", 0.9),
+            ("B", 0.88),
+            *[(t, 0.86 - i * 0.02) for i, t in enumerate(filler[5:33])],
+        ),
+    }
+
+
+def test_rrf_score_keeps_far_ahead_lexical_hit_on_top() -> None:
+    lists = _consensus_scenario(lexical_top=30.0)
+    assert weighted_rrf(lists)[0].turn_key[1] == "B"
+    assert fuse(lists, method="rrf_score")[0].turn_key[1] == "A"
+
+
+def test_rrf_score_keeps_consensus_when_lexical_top_is_not_ahead() -> None:
+    lists = _consensus_scenario(lexical_top=6.1)
+    assert fuse(lists, method="rrf_score")[0].turn_key[1] == "B"
+
+
+def test_score_method_normalizations() -> None:
+    lists = {"lexical": rows("lex", ("A", 8.0), ("B", 4.0), ("C", 2.0))}
+    assert by_turn(fuse(lists, method="score", normalization="minmax")) == pytest.approx(
+        {"A": 1.0, "B": 2 / 6, "C": 0.0}
+    )
+    assert by_turn(fuse(lists, method="score", normalization="max")) == pytest.approx(
+        {"A": 1.0, "B": 0.5, "C": 0.25}
+    )
+    single = {"lexical": rows("lex", ("A", 3.0))}
+    assert by_turn(fuse(single, method="score", normalization="minmax")) == {"A": 1.0}
+    negative = {"semantic": rows("sem", ("A", -0.1), ("B", -0.2))}
+    assert by_turn(fuse(negative, method="score", normalization="max")) == {"A": 0.0, "B": 0.0}
+
+
+def test_score_method_ties_fall_back_to_rank() -> None:
+    # all-equal scores normalize to 0 under zscore, so rank order must decide
+    lists = {"lexical": rows("lex", ("C", 1.0), ("A", 1.0), ("B", 1.0))}
+    assert [f.turn_key[1] for f in fuse(lists, method="score")] == ["C", "A", "B"]
+
+
+def test_fuse_handles_huge_scores() -> None:
+    lists = {"lexical": rows("lex", ("A", 1e308), ("B", -1e308), ("C", 0.0))}
+    for normalization in ("zscore", "minmax", "max"):
+        fused = fuse(lists, method="score", normalization=normalization)  # type: ignore[arg-type]
+        assert all(math.isfinite(f.rrf) for f in fused)
+        assert fused[0].turn_key[1] == "A"
+
+
+def test_fuse_rejects_bad_options() -> None:
+    lists = {"lexical": rows("lex", ("A", 1.0))}
+    with pytest.raises(QueryError, match="method"):
+        fuse(lists, method="borda")  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="normalization"):
+        fuse(lists, method="score", normalization="softmax")  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="score_factor"):
+        fuse(lists, method="rrf_score", score_factor=-1.0)
+    with pytest.raises(QueryError, match="zscore_floor"):
+        fuse(lists, method="rrf_score", zscore_floor=math.nan)
+
+
+# --- recency -----------------------------------------------------------------------------------
+
+
+def test_recency_lift_hand_computed() -> None:
+    assert recency_lift(0.0, 7 * DAY, 1.0) == 2.0
+    assert recency_lift(7 * DAY, 7 * DAY, 1.0) == 1.5
+    assert recency_lift(14 * DAY, 7 * DAY, 2.0) == pytest.approx(1.5)
+    assert recency_lift(-5 * DAY, 7 * DAY, 1.0) == 2.0  # future turns count as age 0
+    assert recency_lift(3 * DAY, 0.0, 1.0) == 1.0
+    assert recency_lift(3 * DAY, -1.0, 1.0) == 1.0
+    assert recency_lift(3 * DAY, 7 * DAY, 0.0) == 1.0
+    assert recency_lift(math.inf, 7 * DAY, 1.0) == 1.0
+    assert DEFAULT_HALF_LIFE_SECONDS == 7 * DAY
+
+
+@pytest.mark.parametrize(
+    ("age", "half_life", "weight", "match"),
+    [
+        (math.nan, DAY, 1.0, "age"),
+        (DAY, math.nan, 1.0, "half_life"),
+        (DAY, DAY, -1.0, "weight"),
+        (DAY, DAY, math.nan, "weight"),
+        (DAY, DAY, math.inf, "weight"),
+    ],
+)
+def test_recency_lift_rejects(age: float, half_life: float, weight: float, match: str) -> None:
+    with pytest.raises(QueryError, match=match):
+        recency_lift(age, half_life, weight)
+
+
+ages = st.floats(-1e7, 1e9, allow_nan=False)
+half_lives = st.floats(1.0, 1e8)
+lift_weights = st.floats(0.0, 10.0)
+
+
+@given(ages, half_lives, lift_weights)
+def test_lift_bounds(age: float, half_life: float, weight: float) -> None:
+    assert 1.0 <= recency_lift(age, half_life, weight) <= 1.0 + weight
+
+
+@given(st.floats(0.0, 1e8), half_lives, st.floats(0.01, 10.0))
+def test_lift_halves_each_half_life(age: float, half_life: float, weight: float) -> None:
+    now = recency_lift(age, half_life, weight) - 1.0
+    later = recency_lift(age + half_life, half_life, weight) - 1.0
+    assert later == pytest.approx(now / 2, rel=1e-6, abs=1e-300)
+
+
+@given(ages, ages, half_lives, lift_weights)
+def test_lift_decreases_with_age(a: float, b: float, half_life: float, weight: float) -> None:
+    younger, older = sorted((a, b))
+    assert recency_lift(younger, half_life, weight) >= recency_lift(older, half_life, weight)
+
+
+def test_apply_recency_reorders_once() -> None:
+    lists = {"lexical": rows("lex", ("OLD", 5.0), ("NEW", 4.0))}
+    fused = weighted_rrf(lists)
+    ranked = apply_recency(fused, {("c", "OLD"): 70 * DAY, ("c", "NEW"): 0.0})
+    assert [turn.turn_key[1] for turn, _ in ranked] == ["NEW", "OLD"]
+    assert ranked[0][1] == pytest.approx(2 * (1 / 62))
+    assert ranked[1][1] == pytest.approx((1 / 61) * (1 + 0.5**10))
+    unlifted = apply_recency(fused, {("c", "OLD"): 0.0, ("c", "NEW"): 0.0}, weight=0.0)
+    assert [(t.turn_key[1], v) for t, v in unlifted] == [("OLD", 1 / 61), ("NEW", 1 / 62)]
+    with pytest.raises(QueryError, match="NEW"):
+        apply_recency(fused, {("c", "OLD"): 0.0})

@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+from conftest import make_record, rich_record, write_jsonl
+
+from lake.faults import Faults
+from lake.filestore import FileStore
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import TURN_LOG_INDEX_COLUMNS, Table
+from pipeline.ingest import Ingestor
+
+
+def _count(store: LakeStore, table: Table) -> int:
+    return store.read(table).num_rows if store.exists(table) else 0
+
+
+def test_minimal_record_writes_the_rows_the_spec_says(settings: Settings, tmp_path: Path) -> None:
+    record = make_record(0, submissions=[
+        {"text": "first ask", "event_type": "prompt", "batch": 0,
+         "arrived_at": "2026-03-10T09:00:00+00:00"},
+        {"text": "and also this", "event_type": "followup", "batch": 1,
+         "arrived_at": "2026-03-10T09:00:05+00:00"}],
+        summary="ignored for minimal writers", anchors=["ignored"])
+    report = Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "in.jsonl", [record])])
+    assert (report.accepted, report.duplicates, len(report.quarantined)) == (1, 0, 0)
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS).sort_by([("role", "descending"), ("seq", "ascending")])
+    assert rows["role"].to_pylist() == ["user", "user", "assistant"]
+    assert rows["event_type"].to_pylist() == ["prompt", "followup", None]
+    assert rows["batch"].to_pylist() == [0, 1, None]
+    assert rows["embedding_status"].to_pylist() == ["pending"] * 3
+    assert set(rows["month"].to_pylist()) == {"2026-03"}
+    timeline = store.read(Table.TIMELINES).to_pylist()
+    assert len(timeline) == 1 and timeline[0]["schema"] == "conv.timeline.v1"
+    assert timeline[0]["blocks"] == "[]" and timeline[0]["last_turn_id"] == "t-0000"
+    assert _count(store, Table.FILES) == 0
+
+
+def test_rich_record_adds_summary_anchor_note_attachment_rows(settings: Settings,
+                                                              tmp_path: Path) -> None:
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "in.jsonl", [rich_record(0)])])
+    store = LakeStore(settings.lake)
+    roles = pl.from_arrow(store.read(Table.CONTENT_ROWS, columns=["role"]))
+    assert isinstance(roles, pl.DataFrame)
+    counts = dict(roles.group_by("role").len().iter_rows())
+    assert counts == {"user": 3, "assistant": 1, "summary": 1, "anchor": 2, "note": 1,
+                      "attachment": 1}
+    events = store.read(Table.EVENTS).sort_by("seq")
+    assert events["type"].to_pylist().count("chat.step") == 2
+    assert "context.page_opened" in events["type"].to_pylist()
+    files = store.read(Table.FILES).to_pylist()
+    assert files[0]["ref"] == "conv:fi:conv_c-1.turn_t-0000.files/forecast.csv"
+    assert FileStore(settings.lake).get(files[0]["storage_key"]) == b"month,hours\n3,12\n"
+    timeline = store.read(Table.TIMELINES).to_pylist()[0]
+    assert json.loads(timeline["blocks"])  # rich writers add one block per accepted block
+    log = store.read(Table.TURN_LOGS).to_pylist()[0]
+    assert log["block_count"] == len(json.loads(timeline["blocks"]))
+    assert log["tokens_in"] == 120 and log["feedback_rating"] == 1
+    payload = json.loads(log["payload"])
+    assert payload["hosted_files"][0]["path"] == "files/forecast.csv"
+    assert "content_b64" not in payload["hosted_files"][0]
+
+
+def test_turn_log_index_columns_hold_no_text(settings: Settings, tmp_path: Path) -> None:
+    record = rich_record(0)
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "in.jsonl", [record])])
+    index = LakeStore(settings.lake).read(Table.TURN_LOGS, columns=TURN_LOG_INDEX_COLUMNS)
+    values = " ".join(str(v) for row in index.to_pylist() for v in row.values())
+    texts = [s["text"] for s in record["submissions"]] + [record["completion"]["text"],
+                                                          record["summary"], *record["notes"]]
+    for text in texts:
+        assert text not in values
+
+
+def test_reingest_is_idempotent(settings: Settings, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(i) for i in range(5)] + ["{broken"])
+    first = Ingestor(settings).ingest_paths([path])
+    store = LakeStore(settings.lake)
+    before = {t: _count(store, t) for t in Table}
+    second = Ingestor(settings).ingest_paths([path])
+    assert (first.accepted, second.accepted, second.duplicates) == (5, 0, 5)
+    assert {t: _count(store, t) for t in Table} == before
+
+
+def test_duplicate_inside_one_file_is_reported(settings: Settings, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(1), make_record(1)])
+    report = Ingestor(settings).ingest_paths([path])
+    assert (report.accepted, report.duplicates) == (1, 1)
+
+
+def test_bad_lines_are_quarantined_and_the_rest_ingested(settings: Settings,
+                                                         tmp_path: Path) -> None:
+    bad_id = make_record(2, turn_id="bad id!")
+    lines: list[dict[str, object] | str] = [make_record(0), "{not json", bad_id, make_record(3)]
+    path = write_jsonl(tmp_path / "in.jsonl", lines)
+    path.write_bytes(path.read_bytes() + b'{"schema": "\xff\xfe"}\n')
+    report = Ingestor(settings).ingest_paths([path])
+    assert report.accepted == 2
+    by_line = {q.line: q.reason for q in report.quarantined}
+    assert set(by_line) == {2, 3, 5}
+    assert "turn_id" in by_line[3]
+    assert "UTF-8" in by_line[5]
+    stored = LakeStore(settings.lake).read(Table.QUARANTINE).to_pylist()
+    assert {(r["line"], r["source_file"]) for r in stored} == {(n, str(path)) for n in by_line}
+    assert any(r["raw"] == "{not json" for r in stored)
+
+
+def test_gzip_and_folders_are_read(settings: Settings, tmp_path: Path) -> None:
+    folder = tmp_path / "drop"
+    write_jsonl(folder / "a.jsonl", [make_record(0)])
+    (folder / "sub").mkdir()
+    with gzip.open(folder / "sub" / "b.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps(make_record(1)) + "\n")
+    report = Ingestor(settings).ingest_paths([folder])
+    assert report.accepted == 2
+
+
+def test_truncated_gzip_keeps_the_lines_before(settings: Settings, tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl.gz"
+    body = "".join(json.dumps(make_record(i)) + "\n" for i in range(50)).encode()
+    path.write_bytes(gzip.compress(body)[:-200])
+    report = Ingestor(settings).ingest_paths([path])
+    assert report.accepted > 0
+    assert any("could not be read" in q.reason for q in report.quarantined)
+
+
+def test_hosted_file_from_source_path_and_oversize(settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / "out.md").write_text("# report\n")
+    ok = make_record(0, hosted_files=[{"path": "files/out.md", "mime": "text/markdown",
+                                       "source_path": "out.md"}])
+    traversal = make_record(1, hosted_files=[{"path": "files/../../etc/passwd",
+                                              "mime": "text/plain", "content_b64": "YQ=="}])
+    big = make_record(2, hosted_files=[{"path": "files/big.bin", "mime": "application/x",
+                                        "content_b64": "QUFBQUFBQUFBQUFB"}])
+    report = Ingestor(settings.with_(max_hosted_file_bytes=10)).ingest_paths(
+        [write_jsonl(tmp_path / "in.jsonl", [ok, traversal, big])])
+    assert report.accepted == 1
+    reasons = " | ".join(q.reason for q in report.quarantined)
+    assert "'..'" in reasons and "over the 10-byte limit" in reasons
+
+
+BOUNDARIES = ["batch.after_manifest", "batch.after_files", "batch.after_content_rows",
+              "batch.after_events", "batch.after_files", "batch.after_turn_logs",
+              "batch.after_timelines"]
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("point", sorted(set(BOUNDARIES)))
+def test_crash_at_every_write_boundary_then_rerun(settings: Settings, tmp_path: Path,
+                                                  point: str) -> None:
+    records = [rich_record(i) for i in range(4)] + [make_record(10 + i) for i in range(4)]
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+
+    def crash(at: str) -> None:
+        if at == point:
+            raise Crash(at)
+
+    with pytest.raises(Crash):
+        Ingestor(settings, faults=Faults(crash)).ingest_paths([path])
+    store = LakeStore(settings.lake)
+    visible = _count(store, Table.TURN_LOGS)
+    assert visible in (0, len(records)), "a batch is visible whole or not at all"
+    report = Ingestor(settings).ingest_paths([path])
+    assert report.accepted + report.duplicates == len(records)
+    logs = store.read(Table.TURN_LOGS, columns=["conversation_id", "turn_id"]).to_pylist()
+    assert len(logs) == len({(r["conversation_id"], r["turn_id"]) for r in logs}) == len(records)
+    rows = store.read(Table.CONTENT_ROWS, columns=["row_id"])["row_id"].to_pylist()
+    assert len(rows) == len(set(rows)) == 4 * 9 + 4 * 2
+    assert _count(store, Table.FILES) == 4
+    assert store.read(Table.TIMELINES).to_pylist()[0]["turn_count"] == len(records)
+    assert not list((settings.lake / "_batches").glob("*.json"))
+
+
+def test_batches_split_large_inputs(settings: Settings, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(i) for i in range(25)])
+    report = Ingestor(settings.with_(ingest_batch_turns=10)).ingest_paths([path])
+    assert (report.accepted, report.batches) == (25, 3)
+    ordinals = LakeStore(settings.lake).read(Table.TURN_LOGS, columns=["ordinal"])
+    assert sorted(ordinals["ordinal"].to_pylist()) == list(range(1, 26))
+
+
+def test_tables_read_with_polars_and_duckdb(settings: Settings, tmp_path: Path) -> None:
+    Ingestor(settings).ingest_paths(
+        [write_jsonl(tmp_path / "in.jsonl", [rich_record(i) for i in range(3)])])
+    store = LakeStore(settings.lake)
+    frame = store.scan(Table.CONTENT_ROWS).filter(pl.col("role") == "anchor").collect()
+    assert frame.height == 6
+    dataset = store.dataset(Table.TURN_LOGS)
+    con = duckdb.connect()
+    con.register("turn_logs", dataset)
+    count, = con.execute(
+        "select count(*) from turn_logs where writer = 'rich' and tenant = 'acme'").fetchone()
+    assert count == 3
+    filtered = store.read(Table.CONTENT_ROWS, columns=["text"],
+                          filter=ds.field("role") == "summary")
+    assert filtered.num_rows == 3
