@@ -8,6 +8,7 @@ conversation text (its min/max statistics otherwise would).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -82,6 +83,16 @@ class LakeStore:
         """The table's current version, or None when it does not exist yet."""
         dt = self.open(table)
         return None if dt is None else dt.version()
+
+    def latest_version(self, table: Table) -> int | None:
+        """The newest committed version, read cheaply from the log folder's file names."""
+        log = self.path(table) / "_delta_log"
+        try:
+            versions = [int(name[:-5]) for name in os.listdir(log)
+                        if name.endswith(".json") and name[:-5].isdigit()]
+        except FileNotFoundError:
+            return None
+        return max(versions) if versions else None
 
     def ensure(self, table: Table) -> DeltaTable:
         """Create the table (empty, with its schema and partitioning) if it does not exist."""

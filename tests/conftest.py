@@ -1,84 +1,12 @@
-"""Shared fixtures: real lakes under tmp_path and a factory of valid turn records."""
+"""Shared fixtures: real lakes under tmp_path."""
 
 from __future__ import annotations
 
-import base64
-import json
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lake.settings import Settings
-
-RecordFactory = Callable[..., dict[str, Any]]
-
-BASE_TIME = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
-
-
-def make_record(turn: int = 0, *, tenant: str = "acme", user: str = "u-ana",
-                conversation: str = "c-1", writer: str = "minimal",
-                prompt: str | None = None, answer: str | None = None,
-                at: datetime | None = None, **extra: Any) -> dict[str, Any]:
-    """A valid turnlake.turn.v1 record as a dict; keyword arguments override fields."""
-    start = at or BASE_TIME + timedelta(minutes=10 * turn)
-    record: dict[str, Any] = {
-        "schema": "turnlake.turn.v1",
-        "tenant": tenant, "app": "support-desk", "agent": "react-agent", "user_id": user,
-        "conversation_id": conversation, "turn_id": f"t-{turn:04d}", "writer": writer,
-        "started_at": start.isoformat(), "ended_at": (start + timedelta(seconds=40)).isoformat(),
-        "conversation_title": "Forecast workbook",
-        "submissions": [{"text": prompt or f"question number {turn} about the forecast",
-                         "event_type": "prompt", "batch": 0, "arrived_at": start.isoformat()}],
-        "completion": {"text": answer or f"answer number {turn}: fixed the timezone",
-                       "at": (start + timedelta(seconds=30)).isoformat()},
-    }
-    record.update(extra)
-    return record
-
-
-def rich_record(turn: int = 0, **kw: Any) -> dict[str, Any]:
-    """A rich-writer record with every optional part filled in."""
-    start = BASE_TIME + timedelta(minutes=10 * turn)
-    at = (start + timedelta(seconds=5)).isoformat()
-    return make_record(
-        turn, writer="rich",
-        submissions=[
-            {"text": "the openpyxl workbook shows wrong hours", "event_type": "prompt",
-             "batch": 0, "arrived_at": start.isoformat()},
-            {"text": "it is the March sheet", "event_type": "followup", "batch": 1,
-             "arrived_at": at},
-            {"text": "actually, use UTC", "event_type": "steer", "batch": 2, "arrived_at": at},
-        ],
-        context_events=[{"kind": "page_opened", "at": at, "data": {"page": "forecast"}}],
-        attachments=[
-            {"name": "march.xlsx", "mime": "application/vnd.ms-excel", "size": 2048,
-             "text": "March forecast sheet hours column"},
-            {"name": "logo.png", "mime": "image/png", "size": 10},
-        ],
-        steps=[{"name": "run_python", "status": "started", "at": at},
-               {"name": "run_python", "status": "completed", "at": at, "detail": "ok"}],
-        hosted_files=[{"path": "files/forecast.csv", "mime": "text/csv",
-                       "content_b64": base64.b64encode(b"month,hours\n3,12\n").decode(),
-                       "description": "corrected forecast"}],
-        summary="Goal: fix timezone in forecast. Outcome: converted to UTC.",
-        anchors=["openpyxl", "forecast.csv"],
-        notes=["user prefers UTC"],
-        citations=[{"title": "openpyxl docs", "url": "https://example.com/openpyxl"}],
-        events=[{"type": "badge.cost", "at": at, "data": {"usd": 0.01}}],
-        usage={"tokens_in": 120, "tokens_out": 80, "cost_usd": 0.01, "duration_ms": 4000},
-        feedback={"rating": 1, "comment": "great"},
-        **kw,
-    )
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any] | str]) -> Path:
-    """Write records (dicts or raw lines) as a .jsonl file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
-    return path
 
 
 @pytest.fixture

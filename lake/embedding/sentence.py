@@ -123,14 +123,14 @@ class SentenceTransformerEmbedder:
             # The weight-loading progress bar would land in CLI output; silence it only while
             # loading so a caller's own preference is left as it was.
             bars_were_on = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             try:
                 model = SentenceTransformer(
                     str(path), device=self._device, local_files_only=True
                 )
             finally:
                 if bars_were_on:
-                    hf_logging.enable_progress_bar()
+                    hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
             model.eval()
             dim = model.get_embedding_dimension()
         except Exception as exc:

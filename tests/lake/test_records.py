@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_record, rich_record
+from factories import make_record, rich_record
 
 from lake.errors import RecordError
 from lake.records import json_schema, parse_record

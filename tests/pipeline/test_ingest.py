@@ -8,7 +8,7 @@ import duckdb
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from conftest import make_record, rich_record, write_jsonl
+from factories import make_record, rich_record, write_jsonl
 
 from lake.faults import Faults
 from lake.filestore import FileStore

@@ -62,7 +62,8 @@ def generator_lists(draw: st.DrawFn) -> dict[str, list[RankedRow]]:
             reverse=True,
         )
         out[name] = [
-            RankedRow(f"{name}:{i}", ("c", t), s) for i, (t, s) in enumerate(zip(turns, scores))
+            RankedRow(f"{name}:{i}", ("c", t), s)
+            for i, (t, s) in enumerate(zip(turns, scores, strict=True))
         ]
     return out
 
@@ -274,7 +275,7 @@ def test_score_method_ties_fall_back_to_rank() -> None:
 def test_fuse_handles_huge_scores() -> None:
     lists = {"lexical": rows("lex", ("A", 1e308), ("B", -1e308), ("C", 0.0))}
     for normalization in ("zscore", "minmax", "max"):
-        fused = fuse(lists, method="score", normalization=normalization)  # type: ignore[arg-type]
+        fused = fuse(lists, method="score", normalization=normalization)
         assert all(math.isfinite(f.rrf) for f in fused)
         assert fused[0].turn_key[1] == "A"
 
@@ -331,11 +332,13 @@ def test_lift_bounds(age: float, half_life: float, weight: float) -> None:
     assert 1.0 <= recency_lift(age, half_life, weight) <= 1.0 + weight
 
 
-@given(st.floats(0.0, 1e8), half_lives, st.floats(0.01, 10.0))
-def test_lift_halves_each_half_life(age: float, half_life: float, weight: float) -> None:
+@given(st.floats(0.0, 20.0), half_lives, st.floats(0.01, 10.0))
+def test_lift_halves_each_half_life(periods: float, half_life: float, weight: float) -> None:
+    # ages up to 20 half-lives keep the decay term far above 1 - lift rounding (1e-16)
+    age = periods * half_life
     now = recency_lift(age, half_life, weight) - 1.0
     later = recency_lift(age + half_life, half_life, weight) - 1.0
-    assert later == pytest.approx(now / 2, rel=1e-6, abs=1e-300)
+    assert later == pytest.approx(now / 2, rel=1e-6)
 
 
 @given(ages, ages, half_lives, lift_weights)

@@ -1,0 +1,74 @@
+"""Micro benchmark of lake.index.trigram: build time and query latency on synthetic texts.
+
+Run: ``.venv/bin/python bench/trigram_bench.py [n_texts] [n_queries]``.  Texts are ~100 chars of
+Zipf-distributed pseudo words; queries are 1-4 of those words, half of them with one typo.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lake.index.trigram import TrigramIndex
+
+
+def synthetic_texts(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``n`` texts of about 100 characters and the vocabulary they were drawn from."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlucmfwypvbgkqjxz"))
+    weights = 1.0 / np.arange(1, 27)
+    lengths = rng.integers(2, 11, 50_000)
+    vocab = ["".join(rng.choice(letters, k, p=weights / weights.sum())) for k in lengths]
+    zipf = 1.0 / np.arange(1, len(vocab) + 1) ** 0.9
+    picks = rng.choice(len(vocab), size=(n, 17), p=zipf / zipf.sum())
+    texts = [" ".join(vocab[j] for j in row)[:110] for row in picks.tolist()]
+    return texts, vocab
+
+
+def queries(vocab: list[str], count: int, seed: int = 1) -> list[str]:
+    """1-4 word queries from ``vocab`` (ranks 50..5000), every other one with a dropped letter."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        words = [vocab[int(j)] for j in rng.integers(50, 5000, int(rng.integers(1, 5)))]
+        if i % 2 and len(words[0]) > 3:
+            cut = int(rng.integers(1, len(words[0]) - 1))
+            words[0] = words[0][:cut] + words[0][cut + 1 :]
+        out.append(" ".join(words))
+    return out
+
+
+def main() -> None:
+    """Print build time, index size and p50/p90 latency for both modes and a scoped search."""
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    n_queries = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    texts, vocab = synthetic_texts(n)
+    started = time.perf_counter()
+    index = TrigramIndex.build(texts)
+    print(f"build {n} texts (~{sum(map(len, texts)) // n} chars): {time.perf_counter() - started:.2f} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        index.save(Path(tmp))
+        size = sum(p.stat().st_size for p in Path(tmp).iterdir())
+        print(f"on disk: {size / 1e6:.1f} MB")
+        index = TrigramIndex.load(Path(tmp))
+        scope = np.sort(np.random.default_rng(2).choice(n, size=min(n, 5000), replace=False))
+        for label, kwargs in (
+            ("word", {}),
+            ("similarity", {"mode": "similarity"}),
+            ("word, 5000-doc scope", {"allowed": scope}),
+        ):
+            latencies, hits = [], 0
+            for query in queries(vocab, n_queries):
+                t0 = time.perf_counter()
+                hits += len(index.search(query, **kwargs))  # type: ignore[arg-type]
+                latencies.append(time.perf_counter() - t0)
+            ms = np.percentile(latencies, [50, 90]) * 1000
+            print(f"{label}: p50 {ms[0]:.2f} ms, p90 {ms[1]:.2f} ms, {hits / n_queries:.1f} hits/q")
+
+
+if __name__ == "__main__":
+    main()

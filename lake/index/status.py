@@ -1,0 +1,75 @@
+"""Freshness of partition indexes: which partitions are fresh, stale, or not indexed at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lake.index.manifest import PartitionManifest, list_partitions, read_current
+from lake.store import LakeStore
+from lake.tables import Table
+
+Freshness = Literal["fresh", "stale", "missing", "orphan"]
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """One partition's index state against the current tables."""
+
+    tenant: str
+    month: str
+    freshness: Freshness
+    manifest: PartitionManifest | None
+    content_version: int | None
+
+    @property
+    def name(self) -> str:
+        """``tenant/month``."""
+        return f"{self.tenant}/{self.month}"
+
+    @property
+    def rebuild_command(self) -> str:
+        """The CLI command that brings this partition up to date."""
+        return f"turnlake index build --tenant {self.tenant} --month {self.month}"
+
+
+class StatusCache:
+    """Partition statuses, recomputed only when a table's latest version changes."""
+
+    def __init__(self, store: LakeStore) -> None:
+        self._store = store
+        self._key: tuple[int | None, int | None, tuple[tuple[str, str], ...]] | None = None
+        self._value: dict[tuple[str, str], PartitionStatus] = {}
+
+    def get(self) -> dict[tuple[str, str], PartitionStatus]:
+        """Statuses by (tenant, month)."""
+        key = (self._store.latest_version(Table.CONTENT_ROWS),
+               self._store.latest_version(Table.TURN_LOGS),
+               tuple(list_partitions(self._store.root)))
+        if key != self._key:
+            self._value = partition_statuses(self._store)
+            self._key = key
+        return self._value
+
+
+def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatus]:
+    """Compare every partition's live manifest with the tables' current file sets."""
+    content_version = store.version(Table.CONTENT_ROWS)
+    content = store.partition_fingerprints(Table.CONTENT_ROWS)
+    logs = store.partition_fingerprints(Table.TURN_LOGS)
+    out: dict[tuple[str, str], PartitionStatus] = {}
+    for part in sorted(set(content) | set(list_partitions(store.root))):
+        current = read_current(store.root, *part)
+        manifest = current[1] if current else None
+        freshness: Freshness
+        if part not in content:
+            freshness = "orphan"
+        elif manifest is None:
+            freshness = "missing"
+        elif (manifest.content_fingerprint == content[part]
+              and manifest.logs_fingerprint == logs.get(part, "")):
+            freshness = "fresh"
+        else:
+            freshness = "stale"
+        out[part] = PartitionStatus(part[0], part[1], freshness, manifest, content_version)
+    return out

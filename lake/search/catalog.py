@@ -1,0 +1,197 @@
+"""The turn catalog: conversations and their turns in order, for ordinal and temporal lookups.
+
+Reads only live TurnLogs (not expired as of the request) of the principal's tenant; end users
+see only their own conversations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import polars as pl
+import pyarrow.dataset as ds
+
+from lake.errors import AccessDenied, QueryError
+from lake.refs import validate_id
+from lake.search.access import Principal
+from lake.search.when import OrdinalLookup, TimeRange, resolve_when
+from lake.store import LakeStore
+from lake.tables import Table
+
+_PREVIEW_CHARS = 300
+
+
+@dataclass(frozen=True)
+class CatalogTurn:
+    """One turn in its conversation's order."""
+
+    tenant: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    ordinal: int
+    started_at: datetime
+    ended_at: datetime
+    writer: str
+    first_user_message: str
+    last_completion: str
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready fields."""
+        return {"tenant": self.tenant, "user_id": self.user_id,
+                "conversation_id": self.conversation_id, "turn_id": self.turn_id,
+                "ordinal": self.ordinal, "started_at": self.started_at.isoformat(),
+                "ended_at": self.ended_at.isoformat(), "writer": self.writer,
+                "first_user_message": self.first_user_message,
+                "last_completion": self.last_completion}
+
+
+@dataclass(frozen=True)
+class ConversationEntry:
+    """A conversation as listed from its conv.timeline.v1."""
+
+    tenant: str
+    conversation_id: str
+    user_id: str
+    app: str
+    agent: str
+    title: str | None
+    started_at: datetime
+    last_activity_at: datetime
+    turn_count: int
+    last_turn_id: str
+
+
+class TurnCatalog:
+    """Ordered turn lookups over the lake, under the access rules of a principal."""
+
+    def __init__(self, store: LakeStore) -> None:
+        self._store = store
+
+    def turns(self, principal: Principal, conversation_id: str, *,
+              as_of: datetime | None = None) -> list[CatalogTurn]:
+        """A conversation's live turns in order (ordinal 1 = first)."""
+        validate_id(conversation_id, "conversation_id")
+        frame = self._logs(principal, as_of, ds.field("conversation_id") == conversation_id)
+        if frame.height == 0:
+            self._explain_missing(principal, conversation_id)
+            return []
+        return _catalog_turns(frame)
+
+    def nth(self, principal: Principal, conversation_id: str, ordinal: int, *,
+            as_of: datetime | None = None) -> CatalogTurn:
+        """The Nth turn (1-based; -1 = last, -2 = second to last)."""
+        turns = self.turns(principal, conversation_id, as_of=as_of)
+        if ordinal == 0 or abs(ordinal) > len(turns) or (ordinal > 0 and ordinal > len(turns)):
+            raise QueryError(f"conversation {conversation_id} has {len(turns)} turns; "
+                             f"there is no turn {ordinal}")
+        return turns[ordinal - 1] if ordinal > 0 else turns[ordinal]
+
+    def between(self, principal: Principal, start: datetime, end: datetime, *,
+                user_id: str | None = None, conversation_id: str | None = None,
+                as_of: datetime | None = None) -> list[CatalogTurn]:
+        """Turns that started in [start, end), of one user (end users: themselves)."""
+        user = self._user_filter(principal, user_id)
+        expr = (ds.field("started_at") >= start) & (ds.field("started_at") < end)
+        if user is not None:
+            expr &= ds.field("user_id") == user
+        if conversation_id is not None:
+            expr &= ds.field("conversation_id") == validate_id(conversation_id,
+                                                               "conversation_id")
+        matched = self._logs(principal, as_of, expr, user_only=False)
+        if matched.height == 0:
+            return []
+        # Ordinals count every live turn of the conversation, not just those in the range.
+        conversations = matched["conversation_id"].unique().to_list()
+        whole = self._logs(principal, as_of, ds.field("conversation_id").isin(conversations),
+                           user_only=False)
+        wanted = set(zip(matched["conversation_id"].to_list(), matched["turn_id"].to_list(),
+                         strict=True))
+        turns = [t for t in _catalog_turns(whole) if (t.conversation_id, t.turn_id) in wanted]
+        turns.sort(key=lambda t: (t.started_at, t.conversation_id, t.turn_id))
+        return turns
+
+    def resolve(self, principal: Principal, phrase: str, *, conversation_id: str | None = None,
+                user_id: str | None = None, as_of: datetime | None = None) -> list[CatalogTurn]:
+        """Turns a phrase names: "3rd turn", "the last turn" (needs a conversation),
+        "yesterday", "last week", "in March 2026" ..."""
+        now = as_of or datetime.now(UTC)
+        lookup = resolve_when(phrase, now)
+        if isinstance(lookup, OrdinalLookup):
+            if conversation_id is None:
+                raise QueryError(f"{phrase!r} names a turn position: give a conversation")
+            return [self.nth(principal, conversation_id, lookup.ordinal, as_of=now)]
+        assert isinstance(lookup, TimeRange)
+        return self.between(principal, lookup.start, lookup.end, user_id=user_id,
+                            conversation_id=conversation_id, as_of=now)
+
+    def conversations(self, principal: Principal, *, user_id: str | None = None,
+                      as_of: datetime | None = None) -> list[ConversationEntry]:
+        """Conversations with at least one live turn, most recent activity first."""
+        user = self._user_filter(principal, user_id)
+        now = as_of or datetime.now(UTC)
+        expr = (ds.field("tenant") == principal.tenant) & (ds.field("expires_at") > now)
+        if user is not None:
+            expr &= ds.field("user_id") == user
+        table = self._store.read(Table.TIMELINES, filter=expr)
+        entries = [ConversationEntry(
+            tenant=r["tenant"], conversation_id=r["conversation_id"], user_id=r["user_id"],
+            app=r["app"], agent=r["agent"], title=r["title"], started_at=r["started_at"],
+            last_activity_at=r["last_activity_at"], turn_count=r["turn_count"],
+            last_turn_id=r["last_turn_id"]) for r in table.to_pylist()]
+        entries.sort(key=lambda e: e.last_activity_at, reverse=True)
+        return entries
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _user_filter(self, principal: Principal, user_id: str | None) -> str | None:
+        if user_id is not None:
+            validate_id(user_id, "user_id")
+        if principal.analyst:
+            return user_id
+        if user_id is not None and user_id != principal.user_id:
+            raise AccessDenied(f"{principal.describe()} may not read user {user_id}")
+        return principal.user_id
+
+    def _logs(self, principal: Principal, as_of: datetime | None, expr: ds.Expression,
+              *, user_only: bool = True) -> pl.DataFrame:
+        now = as_of or datetime.now(UTC)
+        full = expr & (ds.field("tenant") == principal.tenant) & (ds.field("expires_at") > now)
+        if user_only and not principal.analyst:
+            full &= ds.field("user_id") == principal.user_id
+        frame = pl.from_arrow(self._store.read(
+            Table.TURN_LOGS, filter=full,
+            columns=["tenant", "user_id", "conversation_id", "turn_id", "started_at",
+                     "ended_at", "writer", "payload"]))
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def _explain_missing(self, principal: Principal, conversation_id: str) -> None:
+        if principal.analyst:
+            return
+        other = self._store.read(
+            Table.TURN_LOGS, columns=["user_id"],
+            filter=(ds.field("tenant") == principal.tenant)
+            & (ds.field("conversation_id") == conversation_id))
+        if other.num_rows:
+            raise AccessDenied(f"{principal.describe()} may not read conversation "
+                               f"{conversation_id}")
+
+
+def _catalog_turns(frame: pl.DataFrame) -> list[CatalogTurn]:
+    ordered = frame.sort(["conversation_id", "started_at", "turn_id"])
+    out: list[CatalogTurn] = []
+    ordinal_by_conv: dict[str, int] = {}
+    for row in ordered.iter_rows(named=True):
+        payload = json.loads(row["payload"])
+        ordinal = ordinal_by_conv.get(row["conversation_id"], 0) + 1
+        ordinal_by_conv[row["conversation_id"]] = ordinal
+        out.append(CatalogTurn(
+            tenant=row["tenant"], user_id=row["user_id"],
+            conversation_id=row["conversation_id"], turn_id=row["turn_id"], ordinal=ordinal,
+            started_at=row["started_at"], ended_at=row["ended_at"], writer=row["writer"],
+            first_user_message=payload["submissions"][0]["text"][:_PREVIEW_CHARS],
+            last_completion=payload["completion"]["text"][:_PREVIEW_CHARS]))
+    return out

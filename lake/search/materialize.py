@@ -1,0 +1,160 @@
+"""Known-turn materialization and ref resolution: rebuild a turn from its TurnLog, and hand out
+hosted file bytes to authorized principals while the object is retained."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow.dataset as ds
+
+from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
+from lake.filestore import FileStore
+from lake.refs import parse_ref, validate_id
+from lake.search.access import Principal
+from lake.store import LakeStore
+from lake.tables import Table
+
+
+@dataclass(frozen=True)
+class FileCard:
+    """A hosted file as shown on a turn: its ref, name, type and size."""
+
+    ref: str
+    name: str
+    path: str
+    mime: str
+    size: int
+    sha256: str
+    description: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class MaterializedTurn:
+    """A whole turn rebuilt from its TurnLog, with file cards and recorded events."""
+
+    tenant: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    app: str
+    agent: str
+    writer: str
+    title: str | None
+    ordinal: int
+    started_at: datetime
+    ended_at: datetime
+    submissions: list[dict[str, Any]]
+    completion: dict[str, Any]
+    attachments: list[dict[str, Any]]
+    files: list[FileCard]
+    steps: list[dict[str, Any]]
+    citations: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    usage: dict[str, Any] | None
+    feedback: dict[str, Any] | None
+    summary: str | None = None
+    anchors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        out = {k: v for k, v in self.__dict__.items() if k != "files"}
+        out["started_at"] = self.started_at.isoformat()
+        out["ended_at"] = self.ended_at.isoformat()
+        out["files"] = [{**f.__dict__, "expires_at": f.expires_at.isoformat()}
+                        for f in self.files]
+        return out
+
+
+class TurnMaterializer:
+    """Rebuilds known turns and resolves conv:fi: refs, under a principal's access rules."""
+
+    def __init__(self, store: LakeStore) -> None:
+        self._store = store
+        self._files = FileStore(store.root)
+
+    def turn(self, principal: Principal, conversation_id: str, turn_id: str, *,
+             as_of: datetime | None = None) -> MaterializedTurn:
+        """The whole turn; QueryError when it does not exist (or expired), AccessDenied when
+        it belongs to another user and the principal is an end user."""
+        validate_id(conversation_id, "conversation_id")
+        validate_id(turn_id, "turn_id")
+        now = as_of or datetime.now(UTC)
+        key = ((ds.field("tenant") == principal.tenant)
+               & (ds.field("conversation_id") == conversation_id))
+        logs = self._store.read(Table.TURN_LOGS, filter=key & (ds.field("expires_at") > now),
+                                columns=["turn_id", "user_id", "started_at", "payload"])
+        rows = logs.to_pylist()
+        match = [r for r in rows if r["turn_id"] == turn_id]
+        if not match:
+            raise QueryError(f"no live turn {conversation_id}/{turn_id} in tenant "
+                             f"{principal.tenant}")
+        row = match[0]
+        if not principal.analyst and row["user_id"] != principal.user_id:
+            raise AccessDenied(f"{principal.describe()} may not read turn "
+                               f"{conversation_id}/{turn_id}")
+        ordinal = 1 + sum(1 for r in rows if (r["started_at"], r["turn_id"])
+                          < (row["started_at"], turn_id))
+        payload = json.loads(row["payload"])
+        turn_filter = key & (ds.field("turn_id") == turn_id)
+        files = self._file_cards(turn_filter, now)
+        events = self._store.read(Table.EVENTS, filter=turn_filter).sort_by("seq").to_pylist()
+        return MaterializedTurn(
+            tenant=principal.tenant, user_id=row["user_id"], conversation_id=conversation_id,
+            turn_id=turn_id, app=payload["app"], agent=payload["agent"],
+            writer=payload["writer"], title=payload.get("conversation_title"),
+            ordinal=ordinal,
+            started_at=datetime.fromisoformat(payload["started_at"]),
+            ended_at=datetime.fromisoformat(payload["ended_at"]),
+            submissions=payload["submissions"], completion=payload["completion"],
+            attachments=payload.get("attachments", []), files=files,
+            steps=payload.get("steps", []), citations=payload.get("citations", []),
+            events=[{"seq": e["seq"], "source": e["source"], "type": e["type"],
+                     "at": e["at"].isoformat(), "data": json.loads(e["data"])}
+                    for e in events],
+            usage=payload.get("usage"), feedback=payload.get("feedback"),
+            summary=payload.get("summary"), anchors=payload.get("anchors", []),
+            notes=payload.get("notes", []))
+
+    def resolve(self, principal: Principal, ref: str, *,
+                as_of: datetime | None = None) -> tuple[FileCard, bytes]:
+        """The bytes behind a conv:fi: ref. Raises RefError (malformed), RefNotFound (no such
+        object), RefExpired (past its expires_at) or AccessDenied (not this principal's)."""
+        parsed = parse_ref(ref)
+        if not parsed.is_file:
+            raise RefError(f"{ref} is a conv:{parsed.namespace}: ref; only conv:fi: refs "
+                           "resolve to bytes")
+        now = as_of or datetime.now(UTC)
+        rows = self._store.read(
+            Table.FILES, filter=(ds.field("tenant") == principal.tenant)
+            & (ds.field("conversation_id") == parsed.conversation_id)
+            & (ds.field("turn_id") == parsed.turn_id) & (ds.field("ref") == str(parsed)),
+        ).to_pylist()
+        live_turn = self._store.read(
+            Table.TURN_LOGS, columns=["user_id", "expires_at"],
+            filter=(ds.field("tenant") == principal.tenant)
+            & (ds.field("conversation_id") == parsed.conversation_id)
+            & (ds.field("turn_id") == parsed.turn_id)).to_pylist()
+        if not rows or not live_turn:
+            raise RefNotFound(f"{ref} names no hosted file in tenant {principal.tenant}")
+        row = rows[0]
+        if not principal.analyst and row["user_id"] != principal.user_id:
+            raise AccessDenied(f"{principal.describe()} may not read {ref}")
+        if row["expires_at"] <= now or live_turn[0]["expires_at"] <= now:
+            raise RefExpired(f"{ref} expired at {min(row['expires_at'], live_turn[0]['expires_at']):%Y-%m-%d %H:%M} UTC")  # noqa: E501
+        data = self._files.get(row["storage_key"])
+        return _card(row), data
+
+    def _file_cards(self, turn_filter: ds.Expression, now: datetime) -> list[FileCard]:
+        rows = self._store.read(Table.FILES, filter=turn_filter & (ds.field("expires_at") > now))
+        return [_card(r) for r in rows.sort_by("path").to_pylist()]
+
+
+def _card(row: dict[str, Any]) -> FileCard:
+    return FileCard(ref=row["ref"], name=row["path"].rsplit("/", 1)[-1], path=row["path"],
+                    mime=row["mime"], size=row["size"], sha256=row["sha256"],
+                    description=row["description"], expires_at=row["expires_at"])

@@ -1,0 +1,119 @@
+"""Typed search requests and answers, shared by the CLI, the workbench and agents."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from lake.search.access import Principal, Scope
+from lake.search.fusion import FusionMethod
+from lake.tables import DEFAULT_SEARCH_ROLES
+
+Generator = Literal["semantic", "lexical", "trigram"]
+GENERATORS: tuple[Generator, ...] = ("semantic", "lexical", "trigram")
+SnippetChoice = Literal["user", "assistant", "both", "none"]
+SNIPPET_CHARS = 500
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """How the generators' turn lists are fused (see lake.search.fusion.fuse)."""
+
+    method: FusionMethod = "rrf_score"
+    k: int = 60
+    score_factor: float = 1.0
+    zscore_floor: float = 1.0
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One conversation search. Defaults follow the spec (7-day half-life, k=10, RRF k=60)."""
+
+    query: str
+    principal: Principal
+    scope: Scope = "user"
+    user_id: str | None = None
+    conversation_id: str | None = None
+    roles: tuple[str, ...] = DEFAULT_SEARCH_ROLES
+    since: datetime | None = None
+    until: datetime | None = None
+    k: int = 10
+    enabled: Mapping[str, bool] = field(
+        default_factory=lambda: {"semantic": True, "lexical": True, "trigram": True})
+    weights: Mapping[str, float] = field(
+        default_factory=lambda: {"semantic": 1.0, "lexical": 1.0, "trigram": 0.5})
+    half_life_days: float = 7.0
+    recency_weight: float = 1.0
+    as_of: datetime | None = None
+    max_per_conversation: int | None = None
+    snippets: SnippetChoice = "both"
+    trigram_threshold: float = 0.5
+    fusion: FusionSettings = field(default_factory=FusionSettings)
+    depth: int = 100
+
+
+@dataclass(frozen=True)
+class GeneratorRank:
+    """A turn's best row in one generator: its 1-based rank and the generator's score."""
+
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One matched turn, with the evidence of how it scored."""
+
+    tenant: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    turn_at: datetime
+    role: str
+    text: str
+    row_id: str
+    ranks: Mapping[str, GeneratorRank | None]
+    rrf: float
+    lift: float
+    score: float
+    snippets: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The hit with the field names of the CLI's JSON contract."""
+        return {
+            "tenant": self.tenant, "user_id": self.user_id,
+            "conversation_id": self.conversation_id, "turn_id": self.turn_id,
+            "turn_at": self.turn_at.isoformat(), "role": self.role, "text": self.text,
+            "row_id": self.row_id,
+            "ranks": {g: (None if r is None else {"rank": r.rank, "score": r.score})
+                      for g, r in self.ranks.items()},
+            "rrf": self.rrf, "lift": self.lift, "score": self.score,
+            "snippets": dict(self.snippets),
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The answer: hits best first, plus anything the caller must know about freshness."""
+
+    hits: list[Hit]
+    stale_partitions: list[str] = field(default_factory=list)
+    unindexed_partitions: list[str] = field(default_factory=list)
+    semantic_error: str | None = None
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Human-readable notes about stale or missing indexes and degraded generators."""
+        notes = []
+        if self.stale_partitions:
+            notes.append("index is stale for " + ", ".join(self.stale_partitions)
+                         + ": newer rows are not searched yet (run `turnlake index build`)")
+        if self.unindexed_partitions:
+            notes.append("no index yet for " + ", ".join(self.unindexed_partitions)
+                         + " (run `turnlake index build`)")
+        if self.semantic_error:
+            notes.append(f"semantic search unavailable: {self.semantic_error}")
+        return notes

@@ -1,0 +1,318 @@
+"""The conversation-search service: scope, three generators, fusion, recency, snippets.
+
+One instance per lake (cheap to keep): it caches opened partition indexes by build id and
+partition statuses by table version, and loads the embedding model at most once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+
+from lake.embedding.base import Embedder
+from lake.errors import EmbeddingError, QueryError
+from lake.index.manifest import read_current
+from lake.index.partition import PartitionIndex
+from lake.index.status import PartitionStatus, StatusCache
+from lake.search.access import ResolvedScope, resolve_scope
+from lake.search.fusion import RankedRow, fuse, recency_lift
+from lake.search.request import (
+    GENERATORS,
+    SNIPPET_CHARS,
+    GeneratorRank,
+    Hit,
+    SearchRequest,
+    SearchResult,
+)
+from lake.store import LakeStore
+from lake.tables import ROLES
+
+EmbedderFactory = Callable[[], Embedder]
+_US = 1_000_000
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    part: PartitionIndex
+    doc: int
+    score: float
+
+
+class SearchService:
+    """Answers SearchRequests over a lake's partition indexes."""
+
+    def __init__(self, store: LakeStore, *, embedder: Embedder | EmbedderFactory | None = None,
+                 ) -> None:
+        self.store = store
+        self._embedder_source = embedder
+        self._embedder: Embedder | None = None
+        self._statuses = StatusCache(store)
+        self._open: dict[str, PartitionIndex] = {}
+
+    # -- public -------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        """Run one search; see SearchRequest for the knobs."""
+        _validate(request)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        scope = resolve_scope(request.principal, request.scope, user_id=request.user_id,
+                              conversation_id=request.conversation_id)
+        as_of = request.as_of or datetime.now(UTC)
+        parts, stale, unindexed = self._partitions(scope.tenant, request)
+        query = request.query.strip()
+        if not query or not parts:
+            return SearchResult([], stale, unindexed, None, timings)
+        query_vector, semantic_error = None, None
+        if request.enabled.get("semantic", True) and any(
+                p.manifest.dim for p in parts) and request.weights.get("semantic", 1.0) > 0:
+            t = time.perf_counter()
+            query_vector, semantic_error = self._embed_query(query)
+            timings["embed_query"] = _ms(t)
+        lists: dict[str, list[_Candidate]] = {g: [] for g in GENERATORS}
+        t = time.perf_counter()
+        for part in parts:
+            allowed = _allowed_docs(part, scope, request, as_of)
+            if allowed.size == 0:
+                continue
+            for name, found in self._generate(part, allowed, scope, request, query,
+                                              query_vector).items():
+                lists[name].extend(found)
+        timings["generate"] = _ms(t)
+        t = time.perf_counter()
+        hits = self._fuse(lists, request, as_of)
+        timings["fuse"] = _ms(t)
+        timings["total"] = _ms(t0)
+        return SearchResult(hits, stale, unindexed, semantic_error, timings)
+
+    def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
+        """Index freshness of every partition."""
+        return self._statuses.get()
+
+    def embedder(self) -> Embedder:
+        """The query embedder, created on first use."""
+        if self._embedder is None:
+            source = self._embedder_source
+            if source is None:
+                from lake.embedding.sentence import default_embedder
+
+                self._embedder = default_embedder()
+            elif callable(source) and not hasattr(source, "encode"):
+                self._embedder = source()
+            else:
+                assert not callable(source) or hasattr(source, "encode")
+                self._embedder = source  # type: ignore[assignment]
+        return self._embedder
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _partitions(self, tenant: str, request: SearchRequest
+                    ) -> tuple[list[PartitionIndex], list[str], list[str]]:
+        since_month = request.since.astimezone(UTC).strftime("%Y-%m") if request.since else None
+        until_month = request.until.astimezone(UTC).strftime("%Y-%m") if request.until else None
+        parts: list[PartitionIndex] = []
+        stale: list[str] = []
+        unindexed: list[str] = []
+        for (t, month), status in sorted(self._statuses.get().items()):
+            if t != tenant or (since_month and month < since_month) or (
+                    until_month and month > until_month):
+                continue
+            if status.freshness == "missing":
+                unindexed.append(status.name)
+                continue
+            if status.freshness == "stale":
+                stale.append(status.name)
+            opened = self._partition(t, month)
+            if opened is not None:
+                parts.append(opened)
+        return parts, stale, unindexed
+
+    def _partition(self, tenant: str, month: str) -> PartitionIndex | None:
+        current = read_current(self.store.root, tenant, month)
+        if current is None:
+            return None
+        folder, manifest = current
+        key = f"{tenant}/{month}"
+        cached = self._open.get(key)
+        if cached is None or cached.manifest.build_id != manifest.build_id:
+            cached = PartitionIndex(folder, manifest)
+            self._open[key] = cached
+        return cached
+
+    def _embed_query(self, query: str) -> tuple[np.ndarray | None, str | None]:
+        try:
+            vector = self.embedder().encode([query])
+        except EmbeddingError as exc:
+            return None, str(exc)
+        except Exception as exc:  # a provider fault must degrade search, not break it
+            return None, f"{type(exc).__name__}: {exc}"
+        return np.asarray(vector[0], dtype=np.float32), None
+
+    def _generate(self, part: PartitionIndex, allowed: np.ndarray, scope: ResolvedScope,
+                  request: SearchRequest, query: str, query_vector: np.ndarray | None
+                  ) -> dict[str, list[_Candidate]]:
+        out: dict[str, list[_Candidate]] = {}
+        depth = request.depth
+        on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
+              for g in GENERATORS}
+        if on["semantic"] and query_vector is not None and part.semantic is not None \
+                and part.manifest.dim == query_vector.shape[0]:
+            found = part.semantic.search(query_vector, allowed=allowed, limit=depth)
+            out["semantic"] = [_Candidate(part, d, s) for d, s in found]
+        if on["lexical"]:
+            # The lexical index filters by user / conversation / role itself; time and expiry
+            # are checked against the allowed set afterwards, so over-fetch a little.
+            found = part.lexical.search(query, limit=depth * 2, user_id=scope.user_id,
+                                        conversation_id=scope.conversation_id,
+                                        roles=request.roles)
+            in_scope = set(allowed[np.isin(allowed, [d for d, _ in found])].tolist()) \
+                if found else set()
+            out["lexical"] = [_Candidate(part, d, s) for d, s in found if d in in_scope][:depth]
+        if on["trigram"]:
+            found = part.trigram.search(query, allowed=allowed, limit=depth,
+                                        threshold=request.trigram_threshold)
+            out["trigram"] = [_Candidate(part, d, s) for d, s in found]
+        return out
+
+    def _fuse(self, lists: dict[str, list[_Candidate]], request: SearchRequest,
+              as_of: datetime) -> list[Hit]:
+        ranked: dict[str, list[RankedRow]] = {}
+        by_row: dict[str, _Candidate] = {}
+        for name, candidates in lists.items():
+            candidates.sort(key=lambda c: -c.score)
+            rows = []
+            for c in candidates[:request.depth]:
+                cols = c.part.columns
+                key = f"{c.part.manifest.tenant}/{c.part.manifest.month}#{c.doc}"
+                by_row[key] = c
+                turn = (cols.conversations[cols.conversation_codes[c.doc]], cols.turn_ids[c.doc])
+                rows.append(RankedRow(row_key=key, turn_key=turn, score=c.score))
+            if rows:
+                ranked[name] = rows
+        if not ranked:
+            return []
+        f = request.fusion
+        fused = fuse(ranked, {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
+                     method=f.method, score_factor=f.score_factor, zscore_floor=f.zscore_floor)
+        as_of_us = int(as_of.timestamp() * _US)
+        half_life_s = request.half_life_days * 86400.0
+        scored = []
+        for turn in fused:
+            best_gen = min(turn.hits, key=lambda g: (turn.hits[g].rank, g))
+            best = by_row[turn.hits[best_gen].row_key]
+            age_s = (as_of_us - int(best.part.columns.turn_at_us[best.doc])) / _US
+            lift = recency_lift(age_s, half_life_s, request.recency_weight)
+            scored.append((turn.rrf * lift, turn, best, lift))
+        scored.sort(key=lambda item: (-item[0], item[1].turn_key))
+        cap = _per_conversation_cap(request)
+        per_conv: dict[str, int] = {}
+        hits: list[Hit] = []
+        for final, turn, best, lift in scored:
+            cid = turn.turn_key[0]
+            if cap and per_conv.get(cid, 0) >= cap:
+                continue
+            per_conv[cid] = per_conv.get(cid, 0) + 1
+            hits.append(self._hit(turn.turn_key, best, turn.hits, turn.rrf, lift, final,
+                                  request, by_row))
+            if len(hits) >= request.k:
+                break
+        return hits
+
+    def _hit(self, turn_key: tuple[str, str], best: _Candidate,
+             gen_hits: object, rrf: float, lift: float, final: float,
+             request: SearchRequest, by_row: dict[str, _Candidate]) -> Hit:
+        assert isinstance(gen_hits, dict)
+        part, doc = best.part, best.doc
+        row = part.rows.slice(doc, 1).to_pylist()[0]
+        ranks: dict[str, GeneratorRank | None] = {g: None for g in GENERATORS}
+        for g, h in gen_hits.items():
+            ranks[g] = GeneratorRank(h.rank, h.score)
+        return Hit(
+            tenant=part.manifest.tenant, user_id=row["user_id"],
+            conversation_id=turn_key[0], turn_id=turn_key[1],
+            turn_at=row["turn_at"].astimezone(UTC), role=row["role"], text=row["text"],
+            row_id=row["row_id"], ranks=ranks, rrf=rrf, lift=lift, score=final,
+            snippets=_snippets(part, doc, request.snippets))
+
+
+def _validate(request: SearchRequest) -> None:
+    if request.k < 1 or request.k > 1000:
+        raise QueryError(f"k must be between 1 and 1000, not {request.k}")
+    unknown = [r for r in request.roles if r not in ROLES]
+    if unknown:
+        raise QueryError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
+    if request.half_life_days < 0 or request.recency_weight < 0:
+        raise QueryError("half-life and recency weight must be >= 0")
+    if request.max_per_conversation is not None and request.max_per_conversation < 0:
+        raise QueryError("max per conversation must be >= 0 (0 = no cap)")
+    if request.since and request.until and request.since >= request.until:
+        raise QueryError("since must be before until")
+    for name in (*request.enabled, *request.weights):
+        if name not in GENERATORS:
+            raise QueryError(f"unknown generator {name!r}; generators are "
+                             f"{', '.join(GENERATORS)}")
+    if any(w < 0 for w in request.weights.values()):
+        raise QueryError("generator weights must be >= 0")
+
+
+def _per_conversation_cap(request: SearchRequest) -> int:
+    if request.max_per_conversation is not None:
+        return request.max_per_conversation
+    return 0 if request.scope == "conversation" else 2
+
+
+def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchRequest,
+                  as_of: datetime) -> np.ndarray:
+    """Sorted doc ids of the partition rows the request may see."""
+    cols = part.columns
+    mask = cols.expires_us > int(as_of.timestamp() * _US)
+    if scope.user_id is not None:
+        if scope.user_id not in cols.users:
+            return np.empty(0, dtype=np.int64)
+        mask &= cols.user_codes == cols.users.index(scope.user_id)
+    if scope.conversation_id is not None:
+        if scope.conversation_id not in cols.conversations:
+            return np.empty(0, dtype=np.int64)
+        mask &= cols.conversation_codes == cols.conversations.index(scope.conversation_id)
+    if set(request.roles) != set(cols.roles):
+        codes = [i for i, r in enumerate(cols.roles) if r in request.roles]
+        mask &= np.isin(cols.role_codes, codes)
+    if request.since is not None:
+        mask &= cols.turn_at_us >= int(request.since.timestamp() * _US)
+    if request.until is not None:
+        mask &= cols.turn_at_us < int(request.until.timestamp() * _US)
+    return np.flatnonzero(mask).astype(np.int64)
+
+
+def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
+    if choice == "none":
+        return {}
+    cols = part.columns
+    conv, turn = cols.conversation_codes[doc], cols.turn_ids[doc]
+    start, end = doc, doc + 1
+    while start > 0 and cols.conversation_codes[start - 1] == conv and \
+            cols.turn_ids[start - 1] == turn:
+        start -= 1
+    while end < len(cols.turn_ids) and cols.conversation_codes[end] == conv and \
+            cols.turn_ids[end] == turn:
+        end += 1
+    rows = part.rows.slice(start, end - start).select(["role", "text"])
+    roles, texts = rows.column("role").to_pylist(), rows.column("text").to_pylist()
+    out: dict[str, str] = {}
+    for wanted in ("user", "assistant"):
+        if choice in (wanted, "both"):
+            joined = "\n".join(t for r, t in zip(roles, texts, strict=True) if r == wanted)
+            out[wanted] = joined[:SNIPPET_CHARS]
+    return out
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+__all__ = ["SearchService", "pa"]

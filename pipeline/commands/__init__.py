@@ -1,0 +1,1 @@
+"""The turnlake CLI commands, one module per family."""

@@ -1,0 +1,268 @@
+"""Commands that read the lake: search, catalog, turn show, ref resolve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table as RichTable
+
+from lake.errors import QueryError, TurnlakeError
+from lake.search.access import Principal
+from lake.search.catalog import TurnCatalog
+from lake.search.materialize import TurnMaterializer
+from lake.search.request import FusionSettings, SearchRequest
+from lake.store import LakeStore
+from lake.tables import DEFAULT_SEARCH_ROLES
+from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+
+turn_app = typer.Typer(no_args_is_help=True, help="Show recorded turns.")
+ref_app = typer.Typer(no_args_is_help=True, help="Resolve conv:* references.")
+app.add_typer(turn_app, name="turn")
+app.add_typer(ref_app, name="ref")
+
+TenantOption = Annotated[str | None, typer.Option("--tenant", help="Tenant of the principal.")]
+UserOption = Annotated[str | None, typer.Option("--user", help="User id (the principal, or the "
+                                                "user an analyst looks at).")]
+AnalystOption = Annotated[bool, typer.Option("--analyst", help="Act as an analyst of the tenant.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def parse_time(value: str | None, what: str) -> datetime | None:
+    """An ISO 8601 time (date-only means midnight UTC; no offset means UTC)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise QueryError(f"{what} {value!r} is not an ISO 8601 time") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def principal_from(tenant: str | None, user: str | None, analyst: bool) -> Principal:
+    """The principal a command acts as."""
+    if not tenant:
+        raise QueryError("--tenant is required")
+    if not analyst and not user:
+        raise QueryError("--user is required (or --analyst to act as an analyst)")
+    return Principal(tenant=tenant, user_id=user, analyst=analyst)
+
+
+def request_from(options: dict[str, Any]) -> SearchRequest:
+    """Build a SearchRequest from option names (the CLI's long options, underscored)."""
+    known = {"id", "query", "tenant", "user", "analyst", "scope", "conversation", "roles",
+             "role", "k", "since", "until", "as_of", "half_life_days", "recency_weight",
+             "no_semantic", "no_lexical", "no_trigram", "max_per_conversation", "snippets",
+             "weights", "fusion"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise QueryError(f"unknown option(s) {', '.join(unknown)}")
+    query = options.get("query")
+    if not isinstance(query, str):
+        raise QueryError("query must be a string")
+    principal = principal_from(options.get("tenant"), options.get("user"),
+                               bool(options.get("analyst", False)))
+    roles = options.get("roles") or options.get("role") or list(DEFAULT_SEARCH_ROLES)
+    if isinstance(roles, str):
+        roles = [roles]
+    enabled = {g: not options.get(f"no_{g}", False) for g in ("semantic", "lexical", "trigram")}
+    weights = {"semantic": 1.0, "lexical": 1.0, "trigram": 0.5}
+    weights.update({str(k): float(v) for k, v in (options.get("weights") or {}).items()})
+    max_per = options.get("max_per_conversation")
+    fusion = options.get("fusion")
+    return SearchRequest(
+        query=query, principal=principal, scope=options.get("scope") or "user",
+        user_id=options.get("user") if principal.analyst else None,
+        conversation_id=options.get("conversation"), roles=tuple(roles),
+        since=parse_time(options.get("since"), "since"),
+        until=parse_time(options.get("until"), "until"),
+        k=int(options.get("k") or 10), enabled=enabled, weights=weights,
+        half_life_days=float(options.get("half_life_days", 7.0)),
+        recency_weight=float(options.get("recency_weight", 1.0)),
+        as_of=parse_time(options.get("as_of"), "as_of"),
+        max_per_conversation=None if max_per is None else int(max_per),
+        snippets=options.get("snippets") or "both",
+        fusion=FusionSettings(method=fusion) if fusion else FusionSettings())
+
+
+@app.command()
+def search(
+    query: Annotated[str | None, typer.Argument(help="What to look for.")] = None,
+    tenant: TenantOption = None,
+    user: UserOption = None,
+    analyst: AnalystOption = False,
+    scope: Annotated[str, typer.Option(help="conversation, user or tenant.")] = "user",
+    conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
+    role: Annotated[list[str] | None, typer.Option(
+        "--role", help="Role to search (repeatable; default user, assistant, summary, anchor, "
+        "attachment).")] = None,
+    k: Annotated[int, typer.Option("--k", help="Number of turns to return.")] = 10,
+    since: Annotated[str | None, typer.Option(help="Only turns at or after (ISO).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only turns before (ISO).")] = None,
+    as_of: Annotated[str | None, typer.Option(help="Evaluate as of this time (ISO).")] = None,
+    half_life_days: Annotated[float, typer.Option(help="Recency half-life in days.")] = 7.0,
+    recency_weight: Annotated[float, typer.Option(help="Recency lift weight (0 = off).")] = 1.0,
+    no_semantic: Annotated[bool, typer.Option("--no-semantic")] = False,
+    no_lexical: Annotated[bool, typer.Option("--no-lexical")] = False,
+    no_trigram: Annotated[bool, typer.Option("--no-trigram")] = False,
+    max_per_conversation: Annotated[int | None, typer.Option(
+        help="Most hits per conversation (0 = no cap; default 2, off in conversation scope).")
+    ] = None,
+    snippets: Annotated[str, typer.Option(help="user, assistant, both or none.")] = "both",
+    queries: Annotated[Path | None, typer.Option(
+        help="JSON Lines file of queries (id, query and any option).")] = None,
+    as_json: JsonOption = False,
+    lake: LakeOption = None,
+) -> None:
+    """Hybrid search (semantic + BM25 + trigram, fused with RRF and a recency lift)."""
+    from lake.embedding.factory import embedder_for
+    from lake.search.service import SearchService
+
+    settings = settings_from(lake)
+    service = SearchService(LakeStore(settings.lake),
+                            embedder=lambda: embedder_for(settings.embedding_model))
+    if queries is not None:
+        _batch_search(service, queries)
+        return
+    if query is None:
+        raise fail(QueryError("give a QUERY or --queries FILE"))
+    options: dict[str, Any] = {
+        "query": query, "tenant": tenant, "user": user, "analyst": analyst, "scope": scope,
+        "conversation": conversation, "roles": role, "k": k, "since": since, "until": until,
+        "as_of": as_of, "half_life_days": half_life_days, "recency_weight": recency_weight,
+        "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
+        "max_per_conversation": max_per_conversation, "snippets": snippets}
+    try:
+        result = service.search(request_from(options))
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    if as_json:
+        out.print_json(json.dumps({"hits": [h.to_json() for h in result.hits],
+                                   "warnings": result.warnings}))
+        return
+    table = RichTable("#", "score", "conversation / turn", "role", "when", "text")
+    for i, hit in enumerate(result.hits, start=1):
+        table.add_row(str(i), f"{hit.score:.4f}", f"{hit.conversation_id} / {hit.turn_id}",
+                      hit.role, f"{hit.turn_at:%Y-%m-%d %H:%M}", hit.text[:120])
+    out.print(table)
+
+
+def _batch_search(service: Any, path: Path) -> None:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise fail(QueryError(f"cannot read queries file {path}: {exc}")) from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        qid: Any = None
+        try:
+            options = json.loads(line)
+            if not isinstance(options, dict):
+                raise QueryError("each line must be a JSON object")
+            qid = options.get("id", number)
+            result = service.search(request_from(options))
+            answer: dict[str, Any] = {"id": qid, "hits": [h.to_json() for h in result.hits]}
+            if result.warnings:
+                answer["warnings"] = result.warnings
+        except (TurnlakeError, ValueError, TypeError) as exc:
+            answer = {"id": qid, "error": f"{path}:{number}: {exc}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+
+
+@app.command()
+def catalog(
+    tenant: TenantOption = None,
+    user: UserOption = None,
+    analyst: AnalystOption = False,
+    conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
+    ordinal: Annotated[int | None, typer.Option(help="Nth turn (1-based; -1 = last).")] = None,
+    when: Annotated[str | None, typer.Option(
+        help='A phrase: "yesterday", "last week", "in March 2026", "3rd turn", "the last turn".'
+    )] = None,
+    as_of: Annotated[str | None, typer.Option(help="Evaluate as of this time (ISO).")] = None,
+    as_json: JsonOption = False,
+    lake: LakeOption = None,
+) -> None:
+    """List a conversation's turns in order, or look turns up by position or time phrase."""
+    try:
+        principal = principal_from(tenant, user, analyst)
+        now = parse_time(as_of, "as_of")
+        cat = TurnCatalog(LakeStore(settings_from(lake).lake))
+        if when is not None:
+            turns = cat.resolve(principal, when, conversation_id=conversation,
+                                user_id=user, as_of=now)
+        elif conversation is None:
+            raise QueryError("give --conversation (optionally with --ordinal) or --when")
+        elif ordinal is not None:
+            turns = [cat.nth(principal, conversation, ordinal, as_of=now)]
+        else:
+            turns = cat.turns(principal, conversation, as_of=now)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps({"turns": [t.to_json() for t in turns]}))
+        return
+    table = RichTable("#", "conversation / turn", "started", "user asked", "assistant answered")
+    for t in turns:
+        table.add_row(str(t.ordinal), f"{t.conversation_id} / {t.turn_id}",
+                      f"{t.started_at:%Y-%m-%d %H:%M}", t.first_user_message[:60],
+                      t.last_completion[:60])
+    out.print(table)
+
+
+@turn_app.command("show")
+def turn_show(
+    conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+    turn: Annotated[str, typer.Argument(help="Turn id.")],
+    tenant: TenantOption = None,
+    user: UserOption = None,
+    analyst: AnalystOption = False,
+    as_json: JsonOption = False,
+    lake: LakeOption = None,
+) -> None:
+    """Materialize one turn from its TurnLog: messages, files, steps, citations, events."""
+    try:
+        principal = principal_from(tenant, user, analyst)
+        shown = TurnMaterializer(LakeStore(settings_from(lake).lake)).turn(
+            principal, conversation, turn)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    if as_json:
+        out.print_json(json.dumps(shown.to_json(), default=str))
+        return
+    out.print(f"[bold]{shown.title or shown.conversation_id}[/] · turn {shown.ordinal} "
+              f"({shown.turn_id}) · {shown.started_at:%Y-%m-%d %H:%M} · {shown.writer} writer")
+    for s in shown.submissions:
+        out.print(f"[cyan]user ({s['event_type']}):[/] {s['text']}")
+    out.print(f"[green]assistant:[/] {shown.completion['text']}")
+    for f in shown.files:
+        out.print(f"[magenta]file[/] {f.ref} ({f.mime}, {f.size} bytes)")
+    for step in shown.steps:
+        out.print(f"[dim]step {step['name']}: {step['status']}[/]")
+
+
+@ref_app.command("resolve")
+def ref_resolve(
+    ref: Annotated[str, typer.Argument(help="A conv:fi: reference.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the bytes.")],
+    tenant: TenantOption = None,
+    user: UserOption = None,
+    analyst: AnalystOption = False,
+    lake: LakeOption = None,
+) -> None:
+    """Write the bytes of a hosted file, if the principal may read it and it is retained."""
+    try:
+        principal = principal_from(tenant, user, analyst)
+        card, data = TurnMaterializer(LakeStore(settings_from(lake).lake)).resolve(
+            principal, ref)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    out_file.write_bytes(data)
+    out.print(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {out_file}")

@@ -1,0 +1,100 @@
+"""Commands that write the lake: ingest, demo, schema, quarantine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table as RichTable
+
+from lake.errors import TurnlakeError
+from lake.records import json_schema
+from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.progress import job_progress
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Record files (.jsonl, .jsonl.gz) or folders.")],
+    lake: LakeOption = None,
+    strict: Annotated[bool, typer.Option(help="Exit 1 if any line was quarantined.")] = False,
+    embed: Annotated[bool, typer.Option(help="Embed new rows (best effort).")] = True,
+    index: Annotated[bool, typer.Option(help="Build the touched partitions' indexes.")] = True,
+) -> None:
+    """Ingest turnlake.turn.v1 records; bad lines are quarantined, duplicates skipped."""
+    from pipeline.jobs import run_ingest
+
+    settings = settings_from(lake)
+    try:
+        with job_progress() as progress:
+            job = run_ingest(settings, paths, embed=embed, index=index,
+                             on_line=progress.counter("reading records"),
+                             on_embedded=progress.counter("embedding rows"),
+                             on_partition=progress.partitions("building indexes"))
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    report = job.ingest
+    for q in report.quarantined[:20]:
+        console.print(f"[yellow]quarantined[/] {q.source_file}:{q.line}: {q.reason}")
+    if len(report.quarantined) > 20:
+        console.print(f"[yellow]... and {len(report.quarantined) - 20} more quarantined lines[/]")
+    if report.recovered:
+        console.print(f"recovered interrupted batches: {', '.join(report.recovered)}")
+    for error in job.embedding.errors[:1]:
+        console.print(f"[yellow]embedding failed, rows kept for text search:[/] {error}")
+    out.print(f"accepted {report.accepted}, duplicate {report.duplicates}, "
+              f"quarantined {len(report.quarantined)} "
+              f"({report.rows_written} search rows, {job.embedding.embedded} embedded, "
+              f"{job.embedding.failed} embedding failed, {report.files_stored} files, "
+              f"{report.seconds:.2f}s) into {settings.lake}")
+    if job.build is not None:
+        out.print(f"indexed {len(job.build.built)} partition(s)")
+    if strict and report.quarantined:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    lake: LakeOption = None,
+    users: Annotated[int, typer.Option(help="Number of demo users.")] = 12,
+    turns: Annotated[int, typer.Option(help="Number of demo turns.")] = 600,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same lake).")] = 7,
+) -> None:
+    """Write a realistic demo lake (several tenants, apps, writers, files, expired turns)."""
+    from pipeline.demo import write_demo
+
+    settings = settings_from(lake)
+    try:
+        report = write_demo(settings, users=users, turns=turns, seed=seed)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    out.print(f"demo lake at {settings.lake}: {report.accepted} turns "
+              f"({report.duplicates} already there), {report.rows_written} search rows, "
+              f"{report.files_stored} hosted files")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the turnlake.turn.v1 record."""
+    out.print_json(json.dumps(json_schema()))
+
+
+@app.command()
+def quarantine(
+    lake: LakeOption = None,
+    limit: Annotated[int, typer.Option(help="Show at most this many lines.")] = 50,
+) -> None:
+    """List quarantined input lines with file, line number and reason."""
+    from lake.store import LakeStore
+    from lake.tables import Table
+
+    store = LakeStore(settings_from(lake).lake)
+    rows = store.read(Table.QUARANTINE, columns=["quarantined_at", "source_file", "line", "reason"])
+    table = RichTable("when", "file", "line", "reason")
+    for row in rows.sort_by([("quarantined_at", "descending")]).slice(0, limit).to_pylist():
+        table.add_row(f"{row['quarantined_at']:%Y-%m-%d %H:%M}", row["source_file"],
+                      str(row["line"]), row["reason"])
+    out.print(table)
+    out.print(f"{rows.num_rows} quarantined lines in all")

@@ -1,0 +1,58 @@
+"""``turnlake index build``: rebuild the indexes of partitions whose tables changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lake.index.manifest import PartitionManifest, drop_partition
+from lake.index.partition import build_partition
+from lake.index.status import partition_statuses
+from lake.store import LakeStore
+from lake.tables import Table
+
+
+@dataclass
+class BuildReport:
+    """What an index build did."""
+
+    built: list[PartitionManifest] = field(default_factory=list)
+    skipped_fresh: int = 0
+    dropped: list[str] = field(default_factory=list)
+
+
+def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
+                  tenant: str | None = None, month: str | None = None,
+                  partitions: set[tuple[str, str]] | None = None,
+                  on_partition: Callable[[str, int, int], None] | None = None) -> BuildReport:
+    """Build every stale or missing partition (all of them with ``full``) at the current
+    table versions; drop indexes of partitions that no longer have rows.
+
+    ``model`` is the embedding model whose vectors the semantic index uses (None: none).
+    ``on_partition(name, done, total)`` reports progress.
+    """
+    report = BuildReport()
+    content_version = store.version(Table.CONTENT_ROWS)
+    logs_version = store.version(Table.TURN_LOGS)
+    statuses = partition_statuses(store)
+    todo = []
+    for part, status in sorted(statuses.items()):
+        if (tenant and part[0] != tenant) or (month and part[1] != month):
+            continue
+        if partitions is not None and part not in partitions and status.freshness != "orphan":
+            continue
+        if status.freshness == "orphan":
+            drop_partition(store.root, *part)
+            report.dropped.append(status.name)
+        elif full or status.freshness in ("stale", "missing"):
+            todo.append(part)
+        else:
+            report.skipped_fresh += 1
+    if content_version is None or logs_version is None:
+        return report
+    for i, (t, m) in enumerate(todo, start=1):
+        report.built.append(build_partition(store, t, m, content_version=content_version,
+                                            logs_version=logs_version, model=model))
+        if on_partition is not None:
+            on_partition(f"{t}/{m}", i, len(todo))
+    return report

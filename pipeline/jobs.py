@@ -1,0 +1,80 @@
+"""Jobs that chain the pipeline steps the way the CLI runs them: ingest → embed → index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from lake.embedding.base import Embedder
+from lake.embedding.factory import embedder_for
+from lake.embedding.rows import embed_rows
+from lake.faults import NO_FAULTS, Faults
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.index_build import BuildReport, build_indexes
+from pipeline.ingest import Ingestor, IngestReport
+
+
+@dataclass
+class EmbedTally:
+    """Embedding outcomes across an ingest's batches."""
+
+    embedded: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class IngestJobReport:
+    """An ingest run with its embedding and index-build outcomes."""
+
+    ingest: IngestReport
+    embedding: EmbedTally
+    build: BuildReport | None
+
+
+def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
+               records: Sequence[object] | None = None, embed: bool = True,
+               index: bool = True, embedder: Embedder | None = None,
+               faults: Faults = NO_FAULTS, on_line: Callable[[int], None] | None = None,
+               on_embedded: Callable[[int], None] | None = None,
+               on_partition: Callable[[str, int, int], None] | None = None) -> IngestJobReport:
+    """Ingest files (or in-memory records), embedding new rows and building touched partitions.
+
+    Embedding is best effort: when the provider fails the rows are written with status
+    ``failed`` and the run goes on; ``turnlake embed --backfill`` retries them later.
+    """
+    tally = EmbedTally()
+    provider = (embedder or embedder_for(settings.embedding_model)) if embed else None
+
+    def hook(rows: pa.Table) -> pa.Table:
+        assert provider is not None
+        embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,
+                                       on_progress=None)
+        tally.embedded += outcome.embedded
+        tally.failed += outcome.failed
+        if outcome.error:
+            tally.errors.append(outcome.error)
+        if on_embedded is not None:
+            on_embedded(rows.num_rows)
+        return embedded
+
+    ingestor = Ingestor(settings, faults=faults, rows_hook=hook if provider else None,
+                        progress=on_line)
+    if records is not None:
+        report = ingestor.ingest_records(records)  # type: ignore[arg-type]
+    else:
+        report = ingestor.ingest_paths(list(paths or []))
+    build = None
+    if index and report.partitions:
+        build = build_indexes(LakeStore(settings.lake), model=provider.name if provider else
+                              _model_name(settings), partitions=report.partitions,
+                              on_partition=on_partition)
+    return IngestJobReport(report, tally, build)
+
+
+def _model_name(settings: Settings) -> str:
+    return embedder_for(settings.embedding_model).name
