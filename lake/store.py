@@ -117,15 +117,16 @@ class LakeStore:
             dt.update_incremental()
             return dt.version()
 
-    def upsert(self, table: Table, data: pa.Table, keys: Sequence[str]) -> None:
-        """Insert rows, replacing existing rows with the same key columns, in one commit."""
-        if data.num_rows == 0:
-            return
+    def replace_where(self, table: Table, data: pa.Table, predicate: str) -> None:
+        """Atomically replace the rows matching a SQL predicate with ``data`` (one commit).
+
+        Every row of ``data`` must match the predicate. Used instead of MERGE, whose files
+        come back with string_view columns that pyarrow filters cannot compare.
+        """
         dt = self.ensure(table)
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-        with _translated(table, "upsert"):
-            (dt.merge(data.cast(SCHEMAS[table]), predicate, source_alias="s", target_alias="t")
-               .when_matched_update_all().when_not_matched_insert_all().execute())
+        with _translated(table, "replace"):
+            write_deltalake(dt, data.cast(SCHEMAS[table]), mode="overwrite",
+                            predicate=predicate)
 
     def delete(self, table: Table, predicate: str) -> int:
         """Delete the rows matching a SQL predicate in one commit; returns how many went."""
@@ -142,7 +143,9 @@ class LakeStore:
         if dt is None:
             return ds.dataset(SCHEMAS[table].empty_table())
         with _translated(table, "read"):
-            return dt.to_pyarrow_dataset()
+            # Merges may write string_view columns; reading through our schema keeps every
+            # file (and every filter) on plain string types.
+            return dt.to_pyarrow_dataset(schema=SCHEMAS[table])
 
     def read(self, table: Table, *, columns: Sequence[str] | None = None,
              filter: ds.Expression | None = None, version: int | None = None) -> pa.Table:

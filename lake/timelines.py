@@ -50,15 +50,25 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
-    live = {(t, c) for t, c in zip(rows["tenant"], rows["conversation_id"], strict=True)}
+    live = set(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
+                   strict=True))
     gone = [pair for pair in wanted if pair not in live]
     if gone:
-        predicate = " OR ".join(
-            f"(tenant = '{t}' AND conversation_id = '{c}')" for t, c in gone)
-        store.delete(Table.TIMELINES, predicate)
+        store.delete(Table.TIMELINES, sql_conversations(gone))
     if rows.num_rows:
-        store.upsert(Table.TIMELINES, rows, keys=["tenant", "conversation_id"])
+        store.replace_where(Table.TIMELINES, rows, sql_conversations(sorted(live)))
     return rows.num_rows
+
+
+def sql_conversations(conversations: Iterable[tuple[str, str]]) -> str:
+    """A SQL predicate selecting (tenant, conversation_id) pairs; ids are validated, so
+    they hold no quotes."""
+    by_tenant: dict[str, list[str]] = {}
+    for tenant, cid in conversations:
+        by_tenant.setdefault(tenant, []).append(cid)
+    return " OR ".join(
+        f"(tenant = '{t}' AND conversation_id IN ({', '.join(repr(c) for c in sorted(cids))}))"
+        for t, cids in sorted(by_tenant.items()))
 
 
 def _timeline_rows(logs: pl.DataFrame) -> pa.Table:

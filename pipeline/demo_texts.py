@@ -54,7 +54,8 @@ USER_NAMES = ("ana", "ben", "chloe", "dev", "eli", "farah", "gus", "hana", "ivan
               "lena", "mo", "nia", "omar", "priya", "quinn", "rui", "sam", "tara", "uma", "vic",
               "wes", "xia", "yuri", "zoe")
 
-# Slot name -> candidate values; ticket/invoice/pr/amount/ms/n are drawn as numbers in demo.py.
+# Slot name -> candidate values. DRAWN_SLOTS below are numbered, and "pod" is
+# "<service>-<random suffix>"; together these are every slot a template may use.
 SLOT_POOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("product", ("Ledgerly", "Skyport Sync", "Quanta Forecast", "Northwind CRM", "Helios Billing",
                  "Atlas Reports")),
@@ -74,14 +75,21 @@ SLOT_POOLS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("person", ("finance", "my manager", "the on-call lead", "the auditors")),
 )
 
+# Slot name, format, lowest and highest number drawn into it.
+DRAWN_SLOTS: tuple[tuple[str, str, int, int], ...] = (
+    ("ticket", "INC-{}", 1000, 9999), ("invoice", "INV-{}", 10000, 99999),
+    ("amount", "${}0", 2, 240), ("ms", "{}", 120, 9000), ("n", "{}0", 6, 120),
+    ("pr", "#{}", 100, 4999),
+)
+
 GENERIC_FOLLOWUPS = (
     "Thanks! Can you also summarise this for {person}?",
     "That helped. What should I double-check before sharing it with {person}?",
     "ok, and how do I make sure this doesn't happen again?",
     "Could you put the result in a short table?",
 )
-GENERIC_STEERS = ("actually, use UTC", "stop, only the {month} numbers",
-                  "wait, keep it to {region} only", "shorter please, bullet points")
+GENERIC_STEERS = ("shorter please, bullet points", "stop, just the next step",
+                  "wait, skip the background and give me the fix")
 LEAD_INS = ("Here is what I found:", "Short version:", "A few things to check:",
             "This is what changed:")
 CLOSERS = ("Let me know if you want me to apply the same fix elsewhere.",

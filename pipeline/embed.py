@@ -54,7 +54,10 @@ def backfill(settings: Settings, embedder: Embedder, *,
             rows, outcome = embed_rows(chunk, embedder, batch_size=settings.embed_batch_size,
                                        on_progress=progress)
             if outcome.embedded:
-                store.upsert(Table.CONTENT_ROWS, rows, keys=["tenant", "month", "row_id"])
+                ids = ", ".join(repr(r) for r in rows.column("row_id").to_pylist())
+                store.replace_where(Table.CONTENT_ROWS, rows,
+                                    f"tenant = '{tenant}' AND month = '{month}' "
+                                    f"AND row_id IN ({ids})")
                 report.partitions.add((tenant, month))
             report.embedded += outcome.embedded
             report.failed += outcome.failed

@@ -11,7 +11,8 @@ One tantivy index per partition. Each row's text is indexed four ways:
   version outranks rows that merely share its pieces.
 * ``text_cjk``   - overlapping character bigrams of every CJK run (Han, kana, Hangul). Word
   tokenizers see "東京タワーに行きました" as one word, so "東京" could not match it; bigrams
-  can. The word fields exclude CJK characters for the same reason. Bigrams are made in
+  can. CJK runs are blanked out of the word fields' input (in Python, on the index and the
+  query side alike), so "tokyo東京" still yields the word "tokyo". Bigrams are made in
   Python (tantivy-py has an n-gram tokenizer, not an n-gram filter that runs per word) and
   indexed with the whitespace tokenizer; queries use the same Python function.
 
@@ -67,15 +68,13 @@ _FORMAT = 1
 _META_FILE = "turnlake_lexical.json"
 _TOK_STEM, _TOK_RAW, _TOK_IDENT = "tl_stem", "tl_raw", "tl_ident"
 
-# The same CJK ranges in Python and Rust regex syntax, so both sides split identically.
+# Scripts written without spaces between words; they are searched through bigrams.
 _CJK_RANGES = [
     (0x1100, 0x11FF), (0x3040, 0x30FF), (0x3130, 0x318F), (0x31F0, 0x31FF),
     (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF),
     (0xFF66, 0xFF9F), (0x20000, 0x2FA1F),
 ]  # fmt: skip
 _CJK_RUN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES) + "]+")
-_RUST_CJK = "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in _CJK_RANGES)
-_RUST_WORD = r"[[\p{L}\p{N}\p{M}]--[" + _RUST_CJK + r"]]+"
 _RUST_IDENT = r"[\p{L}\p{N}\p{M}]+(?:[_.\-/:@]+[\p{L}\p{N}\p{M}]+)+"
 # A query word keeps identifier connectors so the ident analyzer sees the whole identifier.
 _QUERY_WORD = re.compile(r"\w+(?:[.\-/:@]+\w+)*")
@@ -134,6 +133,10 @@ def parse_user_query(query: str) -> ParsedQuery:
     return ParsedQuery(terms=terms[:MAX_QUERY_TERMS], phrases=phrases)
 
 
+def _without_cjk(text: str) -> str:
+    return _CJK_RUN.sub(" ", text)
+
+
 def cjk_grams(text: str) -> list[list[str]]:
     """Overlapping character bigrams per CJK run of ``text`` (a one-character run is kept)."""
     runs = _CJK_RUN.findall(text)
@@ -149,7 +152,9 @@ class _Analyzers:
     @classmethod
     def create(cls) -> _Analyzers:
         def word() -> tantivy.TextAnalyzerBuilder:
-            return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_RUST_WORD)).filter(
+            # The simple tokenizer is ~6x faster than a regex one; CJK runs are blanked out
+            # in Python beforehand (_without_cjk), on both the index and the query side.
+            return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
                 tantivy.Filter.remove_long(64)
             )
 
@@ -205,10 +210,12 @@ def _document(row: LexicalDoc, seen: set[int]) -> tantivy.Document:
     text = unicodedata.normalize("NFC", row.text)
     document = tantivy.Document()
     document.add_integer("doc", row.doc)
-    document.add_text("text_stem", text)
-    document.add_text("text_raw", text)
+    grams = cjk_grams(text)
+    words = _without_cjk(text) if grams else text
+    document.add_text("text_stem", words)
+    document.add_text("text_raw", words)
     document.add_text("text_ident", text)
-    document.add_text("text_cjk", " ".join(g for run in cjk_grams(text) for g in run))
+    document.add_text("text_cjk", " ".join(g for run in grams for g in run))
     document.add_text("role", row.role)
     document.add_text("user_id", row.user_id)
     document.add_text("conversation_id", row.conversation_id)
@@ -360,7 +367,11 @@ class LexicalIndex:
             ("text_ident", self._an.ident, _W_IDENT),
         )
         for field, analyzer, boost in fields:
-            tokens = dict.fromkeys(t for term in parsed.terms for t in analyzer.analyze(term))
+            tokens = dict.fromkeys(
+                t
+                for term in parsed.terms
+                for t in analyzer.analyze(term if field == "text_ident" else _without_cjk(term))
+            )
             for token in list(tokens)[:MAX_FIELD_TOKENS]:
                 term = tantivy.Query.term_query(self._schema, field, token)
                 should.append(tantivy.Query.boost_query(term, boost))

@@ -1,42 +1,38 @@
 """Inverted trigram index with PostgreSQL ``pg_trgm`` semantics, one per partition.
 
-Trigrams (as pg_trgm): words are maximal runs of alphanumeric characters (``str.isalnum``, so
-letters and digits of every script, CJK included; ``_``, punctuation and emoji separate words).
-Each word is lower-cased one code point at a time (a code point may lower to several), padded
-with two spaces in front and one behind, and cut into its ``len + 1`` trigrams ("cat" ->
-``"  c", " ca", "cat", "at "``).  A text's trigram set is the union over its words.
+Words are maximal runs of alphanumeric characters (``str.isalnum``: letters and digits of every
+script, CJK included; ``_``, punctuation and emoji separate words).  Each word is lower-cased one
+code point at a time (one may become several), padded with two spaces in front and one behind and
+cut into ``len + 1`` trigrams ("cat" -> ``"  c", " ca", "cat", "at "``); a text's set is the union.
 
 * ``similarity(a, b) = |A ∩ B| / |A ∪ B|`` (0 when either side has no trigram).
-* ``word_similarity(q, t)`` is pg_trgm's measure: the greatest ``|Q ∩ E| / (|Q| + |E| - |Q ∩ E|)``
-  over every contiguous extent ``E`` of ``t``'s ordered trigram sequence (``|E|`` counts distinct
-  trigrams).  This is what pg_trgm's C code computes (``CALCSML``); a bare ``|Q ∩ E| / |Q|``
-  would always pick the whole text.  We take the exact maximum over all extents (a dominance
-  count over the positions of query trigrams); pg's single-pass loop can stop below it on
-  texts that repeat trigrams far apart, which is the only known difference besides these two:
-  pg hashes multi-byte trigrams to 3 bytes (rare collisions; we keep exact code points) and
-  lower-cases with the database locale (we use Unicode full case mapping, no final-sigma rule).
+* ``word_similarity(q, t)`` = max over contiguous extents ``E`` of ``t``'s ordered trigram sequence
+  of ``|Q ∩ E| / (|Q| + |E| - |Q ∩ E|)`` (``|E|`` distinct).  That is pg_trgm's ``CALCSML`` on the
+  extent; a bare ``|Q ∩ E| / |Q|`` would always pick the whole text.  We compute the exact maximum;
+  pg's one-pass loop can stop below it when a text repeats trigrams far apart.  Other deliberate
+  differences: pg hashes multi-byte trigrams to 3 bytes (rare collisions; we keep code points) and
+  lower-cases with the database locale (we use Unicode full case mapping without final sigma).
 
-Storage (``save``): ``keys.npy`` (sorted unique int64 trigram keys, three 21-bit code points),
-``offsets.npy`` (int64 CSR offsets), ``postings.npy`` (int32 doc ids, ascending per key),
-``doc_ntrgm.npy`` (int32 distinct trigrams per doc), ``text_offsets.npy`` + ``text_bytes.npy``
-(the UTF-8 texts, read back only to score word similarity exactly), ``meta.json``.
+Files (``save``): ``keys.npy`` sorted int64 trigram keys (three 21-bit code points), ``offsets.npy``
+int64 CSR offsets, ``postings.npy`` int32 doc ids (ascending per key), ``doc_ntrgm.npy`` int32
+distinct trigrams per doc, ``text_offsets.npy`` + ``text_bytes.npy`` the UTF-8 texts (read back
+only to score word similarity exactly), ``meta.json``.
 
-Search: the query's trigrams (its first ``MAX_QUERY_CHARS`` characters, then its first
-``MAX_QUERY_TRIGRAMS`` distinct trigrams) are looked up; a doc can only reach ``threshold`` if it
-shares ``need = ceil(threshold * |Q|)`` of them (both scores are at most ``shared / |Q|``).
-Skip rule for common trigrams: up to ``need - 1`` of the most frequent query trigrams whose
-document frequency exceeds ``max(COMMON_MIN_DF, COMMON_DF_FRACTION * n)`` are left out of counting,
-and candidates must then hit ``need - skipped >= 1`` of the rarer ones; so every doc that can
-qualify is still found (the rule never changes results, only cost), and the skipped trigrams are
-then checked for the surviving candidates by binary search.  Similarity scores follow exactly from
-the counts; word-mode candidates are scored exactly best-bound-first and the scan stops once no
-remaining bound can enter the top ``limit`` or after ``max(EXACT_BUDGET, 4 * limit)`` texts.
-Docs with score 0 (no shared trigram) are never returned.
+Search uses the query's first ``MAX_QUERY_TRIGRAMS`` distinct trigrams of its first
+``MAX_QUERY_CHARS`` characters as ``Q``.  Both scores are at most ``shared / |Q|``, so a doc needs
+``need = ceil(threshold * |Q|)`` shared trigrams.  Skip rule: up to ``need - 1`` of the query's most
+frequent trigrams whose document frequency exceeds ``max(COMMON_MIN_DF, COMMON_DF_FRACTION * n)``
+are left out of counting and candidates must hit ``need - skipped >= 1`` of the rarer ones; every
+doc that can qualify is still found (the rule changes cost, never results), and the skipped lists
+are then checked for the survivors.  Similarity scores follow exactly from the counts.  Word mode
+scores texts exactly in order of ``shared / |Q|`` and stops when no remaining bound can enter the
+top ``limit``, or after ``max(EXACT_BUDGET, 4 * limit)`` texts.  Score-0 docs are never returned.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +59,9 @@ __all__ = [
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
 Bool = npt.NDArray[np.bool_]
+Arr = npt.NDArray[Any]
 
 MAX_QUERY_CHARS = 4096
 MAX_QUERY_TRIGRAMS = 256
@@ -72,45 +70,52 @@ COMMON_MIN_DF = 1024
 EXACT_BUDGET = 512
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
-_CHUNK_CHARS = 1 << 22
-_CELLS = 1 << 22  # cells per block of the extent dominance matrix: bounds its memory
-_FORMAT = "turnlake-trigram"
-_VERSION = 1
-_ARRAYS = ("keys", "offsets", "postings", "doc_ntrgm", "text_offsets", "text_bytes")
+_CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
+_CELLS = 1 << 18  # cells per unit of the extent dominance matrices: bounds scoring memory
+_FORMAT, _VERSION = "turnlake-trigram", 1
+_DTYPES = {
+    "keys": np.int64, "offsets": np.int64, "postings": np.int32,
+    "doc_ntrgm": np.int32, "text_offsets": np.int64, "text_bytes": np.uint8,
+}  # fmt: skip
 
 
-def _distinct(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Sorted distinct values (np.unique is hash based and very slow in this numpy)."""
+def _distinct(a: Arr) -> Arr:
+    """Sorted distinct values (np.unique is hash based and very slow in numpy 2.4)."""
     s = pl.Series(a).sort().to_numpy() if a.size > 1 << 20 else np.sort(a)
-    return s[_run_starts(s)] if s.size else s
+    return s[_run_starts(s)]
 
 
-def _run_starts(s: npt.NDArray[Any]) -> Bool:
-    mask = np.empty(s.size, np.bool_)
-    mask[:1] = True
+def _run_starts(s: Arr) -> Bool:
+    mask = np.ones(s.size, np.bool_)
     np.not_equal(s[1:], s[:-1], out=mask[1:])
     return mask
 
 
-def _fold(texts: Sequence[str]) -> tuple[I32, Bool, I64, I64]:
-    """Lower-cased code points of the NUL-joined texts as indexes into a sorted alphabet.
+def _member(haystack: Arr, needles: Arr) -> Bool:
+    """Which needles occur in the sorted haystack (binary search; the haystack is not copied)."""
+    if haystack.size == 0:
+        return np.zeros(needles.size, np.bool_)
+    pos = np.searchsorted(haystack, needles.astype(haystack.dtype, copy=False))
+    found: Bool = haystack[np.minimum(pos, haystack.size - 1)] == needles
+    return found
 
-    Returns (codes, is-word-char flags, start of each text in codes, alphabet).
-    """
+
+def _fold(texts: Sequence[str]) -> tuple[I32, Bool, I64, I64]:
+    """(lower-cased code points of the NUL-joined texts as indexes into ``alphabet``,
+    word-character flags, start of each text, alphabet)."""
     lens = np.fromiter(map(len, texts), np.int64, len(texts))
-    raw = "\x00".join(texts).encode("utf-32-le", "surrogatepass")
-    cp = np.frombuffer(raw, np.uint32)
+    cp = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), np.uint32)
     starts = np.cumsum(lens + 1) - (lens + 1)
-    present = _distinct(cp)
-    lowered = [chr(c).lower() if chr(c).isalnum() else " " for c in present.tolist()]
-    is_word = np.array([chr(c).isalnum() for c in present.tolist()], np.bool_)
+    present = _distinct(cp).tolist()
+    is_word = np.array([chr(c).isalnum() for c in present], np.bool_)
+    lowered = [chr(c).lower() if w else " " for c, w in zip(present, is_word, strict=True)]
     alphabet = np.array(sorted({ord(x) for s in lowered for x in s} | {_SPACE}), np.int64)
-    width = max((len(s) for s in lowered), default=1)
-    table = np.zeros((present.size, width), np.int32)
+    width = max(map(len, lowered), default=1)
+    table = np.zeros((len(present), width), np.int32)
     for i, s in enumerate(lowered):
         table[i, : len(s)] = np.searchsorted(alphabet, [ord(x) for x in s])
-    lookup = np.zeros(int(present[-1]) + 1 if present.size else 1, np.int32)
-    lookup[present] = np.arange(present.size, dtype=np.int32)
+    lookup = np.zeros(present[-1] + 1 if present else 1, np.int32)
+    lookup[present] = np.arange(len(present), dtype=np.int32)
     pidx = lookup[cp]
     if width == 1:
         return table[pidx, 0], is_word[pidx], starts, alphabet
@@ -119,33 +124,28 @@ def _fold(texts: Sequence[str]) -> tuple[I32, Bool, I64, I64]:
     ends = np.cumsum(reps)
     src = np.repeat(pidx, reps)
     within = np.arange(int(ends[-1])) - np.repeat(ends - reps, reps)
-    new_pos = np.append(ends - reps, ends[-1])
-    return table[src, within], is_word[src], new_pos[starts], alphabet
+    return table[src, within], is_word[src], np.append(ends - reps, ends[-1])[starts], alphabet
 
 
-def _trigram_positions(texts: Sequence[str]) -> tuple[I32, I64, I64, I64]:
-    """Padded words of all texts: (padded codes, trigram start positions, doc of each, alphabet)."""
+def _padded(texts: Sequence[str]) -> tuple[I32, I64, I64, I64]:
+    """All words padded "  word ": (codes, trigram start positions, doc of each, alphabet)."""
     codes, word, starts, alphabet = _fold(texts)
     edges = np.zeros(word.size + 2, np.int8)
     edges[1:-1] = word
-    d = np.diff(edges)
-    ws = np.flatnonzero(d == 1)
-    wlen = np.flatnonzero(d == -1) - ws
-    plen = wlen + 3
-    poff = np.cumsum(plen) - plen
-    space = int(np.searchsorted(alphabet, _SPACE))
-    padded = np.full(int(plen.sum()), space, np.int32)
+    ws = np.flatnonzero(np.diff(edges) == 1)
+    wlen = np.flatnonzero(np.diff(edges) == -1) - ws
+    poff = np.cumsum(wlen + 3) - (wlen + 3)
+    padded = np.full(int((wlen + 3).sum()), np.searchsorted(alphabet, _SPACE), np.int32)
     padded[np.flatnonzero(word) + np.repeat(poff + 2 - ws, wlen)] = codes[word]
     keep = np.ones(padded.size, np.bool_)
-    keep[poff + wlen + 1] = False
-    keep[poff + wlen + 2] = False
+    keep[poff + wlen + 1] = keep[poff + wlen + 2] = False
     tdoc = np.repeat(np.searchsorted(starts, ws, "right") - 1, wlen + 1)
     return padded, np.flatnonzero(keep), tdoc, alphabet
 
 
 def _sequences(texts: Sequence[str]) -> tuple[I64, I64]:
-    """Ordered trigram keys of every text, concatenated, and per-text offsets into them."""
-    padded, tpos, tdoc, alphabet = _trigram_positions(texts)
+    """Ordered trigram keys of all texts, concatenated, and each text's offsets into them."""
+    padded, tpos, tdoc, alphabet = _padded(texts)
     keys = (alphabet[padded[tpos]] << 42) | (alphabet[padded[tpos + 1]] << 21)
     keys |= alphabet[padded[tpos + 2]]
     offsets = np.zeros(len(texts) + 1, np.int64)
@@ -157,86 +157,101 @@ def _key_set(text: str) -> I64:
     return _distinct(_sequences([text])[0])
 
 
-def _decode(key: int) -> str:
-    return chr(key >> 42) + chr((key >> 21) & _MASK21) + chr(key & _MASK21)
+def _extent_scores(seq: I64, offs: I64, qk: I64) -> F64:
+    """Exact word similarity of sorted distinct query keys ``qk`` to each text of a batch.
 
-
-def _extent_score(seq: I64, qk: I64) -> float:
-    """Exact pg word similarity of sorted distinct query keys ``qk`` against ``seq``.
-
-    The best extent starts and ends on query trigrams.  For hits ``P[a] <= P[b]`` the distinct
-    count of ``seq[P[a]..P[b]]`` is its length minus the pairs of consecutive occurrences of one
-    trigram lying inside it: a dominance count, cumulated over a histogram of those pairs.
+    Text d is ``seq[offs[d]:offs[d+1]]``.  Best extents start and end on query trigrams ("hits");
+    for hits a <= b the extent's distinct count is its length minus the pairs of consecutive
+    occurrences of one trigram inside it: a dominance count, i.e. a cumulated (a, b) histogram.
+    Texts are cut into row blocks ("units") of at most ``_CELLS`` cells to bound memory.
     """
-    q = qk.size
+    n_docs, q = offs.size - 1, qk.size
+    best = np.zeros(n_docs)
     if q == 0 or seq.size == 0:
-        return 0.0
-    isq = qk[np.minimum(np.searchsorted(qk, seq), q - 1)] == seq
+        return best
+    isq = _member(qk, seq)
     hits = np.flatnonzero(isq)
-    m = hits.size
-    if m == 0:
-        return 0.0
-    lo = int(hits[0])
-    window = seq[lo : int(hits[-1]) + 1]
-    hits = hits - lo
-    order = np.argsort(window, kind="stable")
-    rep = np.flatnonzero(window[order[1:]] == window[order[:-1]])
-    first, second = order[rep], order[rep + 1]
-    a_bin = np.searchsorted(hits, first, "right") - 1
-    b_bin = np.searchsorted(hits, second, "left")
-    in_q = isq[lo + second]
-    suffix = np.zeros((2, m), np.int64)
-    cols = np.arange(m)
-    best = 0.0
-    block = max(1, _CELLS // m)
-    for r1 in range(m, 0, -block):  # bottom-up so pairs below a block fold into `suffix`
-        r0 = max(0, r1 - block)
-        rows = np.arange(r0, r1)
-        sel = (a_bin >= r0) & (a_bin < r1)
-        dom = np.empty((2, r1 - r0, m), np.int64)
-        for k, mask in enumerate((sel, sel & in_q)):
-            flat = (a_bin[mask] - r0) * m + b_bin[mask]
-            hist = np.bincount(flat, minlength=(r1 - r0) * m).reshape(r1 - r0, m)
-            dom[k] = hist[::-1].cumsum(0)[::-1].cumsum(1) + suffix[k]
-            suffix[k] += np.bincount(b_bin[mask], minlength=m).cumsum()
-        valid = cols[None, :] >= rows[:, None]
-        distinct = np.where(valid, hits[None, :] - hits[rows, None] + 1 - dom[0], 0)
-        shared = np.where(valid, cols[None, :] - rows[:, None] + 1 - dom[1], 0)
-        best = max(best, float((shared / (q + distinct - shared)).max()))
+    seq_doc = np.repeat(np.arange(n_docs), np.diff(offs))
+    m = np.bincount(seq_doc[hits], minlength=n_docs)
+    first = np.cumsum(m) - m
+    vocab = _distinct(seq)
+    comp = seq_doc * vocab.size + np.searchsorted(vocab, seq)
+    order = np.argsort(comp, kind="stable")
+    rep = np.flatnonzero(comp[order[1:]] == comp[order[:-1]])
+    j, i = order[rep], order[rep + 1]
+    d = seq_doc[i]
+    pa = np.searchsorted(hits, j, "right") - 1 - first[d]
+    pb = np.searchsorted(hits, i, "left") - first[d]
+    ok = (pa >= 0) & (pb < m[d])
+    d, pa, pb, pq = d[ok], pa[ok], pb[ok], isq[i[ok]]
+    rows = np.maximum(1, _CELLS // np.maximum(m, 1))
+    n_units = -(-m // rows)
+    u_doc = np.repeat(np.arange(n_docs), n_units)
+    u_first = np.cumsum(n_units) - n_units
+    u_r0 = (np.arange(u_doc.size) - u_first[u_doc]) * rows[u_doc]
+    u_rows = np.minimum(rows[u_doc], m[u_doc] - u_r0)
+    u_m = m[u_doc]
+    # a pair feeds every unit of its text starting at or above its row, at its row or (further
+    # down) at the unit's last row, from where the bottom-up row sums carry it to every row
+    fan = pa // rows[d] + 1
+    unit = (
+        np.repeat(u_first[d], fan) + np.arange(int(fan.sum())) - np.repeat(fan.cumsum() - fan, fan)
+    )
+    row = np.minimum(np.repeat(pa, fan), u_r0[unit] + u_rows[unit] - 1) - u_r0[unit]
+    by_unit = np.argsort(unit, kind="stable")
+    unit, row = unit[by_unit], row[by_unit]
+    col, in_q = np.repeat(pb, fan)[by_unit], np.repeat(pq, fan)[by_unit]
+    cells = u_rows * u_m
+    group = (np.cumsum(cells) - cells) // _CELLS
+    bounds = np.searchsorted(group, np.arange(int(group[-1]) + 2 if group.size else 0))
+    for u0, u1 in itertools.pairwise(bounds.tolist()):
+        c_off = np.cumsum(cells[u0:u1]) - cells[u0:u1]
+        total = int(cells[u0:u1].sum())
+        e0, e1 = np.searchsorted(unit, [u0, u1])
+        flat = c_off[unit[e0:e1] - u0] + row[e0:e1] * u_m[unit[e0:e1]] + col[e0:e1]
+        hist = np.stack([np.bincount(f, minlength=total) for f in (flat, flat[in_q[e0:e1]])])
+        cu = np.repeat(np.arange(u0, u1), cells[u0:u1])
+        local = np.arange(total) - c_off[cu - u0]
+        run = hist.cumsum(1)  # along each row (b ascending), restarted at each row
+        run -= (run - hist)[:, np.arange(total) - local % u_m[cu]]
+        t_row, t_col = local % u_rows[cu], local // u_rows[cu]
+        tr = run[:, c_off[cu - u0] + t_row * u_m[cu] + t_col]  # units transposed
+        run = tr.cumsum(1)
+        dom = run[:, np.arange(total) - t_row + u_rows[cu] - 1] - run + tr  # rows bottom-up
+        a = u_r0[cu] + t_row
+        base = first[u_doc[cu]]
+        valid = t_col >= a
+        distinct = np.where(valid, hits[base + t_col] - hits[base + a] + 1 - dom[0], 0)
+        shared = np.where(valid, t_col - a + 1 - dom[1], 0)
+        score = shared / (q + distinct - shared)
+        np.maximum.at(best, u_doc[u0:u1], np.maximum.reduceat(score, c_off))
     return best
 
 
 def trigrams(text: str) -> set[str]:
     """The pg_trgm trigram set of ``text`` (``trigrams("cat") == {"  c", " ca", "cat", "at "}``)."""
-    return {_decode(k) for k in _key_set(text).tolist()}
+    return {
+        chr(k >> 42) + chr(k >> 21 & _MASK21) + chr(k & _MASK21) for k in _key_set(text).tolist()
+    }
 
 
 def similarity(a: str, b: str) -> float:
     """pg_trgm ``similarity``: shared trigrams over the union of both trigram sets."""
     ka, kb = _key_set(a), _key_set(b)
-    if ka.size == 0 or kb.size == 0:
-        return 0.0
-    shared = int(np.isin(ka, kb, assume_unique=True).sum())
-    return shared / (ka.size + kb.size - shared)
+    shared = int(_member(kb, ka).sum())
+    return shared / (ka.size + kb.size - shared) if shared else 0.0
 
 
 def word_similarity(query: str, text: str) -> float:
     """pg_trgm ``word_similarity``: best similarity of the query to any extent of ``text``."""
-    return _extent_score(_sequences([text])[0], _key_set(query))
-
-
-def _member(haystack: npt.NDArray[Any], needles: npt.NDArray[Any]) -> Bool:
-    """Which needles occur in the sorted haystack (binary search, no copy of the haystack)."""
-    if haystack.size == 0:
-        return np.zeros(needles.size, np.bool_)
-    pos = np.searchsorted(haystack, needles.astype(haystack.dtype, copy=False))
-    return haystack[np.minimum(pos, haystack.size - 1)] == needles
+    seq, offs = _sequences([text])
+    return float(_extent_scores(seq, offs, _key_set(query))[0])
 
 
 def _min_shared(threshold: float, q: int) -> int:
     """Fewest shared trigrams with which ``shared / q`` (a bound on both scores) can pass."""
     need = max(1, int(threshold * q))
-    while need <= q and need / q < threshold:
+    while need < q and need / q < threshold:
         need += 1
     while need > 1 and (need - 1) / q >= threshold:
         need -= 1
@@ -252,38 +267,37 @@ class _Chunk:
 
 
 def _chunk_postings(texts: Sequence[str], first_doc: int) -> list[_Chunk]:
-    """Per-doc distinct (trigram, doc) pairs of a run of texts, grouped by trigram key."""
+    """Distinct (trigram, doc) pairs of a run of texts, grouped by trigram key."""
     n = len(texts)
-    padded, tpos, tdoc, alphabet = _trigram_positions(texts)
+    padded, tpos, tdoc, alphabet = _padded(texts)
     size = alphabet.size
     if n > 1 and size**3 * n >= 1 << 62:  # the composite sort key would overflow int64
-        half = n // 2
-        return _chunk_postings(texts[:half], first_doc) + _chunk_postings(
-            texts[half:], first_doc + half
+        return _chunk_postings(texts[: n // 2], first_doc) + _chunk_postings(
+            texts[n // 2 :], first_doc + n // 2
         )
     dense = (padded[tpos].astype(np.int64) * size + padded[tpos + 1]) * size + padded[tpos + 2]
     pairs = _distinct(dense * n + tdoc)
     tri = pairs // n
-    doc = pairs - tri * n
     group = np.flatnonzero(_run_starts(tri))
-    dense_keys = tri[group]
-    keys = (alphabet[dense_keys // (size * size)] << 42) | (alphabet[dense_keys // size % size] << 21)
-    keys |= alphabet[dense_keys % size]
+    top, rest = np.divmod(tri[group], size * size)
+    mid, low = np.divmod(rest, size)
+    keys = (alphabet[top] << 42) | (alphabet[mid] << 21) | alphabet[low]
+    docs = pairs - tri * n
     counts = np.diff(np.append(group, tri.size))
-    ntrgm = np.bincount(doc, minlength=n)
-    return [_Chunk(keys, counts, (doc + first_doc).astype(np.int32), ntrgm)]
+    return [
+        _Chunk(keys, counts, (docs + first_doc).astype(np.int32), np.bincount(docs, minlength=n))
+    ]
 
 
 class TrigramIndex:
     """Postings per trigram (CSR) over one partition's texts; doc ids are positions ``0..n-1``."""
 
-    def __init__(self, arrays: dict[str, npt.NDArray[Any]]) -> None:
+    def __init__(self, arrays: dict[str, Arr]) -> None:
+        self._a = arrays
         self._keys: I64 = arrays["keys"]
         self._offsets: I64 = arrays["offsets"]
         self._postings: I32 = arrays["postings"]
         self._ntrgm: I32 = arrays["doc_ntrgm"]
-        self._text_offsets: I64 = arrays["text_offsets"]
-        self._text_bytes: npt.NDArray[np.uint8] = arrays["text_bytes"]
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> TrigramIndex:
@@ -294,30 +308,30 @@ class TrigramIndex:
         n = len(texts)
         if n >= 1 << 31:
             raise IndexError_(f"trigram index: {n} texts exceed the int32 doc id range")
-        cum = np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1)
-        cuts = np.searchsorted(cum, np.arange(_CHUNK_CHARS, int(cum[-1]) if n else 0, _CHUNK_CHARS))
-        bounds = [0, *sorted(set((cuts + 1).tolist()) - {0, n}), n] if n else [0]
+        ends = np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1)
+        cuts = np.searchsorted(
+            ends, np.arange(_CHUNK_CHARS, int(ends[-1]) if n else 0, _CHUNK_CHARS)
+        )
+        bounds = sorted({0, n, *(cuts + 1).tolist()})
         chunks: list[_Chunk] = []
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        for lo, hi in itertools.pairwise(bounds):
             chunks += _chunk_postings(texts[lo:hi], lo)
-        keys = _distinct(np.concatenate([c.keys for c in chunks] or [np.zeros(0, np.int64)]))
+        keys = _distinct(np.concatenate([np.zeros(0, np.int64)] + [c.keys for c in chunks]))
         where = [np.searchsorted(keys, c.keys) for c in chunks]
-        counts = np.zeros(keys.size, np.int64)
-        for w, c in zip(where, chunks, strict=True):
-            counts[w] += c.counts
         offsets = np.zeros(keys.size + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
+        for w, c in zip(where, chunks, strict=True):
+            offsets[w + 1] += c.counts
+        np.cumsum(offsets, out=offsets)
         postings = np.empty(int(offsets[-1]), np.int32)
         fill = offsets[:-1].copy()
-        for w, c in zip(where, chunks, strict=True):
-            group_start = np.cumsum(c.counts) - c.counts
-            dest = np.repeat(fill[w] - group_start, c.counts) + np.arange(c.docs.size)
-            postings[dest] = c.docs
+        for w, c in zip(where, chunks, strict=True):  # chunks ascend, so each list stays sorted
+            run_start = np.cumsum(c.counts) - c.counts
+            postings[np.repeat(fill[w] - run_start, c.counts) + np.arange(c.docs.size)] = c.docs
             fill[w] += c.counts
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         text_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, n), out=text_offsets[1:])
-        ntrgm = np.concatenate([c.ntrgm for c in chunks] or [np.zeros(0, np.int64)])
+        ntrgm = np.concatenate([np.zeros(0, np.int64)] + [c.ntrgm for c in chunks])
         return cls(
             {
                 "keys": keys,
@@ -333,9 +347,8 @@ class TrigramIndex:
         """Write the index as plain ``.npy`` arrays plus ``meta.json`` into ``directory``."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        arrays = self._arrays()
-        for name in _ARRAYS:
-            np.save(directory / f"{name}.npy", np.ascontiguousarray(arrays[name]))
+        for name in _DTYPES:
+            np.save(directory / f"{name}.npy", np.ascontiguousarray(self._a[name]))
         meta = {"format": _FORMAT, "version": _VERSION, "docs": len(self)}
         (directory / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
@@ -345,20 +358,18 @@ class TrigramIndex:
         directory = Path(directory)
         try:
             meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
-            arrays = {
+            a = {
                 name: np.load(directory / f"{name}.npy", mmap_mode="r" if mmap else None)
-                for name in _ARRAYS
+                for name in _DTYPES
             }
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"trigram index at {directory} is missing or unreadable: {exc}") from exc
-        if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
-            raise IndexError_(f"trigram index at {directory} has unknown format {meta!r}")
-        expect = {
-            "keys": np.int64, "offsets": np.int64, "postings": np.int32,
-            "doc_ntrgm": np.int32, "text_offsets": np.int64, "text_bytes": np.uint8,
-        }  # fmt: skip
-        bad = [k for k, dt in expect.items() if arrays[k].dtype != dt or arrays[k].ndim != 1]
-        a = arrays
+            raise IndexError_(f"trigram index at {directory} is unreadable: {exc}") from exc
+        if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != (
+            _FORMAT,
+            _VERSION,
+        ):
+            raise IndexError_(f"trigram index at {directory} has an unknown format: {meta!r}")
+        bad = [k for k, dt in _DTYPES.items() if a[k].dtype != dt or a[k].ndim != 1]
         n = a["doc_ntrgm"].size
         if (
             bad
@@ -368,8 +379,10 @@ class TrigramIndex:
             or a["text_offsets"].size != n + 1
             or int(a["text_offsets"][-1]) != a["text_bytes"].size
         ):
-            raise IndexError_(f"trigram index at {directory} is inconsistent (arrays {bad or _ARRAYS})")
-        return cls(arrays)
+            raise IndexError_(
+                f"trigram index at {directory} is inconsistent (check {bad or 'sizes'})"
+            )
+        return cls(a)
 
     def __len__(self) -> int:
         """Number of indexed docs."""
@@ -398,103 +411,92 @@ class TrigramIndex:
         if mode not in ("word", "similarity"):
             raise QueryError(f"trigram search: mode must be 'word' or 'similarity', got {mode!r}")
         scope = self._scope(allowed)
-        seq = _sequences([query[:MAX_QUERY_CHARS]])[0]
-        qk = np.array(sorted(list(dict.fromkeys(seq.tolist()))[:MAX_QUERY_TRIGRAMS]), np.int64)
+        seq = _sequences([query[:MAX_QUERY_CHARS]])[0].tolist()
+        qk = np.array(sorted(list(dict.fromkeys(seq))[:MAX_QUERY_TRIGRAMS]), np.int64)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
-        need = _min_shared(float(threshold), qk.size)
-        docs, shared = self._candidates(qk, need, scope)
+        docs, shared = self._candidates(qk, _min_shared(float(threshold), qk.size), scope)
         if mode == "similarity":
             scores = shared / (qk.size + self._ntrgm[docs].astype(np.int64) - shared)
-            keep = scores >= threshold
-            order = np.lexsort((docs[keep], -scores[keep]))[:limit]
-            return list(zip(docs[keep][order].tolist(), scores[keep][order].tolist(), strict=True))
-        return self._rank_exact(qk, docs, shared / qk.size, float(threshold), limit)
-
-    def _arrays(self) -> dict[str, npt.NDArray[Any]]:
-        return {
-            "keys": self._keys, "offsets": self._offsets, "postings": self._postings,
-            "doc_ntrgm": self._ntrgm, "text_offsets": self._text_offsets,
-            "text_bytes": self._text_bytes,
-        }  # fmt: skip
+            keep = np.flatnonzero(scores >= threshold)
+            keep = keep[np.argsort(-scores[keep], kind="stable")[:limit]]  # docs ascend: ties ok
+            return list(zip(docs[keep].tolist(), scores[keep].tolist(), strict=True))
+        return self._rank_exact(qk, docs, shared, float(threshold), limit)
 
     def _scope(self, allowed: npt.NDArray[np.int64] | None) -> I64 | None:
         if allowed is None:
             return None
         a = np.asarray(allowed)
         if a.ndim != 1 or not (np.issubdtype(a.dtype, np.integer) or a.size == 0):
-            raise QueryError(f"trigram search: allowed must be a 1-D int array, got {a.dtype}{a.shape}")
+            raise QueryError(f"trigram search: allowed must be 1-D ints, got {a.dtype} {a.shape}")
         if a.size and (int(a.min()) < 0 or int(a.max()) >= len(self)):
-            raise QueryError(f"trigram search: allowed holds doc ids outside 0..{len(self) - 1}")
+            raise QueryError(f"trigram search: allowed has doc ids outside 0..{len(self) - 1}")
         a = a.astype(np.int64)
         return a if bool(np.all(a[1:] > a[:-1])) else _distinct(a)
 
     def _candidates(self, qk: I64, need: int, scope: I64 | None) -> tuple[I64, I64]:
-        """Docs (ascending) sharing at least ``need`` of the query trigrams, with exact counts."""
-        slot = np.minimum(np.searchsorted(self._keys, qk), max(self._keys.size - 1, 0))
-        slot = slot[self._keys[slot] == qk] if self._keys.size else slot[:0]
-        empty = np.zeros(0, np.int64)
+        """Docs (ascending) sharing at least ``need`` query trigrams, with their exact counts."""
+        n = len(self)
+        slot = np.searchsorted(self._keys, qk)
+        slot = slot[_member(self._keys, qk)]
         if slot.size < need:
-            return empty, empty
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         lo, hi = self._offsets[slot], self._offsets[slot + 1]
         by_df = np.argsort(lo - hi, kind="stable")  # most frequent first
-        common = int(np.sum(hi - lo > max(COMMON_MIN_DF, COMMON_DF_FRACTION * len(self))))
-        n_skip = min(need - 1, common)
+        n_skip = min(need - 1, int(np.sum(hi - lo > max(COMMON_MIN_DF, COMMON_DF_FRACTION * n))))
         lists = [self._postings[lo[t] : hi[t]] for t in by_df.tolist()]
-        used, skipped = lists[n_skip:], lists[:n_skip]
-        need_used = need - n_skip
-        total = sum(p.size for p in used)
-        if scope is not None and scope.size * 8 < total:
-            # small scope: probing it into each posting list beats reading the lists
-            counts = np.zeros(scope.size, np.int64)
-            for p in used:
-                counts += _member(p, scope)
-            docs, shared = scope, counts
+        # with a small scope, probing it into a long list beats reading the list
+        cap = n if scope is None else 64 * scope.size
+        probe = [p for p in lists[n_skip:] if p.size > cap]
+        flat = np.concatenate([p for p in lists[n_skip:] if p.size <= cap])
+        if flat.size * 8 > n:
+            docs, shared = np.arange(n), np.bincount(flat, minlength=n)
         else:
-            flat = np.concatenate(used)
-            if flat.size * 8 > len(self):
-                counts = np.bincount(flat, minlength=len(self))
-                docs = np.arange(len(self)) if scope is None else scope
-                shared = counts if scope is None else counts[scope]
-            else:
-                flat = np.sort(flat)
-                starts = np.flatnonzero(_run_starts(flat))
-                docs = flat[starts].astype(np.int64)
-                shared = np.diff(np.append(starts, flat.size))
-                if scope is not None:
-                    inside = _member(scope, docs)
-                    docs, shared = docs[inside], shared[inside]
-        keep = shared >= need_used
+            flat = np.sort(flat)
+            starts = np.flatnonzero(_run_starts(flat))
+            docs, shared = flat[starts].astype(np.int64), np.diff(np.append(starts, flat.size))
+        if scope is not None:
+            pos = np.minimum(np.searchsorted(docs, scope), max(docs.size - 1, 0))
+            shared = np.where(docs[pos] == scope, shared[pos], 0) if docs.size else scope * 0
+            docs = scope
+            for p in probe:
+                shared += _member(p, scope)
+        keep = shared >= need - n_skip
         docs, shared = docs[keep].astype(np.int64), shared[keep].astype(np.int64)
-        for p in skipped:
-            shared += _member(p, docs)
+        for p in lists[:n_skip]:
+            if docs.size * 16 < p.size:
+                shared += _member(p, docs)
+            else:
+                mark = np.zeros(n, np.bool_)
+                mark[p] = True
+                shared += mark[docs]
         keep = shared >= need
         return docs[keep], shared[keep]
 
-    def _text(self, doc: int) -> str:
-        raw = self._text_bytes[self._text_offsets[doc] : self._text_offsets[doc + 1]].tobytes()
-        return raw.decode("utf-8", "surrogatepass")
+    def _texts(self, docs: list[int]) -> list[str]:
+        offs, raw = self._a["text_offsets"], self._a["text_bytes"]
+        return [raw[offs[d] : offs[d + 1]].tobytes().decode("utf-8", "surrogatepass") for d in docs]
 
     def _rank_exact(
-        self, qk: I64, docs: I64, bound: npt.NDArray[np.float64], threshold: float, limit: int
+        self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int
     ) -> list[tuple[int, float]]:
         """Exact word similarity, best bound first, until no bound can enter the top ``limit``."""
-        keep = bound >= threshold
-        docs, bound = docs[keep], bound[keep]
-        order = np.lexsort((docs, -bound))[: max(EXACT_BUDGET, 4 * limit)]
-        docs, bound = docs[order], bound[order]
-        top: list[tuple[float, int]] = []  # (-score, doc), ascending = best first
-        start, batch = 0, 64
+        budget = max(EXACT_BUDGET, 4 * limit)
+        level = np.cumsum(np.bincount(shared, minlength=qk.size + 1)[::-1])
+        floor = qk.size - int(np.searchsorted(level, budget))  # fewest shared that we may need
+        pick = np.flatnonzero(shared >= floor)
+        pick = pick[np.argsort(-shared[pick], kind="stable")[:budget]]
+        docs, bound = docs[pick], shared[pick] / qk.size
+        top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
+        start, batch = 0, max(64, limit)
         while start < docs.size:
-            stop = min(start + batch, docs.size)
-            ids = docs[start:stop].tolist()
-            seqs, offs = _sequences([self._text(d) for d in ids])
-            for k, doc in enumerate(ids):
+            ids = docs[start : start + batch].tolist()
+            scores = _extent_scores(*_sequences(self._texts(ids)), qk).tolist()
+            for k, (doc, score) in enumerate(zip(ids, scores, strict=True)):
                 if len(top) >= limit and top[limit - 1] < (-float(bound[start + k]), doc):
                     return [(d, -s) for s, d in top]
-                score = _extent_score(seqs[offs[k] : offs[k + 1]], qk)
                 if score >= threshold:
                     bisect.insort(top, (-score, doc))
                     del top[limit:]
-            start, batch = stop, batch * 2
+            start, batch = start + len(ids), batch * 2
         return [(d, -s) for s, d in top]

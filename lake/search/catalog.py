@@ -175,7 +175,7 @@ class TurnCatalog:
             Table.TURN_LOGS, columns=["user_id"],
             filter=(ds.field("tenant") == principal.tenant)
             & (ds.field("conversation_id") == conversation_id))
-        if other.num_rows:
+        if other.num_rows and principal.user_id not in other.column("user_id").to_pylist():
             raise AccessDenied(f"{principal.describe()} may not read conversation "
                                f"{conversation_id}")
 

@@ -64,7 +64,6 @@ def iter_chatgpt(path: Path, *, tenant: str, user_id: str, app: str = "chatgpt",
 
 @dataclass(frozen=True)
 class _Message:
-    node_id: str
     message_id: str
     role: str
     text: str
@@ -86,8 +85,13 @@ class _ExportImport:
         parsed = 0
         with _open_export(self._path) as raw:
             reader = _Utf8Repair(raw)
+            first = reader.head().lstrip()[:1]
+            if first not in (b"[", b"{"):
+                self._stream.problem(self._source, "byte 0", "export is not a JSON array of "
+                                     "conversations", reader.head())
+                return
             # A single conversation object (one file of a split export) is accepted as well.
-            prefix = "" if reader.head().lstrip()[:1] == b"{" else "item"
+            prefix = "" if first == b"{" else "item"
             try:
                 for conversation in ijson.items(reader, prefix, use_float=True):
                     parsed += 1
@@ -208,8 +212,8 @@ class _ExportImport:
             self._stream.skip("empty message")
             return None
         message_id = message.get("id")
-        return _Message(node["id"], message_id if isinstance(message_id, str) and message_id
-                        else node["id"], role, text, at, attachments)
+        return _Message(message_id if isinstance(message_id, str) and message_id else node["id"],
+                        role, text, at, attachments)
 
     def _attachments(self, raw: Any, where: str) -> Iterator[Attachment]:
         for item in _list(raw):
@@ -295,22 +299,33 @@ class _Utf8Repair:
         return self._repaired(size)
 
     def _repaired(self, size: int) -> bytes:
-        pending_before = self._decoder.getstate()[0]
-        chunk = self._raw.read(size)
-        out = self._decoder.decode(chunk, final=not chunk).encode("utf-8")
-        self._read += len(chunk)
-        self._written += len(out)
-        complete = self._read - len(self._decoder.getstate()[0])
-        # Valid UTF-8 re-encodes to exactly the bytes it came from; any difference is a
-        # replacement. Only the first one is located, by decoding this chunk strictly.
-        if self.first_bad_offset is None and self._written != complete:
-            start = self._read - len(chunk) - len(pending_before)
-            try:
-                (pending_before + chunk).decode("utf-8")
-                self.first_bad_offset = start
-            except UnicodeDecodeError as exc:
-                self.first_bad_offset = start + exc.start
+        out = b""
+        # ijson takes an empty read as the end of input, so read on while the decoder has only
+        # buffered the start of a character split across reads.
+        while not out:
+            pending_before = self._decoder.getstate()[0]
+            chunk = self._raw.read(size)
+            out = self._decoder.decode(chunk, final=not chunk).encode("utf-8")
+            self._read += len(chunk)
+            self._written += len(out)
+            if self.first_bad_offset is None:
+                self._locate_replacement(pending_before, chunk)
+            if not chunk:
+                break
         return out
+
+    def _locate_replacement(self, pending_before: bytes, chunk: bytes) -> None:
+        # Valid UTF-8 re-encodes to exactly the bytes it came from, so a difference means this
+        # read replaced something; decoding it strictly tells where.
+        complete = self._read - len(self._decoder.getstate()[0])
+        if self._written == complete:
+            return
+        start = self._read - len(chunk) - len(pending_before)
+        try:
+            (pending_before + chunk).decode("utf-8")
+            self.first_bad_offset = start
+        except UnicodeDecodeError as exc:
+            self.first_bad_offset = start + exc.start
 
 
 def _part_text(part: Any) -> str:

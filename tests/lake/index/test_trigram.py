@@ -1,0 +1,253 @@
+"""Tests of lake.index.trigram against hand-computed pg_trgm values and a pure-Python oracle."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lake.index.trigram as trigram_module
+from lake.errors import IndexError_, QueryError
+from lake.index.trigram import TrigramIndex, similarity, trigrams, word_similarity
+
+# A small alphabet so that random texts share and repeat trigrams; it mixes case, accents,
+# a code point that lower-cases to two ("İ"), CJK, an emoji and separators.
+ALPHABET = "abcAB  -_éİ漢字😀1"
+texts_st = st.text(alphabet=ALPHABET, max_size=30)
+
+
+def oracle_sequence(text: str) -> list[str]:
+    """Ordered trigrams as pg_trgm builds them, written independently of the module."""
+    out: list[str] = []
+    word: list[str] = []
+    for ch in text + ".":  # the trailing separator flushes the last word
+        if ch.isalnum():
+            word.append(ch.lower())
+        elif word:
+            padded = "  " + "".join(word) + " "
+            out += [padded[i : i + 3] for i in range(len(padded) - 2)]
+            word = []
+    return out
+
+
+def oracle_word_similarity(query: str, text: str) -> float:
+    """Max over every contiguous extent E of |Q∩E| / (|Q| + |E| - |Q∩E|), by enumeration."""
+    q, seq, best = set(oracle_sequence(query)), oracle_sequence(text), 0.0
+    for lo in range(len(seq)):
+        seen: set[str] = set()
+        for tri in seq[lo:]:
+            seen.add(tri)
+            shared = len(seen & q)
+            best = max(best, shared / (len(q) + len(seen) - shared) if q else 0.0)
+    return best
+
+
+def brute_force(
+    texts: list[str], query: str, threshold: float, mode: str, allowed: list[int] | None
+) -> list[tuple[int, float]]:
+    """Score every doc in scope with the public scorers; the index must return exactly this."""
+    score = word_similarity if mode == "word" else similarity
+    scope = range(len(texts)) if allowed is None else allowed
+    hits = [(d, score(query, texts[d])) for d in scope]
+    return sorted(((d, s) for d, s in hits if s >= threshold and s > 0), key=lambda h: (-h[1], h[0]))
+
+
+@pytest.fixture(params=["default", "tiny-cells-and-always-skip"])
+def tuning(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Also run with 3-cell scoring units and every trigram counted as common (max skipping)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param != "default":
+            mp.setattr(trigram_module, "_CELLS", 3)
+            mp.setattr(trigram_module, "COMMON_MIN_DF", 0)
+            mp.setattr(trigram_module, "COMMON_DF_FRACTION", 0.0)
+        yield
+
+
+def test_trigram_sets_match_pg_trgm_examples() -> None:
+    assert trigrams("cat") == {"  c", " ca", "cat", "at "}
+    assert trigrams("a") == {"  a", " a "}
+    assert trigrams("Two Words!") == {
+        "  t", " tw", "two", "wo ", "  w", " wo", "wor", "ord", "rds", "ds "
+    }
+    assert trigrams("CAT") == trigrams("cat")
+    assert trigrams("foo_bar") == trigrams("foo bar") == trigrams("foo, bar")
+    assert trigrams("") == trigrams("!!! ... ---") == set()
+    assert "x1 " in trigrams("x1")
+
+
+def test_unicode_words() -> None:
+    assert trigrams("漢字") == {"  漢", " 漢字", "漢字 "}
+    assert trigrams("Café") == {"  c", " ca", "caf", "afé", "fé "}
+    assert trigrams("a😀b") == trigrams("a b")
+    assert trigrams("İx") == {"  i", " i\u0307", "i\u0307x", "\u0307x "}
+
+
+def test_similarity_hand_computed() -> None:
+    # word: {"  w"," wo","wor","ord","rd "}; "two words" has 10 trigrams, 4 shared -> 4/(5+10-4)
+    assert similarity("word", "two words") == pytest.approx(4 / 11)
+    assert similarity("cat", "CAT!") == 1.0
+    assert similarity("", "cat") == similarity("cat", "...") == 0.0
+
+
+def test_word_similarity_hand_computed() -> None:
+    # the extent "  w"," wo","wor","ord" of "two words" holds 4 of 5 query trigrams, nothing else
+    assert word_similarity("word", "two words") == pytest.approx(0.8)
+    # openpxl: "  o"," op","ope","pen","enp","npx","pxl","xl " (8); the extent "  o".."enp" of
+    # "openpyxl" holds 5 of them and nothing else: 5 / (8 + 5 - 5)
+    assert word_similarity("openpxl", "openpyxl error") == pytest.approx(5 / 8)
+    # query trigrams far apart: an extent that spans junk pays for each distinct junk trigram
+    assert word_similarity("ab cd", "ab zz cd") == pytest.approx(6 / (6 + 9 - 6))
+    assert word_similarity("", "abc") == word_similarity("abc", "") == 0.0
+
+
+def test_word_similarity_over_many_hits(tuning: None) -> None:
+    # 1600+ query-trigram hits: several scoring units; only the full extent holds all of Q
+    # (17 trigrams) and it adds the 3 distinct "zz" trigrams: 17 / (17 + 20 - 17)
+    text = "beta " + "alpha zz " * 400 + "gamma"
+    assert word_similarity("beta alpha gamma", text) == pytest.approx(17 / 20)
+    assert word_similarity("beta alpha gamma", "beta " + "alpha " * 700 + "gamma") == 1.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=texts_st, text=texts_st)
+def test_scorers_match_oracle(tuning: None, query: str, text: str) -> None:
+    assert trigrams(text) == set(oracle_sequence(text))
+    assert word_similarity(query, text) == pytest.approx(oracle_word_similarity(query, text))
+    a, b = set(oracle_sequence(query)), set(oracle_sequence(text))
+    expected = len(a & b) / len(a | b) if a and b else 0.0
+    assert similarity(query, text) == pytest.approx(expected)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(texts_st, max_size=25),
+    query=texts_st,
+    threshold=st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.6, 0.8, 1.0]),
+    mode=st.sampled_from(["word", "similarity"]),
+    scope=st.none() | st.sets(st.integers(0, 24)),
+    limit=st.integers(1, 30),
+)
+def test_search_equals_brute_force(
+    tuning: None,
+    texts: list[str],
+    query: str,
+    threshold: float,
+    mode: str,
+    scope: set[int] | None,
+    limit: int,
+) -> None:
+    index = TrigramIndex.build(texts)
+    allowed = None if scope is None else sorted(d for d in scope if d < len(texts))
+    got = index.search(
+        query,
+        allowed=None if allowed is None else np.array(allowed, np.int64),
+        limit=limit,
+        threshold=threshold,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    assert got == brute_force(texts, query, threshold, mode, allowed)[:limit]
+
+
+def corpus(n: int) -> list[str]:
+    """Deterministic texts where "the" and "error" are in most docs (common trigrams)."""
+    rng = np.random.default_rng(7)
+    words = ["the", "error", "sheet", "openpyxl", "workbook", "cell", "value", "pandas", "zeta"]
+    words += [f"w{i}x" for i in range(40)]
+    p = np.array([30.0, 20.0] + [1.0] * (len(words) - 2))
+    picks = rng.choice(len(words), size=(n, 9), p=p / p.sum())
+    return [" ".join(words[j] for j in row) for row in picks.tolist()]
+
+
+@pytest.mark.parametrize("mode", ["word", "similarity"])
+@pytest.mark.parametrize("scope_size", [None, 12, 1500])
+def test_large_corpus_equals_brute_force(mode: str, scope_size: int | None) -> None:
+    texts = corpus(2500)
+    index = TrigramIndex.build(texts)
+    rng = np.random.default_rng(3)
+    allowed = None if scope_size is None else sorted(rng.choice(2500, scope_size, replace=False))
+    for query in ["the error sheet", "openpxl eror", "w7x the"]:
+        expected = brute_force(texts, query, 0.3, mode, allowed)
+        arr = None if allowed is None else np.array(allowed, np.int64)
+        got = index.search(query, allowed=arr, limit=40, threshold=0.3, mode=mode)  # type: ignore[arg-type]
+        assert got == expected[:40]
+
+
+def test_misspelled_query_finds_doc() -> None:
+    index = TrigramIndex.build(["how do I install pandas", "openpyxl error on save", "lunch menu"])
+    hits = index.search("openpxl")
+    assert [d for d, _ in hits] == [1]
+    assert hits[0][1] == pytest.approx(5 / 8)
+    assert index.search("openpxl", threshold=0.7) == []
+
+
+def test_allowed_filter_threshold_and_ties() -> None:
+    texts = ["cat sat", "the cat", "cat", "dog", "cat"]
+    index = TrigramIndex.build(texts)
+    assert index.search("cat", limit=10) == [(0, 1.0), (1, 1.0), (2, 1.0), (4, 1.0)]
+    assert index.search("cat", limit=2) == [(0, 1.0), (1, 1.0)]
+    assert index.search("cat", allowed=np.array([1, 3, 4])) == [(1, 1.0), (4, 1.0)]
+    assert index.search("cat", allowed=np.array([], np.int64)) == []
+    sims = index.search("cat", mode="similarity", limit=10)
+    assert sims[:2] == [(2, 1.0), (4, 1.0)]
+    assert all(s >= 0.3 for _, s in sims) and 3 not in {d for d, _ in sims}
+    assert index.search("cat", mode="similarity", threshold=0.9) == [(2, 1.0), (4, 1.0)]
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    texts = ["openpyxl error", "漢字のテスト", "café crème", "", "emoji 😀 here", "x" * 3000]
+    index = TrigramIndex.build(texts)
+    index.save(tmp_path / "idx")
+    for mmap in (True, False):
+        loaded = TrigramIndex.load(tmp_path / "idx", mmap=mmap)
+        assert len(loaded) == len(texts)
+        for query in ["openpyxl", "漢字", "creme", "emoji", "xxxx"]:
+            for mode in ("word", "similarity"):
+                assert loaded.search(query, mode=mode) == index.search(query, mode=mode)  # type: ignore[arg-type]
+    assert TrigramIndex.load(tmp_path / "idx").search("漢字")[0][0] == 1
+
+
+def test_load_errors(tmp_path: Path) -> None:
+    with pytest.raises(IndexError_, match="unreadable"):
+        TrigramIndex.load(tmp_path / "missing")
+    TrigramIndex.build(["a b", "c"]).save(tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    (tmp_path / "idx" / "meta.json").write_text(json.dumps({**meta, "docs": 5}))
+    with pytest.raises(IndexError_, match="inconsistent"):
+        TrigramIndex.load(tmp_path / "idx")
+    (tmp_path / "idx" / "meta.json").write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(IndexError_, match="unknown format"):
+        TrigramIndex.load(tmp_path / "idx")
+
+
+def test_empty_odd_and_huge_queries() -> None:
+    index = TrigramIndex.build(["alpha beta", "漢字 text", "emoji 😀 party", ""])
+    assert index.search("") == index.search("  !!! ... 😀 ") == []
+    assert [d for d, _ in index.search("漢字")] == [1]
+    assert TrigramIndex.build([]).search("alpha") == []
+    started = time.perf_counter()
+    assert isinstance(index.search("alpha beta gamma " * 6000), list)  # ~100 KB
+    assert time.perf_counter() - started < 2.0
+
+
+def test_bad_input_raises() -> None:
+    index = TrigramIndex.build(["a", "b"])
+    with pytest.raises(QueryError, match="limit"):
+        index.search("a", limit=0)
+    with pytest.raises(QueryError, match="threshold"):
+        index.search("a", threshold=1.5)
+    with pytest.raises(QueryError, match="mode"):
+        index.search("a", mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="outside"):
+        index.search("a", allowed=np.array([0, 2]))
+    with pytest.raises(QueryError, match="1-D ints"):
+        index.search("a", allowed=np.array([0.5]))  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="query"):
+        index.search(None)  # type: ignore[arg-type]
+    with pytest.raises(IndexError_, match=r"texts\[1\]"):
+        TrigramIndex.build(["ok", 3])  # type: ignore[list-item]

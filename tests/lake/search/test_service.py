@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import BASE_TIME, make_record, rich_record, write_jsonl
+
+from lake.embedding.hashing import HashingEmbedder
+from lake.errors import AccessDenied, QueryError
+from lake.search.access import Principal
+from lake.search.request import SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.jobs import run_ingest
+
+AS_OF = BASE_TIME + timedelta(days=1)
+ANA = Principal("acme", "u-ana")
+BEN = Principal("acme", "u-ben")
+ANALYST = Principal("acme", analyst=True)
+
+
+def _records() -> list[dict[str, object]]:
+    return [
+        rich_record(0, conversation="c-sheet"),
+        make_record(1, conversation="c-deploy",
+                    prompt="deploy failed with ERR_CONNECTION_RESET on the staging node",
+                    answer="restarted the ingress; the reset is gone"),
+        make_record(2, conversation="c-deploy", prompt="pods in CrashLoopBackOff again",
+                    answer="the liveness probe was too strict"),
+        make_record(3, conversation="c-billing", prompt="why was my invoice charged twice",
+                    answer="a duplicate payment was refunded"),
+        make_record(4, user="u-ben", conversation="c-ben",
+                    prompt="secret project zanzibar budget numbers",
+                    answer="zanzibar budget is in the vault"),
+        make_record(5, tenant="globex", user="u-ana", conversation="c-globex",
+                    prompt="zanzibar deploy on globex", answer="globex answer"),
+    ]
+
+
+@pytest.fixture
+def lake(hashing_settings: Settings, tmp_path: Path) -> Settings:
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", _records())])
+    return hashing_settings
+
+
+@pytest.fixture
+def service(lake: Settings) -> SearchService:
+    return SearchService(LakeStore(lake.lake), embedder=HashingEmbedder(64))
+
+
+def _search(service: SearchService, query: str, principal: Principal = ANA,
+            **kw: object) -> list[tuple[str, str]]:
+    result = service.search(SearchRequest(query, principal, as_of=AS_OF, **kw))  # type: ignore[arg-type]
+    return [(h.conversation_id, h.turn_id) for h in result.hits]
+
+
+def test_exact_error_string_finds_its_turn(service: SearchService) -> None:
+    assert _search(service, "ERR_CONNECTION_RESET")[0] == ("c-deploy", "t-0001")
+
+
+@pytest.mark.parametrize("generator", ["semantic", "lexical", "trigram"])
+def test_each_generator_alone_finds_the_turn(service: SearchService, generator: str) -> None:
+    enabled = {g: g == generator for g in ("semantic", "lexical", "trigram")}
+    hits = _search(service, "CrashLoopBackOff pods", enabled=enabled)
+    assert hits and hits[0] == ("c-deploy", "t-0002")
+    result = service.search(SearchRequest("CrashLoopBackOff pods", ANA, as_of=AS_OF,
+                                          enabled=enabled))
+    ranks = result.hits[0].ranks
+    assert ranks[generator] is not None
+    assert all(ranks[g] is None for g in enabled if g != generator)
+
+
+def test_trigram_catches_a_misspelling(service: SearchService) -> None:
+    only = {"semantic": False, "lexical": False, "trigram": True}
+    assert _search(service, "CrashLopBackof", enabled=only)[0] == ("c-deploy", "t-0002")
+
+
+def test_a_user_never_sees_another_users_rows(service: SearchService) -> None:
+    assert all(cid != "c-ben" for cid, _ in _search(service, "zanzibar budget"))
+    assert _search(service, "zanzibar budget", BEN)[0] == ("c-ben", "t-0004")
+
+
+def test_no_call_crosses_a_tenant(service: SearchService) -> None:
+    hits = _search(service, "zanzibar globex", ANALYST, scope="tenant")
+    assert ("c-globex", "t-0005") not in hits
+    assert _search(service, "zanzibar globex", Principal("globex", "u-ana")) == [
+        ("c-globex", "t-0005")]
+
+
+def test_scope_rules(service: SearchService) -> None:
+    with pytest.raises(AccessDenied):
+        _search(service, "x", ANA, scope="tenant")
+    with pytest.raises(AccessDenied):
+        _search(service, "x", ANA, user_id="u-ben")
+    with pytest.raises(QueryError):
+        _search(service, "x", ANA, scope="conversation")
+    assert _search(service, "zanzibar", ANALYST, scope="tenant")[0] == ("c-ben", "t-0004")
+    in_conv = _search(service, "deploy", ANA, scope="conversation", conversation_id="c-billing")
+    assert all(cid == "c-billing" for cid, _ in in_conv)
+
+
+def test_recency_lift_and_score_breakdown(service: SearchService) -> None:
+    result = service.search(SearchRequest("deploy", ANA, as_of=AS_OF))
+    hit = result.hits[0]
+    age_days = (AS_OF - hit.turn_at).total_seconds() / 86400
+    assert hit.lift == pytest.approx(1 + 0.5 ** (age_days / 7))
+    assert hit.score == pytest.approx(hit.rrf * hit.lift)
+    off = service.search(SearchRequest("deploy", ANA, as_of=AS_OF, recency_weight=0))
+    assert off.hits[0].lift == 1.0
+
+
+def test_snippets_and_roles(service: SearchService) -> None:
+    result = service.search(SearchRequest("ingress", ANA, as_of=AS_OF))
+    top = result.hits[0]
+    assert top.role == "assistant" and "ingress" in top.text
+    assert "ERR_CONNECTION_RESET" in top.snippets["user"]
+    assert "ingress" in top.snippets["assistant"]
+    none = service.search(SearchRequest("ingress", ANA, as_of=AS_OF, snippets="none"))
+    assert none.hits[0].snippets == {}
+    lexical = {"semantic": False, "lexical": True, "trigram": False}
+    only_user = _search(service, "ingress", roles=("user",), enabled=lexical)
+    assert ("c-deploy", "t-0001") not in only_user
+
+
+def test_notes_are_opt_in(service: SearchService) -> None:
+    only_lexical = {"semantic": False, "lexical": True, "trigram": False}
+    assert _search(service, "prefers", enabled=only_lexical) == []
+    assert _search(service, "prefers", enabled=only_lexical,
+                   roles=("note",)) == [("c-sheet", "t-0000")]
+
+
+def test_max_per_conversation(service: SearchService) -> None:
+    capped = _search(service, "deploy pods reset", max_per_conversation=1)
+    assert sum(1 for cid, _ in capped if cid == "c-deploy") == 1
+    uncapped = _search(service, "deploy pods reset", max_per_conversation=0)
+    assert sum(1 for cid, _ in uncapped if cid == "c-deploy") == 2
+
+
+def test_time_range_and_expiry(service: SearchService) -> None:
+    since = BASE_TIME + timedelta(minutes=15)
+    hits = _search(service, "deploy", since=since)
+    assert ("c-deploy", "t-0001") not in hits and ("c-deploy", "t-0002") in hits
+    far_future = BASE_TIME + timedelta(days=400)
+    assert service.search(SearchRequest("deploy", ANA, as_of=far_future)).hits == []
+
+
+def test_bad_requests_are_clear(service: SearchService) -> None:
+    with pytest.raises(QueryError, match="unknown role"):
+        _search(service, "x", roles=("robot",))
+    with pytest.raises(QueryError, match="k must be"):
+        _search(service, "x", k=0)
+    assert _search(service, "   ") == []
+
+
+def test_stale_index_is_reported(lake: Settings, service: SearchService,
+                                 tmp_path: Path) -> None:
+    run_ingest(lake, [write_jsonl(tmp_path / "more.jsonl",
+                                  [make_record(9, prompt="brand new kubernetes topic")])],
+               index=False)
+    result = service.search(SearchRequest("kubernetes", ANA, as_of=AS_OF))
+    assert result.stale_partitions == ["acme/2026-03"]
+    assert "stale" in result.warnings[0]
+
+
+def test_embedding_failure_keeps_text_search(hashing_settings: Settings,
+                                             tmp_path: Path) -> None:
+    class Broken(HashingEmbedder):
+        def encode(self, texts: object, *, batch_size: int = 64) -> np.ndarray:
+            raise RuntimeError("model server down")
+
+    job = run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", _records())],
+                     embedder=Broken(64))
+    assert job.embedding.failed > 0 and job.embedding.embedded == 0
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=Broken(64))
+    result = service.search(SearchRequest("ERR_CONNECTION_RESET", ANA, as_of=AS_OF))
+    assert result.hits[0].turn_id == "t-0001"
+    assert result.hits[0].ranks["semantic"] is None
+
+    from pipeline.embed import backfill
+    from pipeline.index_build import build_indexes
+
+    report = backfill(hashing_settings, HashingEmbedder(64))
+    assert report.embedded == job.embedding.failed and report.failed == 0
+    build_indexes(LakeStore(hashing_settings.lake), model="hashing-64")
+    healed = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+    again = healed.search(SearchRequest("ERR_CONNECTION_RESET", ANA, as_of=AS_OF))
+    assert again.hits[0].ranks["semantic"] is not None
+
+
+def test_as_of_defaults_to_now(service: SearchService) -> None:
+    result = service.search(SearchRequest("deploy", ANA))
+    assert all(h.turn_at < datetime.now(UTC) for h in result.hits)
