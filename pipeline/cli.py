@@ -5,7 +5,12 @@ The commands live in ``pipeline.commands``; importing the modules registers them
 
 from __future__ import annotations
 
-from pipeline.commands import index, query, write  # noqa: F401 - registers the commands
+from pipeline.commands import (  # noqa: F401 - importing registers the commands
+    importers,
+    index,
+    query,
+    write,
+)
 from pipeline.commands.common import app
 
 __all__ = ["app", "main"]

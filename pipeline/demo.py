@@ -46,7 +46,7 @@ from pipeline.ingest import Ingestor, IngestReport, RowsHook
 
 HISTORY_DAYS = 120
 RICH_SHARE = 0.40
-EXPIRED_SHARE = 0.0  # applied to turns at least two days old, which are ~90 % of all turns
+EXPIRED_SHARE = 0.033  # applied to turns at least two days old, which are ~90 % of all turns
 # Conversation lengths 1..12, short conversations far more common than long ones.
 _LENGTH_CUM_WEIGHTS = tuple(accumulate((30, 18, 13, 10, 8, 6, 5, 3, 3, 2, 1, 1)))
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -248,7 +248,7 @@ class _Generator:
         submissions = [_submission(first, slots, "prompt", 0, started)]
         if dice.random() < 0.25:
             submissions.append(_submission(dice.pick(asks), slots, "followup", 1, at(0, 0.3)))
-        if dice.random() < 0.0:
+        if dice.random() < 0.08:
             submissions.append(_submission(dice.pick(self.steers[topic.key]), slots, "steer",
                                            len(submissions), at(0.3, 0.8)))
         files = self._hosted_files(conv, started) if dice.random() < 0.15 else []

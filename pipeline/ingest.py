@@ -132,6 +132,17 @@ class Ingestor:
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
+    def quarantine(self, items: Sequence[Quarantined]) -> int:
+        """Record problems found outside ingest (e.g. by an importer) in the quarantine table;
+        returns how many were new."""
+        with writer_lock(self._store.root, timeout_s=self._settings.lock_timeout_s,
+                         job="turnlake quarantine"):
+            new = self._not_yet_quarantined(list(items))
+            if new:
+                batch_id = f"q{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
+                self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
+        return len(new)
+
     def _accept(self, item: SourceLine | SourceProblem,
                 quarantine: list[Quarantined]) -> _Accepted | None:
         if isinstance(item, SourceProblem):

@@ -6,20 +6,19 @@ One tantivy index per partition. Each row's text is indexed four ways:
   Snowball-stemmed: "running" finds "runs", "cafe" finds "Café".
 * ``text_raw``   - the same word tokens, lower-cased only, with positions: exact word forms
   score on top of the stemmed match and quoted phrases are matched here.
-* ``text_ident`` - only compound identifiers joined by ``_ . - / : @`` kept whole
-  (``err_connection_reset``, ``v2.3.1``, ``lake/index.py``) so an exact error string or
+* ``text_ident`` - only compound identifiers joined by ``_ . -`` kept whole
+  (``err_connection_reset``, ``v2.3.1``, ``index.py``) so an exact error string or
   version outranks rows that merely share its pieces.
-* ``text_cjk``   - overlapping character bigrams of every CJK run (Han, kana, Hangul). Word
-  tokenizers see "東京タワーに行きました" as one word, so "東京" could not match it; bigrams
-  can. CJK runs are blanked out of the word fields' input (in Python, on the index and the
-  query side alike), so "tokyo東京" still yields the word "tokyo". Bigrams are made in
-  Python (tantivy-py has an n-gram tokenizer, not an n-gram filter that runs per word) and
-  indexed with the whitespace tokenizer; queries use the same Python function.
+* ``text_cjk``   - overlapping bigrams of every CJK run (Han, kana, Hangul), made in Python
+  (tantivy-py has an n-gram tokenizer but no per-word n-gram filter) and indexed with the
+  whitespace tokenizer. Word tokenizers see "東京タワーに行きました" as one word that "東京"
+  cannot match; bigrams can. CJK runs are blanked out of the word fields' input on both the
+  index and the query side, so "tokyo東京" still yields the word "tokyo".
 
 Query text is never parsed as tantivy query syntax: the query is split into words and
 quoted phrases here, every word is run through the same ``TextAnalyzer`` objects that index
 the fields (``TextAnalyzer.analyze``), and term / phrase / boolean / boost queries are built
-with ``tantivy.Query``'s constructors. Syntax characters are therefore ordinary separators.
+with ``Query``'s constructors. Syntax characters are therefore ordinary separators.
 
 Role weighting: BM25 statistics come from shared fields, so scores are comparable across
 roles, and each group of roles with the same weight is a boosted ``content AND role in
@@ -39,7 +38,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-import tantivy
+from tantivy import (
+    Document,
+    Filter,
+    Index,
+    Occur,
+    Query,
+    Schema,
+    SchemaBuilder,
+    TextAnalyzer,
+    TextAnalyzerBuilder,
+    Tokenizer,
+)
 
 from lake.errors import IndexError_, QueryError, RecordError
 
@@ -61,7 +71,7 @@ MAX_LIMIT = 10_000
 # Per-field boosts: the stemmed field carries the match, exact forms and identifiers add.
 _W_STEM = 1.0
 _W_RAW = 0.6
-_W_IDENT = 1.5
+_W_IDENT = 1.0  # per word of the identifier
 _W_CJK = 1.0
 
 _FORMAT = 1
@@ -75,7 +85,9 @@ _CJK_RANGES = [
     (0xFF66, 0xFF9F), (0x20000, 0x2FA1F),
 ]  # fmt: skip
 _CJK_RUN = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in _CJK_RANGES) + "]+")
-_RUST_IDENT = r"[\p{L}\p{N}\p{M}]+(?:[_.\-/:@]+[\p{L}\p{N}\p{M}]+)+"
+# Only "_ . -" join identifiers: with ":" or "/" too, "net::ERR_X" or "src/a.py" would be one
+# token that a query for "ERR_X" or "a.py" could not hit.
+_RUST_IDENT = r"[\p{L}\p{N}\p{M}]+(?:[_.\-]+[\p{L}\p{N}\p{M}]+)+"
 # A query word keeps identifier connectors so the ident analyzer sees the whole identifier.
 _QUERY_WORD = re.compile(r"\w+(?:[.\-/:@]+\w+)*")
 _PHRASE = re.compile(r'"([^"]*)"')
@@ -99,10 +111,6 @@ class ParsedQuery:
 
     terms: list[str]
     phrases: list[list[str]]
-
-    def is_empty(self) -> bool:
-        """True when nothing searchable is left."""
-        return not self.terms and not self.phrases
 
 
 def parse_user_query(query: str) -> ParsedQuery:
@@ -145,45 +153,43 @@ def cjk_grams(text: str) -> list[list[str]]:
 
 @dataclass(frozen=True)
 class _Analyzers:
-    stem: tantivy.TextAnalyzer
-    raw: tantivy.TextAnalyzer
-    ident: tantivy.TextAnalyzer
+    stem: TextAnalyzer
+    raw: TextAnalyzer
+    ident: TextAnalyzer
 
     @classmethod
     def create(cls) -> _Analyzers:
-        def word() -> tantivy.TextAnalyzerBuilder:
+        def word() -> TextAnalyzerBuilder:
             # The simple tokenizer is ~6x faster than a regex one; CJK runs are blanked out
             # in Python beforehand (_without_cjk), on both the index and the query side.
-            return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
-                tantivy.Filter.remove_long(64)
-            )
+            return TextAnalyzerBuilder(Tokenizer.simple()).filter(Filter.remove_long(64))
 
         stem = (
             word()
-            .filter(tantivy.Filter.lowercase())
-            .filter(tantivy.Filter.ascii_fold())
-            .filter(tantivy.Filter.stopword("english"))
-            .filter(tantivy.Filter.stemmer("english"))
+            .filter(Filter.lowercase())
+            .filter(Filter.ascii_fold())
+            .filter(Filter.stopword("english"))
+            .filter(Filter.stemmer("english"))
             .build()
         )
-        raw = word().filter(tantivy.Filter.lowercase()).build()
+        raw = word().filter(Filter.lowercase()).build()
         ident = (
-            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_RUST_IDENT))
-            .filter(tantivy.Filter.remove_long(128))
-            .filter(tantivy.Filter.lowercase())
+            TextAnalyzerBuilder(Tokenizer.regex(_RUST_IDENT))
+            .filter(Filter.remove_long(128))
+            .filter(Filter.lowercase())
             .build()
         )
         return cls(stem=stem, raw=raw, ident=ident)
 
-    def register(self, index: tantivy.Index) -> None:
+    def register(self, index: Index) -> None:
         # Custom analyzers are not persisted with the index; every open must register them.
         index.register_tokenizer(_TOK_STEM, self.stem)
         index.register_tokenizer(_TOK_RAW, self.raw)
         index.register_tokenizer(_TOK_IDENT, self.ident)
 
 
-def _schema() -> tantivy.Schema:
-    sb = tantivy.SchemaBuilder()
+def _schema() -> Schema:
+    sb = SchemaBuilder()
     sb.add_integer_field("doc", fast=True)
     sb.add_text_field("text_stem", tokenizer_name=_TOK_STEM, index_option="freq")
     sb.add_text_field("text_raw", tokenizer_name=_TOK_RAW, index_option="position")
@@ -194,7 +200,7 @@ def _schema() -> tantivy.Schema:
     return sb.build()
 
 
-def _document(row: LexicalDoc, seen: set[int]) -> tantivy.Document:
+def _document(row: LexicalDoc, seen: set[int]) -> Document:
     if not isinstance(row, LexicalDoc):
         raise RecordError(f"expected LexicalDoc, got {type(row).__name__}")
     if not isinstance(row.doc, int) or isinstance(row.doc, bool) or not 0 <= row.doc < 2**63:
@@ -206,26 +212,29 @@ def _document(row: LexicalDoc, seen: set[int]) -> tantivy.Document:
     for name in ("text", "user_id", "conversation_id"):
         if not isinstance(getattr(row, name), str):
             raise RecordError(f"doc {row.doc}: {name} must be a string", field=name)
-    seen.add(row.doc)
     text = unicodedata.normalize("NFC", row.text)
-    document = tantivy.Document()
+    document = Document()
     document.add_integer("doc", row.doc)
     grams = cjk_grams(text)
     words = _without_cjk(text) if grams else text
-    document.add_text("text_stem", words)
-    document.add_text("text_raw", words)
-    document.add_text("text_ident", text)
-    document.add_text("text_cjk", " ".join(g for run in grams for g in run))
-    document.add_text("role", row.role)
-    document.add_text("user_id", row.user_id)
-    document.add_text("conversation_id", row.conversation_id)
+    try:
+        document.add_text("text_stem", words)
+        document.add_text("text_raw", words)
+        document.add_text("text_ident", text)
+        document.add_text("text_cjk", " ".join(g for run in grams for g in run))
+        document.add_text("role", row.role)
+        document.add_text("user_id", row.user_id)
+        document.add_text("conversation_id", row.conversation_id)
+    except UnicodeEncodeError as exc:
+        raise RecordError(f"doc {row.doc}: a field holds a lone surrogate: {exc}") from exc
+    seen.add(row.doc)
     return document
 
 
 class LexicalIndex:
     """A built, searchable BM25 index of one partition's content rows."""
 
-    def __init__(self, index: tantivy.Index, analyzers: _Analyzers) -> None:
+    def __init__(self, index: Index, analyzers: _Analyzers) -> None:
         """Wrap an opened tantivy index; use :meth:`build` or :meth:`open` instead."""
         self._index = index
         self._schema = index.schema
@@ -246,7 +255,7 @@ class LexicalIndex:
             raise IndexError_(f"lexical index directory {directory} exists and is not empty")
         directory.mkdir(parents=True, exist_ok=True)
         analyzers = _Analyzers.create()
-        index = tantivy.Index(_schema(), path=str(directory), reuse=False)
+        index = Index(_schema(), path=str(directory), reuse=False)
         analyzers.register(index)
         # tantivy wants >= 15 MB of heap per indexing thread.
         threads = max(1, min(os.cpu_count() or 1, 8, heap_bytes // 25_000_000))
@@ -277,7 +286,7 @@ class LexicalIndex:
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise IndexError_(f"lexical index at {directory} has unsupported format {meta!r}")
         try:
-            index = tantivy.Index.open(str(directory))
+            index = Index.open(str(directory))
         except (OSError, ValueError) as exc:
             raise IndexError_(f"cannot open lexical index at {directory}: {exc}") from exc
         analyzers = _Analyzers.create()
@@ -310,21 +319,21 @@ class LexicalIndex:
         allowed = _check_roles(roles)
         if not allowed:
             return []
-        filters: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        filters: list[tuple[Occur, Query]] = []
         for name, value in (("user_id", user_id), ("conversation_id", conversation_id)):
             if value is None:
                 continue
-            if not isinstance(value, str) or not value:
-                raise QueryError(f"{name} filter must be a non-empty string, got {value!r}")
-            filters.append((tantivy.Occur.Must, self._unscored([value], name)))
+            if not isinstance(value, str) or not value or not _encodable(value):
+                raise QueryError(f"{name} filter must be a non-empty UTF-8 string, got {value!r}")
+            filters.append((Occur.Must, self._unscored([value], name)))
         if roles is not None:
-            filters.append((tantivy.Occur.Must, self._unscored(sorted(allowed), "role")))
+            filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
         content = self._content_query(parse_user_query(query))
         if content is None:
             return []
         scored = self._weighted(content, allowed, weights)
         searcher = self._index.searcher()
-        final = tantivy.Query.boolean_query([(tantivy.Occur.Must, scored), *filters])
+        final = Query.boolean_query([(Occur.Must, scored), *filters])
         hits = searcher.search(final, limit, count=False).hits
         ids = searcher.fast_field_values("doc", [address for _, address in hits])
         results: list[tuple[int, float]] = []
@@ -334,33 +343,33 @@ class LexicalIndex:
             results.append((doc, float(score)))
         return results
 
-    def _unscored(self, values: list[str], field: str) -> tantivy.Query:
+    def _unscored(self, values: list[str], field: str) -> Query:
         # Filters must not add to the BM25 score, or role boosts would scale them.
-        terms = tantivy.Query.term_set_query(self._schema, field, values)
-        return tantivy.Query.const_score_query(terms, 0.0)
+        terms = Query.term_set_query(self._schema, field, values)
+        return Query.const_score_query(terms, 0.0)
 
     def _weighted(
-        self, content: tantivy.Query, allowed: frozenset[str], weights: Mapping[str, float]
-    ) -> tantivy.Query:
+        self, content: Query, allowed: frozenset[str], weights: Mapping[str, float]
+    ) -> Query:
         groups: dict[float, list[str]] = {}
         for role in sorted(allowed):
             groups.setdefault(weights[role], []).append(role)
         if len(groups) == 1:
             ((weight, _),) = groups.items()
-            return tantivy.Query.boost_query(content, weight)
+            return Query.boost_query(content, weight)
         clauses = []
         for weight, members in groups.items():
-            scoped = tantivy.Query.boolean_query(
+            scoped = Query.boolean_query(
                 [
-                    (tantivy.Occur.Must, content),
-                    (tantivy.Occur.Must, self._unscored(members, "role")),
+                    (Occur.Must, content),
+                    (Occur.Must, self._unscored(members, "role")),
                 ]
             )
-            clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(scoped, weight)))
-        return tantivy.Query.boolean_query(clauses)
+            clauses.append((Occur.Should, Query.boost_query(scoped, weight)))
+        return Query.boolean_query(clauses)
 
-    def _content_query(self, parsed: ParsedQuery) -> tantivy.Query | None:
-        should: list[tantivy.Query] = []
+    def _content_query(self, parsed: ParsedQuery) -> Query | None:
+        should: list[Query] = []
         fields = (
             ("text_stem", self._an.stem, _W_STEM),
             ("text_raw", self._an.raw, _W_RAW),
@@ -373,50 +382,61 @@ class LexicalIndex:
                 for t in analyzer.analyze(term if field == "text_ident" else _without_cjk(term))
             )
             for token in list(tokens)[:MAX_FIELD_TOKENS]:
-                term = tantivy.Query.term_query(self._schema, field, token)
-                should.append(tantivy.Query.boost_query(term, boost))
+                term = Query.term_query(self._schema, field, token)
+                # An identifier of k words competes with the 2k per-word clauses that also
+                # match its pieces scattered in a shorter row, so its weight grows with k.
+                pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
+                should.append(Query.boost_query(term, boost * max(1, pieces)))
         runs = [run for term in parsed.terms for run in cjk_grams(term)][:MAX_FIELD_TOKENS]
         for gram in list(dict.fromkeys(g for run in runs for g in run))[:MAX_FIELD_TOKENS]:
-            should.append(tantivy.Query.boost_query(self._cjk_query([gram]), _W_CJK))
+            should.append(Query.boost_query(self._cjk_query([gram]), _W_CJK))
         for run in runs:
             if len(run) > 1:  # a whole-run phrase bonus on top of the per-bigram matches
-                should.append(tantivy.Query.boost_query(self._cjk_query(run), _W_CJK))
+                should.append(Query.boost_query(self._cjk_query(run), _W_CJK))
         must = [q for words in parsed.phrases for q in self._phrase_queries(words)]
         if not should and not must:
             return None
-        return tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, q) for q in must] + [(tantivy.Occur.Should, q) for q in should]
+        return Query.boolean_query(
+            [(Occur.Must, q) for q in must] + [(Occur.Should, q) for q in should]
         )
 
-    def _phrase_queries(self, words: list[str]) -> list[tantivy.Query]:
+    def _phrase_queries(self, words: list[str]) -> list[Query]:
         # Non-CJK stretches become phrases on text_raw and CJK runs bigram phrases on
         # text_cjk; adjacency across a CJK/non-CJK boundary is not enforced.
         text = " ".join(words)
-        queries: list[tantivy.Query] = []
+        queries: list[Query] = []
         for segment in re.split(f"({_CJK_RUN.pattern})", text):
             if _CJK_RUN.fullmatch(segment):
                 queries.extend(self._cjk_query(run) for run in cjk_grams(segment))
                 continue
             tokens = self._an.raw.analyze(segment)
             if len(tokens) == 1:
-                queries.append(tantivy.Query.term_query(self._schema, "text_raw", tokens[0]))
+                queries.append(Query.term_query(self._schema, "text_raw", tokens[0]))
             elif tokens:
                 queries.append(self._phrase("text_raw", tokens))
         return queries
 
-    def _phrase(self, field: str, tokens: list[str]) -> tantivy.Query:
+    def _phrase(self, field: str, tokens: list[str]) -> Query:
         words: list[str | tuple[int, str]] = list(tokens)
-        return tantivy.Query.phrase_query(self._schema, field, words)
+        return Query.phrase_query(self._schema, field, words)
 
-    def _cjk_query(self, grams: list[str]) -> tantivy.Query:
+    def _cjk_query(self, grams: list[str]) -> Query:
         if len(grams) > 1:
             return self._phrase("text_cjk", grams)
         gram = grams[0]
         if len(gram) == 1:
             # A lone CJK character is in bigrams on either side (or alone); it is a
             # CJK code point, never a regex metacharacter.
-            return tantivy.Query.regex_query(self._schema, "text_cjk", f"(?:{gram}.?|.{gram})")
-        return tantivy.Query.term_query(self._schema, "text_cjk", gram)
+            return Query.regex_query(self._schema, "text_cjk", f"(?:{gram}.?|.{gram})")
+        return Query.term_query(self._schema, "text_cjk", gram)
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _merge_weights(role_weights: Mapping[str, float] | None) -> dict[str, float]:
@@ -424,7 +444,9 @@ def _merge_weights(role_weights: Mapping[str, float] | None) -> dict[str, float]
     for role, weight in (role_weights or {}).items():
         if role not in ROLES:
             raise QueryError(f"role_weights names unknown role {role!r}")
-        if not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise QueryError(f"role weight for {role!r} must be a number, got {weight!r}")
+        if not math.isfinite(weight) or weight <= 0:
             raise QueryError(f"role weight for {role!r} must be a positive number, got {weight!r}")
         weights[role] = float(weight)
     return weights

@@ -34,9 +34,16 @@ EXACT_MAX_ROWS: int = 50_000  # above this many valid rows an approximate index 
 FORMAT_VERSION: int = 1
 HNSW_M: int = 32
 HNSW_EF_CONSTRUCTION: int = 80
-# Measured on random 384-d unit vectors (the hardest case: no cluster structure) at 200k rows:
-# recall@10 vs exact is >= 0.95 from this value upward; real text embeddings do better.
-DEFAULT_EF_SEARCH: int = 128
+# efSearch is calibrated per index at build time: the smallest rung of _EF_LADDER whose recall@10
+# on sample rows reaches TARGET_RECALL. The beam needed depends on the data far more than on
+# its size: random 384-d unit vectors (no cluster structure) need ~1024 at 50k rows, while
+# clustered text embeddings get there with a small fraction of that.
+TARGET_RECALL: float = 0.95
+DEFAULT_EF_SEARCH: int = 128  # used only when an index was saved without a calibrated value
+_EF_LADDER: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+_CALIBRATION_QUERIES: int = 200
+_CALIBRATION_K: int = 10
+_SCORE_BLOCK_ROWS: int = 65_536
 # A scope this small is scored exactly from the raw vectors: cheaper than steering the graph
 # around millions of excluded nodes, and exact.
 SMALL_SCOPE_ROWS: int = 20_000
@@ -68,6 +75,7 @@ class SemanticIndex:
         valid: np.ndarray,
         graph: faiss.Index | None,
         ef_search: int = DEFAULT_EF_SEARCH,
+        calibrated_recall: float | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
@@ -81,6 +89,9 @@ class SemanticIndex:
         self._valid_ids = np.flatnonzero(valid).astype(np.int64)
         self._graph = graph
         self.ef_search = ef_search
+        self.calibrated_recall = calibrated_recall
+        # Scopes up to this many rows (or under SMALL_SCOPE_FRACTION) are scored exactly.
+        self.small_scope_rows: int = SMALL_SCOPE_ROWS
 
     @property
     def dim(self) -> int:
@@ -99,9 +110,7 @@ class SemanticIndex:
 
     @ef_search.setter
     def ef_search(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise QueryError(f"ef_search must be a positive int, got {value!r}")
-        self._ef_search = value
+        self._ef_search = _positive_int(value, "ef_search", QueryError)
 
     def __len__(self) -> int:
         """Number of rows (doc ids), valid or not."""
@@ -115,7 +124,7 @@ class SemanticIndex:
         }
         if self.kind == "hnsw":
             info.update(hnsw_m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION,
-                        ef_search=self.ef_search)
+                        ef_search=self.ef_search, calibrated_recall=self.calibrated_recall)
         return info
 
     @classmethod
@@ -124,27 +133,33 @@ class SemanticIndex:
         vectors: np.ndarray,
         *,
         exact_max_rows: int = EXACT_MAX_ROWS,
+        ef_search: int | None = None,
         threads: int | None = None,
     ) -> SemanticIndex:
         """Index ``vectors`` (shape ``(rows, dim)``); row ``i`` becomes doc id ``i``.
 
         Rows that are all-zero or contain NaN/inf are marked invalid; other rows are
-        re-normalized to unit length. More than ``exact_max_rows`` valid rows selects HNSW.
+        re-normalized to unit length. More than ``exact_max_rows`` valid rows selects HNSW,
+        whose ``ef_search`` is calibrated to :data:`TARGET_RECALL` unless given explicitly.
         ``threads`` caps FAISS's OpenMP threads during the build (default: the CPUs this process
         may use); the previous setting is restored afterwards.
         """
-        if isinstance(exact_max_rows, bool) or not isinstance(exact_max_rows, int) \
-                or exact_max_rows < 0:
-            raise IndexError_(f"exact_max_rows must be a non-negative int, got {exact_max_rows!r}")
+        _positive_int(exact_max_rows, "exact_max_rows", IndexError_, minimum=0)
+        if ef_search is not None:
+            _positive_int(ef_search, "ef_search", IndexError_)
         matrix, valid = _clean_vectors(vectors)
         if int(valid.sum()) <= exact_max_rows:
             return cls(kind="flat", vectors=matrix, valid=valid, graph=None)
         graph = faiss.IndexHNSWFlat(matrix.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
         graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
         rows = matrix if valid.all() else np.ascontiguousarray(matrix[valid])
+        recall: float | None = None
         with _omp_threads(threads):
             graph.add(rows)
-        return cls(kind="hnsw", vectors=matrix, valid=valid, graph=graph)
+            if ef_search is None:
+                ef_search, recall = _calibrate_ef(graph, rows)
+        return cls(kind="hnsw", vectors=matrix, valid=valid, graph=graph, ef_search=ef_search,
+                   calibrated_recall=recall)
 
     def save(self, directory: Path) -> None:
         """Write the index into ``directory`` (created if needed), replacing any previous one."""
@@ -160,7 +175,7 @@ class SemanticIndex:
             _atomic_write(directory / _GRAPH, lambda p: faiss.write_index(graph, str(p)))
         else:
             (directory / _GRAPH).unlink(missing_ok=True)
-        meta = {"format": FORMAT_VERSION, **self.describe(), "ef_search": self.ef_search}
+        meta = {"format": FORMAT_VERSION, **self.describe()}
         _atomic_write(directory / _META, lambda p: p.write_text(json.dumps(meta, indent=2)))
 
     @classmethod
@@ -191,8 +206,10 @@ class SemanticIndex:
             ok = graph.ntotal == int(valid.sum()) and graph.d == vectors.shape[1]
         if not ok:
             raise IndexError_(f"semantic index at {directory} has inconsistent parts")
+        recall = meta.get("calibrated_recall")
         return cls(kind=str(kind), vectors=vectors, valid=valid, graph=graph,
-                   ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)))
+                   ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
+                   calibrated_recall=None if recall is None else float(recall))
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -203,14 +220,16 @@ class SemanticIndex:
         unique). The score is the inner product with the normalized query, i.e. cosine.
         """
         q = _check_query(query, self.dim)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise QueryError(f"limit must be a positive int, got {limit!r}")
+        _positive_int(limit, "limit", QueryError)
         scope = None if allowed is None else _check_allowed(allowed, len(self))
         if scope is not None:
             scope = scope[self._valid[scope]]
-        if self._graph is None or (scope is not None and _is_small_scope(scope.size, len(self))):
+        if self._graph is None or (scope is not None and self._is_small_scope(scope.size)):
             return self._exact(q, scope, limit)
         return self._approximate(q, scope, limit)
+
+    def _is_small_scope(self, size: int) -> bool:
+        return size <= self.small_scope_rows or size < SMALL_SCOPE_FRACTION * len(self)
 
     def _exact(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -258,8 +277,7 @@ class SemanticIndex:
         if not isinstance(queries, np.ndarray) or queries.ndim != 2 \
                 or queries.shape[1] != self.dim:
             raise QueryError(f"queries must be a (n, {self.dim}) array")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise QueryError(f"k must be a positive int, got {k!r}")
+        _positive_int(k, "k", QueryError)
         qs = np.stack([_check_query(row, self.dim) for row in queries]) if len(queries) else \
             np.zeros((0, self.dim), dtype=np.float32)
         wanted = min(k, self.valid_rows)
@@ -293,20 +311,56 @@ def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray
 
 def _top(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
     if ids.size > limit:
-        keep = np.argpartition(-scores, limit - 1)[:limit]
+        # Keep every row tied with the limit-th score so the id tie-break below is honoured.
+        cutoff = np.partition(scores, ids.size - limit)[ids.size - limit]
+        keep = np.flatnonzero(scores >= cutoff)
         ids, scores = ids[keep], scores[keep]
-    order = np.lexsort((ids, -scores))
+    order = np.lexsort((ids, -scores))[:limit]
     return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+def _calibrate_ef(graph: faiss.Index, rows: np.ndarray) -> tuple[int, float]:
+    """Smallest ladder ef whose recall@k on sample rows (self excluded) reaches the target.
+
+    A hit is any returned row scoring at least the k-th exact score, so duplicate rows (common
+    in chat logs) tie instead of counting as misses.
+    """
+    count = rows.shape[0]
+    k = min(_CALIBRATION_K, count - 1)
+    if k < 1:
+        return _EF_LADDER[0], 1.0
+    picks = np.random.default_rng(0).choice(count, size=min(_CALIBRATION_QUERIES, count),
+                                            replace=False)
+    queries = np.ascontiguousarray(rows[picks])
+    kth = _kth_best_excluding_self(rows, queries, picks, k)
+    recall = 0.0
+    for ef in _EF_LADDER:
+        scores, labels = graph.search(queries, k + 1, params=_hnsw_params(max(ef, k + 1)))
+        others = np.where(labels == picks[:, None], -np.inf, scores)
+        best = -np.sort(-others, axis=1)[:, :k]
+        recall = float(np.mean(best >= kth[:, None] - 1e-5))
+        if recall >= TARGET_RECALL:
+            return ef, recall
+    return _EF_LADDER[-1], recall
+
+
+def _kth_best_excluding_self(
+    rows: np.ndarray, queries: np.ndarray, picks: np.ndarray, k: int
+) -> np.ndarray:
+    best = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    for start in range(0, rows.shape[0], _SCORE_BLOCK_ROWS):
+        block = queries @ rows[start : start + _SCORE_BLOCK_ROWS].T
+        own = (picks >= start) & (picks < start + block.shape[1])
+        block[own, picks[own] - start] = -np.inf
+        merged = np.concatenate([best, block], axis=1)
+        best = -np.partition(-merged, k - 1, axis=1)[:, :k]
+    return np.asarray(best.min(axis=1))
 
 
 def _hnsw_params(ef: int, selector: Any = None) -> Any:
     # Missing from faiss's bundled type stubs, hence the dynamic lookup.
     factory: Any = getattr(faiss, "SearchParametersHNSW")  # noqa: B009
     return factory(efSearch=ef) if selector is None else factory(sel=selector, efSearch=ef)
-
-
-def _is_small_scope(size: int, rows: int) -> bool:
-    return size <= SMALL_SCOPE_ROWS or size < SMALL_SCOPE_FRACTION * rows
 
 
 def _clean_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,6 +376,14 @@ def _clean_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     valid = finite & (norms > 0.0)
     matrix[valid] /= norms[valid, None]
     return matrix, valid
+
+
+def _positive_int(
+    value: object, what: str, error: type[Exception], *, minimum: int = 1
+) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise error(f"{what} must be an int >= {minimum}, got {value!r}")
+    return value
 
 
 def _check_query(query: np.ndarray, dim: int) -> np.ndarray:
@@ -360,10 +422,8 @@ def _atomic_write(path: Path, write: Callable[[Path], object]) -> None:
 
 @contextmanager
 def _omp_threads(threads: int | None) -> Iterator[None]:
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise IndexError_(f"threads must be a positive int or None, got {threads!r}")
-    wanted = threads if threads is not None else len(os.sched_getaffinity(0))
+    wanted = len(os.sched_getaffinity(0)) if threads is None else \
+        _positive_int(threads, "threads", IndexError_)
     previous = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(wanted)
     try:

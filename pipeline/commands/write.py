@@ -17,7 +17,8 @@ from pipeline.progress import job_progress
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Record files (.jsonl, .jsonl.gz) or folders.")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Record files (.jsonl, .jsonl.gz) or folders.")],
     lake: LakeOption = None,
     strict: Annotated[bool, typer.Option(help="Exit 1 if any line was quarantined.")] = False,
     embed: Annotated[bool, typer.Option(help="Embed new rows (best effort).")] = True,
@@ -61,18 +62,27 @@ def demo(
     users: Annotated[int, typer.Option(help="Number of demo users.")] = 12,
     turns: Annotated[int, typer.Option(help="Number of demo turns.")] = 600,
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same lake).")] = 7,
+    embed: Annotated[bool, typer.Option(help="Embed the demo rows.")] = True,
+    index: Annotated[bool, typer.Option(help="Build the partition indexes.")] = True,
 ) -> None:
     """Write a realistic demo lake (several tenants, apps, writers, files, expired turns)."""
-    from pipeline.demo import write_demo
+    from pipeline.demo import generate_lines
+    from pipeline.jobs import run_ingest
 
     settings = settings_from(lake)
     try:
-        report = write_demo(settings, users=users, turns=turns, seed=seed)
-    except TurnlakeError as exc:
-        raise fail(exc) from exc
+        lines = list(generate_lines(users=users, turns=turns, seed=seed))
+        with job_progress() as progress:
+            job = run_ingest(settings, records=lines, embed=embed, index=index,
+                             on_line=progress.counter("writing demo turns"),
+                             on_embedded=progress.counter("embedding rows"),
+                             on_partition=progress.partitions("building indexes"))
+    except (TurnlakeError, ValueError) as exc:
+        raise fail(TurnlakeError(str(exc))) from exc
+    report = job.ingest
     out.print(f"demo lake at {settings.lake}: {report.accepted} turns "
               f"({report.duplicates} already there), {report.rows_written} search rows, "
-              f"{report.files_stored} hosted files")
+              f"{job.embedding.embedded} embedded, {report.files_stored} hosted files")
 
 
 @app.command()

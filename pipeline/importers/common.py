@@ -181,10 +181,10 @@ class TurnDraft:
 
     def add_step(self, name: str, status: StepStatus, at: datetime, detail: str | None,
                  **data: Any) -> None:
-        """Record a tool step and the ``chat.step`` live event that showed it."""
+        """Record a tool step; the lake replays every step as a ``chat.step`` event, so no
+        separate live event is added (it would show twice)."""
+        del data  # tool ids stay out of the record: the step's name and detail identify it
         self.steps.append(Step(name=name, status=status, at=at, detail=detail))
-        self.events.append(LiveEvent(type="chat.step", at=at,
-                                     data={"name": name, "status": status, **data}))
 
     def complete(self, text: str, at: datetime) -> None:
         """Set the answer; a later call replaces an earlier one."""

@@ -55,10 +55,7 @@ def test_tool_calls_become_steps_and_chat_step_events() -> None:
         "command": "grep -rn SESSION_BACKEND .github/ config/",
         "description": "Find session backend settings"}
     assert first.steps[3].detail == "<tool_use_error>File does not exist.</tool_use_error>"
-    assert [e.type for e in first.events] == ["chat.step"] * 4
-    assert [(e.data["name"], e.data["status"]) for e in first.events] == [
-        (s.name, s.status) for s in first.steps]
-    assert first.events[1].data["tool_use_id"] == "toolu_01AbCdEfGhIjKlMnOpQrStUv"
+    assert first.events == []  # steps are replayed as chat.step events by the lake
 
 
 def test_last_assistant_text_is_the_answer_and_usage_counts_each_message_once() -> None:

@@ -1,0 +1,220 @@
+"""SemanticIndex: exact and HNSW search, scoping, missing embeddings and persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lake.errors import IndexError_, QueryError
+from lake.index.semantic import SMALL_SCOPE_ROWS, SemanticIndex, recall_at_k
+
+DIM = 48
+
+
+def _unit(rows: int, seed: int, dim: int = DIM) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def _numpy_top(
+    vectors: np.ndarray, query: np.ndarray, k: int, ids: np.ndarray | None = None
+) -> list[int]:
+    ids = np.arange(len(vectors)) if ids is None else ids
+    scores = vectors[ids] @ query
+    return [int(ids[i]) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> np.ndarray:
+    return _unit(5_000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def hnsw(corpus: np.ndarray) -> SemanticIndex:
+    return SemanticIndex.build(corpus, exact_max_rows=1_000)
+
+
+@pytest.fixture(scope="module")
+def flat(corpus: np.ndarray) -> SemanticIndex:
+    return SemanticIndex.build(corpus)
+
+
+def test_flat_matches_numpy_exactly(corpus: np.ndarray, flat: SemanticIndex) -> None:
+    assert flat.kind == "flat"
+    assert len(flat) == 5_000
+    for query in _unit(20, seed=2):
+        got = flat.search(query, limit=10)
+        assert [d for d, _ in got] == _numpy_top(corpus, query, 10)
+        np.testing.assert_allclose([s for _, s in got], np.sort(corpus @ query)[::-1][:10],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_scores_are_cosine_for_unnormalized_inputs() -> None:
+    vectors = np.array([[3.0, 0.0], [1.0, 1.0], [0.0, -2.0]], dtype=np.float32)
+    got = SemanticIndex.build(vectors).search(np.array([5.0, 0.0]), limit=3)
+    assert [d for d, _ in got] == [0, 1, 2]
+    np.testing.assert_allclose([s for _, s in got], [1.0, np.sqrt(0.5), 0.0], atol=1e-6)
+
+
+def test_ties_break_by_lower_doc_id() -> None:
+    vectors = np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (300, 1))
+    vectors[::7] = [0.0, 1.0]
+    index = SemanticIndex.build(vectors)
+    got = index.search(np.array([1.0, 0.0]), limit=4)
+    assert [d for d, _ in got] == [1, 2, 3, 4]
+    scoped = index.search(np.array([1.0, 0.0]), allowed=np.arange(150, 300), limit=3)
+    assert [d for d, _ in scoped] == [150, 151, 152]
+
+
+def test_hnsw_chosen_above_threshold_with_good_recall(
+    corpus: np.ndarray, hnsw: SemanticIndex, flat: SemanticIndex
+) -> None:
+    assert hnsw.kind == "hnsw"
+    assert SemanticIndex.build(corpus[:1_000], exact_max_rows=1_000).kind == "flat"
+    info = hnsw.describe()
+    assert info["kind"] == "hnsw"
+    assert info["calibrated_recall"] >= 0.95
+    assert recall_at_k(hnsw, flat, _unit(200, seed=3), 10) >= 0.9
+
+
+def test_recall_at_k_detects_a_bad_index(
+    tmp_path: Path, hnsw: SemanticIndex, flat: SemanticIndex
+) -> None:
+    hnsw.save(tmp_path / "weak")
+    weak = SemanticIndex.load(tmp_path / "weak")  # an independent copy we may detune
+    weak.ef_search = 1
+    queries = _unit(50, seed=4)
+    assert recall_at_k(flat, flat, queries, 10) == 1.0
+    assert recall_at_k(weak, flat, queries, 10) < recall_at_k(hnsw, flat, queries, 10)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_small_scope_is_exact_and_respected(
+    kind: str, corpus: np.ndarray, flat: SemanticIndex, hnsw: SemanticIndex
+) -> None:
+    index = flat if kind == "flat" else hnsw
+    allowed = np.arange(7, 5_000, 50, dtype=np.int64)
+    for query in _unit(10, seed=5):
+        got = index.search(query, allowed=allowed, limit=15)
+        assert [d for d, _ in got] == _numpy_top(corpus, query, 15, allowed)
+
+
+def test_large_scope_goes_through_the_graph_and_stays_in_scope(
+    tmp_path: Path, corpus: np.ndarray, hnsw: SemanticIndex
+) -> None:
+    hnsw.save(tmp_path / "copy")
+    index = SemanticIndex.load(tmp_path / "copy")
+    index.small_scope_rows = 100
+    allowed = np.arange(0, len(corpus), 2, dtype=np.int64)
+    queries = _unit(30, seed=6)
+    recalls = []
+    for query in queries:
+        got = [d for d, _ in index.search(query, allowed=allowed, limit=10)]
+        assert len(got) == 10
+        assert all(d % 2 == 0 for d in got)
+        recalls.append(len(set(got) & set(_numpy_top(corpus, query, 10, allowed))) / 10)
+    assert np.mean(recalls) >= 0.9
+    # With a starved beam the graph path shows itself by missing some exact answers,
+    # while results still never leave the scope.
+    index.ef_search = 1
+    starved = [index.search(q, allowed=allowed, limit=10) for q in queries]
+    assert all(d % 2 == 0 for res in starved for d, _ in res)
+    assert any([d for d, _ in res] != _numpy_top(corpus, q, 10, allowed)
+               for res, q in zip(starved, queries, strict=True))
+    # The same scope below the small-scope size is answered exactly.
+    index.small_scope_rows = SMALL_SCOPE_ROWS
+    for query in queries[:5]:
+        exact = [d for d, _ in index.search(query, allowed=allowed, limit=10)]
+        assert exact == _numpy_top(corpus, query, 10, allowed)
+
+
+def test_unsorted_duplicate_scope_is_accepted(corpus: np.ndarray, flat: SemanticIndex) -> None:
+    query = _unit(1, seed=7)[0]
+    ids = np.array([40, 3, 40, 17, 3], dtype=np.int32)
+    got = flat.search(query, allowed=ids, limit=10)
+    assert sorted(d for d, _ in got) == [3, 17, 40]
+    assert flat.search(query, allowed=np.array([], dtype=np.int64)) == []
+
+
+@pytest.mark.parametrize("exact_max_rows", [10_000, 100])
+def test_missing_embeddings_are_never_returned(exact_max_rows: int) -> None:
+    vectors = _unit(600, seed=8)
+    missing = np.arange(0, 600, 3)
+    vectors[missing] = 0.0
+    vectors[1] = np.nan
+    index = SemanticIndex.build(vectors, exact_max_rows=exact_max_rows)
+    invalid = {*missing.tolist(), 1}
+    assert index.valid_rows == 600 - len(invalid)
+    assert len(index) == 600
+    for query in _unit(5, seed=9):
+        everything = index.search(query, limit=1_000)
+        assert len(everything) == index.valid_rows
+        assert not invalid & {d for d, _ in everything}
+        scoped = index.search(query, allowed=np.array(sorted(invalid)), limit=10)
+        assert scoped == []
+        mixed = index.search(query, allowed=np.arange(0, 10), limit=10)
+        assert {d for d, _ in mixed} == {2, 4, 5, 7, 8}
+
+
+def test_all_missing_and_empty_indexes_return_nothing() -> None:
+    query = np.ones(DIM, dtype=np.float32)
+    assert SemanticIndex.build(np.zeros((4, DIM), dtype=np.float32)).search(query) == []
+    empty = SemanticIndex.build(np.zeros((0, DIM), dtype=np.float32))
+    assert len(empty) == 0
+    assert empty.search(query) == []
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_save_load_round_trip(
+    kind: str, tmp_path: Path, flat: SemanticIndex, hnsw: SemanticIndex
+) -> None:
+    index = flat if kind == "flat" else hnsw
+    index.save(tmp_path / "sem")
+    loaded = SemanticIndex.load(tmp_path / "sem")
+    assert loaded.kind == kind
+    assert loaded.describe() == index.describe()
+    allowed = np.arange(0, 5_000, 7, dtype=np.int64)
+    for query in _unit(5, seed=10):
+        assert loaded.search(query, limit=10) == index.search(query, limit=10)
+        assert loaded.search(query, allowed=allowed) == index.search(query, allowed=allowed)
+    # Saving over an index of the other kind leaves no stale parts behind.
+    other = hnsw if kind == "flat" else flat
+    other.save(tmp_path / "sem")
+    assert SemanticIndex.load(tmp_path / "sem").kind == other.kind
+
+
+def test_load_refuses_missing_or_damaged_index(tmp_path: Path, flat: SemanticIndex) -> None:
+    with pytest.raises(IndexError_, match=r"missing semantic\.json"):
+        SemanticIndex.load(tmp_path / "nothing")
+    flat.save(tmp_path / "sem")
+    (tmp_path / "sem" / "valid.npy").unlink()
+    with pytest.raises(IndexError_, match="damaged"):
+        SemanticIndex.load(tmp_path / "sem")
+    flat.save(tmp_path / "sem2")
+    np.save(tmp_path / "sem2" / "valid.npy", np.ones(3, dtype=bool))
+    with pytest.raises(IndexError_, match="inconsistent"):
+        SemanticIndex.load(tmp_path / "sem2")
+
+
+def test_bad_requests_raise_query_errors(flat: SemanticIndex) -> None:
+    good = np.ones(DIM, dtype=np.float32)
+    with pytest.raises(QueryError, match="shape"):
+        flat.search(np.ones(DIM + 1, dtype=np.float32))
+    with pytest.raises(QueryError, match="zero or not finite"):
+        flat.search(np.zeros(DIM, dtype=np.float32))
+    with pytest.raises(QueryError, match="limit"):
+        flat.search(good, limit=0)
+    with pytest.raises(QueryError, match="outside"):
+        flat.search(good, allowed=np.array([5_000]))
+    with pytest.raises(QueryError, match="integer"):
+        flat.search(good, allowed=np.array([1.5]))
+
+
+def test_bad_build_input_raises_index_errors() -> None:
+    with pytest.raises(IndexError_, match="2-D"):
+        SemanticIndex.build(np.ones(DIM, dtype=np.float32))
+    with pytest.raises(IndexError_, match="exact_max_rows"):
+        SemanticIndex.build(np.ones((2, DIM), dtype=np.float32), exact_max_rows=-1)

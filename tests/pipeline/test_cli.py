@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from factories import BASE_TIME, make_record, rich_record, write_jsonl
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+AS_OF = "2026-03-11T00:00:00+00:00"
+FIXTURES = Path(__file__).parent / "importers" / "fixtures"
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.setenv("TURNLAKE_LAKE", str(tmp_path / "lake"))
+    return CliRunner()
+
+
+@pytest.fixture
+def ingested(runner: CliRunner, tmp_path: Path) -> Path:
+    records = [rich_record(0), make_record(1, prompt="ERR_CONNECTION_RESET during deploy"),
+               make_record(2, user="u-ben", conversation="c-ben", prompt="ben's private deploy")]
+    path = write_jsonl(tmp_path / "in.jsonl", [*records, "{oops"])
+    result = runner.invoke(app, ["ingest", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "accepted 3, duplicate 0, quarantined 1" in result.output
+    return path
+
+
+def test_ingest_strict_and_rerun(runner: CliRunner, ingested: Path) -> None:
+    again = runner.invoke(app, ["ingest", str(ingested), "--strict"])
+    assert again.exit_code == 1
+    assert "accepted 0, duplicate 3, quarantined 1" in again.output
+
+
+def test_search_json_contract(runner: CliRunner, ingested: Path) -> None:
+    result = runner.invoke(app, ["search", "ERR_CONNECTION_RESET", "--tenant", "acme",
+                                 "--user", "u-ana", "--as-of", AS_OF, "--json"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)["hits"]
+    assert hits[0]["conversation_id"] == "c-1" and hits[0]["turn_id"] == "t-0001"
+    for field in ("tenant", "user_id", "turn_at", "role", "text", "ranks", "rrf", "lift",
+                  "score", "snippets"):
+        assert field in hits[0]
+    assert set(hits[0]["ranks"]) == {"semantic", "lexical", "trigram"}
+    assert all(h["user_id"] == "u-ana" for h in hits)
+
+
+def test_search_queries_file(runner: CliRunner, ingested: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "a", "query": "openpyxl", "tenant": "acme", "user": "u-ana", "as_of": AS_OF,
+         "roles": ["anchor"], "k": 3},
+        {"id": "b", "query": "deploy", "tenant": "acme", "user": "u-ana", "scope": "tenant"},
+        {"id": "c", "query": "deploy", "tenant": "acme", "analyst": True, "scope": "tenant",
+         "as_of": AS_OF, "max_per_conversation": 0},
+    ]))
+    result = runner.invoke(app, ["search", "--queries", str(queries), "--json"])
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a["id"] for a in answers] == ["a", "b", "c"]
+    assert answers[0]["hits"][0]["role"] == "anchor"
+    assert "may not search the whole tenant" in answers[1]["error"]
+    assert {h["user_id"] for h in answers[2]["hits"]} == {"u-ana", "u-ben"}
+
+
+def test_search_errors_are_plain(runner: CliRunner, ingested: Path) -> None:
+    result = runner.invoke(app, ["search", "x", "--tenant", "acme"])
+    assert result.exit_code == 2 and "--user is required" in result.output
+    result = runner.invoke(app, ["search", "x", "--tenant", "acme", "--user", "u-ana",
+                                 "--since", "yesterday-ish"])
+    assert result.exit_code == 2 and "not an ISO 8601 time" in result.output
+
+
+def test_catalog_turn_show_and_ref_resolve(runner: CliRunner, ingested: Path,
+                                           tmp_path: Path) -> None:
+    cat = runner.invoke(app, ["catalog", "--tenant", "acme", "--user", "u-ana",
+                              "--conversation", "c-1", "--json"])
+    assert [t["turn_id"] for t in json.loads(cat.stdout)["turns"]] == ["t-0000", "t-0001"]
+    last = runner.invoke(app, ["catalog", "--tenant", "acme", "--user", "u-ana",
+                               "--conversation", "c-1", "--when", "the last turn", "--json"])
+    assert json.loads(last.stdout)["turns"][0]["turn_id"] == "t-0001"
+    shown = runner.invoke(app, ["turn", "show", "c-1", "t-0000", "--tenant", "acme",
+                                "--user", "u-ana", "--json"])
+    assert json.loads(shown.stdout)["files"][0]["name"] == "forecast.csv"
+    target = tmp_path / "got.csv"
+    ref = "conv:fi:conv_c-1.turn_t-0000.files/forecast.csv"
+    ok = runner.invoke(app, ["ref", "resolve", ref, "--tenant", "acme", "--user", "u-ana",
+                             "--out", str(target)])
+    assert ok.exit_code == 0 and target.read_bytes() == b"month,hours\n3,12\n"
+    denied = runner.invoke(app, ["ref", "resolve", ref, "--tenant", "acme", "--user", "u-ben",
+                                 "--out", str(target)])
+    assert denied.exit_code == 2 and "may not read" in denied.output
+
+
+def test_index_status_build_and_embed(runner: CliRunner, ingested: Path,
+                                      tmp_path: Path) -> None:
+    more = write_jsonl(tmp_path / "more.jsonl", [make_record(7, at=BASE_TIME)])
+    assert runner.invoke(app, ["ingest", str(more), "--no-index", "--no-embed"]).exit_code == 0
+    status = json.loads(runner.invoke(app, ["index", "status", "--json"]).stdout)
+    assert status[0]["freshness"] == "stale"
+    assert status[0]["rebuild"] == "turnlake index build --tenant acme --month 2026-03"
+    embedded = runner.invoke(app, ["embed", "--backfill"])
+    assert "embedded 2 rows" in embedded.output
+    status = json.loads(runner.invoke(app, ["index", "status", "--json"]).stdout)
+    assert status[0]["freshness"] == "fresh"
+    full = runner.invoke(app, ["index", "build", "--full"])
+    assert "1 built" in full.output
+
+
+def test_schema_and_quarantine(runner: CliRunner, ingested: Path) -> None:
+    schema = json.loads(runner.invoke(app, ["schema"]).stdout)
+    assert schema["title"] == "turnlake.turn.v1"
+    listed = runner.invoke(app, ["quarantine"])
+    assert "1 quarantined lines in all" in listed.output
+
+
+def test_import_commands(runner: CliRunner) -> None:
+    chatgpt = sorted((FIXTURES / "chatgpt").glob("*.json"))[0]
+    result = runner.invoke(app, ["import", "chatgpt", str(chatgpt), "--tenant", "acme",
+                                 "--user", "u-ana"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"imported \d+ turns", result.output)
+    again = runner.invoke(app, ["import", "chatgpt", str(chatgpt), "--tenant", "acme",
+                                "--user", "u-ana"])
+    assert "imported 0 turns" in again.output
+    cc = runner.invoke(app, ["import", "claude-code", str(FIXTURES / "claude_code"),
+                             "--tenant", "acme", "--user", "u-ana"])
+    assert cc.exit_code == 0, cc.output
+    assert re.search(r"imported [1-9]\d* turns", cc.output)
+
+
+def _commands() -> list[str]:
+    group = get_command(app)
+    names: list[str] = []
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        sub = getattr(command, "commands", None)
+        names += [f"{name} {s}" for s in sub] if sub else [name]
+    return sorted(names)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_is_in_the_readme(command: str) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"turnlake {command}" in readme, f"README lacks an example of `turnlake {command}`"
