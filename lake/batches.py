@@ -71,7 +71,9 @@ class BatchCommitter:
         self._write_manifest(batch_id, [f.key for f in pending_files], conversations)
         self._faults.hit("batch.after_manifest")
         for f in pending_files:
-            self._files.put(f.key, f.data)
+            self._files.put(f.key, f.data, durable=False)
+        if pending_files:
+            self._files.sync()  # the bytes must be on disk before any row points at them
         self._faults.hit("batch.after_files")
         for table in ROW_TABLES:
             self._store.append(table, tables[table])

@@ -8,13 +8,13 @@ tens of thousands of turns becomes one Arrow table per Delta table without per-r
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from lake.records import TurnRecord
@@ -113,7 +113,7 @@ class TurnProjector:
             ("duration_ms", usage.duration_ms if usage else None),
             ("feedback_rating", feedback.rating if feedback else None),
             ("feedback_has_comment", bool(feedback and feedback.comment)),
-            ("blocks", json.dumps(blocks, separators=(",", ":"))),
+            ("blocks", orjson.dumps(blocks).decode() if blocks else "[]"),
             ("title", record.conversation_title), ("expires_at", turn_expiry),
             ("ingested_at", self._ingested_at), ("batch_id", self._batch_id),
             ("payload", payload),
@@ -200,7 +200,7 @@ class TurnProjector:
             c["source"].append(source)
             c["type"].append(type_)
             c["at"].append(at)
-            c["data"].append(json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+            c["data"].append(orjson.dumps(data).decode())
             c["expires_at"].append(expiry)
             c["batch_id"].append(self._batch_id)
 

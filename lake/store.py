@@ -12,10 +12,10 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
@@ -34,6 +34,8 @@ _STATS_COLUMNS: dict[Table, str] = {
 }
 
 Partition = tuple[str, str]  # (tenant, month)
+_LOG_RETENTION = "delta.logRetentionDuration"
+_NO_LOG_RETENTION = "interval 0 days"
 
 
 @contextmanager
@@ -56,6 +58,14 @@ def _translated(table: Table, action: str) -> Iterator[None]:
         raise LakeError(f"{action} on table {table.value} failed: {message}") from exc
     except OSError as exc:
         raise LakeError(f"{action} on table {table.value} failed: {exc}") from exc
+
+
+def _row_count(dt: DeltaTable) -> int:
+    """Rows in the table's current version, from the log's per-file record counts."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return 0
+    return int(pc.sum(actions.column("num_records")).as_py() or 0)
 
 
 class LakeStore:
@@ -134,8 +144,14 @@ class LakeStore:
         if dt is None:
             return 0
         with _translated(table, "delete"):
-            metrics: dict[str, Any] = dt.delete(predicate)
-        return int(metrics.get("num_deleted_rows", 0) or 0)
+            before = _row_count(dt)
+            # DeltaTable.delete rewrites files through DataFusion, which stores string_view
+            # columns that filtered pyarrow scans then cannot compare with plain strings;
+            # replacing the matching rows with no rows rewrites the same files as strings.
+            write_deltalake(dt, SCHEMAS[table].empty_table(), mode="overwrite",
+                            predicate=predicate)
+            dt.update_incremental()
+            return before - _row_count(dt)
 
     def dataset(self, table: Table, version: int | None = None) -> ds.Dataset:
         """A pyarrow dataset of the table (an empty one with the schema when it does not exist)."""
@@ -188,12 +204,34 @@ class LakeStore:
         with _translated(table, "optimize"):
             dt.optimize.compact()
 
-    def vacuum(self, table: Table) -> list[str]:
-        """Physically remove data files no longer referenced by the current version."""
+    def vacuum(self, table: Table, *, full: bool = False) -> list[str]:
+        """Physically remove data files no longer referenced by the current version.
+
+        ``full`` also removes files no commit ever referenced (left by crashed writers).
+        """
         dt = self.open(table)
         if dt is None:
             return []
         with _translated(table, "vacuum"):
             removed: list[str] = dt.vacuum(retention_hours=0, dry_run=False,
-                                           enforce_retention_duration=False)
+                                           enforce_retention_duration=False, full=full)
         return removed
+
+    def truncate_log(self, table: Table) -> int:
+        """Checkpoint the table and delete every older log entry; returns log files removed.
+
+        Old commits name removed files and carry delete predicates; after a purge nobody may
+        travel back to them (their data files are vacuumed), so they are dropped too.
+        """
+        dt = self.open(table)
+        if dt is None:
+            return 0
+        log = self.path(table) / "_delta_log"
+        before = set(os.listdir(log))
+        with _translated(table, "log cleanup"):
+            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
+                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
+                dt.update_incremental()
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+        return len(before - set(os.listdir(log)))

@@ -9,6 +9,8 @@ from pipeline.commands import (  # noqa: F401 - importing registers the commands
     importers,
     index,
     query,
+    recorder,
+    retention,
     write,
 )
 from pipeline.commands.common import app

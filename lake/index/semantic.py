@@ -374,7 +374,7 @@ def _clean_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     matrix[~finite] = 0.0
     norms = np.linalg.norm(matrix, axis=1)
     valid = finite & (norms > 0.0)
-    matrix[valid] /= norms[valid, None]
+    np.divide(matrix, norms[:, None], out=matrix, where=valid[:, None])  # in place: rows can be GBs
     return matrix, valid
 
 
@@ -413,9 +413,7 @@ def _check_allowed(allowed: np.ndarray, rows: int) -> np.ndarray:
 
 
 def _atomic_write(path: Path, write: Callable[[Path], object]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".npy":
-        tmp = path.with_name(path.stem + ".tmp.npy")  # np.save appends .npy otherwise
+    tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")  # keeps .npy: np.save would add it
     write(tmp)
     os.replace(tmp, path)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,7 @@ EXACT_BUDGET = 512
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
-_CELLS = 1 << 18  # cells per unit of the extent dominance matrices: bounds scoring memory
+_CELLS = 1 << 20  # positions per scoring group: bounds word-similarity memory
 _FORMAT, _VERSION = "turnlake-trigram", 1
 _DTYPES = {
     "keys": np.int64, "offsets": np.int64, "postings": np.int32,
@@ -81,7 +82,7 @@ _DTYPES = {
 
 def _distinct(a: Arr) -> Arr:
     """Sorted distinct values (np.unique is hash based and very slow in numpy 2.4)."""
-    s = pl.Series(a).sort().to_numpy() if a.size > 1 << 20 else np.sort(a)
+    s = pl.Series(a).sort().to_numpy() if a.size > 1 << 20 else np.sort(a, kind="stable")
     return s[_run_starts(s)]
 
 
@@ -106,15 +107,15 @@ def _fold(texts: Sequence[str]) -> tuple[I32, Bool, I64, I64]:
     lens = np.fromiter(map(len, texts), np.int64, len(texts))
     cp = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), np.uint32)
     starts = np.cumsum(lens + 1) - (lens + 1)
-    present = _distinct(cp).tolist()
+    seen = np.bincount(cp) if cp.size else np.zeros(1, np.int64)
+    present = np.flatnonzero(seen).tolist()
     is_word = np.array([chr(c).isalnum() for c in present], np.bool_)
     lowered = [chr(c).lower() if w else " " for c, w in zip(present, is_word, strict=True)]
     alphabet = np.array(sorted({ord(x) for s in lowered for x in s} | {_SPACE}), np.int64)
     width = max(map(len, lowered), default=1)
-    table = np.zeros((len(present), width), np.int32)
-    for i, s in enumerate(lowered):
-        table[i, : len(s)] = np.searchsorted(alphabet, [ord(x) for x in s])
-    lookup = np.zeros(present[-1] + 1 if present else 1, np.int32)
+    padded_ords = [[ord(x) for x in s.ljust(width)] for s in lowered] or np.zeros((0, 1))
+    table = np.searchsorted(alphabet, padded_ords).astype(np.int32)
+    lookup = np.zeros(seen.size, np.int32)
     lookup[present] = np.arange(len(present), dtype=np.int32)
     pidx = lookup[cp]
     if width == 1:
@@ -143,88 +144,76 @@ def _padded(texts: Sequence[str]) -> tuple[I32, I64, I64, I64]:
     return padded, np.flatnonzero(keep), tdoc, alphabet
 
 
-def _sequences(texts: Sequence[str]) -> tuple[I64, I64]:
-    """Ordered trigram keys of all texts, concatenated, and each text's offsets into them."""
+def _sequences(texts: Sequence[str]) -> tuple[I64, I64, I64]:
+    """Ordered trigram keys of all texts, concatenated, each text's offsets into them, and
+    small ids (equal exactly when the keys are) for fast sorting."""
     padded, tpos, tdoc, alphabet = _padded(texts)
     keys = (alphabet[padded[tpos]] << 42) | (alphabet[padded[tpos + 1]] << 21)
     keys |= alphabet[padded[tpos + 2]]
+    size = alphabet.size
+    ids = (padded[tpos].astype(np.int64) * size + padded[tpos + 1]) * size + padded[tpos + 2]
     offsets = np.zeros(len(texts) + 1, np.int64)
     np.cumsum(np.bincount(tdoc, minlength=len(texts)), out=offsets[1:])
-    return keys, offsets
+    return keys, offsets, ids
+
+
+def _stable_order(ids: I64) -> I64:
+    """Stable argsort of non-negative ids: two 16-bit radix passes when they fit in 32 bits."""
+    if ids.size == 0 or int(ids.max()) >= 1 << 32:
+        return np.argsort(ids, kind="stable")
+    order = np.argsort((ids & 0xFFFF).astype(np.uint16), kind="stable")
+    return order[np.argsort((ids[order] >> 16).astype(np.uint16), kind="stable")]
 
 
 def _key_set(text: str) -> I64:
     return _distinct(_sequences([text])[0])
 
 
-def _extent_scores(seq: I64, offs: I64, qk: I64) -> F64:
+def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64) -> F64:
     """Exact word similarity of sorted distinct query keys ``qk`` to each text of a batch.
 
-    Text d is ``seq[offs[d]:offs[d+1]]``.  Best extents start and end on query trigrams ("hits");
-    for hits a <= b the extent's distinct count is its length minus the pairs of consecutive
-    occurrences of one trigram inside it: a dominance count, i.e. a cumulated (a, b) histogram.
-    Texts are cut into row blocks ("units") of at most ``_CELLS`` cells to bound memory.
+    Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  A best extent [l, u] starts and ends on query trigrams
+    ("hits"), and if ``seq[l]`` recurs at some ``nxt(l) <= u``, dropping ``l`` (then the non-query
+    trigrams up to the next hit) loses nothing; so only ``u < nxt(l)`` is scanned, at most one
+    stretch per distinct query trigram over any position.  In [l, u] the distinct trigrams are the
+    positions whose previous occurrence lies before ``l``: a cumulative sum along each stretch.
     """
     n_docs, q = offs.size - 1, qk.size
     best = np.zeros(n_docs)
-    if q == 0 or seq.size == 0:
-        return best
     isq = _member(qk, seq)
     hits = np.flatnonzero(isq)
-    seq_doc = np.repeat(np.arange(n_docs), np.diff(offs))
-    m = np.bincount(seq_doc[hits], minlength=n_docs)
-    first = np.cumsum(m) - m
-    vocab = _distinct(seq)
-    comp = seq_doc * vocab.size + np.searchsorted(vocab, seq)
-    order = np.argsort(comp, kind="stable")
-    rep = np.flatnonzero(comp[order[1:]] == comp[order[:-1]])
-    j, i = order[rep], order[rep + 1]
-    d = seq_doc[i]
-    pa = np.searchsorted(hits, j, "right") - 1 - first[d]
-    pb = np.searchsorted(hits, i, "left") - first[d]
-    ok = (pa >= 0) & (pb < m[d])
-    d, pa, pb, pq = d[ok], pa[ok], pb[ok], isq[i[ok]]
-    rows = np.maximum(1, _CELLS // np.maximum(m, 1))
-    n_units = -(-m // rows)
-    u_doc = np.repeat(np.arange(n_docs), n_units)
-    u_first = np.cumsum(n_units) - n_units
-    u_r0 = (np.arange(u_doc.size) - u_first[u_doc]) * rows[u_doc]
-    u_rows = np.minimum(rows[u_doc], m[u_doc] - u_r0)
-    u_m = m[u_doc]
-    # a pair feeds every unit of its text starting at or above its row, at its row or (further
-    # down) at the unit's last row, from where the bottom-up row sums carry it to every row
-    fan = pa // rows[d] + 1
-    unit = (
-        np.repeat(u_first[d], fan) + np.arange(int(fan.sum())) - np.repeat(fan.cumsum() - fan, fan)
-    )
-    row = np.minimum(np.repeat(pa, fan), u_r0[unit] + u_rows[unit] - 1) - u_r0[unit]
-    by_unit = np.argsort(unit, kind="stable")
-    unit, row = unit[by_unit], row[by_unit]
-    col, in_q = np.repeat(pb, fan)[by_unit], np.repeat(pq, fan)[by_unit]
-    cells = u_rows * u_m
-    group = (np.cumsum(cells) - cells) // _CELLS
-    bounds = np.searchsorted(group, np.arange(int(group[-1]) + 2 if group.size else 0))
-    for u0, u1 in itertools.pairwise(bounds.tolist()):
-        c_off = np.cumsum(cells[u0:u1]) - cells[u0:u1]
-        total = int(cells[u0:u1].sum())
-        e0, e1 = np.searchsorted(unit, [u0, u1])
-        flat = c_off[unit[e0:e1] - u0] + row[e0:e1] * u_m[unit[e0:e1]] + col[e0:e1]
-        hist = np.stack([np.bincount(f, minlength=total) for f in (flat, flat[in_q[e0:e1]])])
-        cu = np.repeat(np.arange(u0, u1), cells[u0:u1])
-        local = np.arange(total) - c_off[cu - u0]
-        run = hist.cumsum(1)  # along each row (b ascending), restarted at each row
-        run -= (run - hist)[:, np.arange(total) - local % u_m[cu]]
-        t_row, t_col = local % u_rows[cu], local // u_rows[cu]
-        tr = run[:, c_off[cu - u0] + t_row * u_m[cu] + t_col]  # units transposed
-        run = tr.cumsum(1)
-        dom = run[:, np.arange(total) - t_row + u_rows[cu] - 1] - run + tr  # rows bottom-up
-        a = u_r0[cu] + t_row
-        base = first[u_doc[cu]]
-        valid = t_col >= a
-        distinct = np.where(valid, hits[base + t_col] - hits[base + a] + 1 - dom[0], 0)
-        shared = np.where(valid, t_col - a + 1 - dom[1], 0)
-        score = shared / (q + distinct - shared)
-        np.maximum.at(best, u_doc[u0:u1], np.maximum.reduceat(score, c_off))
+    if q == 0 or hits.size == 0:
+        return best
+    doc = np.repeat(np.arange(n_docs), np.diff(offs))
+    ends = np.flatnonzero(np.diff(np.append(doc[hits], n_docs)))  # last hit of each text
+    edge = np.zeros(seq.size + 1, np.int64)
+    edge[hits[np.append(0, ends[:-1] + 1)]] += 1
+    edge[hits[ends] + 1] -= 1
+    keep = np.flatnonzero(np.cumsum(edge[:-1]))  # only between each text's first and last hit
+    ids, doc, isq = ids[keep], doc[keep], isq[keep]
+    order = _stable_order(ids)
+    a, b = order[:-1], order[1:]
+    same = (ids[a] == ids[b]) & (doc[a] == doc[b])
+    prv = np.full(ids.size, -1, np.int64)
+    nxt = np.full(ids.size, ids.size, np.int64)
+    prv[b[same]], nxt[a[same]] = a[same], b[same]
+    hits = np.flatnonzero(isq)
+    hit_doc = doc[hits]
+    last = hits[np.searchsorted(hit_doc, hit_doc, "right") - 1]
+    span = np.minimum(nxt[hits] - 1, last) - hits + 1
+    group = (np.cumsum(span) - span) // _CELLS  # bounds memory on long texts with many hits
+    bounds = np.searchsorted(group, np.arange(int(group[-1]) + 2)).tolist()
+    for g0, g1 in itertools.pairwise(bounds):
+        low, length = hits[g0:g1], span[g0:g1]
+        seg = np.cumsum(length) - length
+        lower = np.repeat(low, length)
+        pos = lower + np.arange(int(length.sum())) - np.repeat(seg, length)
+        new = np.stack([prv[pos] < lower, (prv[pos] < lower) & isq[pos]]).astype(np.int64)
+        run = new.cumsum(1)
+        run -= (run - new)[:, np.repeat(seg, length)]  # restart the sums at each stretch
+        distinct, shared = run
+        score = np.where(isq[pos], shared / (q + distinct - shared), 0.0)
+        np.maximum.at(best, hit_doc[g0:g1], np.maximum.reduceat(score, seg))
     return best
 
 
@@ -244,8 +233,7 @@ def similarity(a: str, b: str) -> float:
 
 def word_similarity(query: str, text: str) -> float:
     """pg_trgm ``word_similarity``: best similarity of the query to any extent of ``text``."""
-    seq, offs = _sequences([text])
-    return float(_extent_scores(seq, offs, _key_set(query))[0])
+    return float(_extent_scores(*_sequences([text]), _key_set(query))[0])
 
 
 def _min_shared(threshold: float, q: int) -> int:
@@ -256,6 +244,35 @@ def _min_shared(threshold: float, q: int) -> int:
     while need > 1 and (need - 1) / q >= threshold:
         need -= 1
     return need
+
+
+def _plan_skip(df: I64, need: int, n: int, universe: int) -> int:
+    """How many of the most frequent lists (``df`` descending) to look candidates up in rather
+    than count.  Any choice up to ``need - 1`` is lossless; a rough cost model in posting
+    entries picks one, estimating candidates as if lists were independent (Poisson tail)."""
+    common = int(np.sum(df > max(COMMON_MIN_DF, COMMON_DF_FRACTION * n)))
+    costs = []
+    for skip in range(min(need - 1, common) + 1):
+        lam = float(df[skip:].sum()) / n
+        term = tail = math.exp(-lam)
+        for i in range(1, need - skip):
+            term *= lam / i
+            tail += term
+        cand = universe * max(0.0, 1.0 - tail)
+        lookups = sum(min(d + n / 8, cand * math.log2(d + 1) / 2) for d in df[:skip].tolist())
+        costs.append(float(df[skip:].sum()) + 2 * cand + lookups)
+    return int(np.argmin(costs))
+
+
+def _count(flat: I32, n: int) -> tuple[I64, I64]:
+    """Distinct doc ids in ``flat`` (ascending) with their number of occurrences."""
+    if flat.size * 8 > n:
+        counts = np.bincount(flat, minlength=n)
+        docs = np.flatnonzero(counts)
+        return docs, counts[docs]
+    flat = np.sort(flat)
+    starts = np.flatnonzero(_run_starts(flat))
+    return flat[starts].astype(np.int64), np.diff(np.append(starts, flat.size))
 
 
 @dataclass
@@ -437,32 +454,24 @@ class TrigramIndex:
     def _candidates(self, qk: I64, need: int, scope: I64 | None) -> tuple[I64, I64]:
         """Docs (ascending) sharing at least ``need`` query trigrams, with their exact counts."""
         n = len(self)
-        slot = np.searchsorted(self._keys, qk)
-        slot = slot[_member(self._keys, qk)]
+        slot = np.searchsorted(self._keys, qk)[_member(self._keys, qk)]
         if slot.size < need:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         lo, hi = self._offsets[slot], self._offsets[slot + 1]
         by_df = np.argsort(lo - hi, kind="stable")  # most frequent first
-        n_skip = min(need - 1, int(np.sum(hi - lo > max(COMMON_MIN_DF, COMMON_DF_FRACTION * n))))
         lists = [self._postings[lo[t] : hi[t]] for t in by_df.tolist()]
-        # with a small scope, probing it into a long list beats reading the list
-        cap = n if scope is None else 64 * scope.size
-        probe = [p for p in lists[n_skip:] if p.size > cap]
-        flat = np.concatenate([p for p in lists[n_skip:] if p.size <= cap])
-        if flat.size * 8 > n:
-            docs, shared = np.arange(n), np.bincount(flat, minlength=n)
-        else:
-            flat = np.sort(flat)
-            starts = np.flatnonzero(_run_starts(flat))
-            docs, shared = flat[starts].astype(np.int64), np.diff(np.append(starts, flat.size))
+        n_skip = _plan_skip((hi - lo)[by_df], need, n, n if scope is None else scope.size)
+        cap = n if scope is None else 64 * scope.size  # longer lists: probe the scope into them
+        docs, shared = _count(np.concatenate([p for p in lists[n_skip:] if p.size <= cap]), n)
         if scope is not None:
             pos = np.minimum(np.searchsorted(docs, scope), max(docs.size - 1, 0))
             shared = np.where(docs[pos] == scope, shared[pos], 0) if docs.size else scope * 0
             docs = scope
-            for p in probe:
-                shared += _member(p, scope)
+            for p in lists[n_skip:]:
+                if p.size > cap:
+                    shared += _member(p, scope)
         keep = shared >= need - n_skip
-        docs, shared = docs[keep].astype(np.int64), shared[keep].astype(np.int64)
+        docs, shared = docs[keep], shared[keep]
         for p in lists[:n_skip]:
             if docs.size * 16 < p.size:
                 shared += _member(p, docs)

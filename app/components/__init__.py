@@ -1,0 +1,1 @@
+"""Reusable rendering pieces of the workbench pages."""

@@ -1,0 +1,60 @@
+"""Pure text helpers for rendering: Markdown escaping, query-term highlighting, sizes."""
+
+from __future__ import annotations
+
+import re
+
+# Characters Streamlit's Markdown gives a meaning to (":" starts emoji and colour directives,
+# "$" starts LaTeX, "<" raw HTML).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_TERM = re.compile(r"[\w][\w'-]*", re.UNICODE)
+_MIN_TERM = 2
+
+ROLE_COLORS = {"user": "blue", "assistant": "green", "summary": "violet", "anchor": "orange",
+               "note": "gray", "attachment": "red"}
+EVENT_TYPE_COLORS = {"prompt": "blue", "followup": "violet", "steer": "orange"}
+
+
+def escape_markdown(text: str) -> str:
+    """Text that Streamlit's Markdown shows literally."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct words of a query worth highlighting (two characters or more), longest
+    first so that a longer term wins over a shorter one it contains."""
+    seen: dict[str, str] = {}
+    for term in _TERM.findall(query):
+        if len(term) >= _MIN_TERM:
+            seen.setdefault(term.lower(), term)
+    return sorted(seen, key=lambda t: (-len(t), t))
+
+
+def highlight_markdown(text: str, query: str, *, limit: int = 600) -> str:
+    """``text`` (cut to ``limit`` characters) as escaped Markdown with every case-insensitive
+    occurrence of a query term marked with a background colour."""
+    shown = text if len(text) <= limit else text[:limit].rstrip() + "…"
+    terms = query_terms(query)
+    if not terms:
+        return escape_markdown(shown)
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    out: list[str] = []
+    last = 0
+    for match in pattern.finditer(shown):
+        out.append(escape_markdown(shown[last:match.start()]))
+        out.append(f":orange-background[{escape_markdown(match.group(0))}]")
+        last = match.end()
+    out.append(escape_markdown(shown[last:]))
+    return "".join(out)
+
+
+def human_bytes(size: int | None) -> str:
+    """``1536`` -> ``"1.5 KB"``; None -> ``"-"``."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")

@@ -1,0 +1,72 @@
+"""Retention: sizes per table and partition, what expires soon, what is past TTL, the policy
+in force and a purge preview."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from app.components import charts
+from app.components.identity import page_context
+from app.components.text import human_bytes
+from app.service import purge_runner
+
+ctx = page_context()
+wb, viewer = ctx.workbench, ctx.viewer
+st.title("Retention")
+weeks = st.slider("Weeks ahead", 1, 52, 12)
+data = wb.retention(viewer, weeks=weeks)
+st.caption(f"As of {data.as_of:%Y-%m-%d %H:%M} UTC · tenant {viewer.tenant}"
+           + ("" if viewer.is_analyst else f" · only user {viewer.as_user}'s rows"))
+
+st.subheader("Policy in force")
+st.markdown(f"Default TTL: **{data.default_ttl_days} days** (rows without a matching rule or "
+            "a per-turn `ttl_days`).")
+if data.rules:
+    st.dataframe(pl.DataFrame({"app": [r.app or "*" for r in data.rules],
+                               "role": [r.role or "*" for r in data.rules],
+                               "ttl_days": [r.ttl_days for r in data.rules]}),
+                 hide_index=True)
+else:
+    st.caption(f"No retention rule for tenant {viewer.tenant}; the default applies.")
+
+st.subheader("Rows and bytes per table and partition")
+if data.sizes.height == 0:
+    st.info("Nothing stored for this view yet.")
+else:
+    totals = data.sizes.group_by("table").agg(pl.col("rows").sum(), pl.col("bytes").sum())
+    cols = st.columns(totals.height)
+    for col, row in zip(cols, totals.sort("table").iter_rows(named=True), strict=True):
+        size = human_bytes(row["bytes"]) if viewer.is_analyst else "-"
+        col.metric(row["table"], f"{row['rows']:,} rows", size, delta_color="off")
+    st.altair_chart(charts.table_bytes(data.sizes))
+    st.dataframe(data.sizes, hide_index=True)
+
+st.subheader(f"Expiring in the next {weeks} weeks")
+if data.histogram.height == 0:
+    st.info(f"Nothing expires in the next {weeks} weeks.")
+else:
+    st.altair_chart(charts.expiry_histogram(data.histogram))
+
+st.subheader("Already past TTL (still stored)")
+c1, c2 = st.columns(2)
+c1.metric("Turns past TTL", data.expired_turns.height)
+c2.metric("Hosted files past TTL", data.expired_files.height)
+if data.expired_turns.height:
+    st.dataframe(data.expired_turns, hide_index=True)
+if data.expired_files.height:
+    st.dataframe(data.expired_files, hide_index=True)
+
+st.subheader("Purge preview")
+st.dataframe(pl.DataFrame({"table": [p.table for p in data.purge],
+                           "rows to purge": [p.rows for p in data.purge],
+                           "bytes": [p.bytes for p in data.purge]},
+                          schema_overrides={"bytes": pl.Int64}), hide_index=True)
+runner = purge_runner(wb)
+if runner is None:
+    st.button("Purge expired rows", disabled=True,
+              help="The purge arrives with the retention pipeline; this is a preview only.")
+    st.caption("Read-only preview: counts of rows whose `expires_at` has passed.")
+elif viewer.is_analyst and st.button("Purge expired rows", type="primary"):
+    done = runner(viewer, data.as_of)
+    st.success("Purged " + ", ".join(f"{p.rows} {p.table}" for p in done))

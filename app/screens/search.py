@@ -1,0 +1,84 @@
+"""Search: hybrid conversation search with every knob of the service, hits open in Replay."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.components.hits import hit_card
+from app.components.identity import page_context
+from app.models import SearchForm
+from lake.errors import TurnlakeError
+from lake.search.access import Scope
+from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
+
+ANY = "(any)"
+
+ctx = page_context()
+wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
+st.title("Search")
+
+scopes: list[Scope] = ["tenant", "user", "conversation"] if viewer.is_analyst else [
+    "user", "conversation"]
+users = [ANY, *wb.users(viewer)] if viewer.is_analyst else [viewer.as_user or ANY]
+conversations = {c.conversation_id: c for c in wb.conversations(viewer)}
+
+with st.form("search-form"):
+    query = st.text_input("Query", placeholder="e.g. spreadsheet shows wrong hours")
+    c1, c2, c3 = st.columns(3)
+    scope = c1.selectbox("Scope", scopes)
+    user = c2.selectbox("User", users, disabled=not viewer.is_analyst)
+    conversation = c3.selectbox(
+        "Conversation", [ANY, *conversations],
+        format_func=lambda cid: cid if cid == ANY else
+        f"{conversations[cid].title or cid} ({cid})")
+    c1, c2 = st.columns([2, 1])
+    roles = c1.multiselect("Roles", ROLES, default=list(DEFAULT_SEARCH_ROLES))
+    when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
+                         help="A catalog phrase; leave empty for all time.")
+    with st.expander("Generators, recency and limits"):
+        g1, g2, g3 = st.columns(3)
+        semantic = g1.toggle("Semantic", value=True)
+        semantic_w = g1.number_input("Semantic weight", 0.0, 10.0, 1.0, 0.1)
+        lexical = g2.toggle("Lexical (BM25)", value=True)
+        lexical_w = g2.number_input("Lexical weight", 0.0, 10.0, 1.0, 0.1)
+        trigram = g3.toggle("Trigram", value=True)
+        trigram_w = g3.number_input("Trigram weight", 0.0, 10.0, 0.5, 0.1)
+        r1, r2, r3, r4 = st.columns(4)
+        half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
+        recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
+        k = r3.number_input("k (hits)", 1, 200, 10, 1)
+        cap = r4.number_input("Max per conversation", 0, 100, value=None, step=1,
+                              placeholder="auto", help="0 = no cap; empty = the default")
+    submitted = st.form_submit_button("Search", type="primary")
+
+if submitted:
+    form = SearchForm(
+        query=query, scope=scope, user_id=None if user == ANY else user,
+        conversation_id=None if conversation == ANY else conversation, roles=tuple(roles),
+        when=when, semantic=semantic, lexical=lexical, trigram=trigram,
+        semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
+        trigram_weight=float(trigram_w), half_life_days=float(half_life),
+        recency_weight=float(recency_w), k=int(k),
+        max_per_conversation=None if cap is None else int(cap))
+    try:
+        state.last_search = wb.search(viewer, form)
+    except TurnlakeError as exc:
+        state.last_search = None
+        st.error(f"Search refused: {exc}")
+
+outcome = state.last_search
+if outcome is not None and outcome.viewer == viewer:
+    for warning in outcome.warnings:
+        st.warning(warning)
+    if not outcome.hits:
+        st.info(f"No turn matches {outcome.query!r} in this scope.")
+    else:
+        st.caption(f"{len(outcome.hits)} turns for {outcome.query!r} in "
+                   f"{outcome.total_ms:.0f} ms")
+    for i, view in enumerate(outcome.hits, start=1):
+        if hit_card(view, outcome.query, i):
+            st.switch_page("screens/replay.py", query_params={
+                "conversation": view.hit.conversation_id, "turn": view.hit.turn_id})
+else:
+    st.caption("Type a query and press Search. Scope, roles, time and generator weights "
+               "follow the CLI's `turnlake search` options.")

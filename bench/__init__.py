@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` (quick) and `make bench-full`. Figures are printed and saved."""

@@ -1,0 +1,251 @@
+"""`python -m bench.run --quick|--full`: every benchmark, printed and saved under bench/results.
+
+Sections: ingest throughput (embeddings off), embedding throughput (raw encode vs the row
+pipeline), LoCoMo recall per generator and fused, search latency at scale, ANN recall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+CACHE = Path(__file__).parent / ".cache"
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory and versions, saved beside every figure."""
+    import deltalake
+    import faiss
+    import polars
+    import tantivy  # noqa: F401
+    import torch
+
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cores": os.cpu_count(), "memory_gib": round(mem, 1),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "deltalake": deltalake.__version__, "polars": polars.__version__,
+            "faiss": faiss.__version__, "load_avg_at_start": os.getloadavg()[0]}
+
+
+def bench_ingest(turns: int) -> dict[str, Any]:
+    """Turns/s of `turnlake ingest` with embeddings and index builds off."""
+    from lake.settings import Settings
+    from pipeline.demo import generate_lines
+    from pipeline.ingest import Ingestor
+
+    lines = list(generate_lines(users=max(12, turns // 150), turns=turns, seed=1,
+                                now=datetime(2026, 11, 1, tzinfo=UTC)))
+    root = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    t = time.perf_counter()
+    report = Ingestor(Settings(lake=root / "lake")).ingest_records(lines)
+    seconds = time.perf_counter() - t
+    return {"turns": report.accepted, "seconds": round(seconds, 2),
+            "turns_per_s": round(report.accepted / seconds), "rows": report.rows_written}
+
+
+def bench_embedding(n: int) -> dict[str, Any]:
+    """Raw model.encode throughput vs the pipeline's embed_rows on the same texts."""
+    import pyarrow as pa
+
+    from lake.embedding.rows import embed_rows
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+    from lake.tables import CONTENT_ROWS
+    from pipeline.demo import generate_records
+
+    texts: list[str] = []
+    for record in generate_records(users=20, turns=n, seed=2):
+        texts += [s.text for s in record.submissions] + [record.completion.text]
+        if len(texts) >= n:
+            break
+    texts = texts[:n]
+    embedder = SentenceTransformerEmbedder()
+    embedder.encode(["warm up"])
+    model = embedder._load()  # noqa: SLF001 - the raw model, to time encode itself
+    t = time.perf_counter()
+    model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    raw = time.perf_counter() - t
+    rows = pa.Table.from_pydict({name: [None] * n for name in CONTENT_ROWS.names},
+                                schema=CONTENT_ROWS).set_column(
+        CONTENT_ROWS.get_field_index("text"), "text", pa.array(texts))
+    t = time.perf_counter()
+    embed_rows(rows, embedder, batch_size=64)
+    pipeline = time.perf_counter() - t
+    return {"texts": n, "raw_per_s": round(n / raw, 1), "pipeline_per_s": round(n / pipeline, 1),
+            "pipeline_vs_raw": round(raw / pipeline, 3)}
+
+
+def bench_locomo() -> dict[str, Any]:
+    """Recall@5/10/25 on LoCoMo, minimal and rich records, each generator and fused."""
+    from bench.cache import CachedEmbedder
+    from bench.locomo import evaluate
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    out: dict[str, Any] = {}
+    for rich in (False, True):
+        res = evaluate(embedder, rich=rich, workdir=CACHE / "locomo")
+        out["rich" if rich else "minimal"] = {g: {str(k): round(v, 3) for k, v in r.items()}
+                                              for g, r in res.items()}
+    embedder.save()
+    return out
+
+
+def bench_scale(rows: int, queries: int) -> dict[str, Any]:
+    """Latency p50/p95/p99 per arm and scope on a synthetic lake of `rows` rows."""
+    from bench.scale import build_scale_lake, make_queries, measure
+    from lake.store import LakeStore
+
+    settings, ingest_s, build_s = build_scale_lake(CACHE / f"scale-{rows}", rows)
+    store = LakeStore(settings.lake)
+    qs = make_queries(store, queries)
+    out: dict[str, Any] = {"rows": store.read(__import__("lake.tables").tables.Table.CONTENT_ROWS,
+                                              columns=["row_id"]).num_rows,
+                           "ingest_s": round(ingest_s, 1), "index_build_s": round(build_s, 1)}
+    for scope in ("user", "tenant"):
+        for arm, flags in (("hybrid", None),
+                           ("semantic", {"semantic": True, "lexical": False, "trigram": False}),
+                           ("lexical", {"semantic": False, "lexical": True, "trigram": False}),
+                           ("trigram", {"semantic": False, "lexical": False, "trigram": True})):
+            lat = measure(settings, qs, scope=scope, enabled=flags)
+            out[f"{scope}/{arm}"] = {"p50_ms": round(lat.p50, 2), "p95_ms": round(lat.p95, 2),
+                                     "p99_ms": round(lat.p99, 2)}
+    return out
+
+
+def bench_query_embedding(n: int = 200) -> dict[str, Any]:
+    """Latency of embedding one query with the real model (timed apart from search)."""
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.encode(["warm up"])
+    samples = []
+    for i in range(n):
+        t = time.perf_counter()
+        embedder.encode([f"spreadsheet trouble from last week number {i}"])
+        samples.append((time.perf_counter() - t) * 1000)
+    return {"p50_ms": round(float(np.percentile(samples, 50)), 2),
+            "p95_ms": round(float(np.percentile(samples, 95)), 2)}
+
+
+def bench_ann_recall(n: int) -> dict[str, Any]:
+    """Recall@10 of the approximate index against exact search on random unit vectors."""
+    from lake.index.semantic import SemanticIndex, recall_at_k
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((n, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[rng.choice(n, 200, replace=False)] + 0.05 * rng.standard_normal(
+        (200, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    t = time.perf_counter()
+    approx = SemanticIndex.build(vectors, exact_max_rows=1000)
+    build = time.perf_counter() - t
+    exact = SemanticIndex.build(vectors, exact_max_rows=n + 1)
+    return {"rows": n, "kind": approx.kind, "build_s": round(build, 1),
+            "recall_at_10": round(recall_at_k(approx, exact, queries, 10), 4)}
+
+
+def plot(results: dict[str, Any]) -> list[str]:
+    """PNG plots of the figures people read: recall by k and latency by arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: list[str] = []
+    if "locomo" in results:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, variant in zip(axes, ("minimal", "rich"), strict=True):
+            for gen, recalls in results["locomo"][variant].items():
+                ks = [int(k) for k in recalls]
+                ax.plot(ks, list(recalls.values()), marker="o", label=gen)
+            ax.set_title(f"LoCoMo recall@k ({variant} records)")
+            ax.set_xlabel("k")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("recall")
+        axes[0].legend()
+        fig.tight_layout()
+        fig.savefig(RESULTS / "locomo_recall.png", dpi=110)
+        made.append("locomo_recall.png")
+    scale_keys = [k for k in results if k.startswith("scale_")]
+    if scale_keys:
+        fig, ax = plt.subplots(figsize=(10, 4))
+        labels, p50, p95 = [], [], []
+        for key in scale_keys:
+            for arm, lat in results[key].items():
+                if isinstance(lat, dict):
+                    labels.append(f"{key[6:]}\n{arm}")
+                    p50.append(lat["p50_ms"])
+                    p95.append(lat["p95_ms"])
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, p50, 0.4, label="p50")
+        ax.bar(x + 0.2, p95, 0.4, label="p95")
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.set_ylabel("ms")
+        ax.set_title("search latency (query embedding excluded)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(RESULTS / "search_latency.png", dpi=110)
+        made.append("search_latency.png")
+    return made
+
+
+def report(results: dict[str, Any], plots: list[str], mode: str) -> str:
+    """The Markdown report."""
+    lines = [f"# turnlake benchmarks ({mode})", "",
+             f"Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on: `{json.dumps(results['machine'])}`",
+             ""]
+    for key, value in results.items():
+        if key == "machine":
+            continue
+        lines += [f"## {key}", "", "```json", json.dumps(value, indent=2), "```", ""]
+    lines += [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Run the selected benchmarks, print each figure as it lands, save the report."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    mode = "full" if args.full else "quick"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": machine()}
+    plan: list[tuple[str, Any]] = [
+        ("ingest_100k", lambda: bench_ingest(100_000)),
+        ("embedding", lambda: bench_embedding(1000 if mode == "quick" else 4000)),
+        ("query_embedding", bench_query_embedding),
+        ("locomo", bench_locomo),
+        ("scale_100k", lambda: bench_scale(100_000, 300)),
+        ("ann_recall", lambda: bench_ann_recall(100_000 if mode == "quick" else 1_000_000)),
+    ]
+    if mode == "full":
+        plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))
+    for name, run in plan:
+        if args.only and name not in args.only:
+            continue
+        t = time.perf_counter()
+        results[name] = run()
+        print(f"{name} ({time.perf_counter() - t:.0f}s): {json.dumps(results[name])}",
+              flush=True)
+    plots = plot(results)
+    suffix = "" if mode == "quick" else "-full"
+    (RESULTS / f"results{suffix}.json").write_text(json.dumps(results, indent=2))
+    (RESULTS / f"report{suffix}.md").write_text(report(results, plots, mode))
+    print(f"saved bench/results/report{suffix}.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Search latency at scale on synthetic rows: demo-template texts with random unit vectors.
+
+Vectors are random (the scale runs measure speed, not quality); query embedding is timed
+separately with the real model. Queries are generated and seeded: names, error strings,
+paraphrases and misspellings built from the same templates, identical for every system.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from lake.embedding.rows import with_embeddings
+from lake.search.access import Principal
+from lake.search.request import SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.demo import generate_lines
+from pipeline.ingest import Ingestor
+from pipeline.index_build import build_indexes
+
+DIM = 384
+MODEL = "random-384"
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+class RandomEmbedder:
+    """Seeded random unit vectors: the scale runs' stand-in for the model."""
+
+    name = MODEL
+    dim = DIM
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """Random unit vectors, one per text."""
+        v = self._rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def build_scale_lake(root: Path, rows: int, *, seed: int = 3) -> tuple[Settings, float, float]:
+    """A demo lake of about ``rows`` content rows with random vectors; returns
+    (settings, ingest seconds, index build seconds). Reused when already built."""
+    settings = Settings(lake=root, embedding_model=MODEL, ingest_batch_turns=50_000)
+    if (root / "indexes").exists():
+        return settings, 0.0, 0.0
+    turns = max(1, rows * 10 // 42)  # the demo averages ~4.2 rows per turn
+    users = max(12, turns // 150)
+    rng_embed = RandomEmbedder(seed)
+
+    def hook(table: pa.Table) -> pa.Table:
+        return with_embeddings(table, rng_embed.encode([""] * table.num_rows), MODEL, "done")
+
+    lines = generate_lines(users=users, turns=turns, seed=seed, now=NOW)
+    t = time.perf_counter()
+    Ingestor(settings, rows_hook=hook).ingest_records(lines)
+    ingest_s = time.perf_counter() - t
+    t = time.perf_counter()
+    build_indexes(LakeStore(root), model=MODEL)
+    return settings, ingest_s, time.perf_counter() - t
+
+
+def make_queries(store: LakeStore, n: int, *, seed: int = 11) -> list[tuple[str, str, str]]:
+    """(tenant, user, query) triples from the lake's own texts: exact names and error
+    strings, paraphrase-like word subsets, and misspellings."""
+    rng = random.Random(seed)
+    sample = store.read(Table.CONTENT_ROWS, columns=["tenant", "user_id", "text"]).to_pylist()
+    rng.shuffle(sample)
+    out: list[tuple[str, str, str]] = []
+    for row in sample:
+        words = [w.strip(".,:;`*()'\"") for w in row["text"].split()]
+        words = [w for w in words if len(w) > 3]
+        if len(words) < 3:
+            continue
+        kind = len(out) % 3
+        if kind == 0:
+            query = " ".join(words[: rng.randint(1, 2)])
+        elif kind == 1:
+            query = " ".join(rng.sample(words, min(4, len(words))))
+        else:
+            w = max(words, key=len)
+            i = rng.randrange(1, len(w) - 1)
+            query = w[:i] + w[i + 1:]
+        out.append((row["tenant"], row["user_id"], query))
+        if len(out) >= n:
+            break
+    return out
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency percentiles in milliseconds."""
+
+    p50: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Latency:
+        """Percentiles of samples (ms)."""
+        q = statistics.quantiles(samples, n=100, method="inclusive")
+        return cls(q[49], q[94], q[98])
+
+
+def measure(settings: Settings, queries: list[tuple[str, str, str]], *,
+            scope: str = "user", enabled: dict[str, bool] | None = None) -> Latency:
+    """Warm the service, then time each query once (query embedding excluded)."""
+    service = SearchService(LakeStore(settings.lake), embedder=RandomEmbedder(5))
+    flags = enabled or {"semantic": True, "lexical": True, "trigram": True}
+
+    def request(tenant: str, user: str, query: str) -> SearchRequest:
+        principal = (Principal(tenant, analyst=True) if scope == "tenant"
+                     else Principal(tenant, user))
+        return SearchRequest(query, principal, scope=scope, enabled=flags,  # type: ignore[arg-type]
+                             as_of=NOW, k=10, snippets="both")
+
+    for tenant, user, query in queries[:20]:
+        service.search(request(tenant, user, query))
+    samples = []
+    for tenant, user, query in queries:
+        t = time.perf_counter()
+        service.search(request(tenant, user, query))
+        samples.append((time.perf_counter() - t) * 1000)
+    return Latency.of(samples)

@@ -1,0 +1,450 @@
+"""Purge (expired data) and erase (a user, conversation or turn): remove the data from every
+table, the file store, the quarantine and the indexes, in an order that survives a crash.
+
+A job is first *planned* — read only: what would go, counted; the dry run prints this — then
+its plan is written to ``<lake>/_retention/<job_id>.json`` (ids and counts, never text) and
+executed step by step, the caller holding the writer lock::
+
+    1. turn_logs     TurnLogs deleted: the turns vanish from catalog and materialization
+    2. content_rows  search rows deleted; roles that expired before their turn are cut out of
+                     the live TurnLog payloads
+    3. indexes       the affected partitions rebuilt (dropped when no row is left)
+    4. events        rows deleted
+    5. files         file catalog rows deleted
+    6. bytes         hosted file bytes deleted from the file store
+    7. quarantine    the job's quarantined lines deleted
+    8. timelines     recomputed for the affected conversations (emptied ones disappear)
+    9. vacuum        unreferenced data files removed; Delta logs checkpointed and truncated
+   10. audit         one audit row (who, what, when, counts)
+   11. manifest removed
+
+Each step is an idempotent delete or recompute, so a crashed job is finished by running its
+manifest again from step 1 (``DeletionRunner.resume``), which every retention job does first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from lake.errors import LakeError
+from lake.faults import NO_FAULTS, Faults
+from lake.filestore import FileStore
+from lake.refs import validate_id
+from lake.retention import (
+    AuditEntry,
+    ErasureTarget,
+    TurnKey,
+    quarantine_expiry,
+    quarantine_matches,
+    quarantine_tenant,
+    redact_payload,
+    write_audit,
+)
+from lake.settings import Settings
+from lake.store import LakeStore, Partition
+from lake.tables import TURN_LOGS, Table
+from lake.timelines import conversation_filter, refresh_timelines
+
+STEPS = ("turn_logs", "content_rows", "indexes", "events", "files", "bytes", "quarantine",
+         "timelines", "vacuum", "audit")
+# Tables whose old data files may hold purged values; the audit table never does.
+DATA_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES, Table.TIMELINES,
+               Table.QUARANTINE)
+_KEYS = ["tenant", "conversation_id", "turn_id"]
+
+Rebuild = Callable[[set[Partition]], None]
+StepProgress = Callable[[str, int, int], None]
+
+
+@dataclass
+class DeletionPlan:
+    """What one purge or erase removes: predicates derive from ``as_of`` / ``target``; the
+    listed ids are what cannot be recomputed once deletion has begun."""
+
+    job_id: str
+    kind: str  # "purge" or "erase"
+    actor: str
+    created_at: str
+    as_of: str | None = None
+    tenant: str | None = None  # purge only: restrict to one tenant
+    target: ErasureTarget | None = None
+    extra_turns: list[TurnKey] = field(default_factory=list)
+    redactions: list[tuple[str, str, str, str, list[str]]] = field(default_factory=list)
+    storage_keys: list[str] = field(default_factory=list)
+    turn_dirs: list[TurnKey] = field(default_factory=list)
+    conversation_dirs: list[tuple[str, str]] = field(default_factory=list)
+    conversations: list[tuple[str, str]] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the job would remove nothing."""
+        return not any(self.counts.values())
+
+    def describe(self) -> str:
+        """The audit row's ``target``."""
+        if self.target is not None:
+            return self.target.describe()
+        scope = f"tenant {self.tenant}" if self.tenant else "all tenants"
+        return f"expired as of {self.as_of} ({scope})"
+
+    def predicate(self, table: Table) -> str:
+        """The SQL predicate of the rows this job deletes from a table."""
+        if self.target is not None:
+            return self.target.sql()
+        clause = f"expires_at <= '{self.as_of}'"
+        if self.tenant is not None:
+            clause = f"tenant = '{self.tenant}' AND {clause}"
+        if self.extra_turns and table != Table.TURN_LOGS:
+            clause = f"({clause}) OR {_turns_sql(self.extra_turns)}"
+        return clause
+
+    def to_json(self) -> str:
+        """The manifest body."""
+        body = asdict(self)
+        body["target"] = self.target.to_json() if self.target else None
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> DeletionPlan:
+        """Parse a manifest written by :meth:`to_json`."""
+        body: dict[str, Any] = json.loads(text)
+        target = body.pop("target")
+        plan = cls(**body, target=ErasureTarget.from_json(target) if target else None)
+        plan.extra_turns = [_key(k) for k in plan.extra_turns]
+        plan.turn_dirs = [_key(k) for k in plan.turn_dirs]
+        plan.redactions = [(str(a), str(b), str(c), str(d), list(r))
+                           for a, b, c, d, r in plan.redactions]
+        plan.conversation_dirs = [(str(t), str(c)) for t, c in plan.conversation_dirs]
+        plan.conversations = [(str(t), str(c)) for t, c in plan.conversations]
+        plan.partitions = [(str(t), str(m)) for t, m in plan.partitions]
+        return plan
+
+
+@dataclass
+class DeletionOutcome:
+    """What running a plan did: rows removed per table (by this run), files and log entries
+    removed, and seconds per step."""
+
+    plan: DeletionPlan
+    deleted: dict[str, int] = field(default_factory=dict)
+    vacuumed_files: int = 0
+    log_files_removed: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _key(value: Iterable[Any]) -> TurnKey:
+    t, c, tid = (str(v) for v in value)
+    return t, c, tid
+
+
+def _turns_sql(turns: Iterable[TurnKey]) -> str:
+    grouped: dict[tuple[str, str], set[str]] = {}
+    for tenant, cid, tid in turns:
+        grouped.setdefault((tenant, cid), set()).add(tid)
+    return "(" + " OR ".join(
+        f"(tenant = '{t}' AND conversation_id = '{c}' AND turn_id IN "
+        f"({', '.join(repr(x) for x in sorted(tids))}))"
+        for (t, c), tids in sorted(grouped.items())) + ")"
+
+
+def _turns_expr(turns: Iterable[TurnKey]) -> ds.Expression | None:
+    grouped: dict[tuple[str, str], set[str]] = {}
+    for tenant, cid, tid in turns:
+        grouped.setdefault((tenant, cid), set()).add(tid)
+    expr: ds.Expression | None = None
+    for (t, c), tids in sorted(grouped.items()):
+        clause = ((ds.field("tenant") == t) & (ds.field("conversation_id") == c)
+                  & ds.field("turn_id").isin(sorted(tids)))
+        expr = clause if expr is None else expr | clause
+    return expr
+
+
+def _frame(store: LakeStore, table: Table, columns: list[str],
+           expr: ds.Expression | None) -> pl.DataFrame:
+    frame = pl.from_arrow(store.read(table, columns=columns, filter=expr))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _pairs(frame: pl.DataFrame, first: str, second: str) -> set[tuple[str, str]]:
+    return {(str(a), str(b)) for a, b in frame.select([first, second]).unique().iter_rows()}
+
+
+def _new_plan(kind: str, actor: str, **kw: Any) -> DeletionPlan:
+    now = datetime.now(UTC)
+    job_id = f"{kind}-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    return DeletionPlan(job_id=job_id, kind=kind, actor=actor, created_at=now.isoformat(), **kw)
+
+
+def _doomed_quarantine(store: LakeStore, settings: Settings,
+                       plan: DeletionPlan) -> tuple[pa.Table, list[bool]]:
+    rows = store.read(Table.QUARANTINE)
+    raws = rows.column("raw").to_pylist()
+    if plan.target is not None:
+        target = plan.target
+        return rows, [quarantine_matches(r, target) for r in raws]
+    assert plan.as_of is not None
+    as_of = datetime.fromisoformat(plan.as_of)
+    owner = plan.tenant
+    return rows, [quarantine_expiry(r, at, settings) <= as_of
+                  and (owner is None or quarantine_tenant(r) == owner)
+                  for r, at in zip(raws, rows.column("quarantined_at").to_pylist(), strict=True)]
+
+
+def plan_purge(store: LakeStore, settings: Settings, *, as_of: datetime, actor: str,
+               tenant: str | None = None) -> DeletionPlan:
+    """Everything expired as of ``as_of`` (of one tenant, or all): TurnLogs and rows past
+    their expires_at, every row of an expired turn, and quarantined lines past their TTL."""
+    as_of = as_of.astimezone(UTC)
+    if tenant is not None:
+        validate_id(tenant, "tenant")
+    plan = _new_plan("purge", actor, as_of=as_of.isoformat(), tenant=tenant)
+    expired = ds.field("expires_at") <= as_of
+    if tenant is not None:
+        expired &= ds.field("tenant") == tenant
+    logs = _frame(store, Table.TURN_LOGS, ["tenant", "month", *_KEYS[1:]], expired)
+    rows = _frame(store, Table.CONTENT_ROWS, ["tenant", "month", *_KEYS[1:], "role"], expired)
+    turns = logs.select(_KEYS).unique()
+    conversations = conversation_filter(_pairs(logs, "tenant", "conversation_id"))
+    extra: set[TurnKey] = set()
+    if conversations is not None:
+        # A role or file may outlive its turn under a more generous rule; it goes with the turn.
+        for table in (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES):
+            alive = _frame(store, table, _KEYS, ~expired & conversations)
+            extra |= {_key(k) for k in alive.join(turns, on=_KEYS, how="semi").iter_rows()}
+    plan.extra_turns = sorted(extra)
+    extra_expr = _turns_expr(extra)
+    doomed = expired if extra_expr is None else expired | extra_expr
+    files = _frame(store, Table.FILES, [*_KEYS, "storage_key"], doomed)
+    live_partial = rows.join(turns, on=_KEYS, how="anti")
+    plan.redactions = _redactions(store, live_partial, expired)
+    plan.storage_keys = sorted(set(files["storage_key"].to_list()))
+    plan.turn_dirs = sorted(_key(k) for k in turns.iter_rows())
+    plan.conversations = sorted(_pairs(logs, "tenant", "conversation_id"))
+    plan.partitions = sorted(_pairs(logs, "tenant", "month")
+                             | _pairs(rows, "tenant", "month"))
+    plan.counts = {
+        "turn_logs": logs.height,
+        "content_rows": _count(store, Table.CONTENT_ROWS, doomed),
+        "events": _count(store, Table.EVENTS, doomed),
+        "files": files.height,
+        "file_objects": len(plan.storage_keys),
+        "payloads_redacted": len(plan.redactions),
+        "quarantine": sum(_doomed_quarantine(store, settings, plan)[1]),
+    }
+    return plan
+
+
+def _redactions(store: LakeStore, partial: pl.DataFrame,
+                expired: ds.Expression) -> list[tuple[str, str, str, str, list[str]]]:
+    """Live turns some of whose roles expired: those roles' texts leave the payload."""
+    if partial.height == 0:
+        return []
+    convs = conversation_filter(_pairs(partial, "tenant", "conversation_id"))
+    assert convs is not None
+    live = _frame(store, Table.TURN_LOGS, _KEYS, ~expired & convs)
+    grouped = (partial.join(live, on=_KEYS, how="semi")
+               .group_by(["tenant", "month", *_KEYS[1:]])
+               .agg(pl.col("role").unique().sort()))
+    return sorted((t, m, c, tid, list(roles)) for t, m, c, tid, roles in grouped.iter_rows())
+
+
+def plan_erase(store: LakeStore, settings: Settings, target: ErasureTarget, *,
+               actor: str) -> DeletionPlan:
+    """Everything of one user, conversation or turn, whatever its TTL."""
+    plan = _new_plan("erase", actor, target=target)
+    expr = target.expression()
+    logs = _frame(store, Table.TURN_LOGS, ["tenant", "month", *_KEYS[1:]], expr)
+    rows = _frame(store, Table.CONTENT_ROWS, ["tenant", "month", *_KEYS[1:]], expr)
+    files = _frame(store, Table.FILES, [*_KEYS, "storage_key"], expr)
+    timeline_expr = (ds.field("tenant") == target.tenant) & (
+        ds.field("user_id") == target.user_id if target.user_id is not None
+        else ds.field("conversation_id") == target.conversation_id)
+    timelines = _frame(store, Table.TIMELINES, ["tenant", "conversation_id"], timeline_expr)
+    plan.storage_keys = sorted(set(files["storage_key"].to_list()))
+    dirs = {_key(k) for frame in (logs, rows, files) for k in frame.select(_KEYS).iter_rows()}
+    if target.turn_id is not None:
+        dirs.add((target.tenant, str(target.conversation_id), target.turn_id))
+    plan.turn_dirs = sorted(dirs)
+    if target.kind == "conversation":
+        plan.conversation_dirs = [(target.tenant, str(target.conversation_id))]
+    plan.conversations = sorted(
+        {(t, c) for t, c, _ in dirs} | _pairs(timelines, "tenant", "conversation_id")
+        | set(plan.conversation_dirs))
+    plan.partitions = sorted(_pairs(logs, "tenant", "month")
+                             | _pairs(rows, "tenant", "month"))
+    plan.counts = {
+        "turn_logs": logs.height, "content_rows": rows.height,
+        "events": _count(store, Table.EVENTS, expr), "files": files.height,
+        "file_objects": len(plan.storage_keys),
+        "quarantine": sum(_doomed_quarantine(store, settings, plan)[1]),
+    }
+    return plan
+
+
+def _count(store: LakeStore, table: Table, expr: ds.Expression) -> int:
+    return int(store.read(table, columns=["tenant"], filter=expr).num_rows)
+
+
+class DeletionRunner:
+    """Executes deletion plans through their manifests; the caller holds the writer lock.
+
+    ``rebuild(partitions)`` brings those partitions' indexes up to date (the pipeline's index
+    build); ``on_step(name, done, total)`` reports progress.
+    """
+
+    def __init__(self, store: LakeStore, settings: Settings, *, rebuild: Rebuild,
+                 faults: Faults = NO_FAULTS, on_step: StepProgress | None = None) -> None:
+        self._store = store
+        self._settings = settings
+        self._files = FileStore(store.root)
+        self._rebuild = rebuild
+        self._faults = faults
+        self._on_step = on_step
+        self._dir = store.root / "_retention"
+
+    def pending(self) -> list[DeletionPlan]:
+        """Plans of jobs that were interrupted, oldest first."""
+        if not self._dir.exists():
+            return []
+        plans = []
+        for path in sorted(self._dir.glob("*.json")):
+            try:
+                plans.append(DeletionPlan.from_json(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise LakeError(f"unreadable retention manifest {path}: {exc}; it lists what "
+                                "an interrupted job still has to delete, inspect it") from exc
+        return sorted(plans, key=lambda p: p.created_at)
+
+    def resume(self) -> list[DeletionOutcome]:
+        """Finish every interrupted job."""
+        return [self.run(plan) for plan in self.pending()]
+
+    def run(self, plan: DeletionPlan) -> DeletionOutcome:
+        """Write the plan's manifest (unless already there) and execute every step."""
+        path = self._dir / f"{plan.job_id}.json"
+        if not path.exists():
+            self._write_manifest(path, plan)
+        self._faults.hit(f"{plan.kind}.after_manifest")
+        outcome = DeletionOutcome(plan)
+        for i, step in enumerate(STEPS, start=1):
+            started = time.perf_counter()
+            getattr(self, f"_step_{step}")(plan, outcome)
+            outcome.seconds[step] = time.perf_counter() - started
+            if self._on_step is not None:
+                self._on_step(step, i, len(STEPS))
+            self._faults.hit(f"{plan.kind}.after_{step}")
+        path.unlink(missing_ok=True)
+        return outcome
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _delete(self, table: Table, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        outcome.deleted[table.value] = self._store.delete(table, plan.predicate(table))
+
+    def _step_turn_logs(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        self._delete(Table.TURN_LOGS, plan, outcome)
+
+    def _step_content_rows(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        self._delete(Table.CONTENT_ROWS, plan, outcome)
+        by_partition: dict[Partition, dict[tuple[str, str], list[str]]] = {}
+        for tenant, month, cid, tid, roles in plan.redactions:
+            by_partition.setdefault((tenant, month), {})[(cid, tid)] = roles
+        redacted = 0
+        for (tenant, month), turns in sorted(by_partition.items()):
+            redacted += self._redact(tenant, month, turns)
+        outcome.deleted["payloads_redacted"] = redacted
+
+    def _redact(self, tenant: str, month: str, turns: dict[tuple[str, str], list[str]]) -> int:
+        expr = ((ds.field("tenant") == tenant) & (ds.field("month") == month)
+                & ds.field("conversation_id").isin(sorted({c for c, _ in turns})))
+        logs = self._store.read(Table.TURN_LOGS, filter=expr).to_pylist()
+        changed = []
+        for row in logs:
+            roles = turns.get((row["conversation_id"], row["turn_id"]))
+            if roles is None:
+                continue
+            payload = redact_payload(row["payload"], set(roles))
+            if payload != row["payload"]:
+                changed.append({**row, "payload": payload})
+        if changed:
+            keys = [(tenant, r["conversation_id"], r["turn_id"]) for r in changed]
+            self._store.replace_where(
+                Table.TURN_LOGS, pa.Table.from_pylist(changed, schema=TURN_LOGS),
+                f"month = '{month}' AND {_turns_sql(keys)}")
+        return len(changed)
+
+    def _step_indexes(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        if plan.partitions:
+            self._rebuild(set(plan.partitions))
+
+    def _step_events(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        self._delete(Table.EVENTS, plan, outcome)
+
+    def _step_files(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        self._delete(Table.FILES, plan, outcome)
+
+    def _step_bytes(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        removed = sum(1 for key in plan.storage_keys if self._files.delete(key))
+        for tenant, cid, tid in plan.turn_dirs:
+            removed += self._files.delete_prefix(tenant, cid, tid)
+        for tenant, cid in plan.conversation_dirs:
+            removed += self._files.delete_prefix(tenant, cid)
+        # Empty folders are named by ids only, but an erased conversation should not linger.
+        for tenant, cid in {(t, c) for t, c, _ in plan.turn_dirs} | set(plan.conversation_dirs):
+            for folder in (self._files.root / tenant / cid, self._files.root / tenant):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        outcome.deleted["file_objects"] = removed
+
+    def _step_quarantine(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        if not self._store.exists(Table.QUARANTINE):
+            outcome.deleted["quarantine"] = 0
+            return
+        rows, doomed = _doomed_quarantine(self._store, self._settings, plan)
+        if any(doomed):
+            keep = rows.filter(pa.array([not d for d in doomed]))
+            # Quarantine rows have no key; rewriting the table is the only exact delete.
+            self._store.replace_where(Table.QUARANTINE, keep, "true")
+        outcome.deleted["quarantine"] = sum(doomed)
+
+    def _step_timelines(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        as_of = datetime.fromisoformat(plan.as_of) if plan.as_of else None
+        refresh_timelines(self._store, plan.conversations, as_of=as_of)
+
+    def _step_vacuum(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        for table in DATA_TABLES:
+            if self._store.exists(table):
+                outcome.vacuumed_files += len(self._store.vacuum(table, full=True))
+                outcome.log_files_removed += self._store.truncate_log(table)
+
+    def _step_audit(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
+        write_audit(self._store, AuditEntry(
+            at=datetime.now(UTC), action=plan.kind, actor=plan.actor,
+            tenant=plan.target.tenant if plan.target else None, target=plan.describe(),
+            counts=plan.counts), job_id=plan.job_id)
+
+    def _write_manifest(self, path: Path, plan: DeletionPlan) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            fh.write(plan.to_json())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)

@@ -1,0 +1,202 @@
+"""AppTest runs of every workbench page on a seeded lake, an empty lake and a stale index."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, timedelta
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lake.embedding.hashing import HashingEmbedder
+from lake.search.access import Principal
+from lake.search.request import SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.jobs import run_ingest
+from tests.app.workbench_lake import (
+    ANA,
+    BEN,
+    KNOWN_CONVERSATION,
+    PRIVATE_CONVERSATION,
+    QUERY,
+    TENANT,
+    SeededLake,
+    seed,
+    turn_record,
+)
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
+PAGES = {"screens/search.py": "Search", "screens/replay.py": "Conversations & Replay",
+         "screens/overview.py": "Overview", "screens/retention.py": "Retention",
+         "screens/index_health.py": "Index health"}
+TIMEOUT = 60
+
+
+def _app(lake: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("TURNLAKE_LAKE", str(lake))
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
+    return AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+
+
+def _texts(at: AppTest) -> str:
+    parts = [e.value for e in (*at.markdown, *at.caption, *at.info, *at.warning, *at.error)]
+    return "\n".join(str(p) for p in parts)
+
+
+def _search(at: AppTest, query: str) -> AppTest:
+    at.text_input[0].input(query)
+    return at.form_submit_button[0].click().run()
+
+
+def test_every_page_renders(seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    assert not at.exception
+    for page, title in PAGES.items():
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert [t.value for t in at.title] == [title]
+        assert not at.error, (page, [e.value for e in at.error])
+    # the sidebar names the tenants the analyst acts for
+    assert "`acme`, `globex`, `initech`" in _texts(at)
+
+
+def test_search_finds_the_turn_and_shows_the_services_scores(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), QUERY)
+    assert not at.exception and not at.error
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    caption = next(c.value for c in at.caption if f"{KNOWN_CONVERSATION} / " in c.value)
+    assert f"{KNOWN_CONVERSATION} / t-0001" in caption
+    assert ":orange-background[quokka]" in _texts(at)  # query terms are highlighted
+
+    service = SearchService(LakeStore(seeded.settings.lake), embedder=HashingEmbedder(64))
+    expected = service.search(SearchRequest(QUERY, Principal(TENANT, analyst=True),
+                                            scope="tenant")).hits[0]
+    assert (expected.conversation_id, expected.turn_id) == (KNOWN_CONVERSATION, "t-0001")
+    table = at.dataframe[0].value
+    by = dict(zip(table["component"], table.itertuples(index=False), strict=True))
+    for generator, rank in expected.ranks.items():
+        assert rank is not None
+        assert by[generator].rank == rank.rank
+        assert by[generator].score == pytest.approx(rank.score, rel=1e-9)
+    assert by["rrf"].score == pytest.approx(expected.rrf, rel=1e-9)
+    # The app searched a moment earlier: the recency lift differs by that moment only.
+    assert by["recency lift"].score == pytest.approx(expected.lift, rel=1e-4)
+    assert by["final"].score == pytest.approx(expected.score, rel=1e-4)
+    assert by["final"].score == pytest.approx(by["rrf"].score * by["recency lift"].score)
+
+
+def test_a_hit_opens_in_replay_with_its_file_card(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), QUERY)
+    next(b for b in at.button if b.label == "Open in Replay").click().run()
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Conversations & Replay"]
+    assert at.query_params == {"conversation": KNOWN_CONVERSATION, "turn": "t-0001"}
+    assert [b.label for b in at.download_button] == ["Download quokka.csv"]
+    text = _texts(at)
+    assert "**quokka\\.csv** · text/csv · 22 B" in text
+    assert "corrected quokka hours" in text
+    assert [m.avatar for m in at.chat_message] == ["user", "assistant"]
+    assert "actually, use UTC everywhere" in text  # the steer message of the turn
+
+
+def test_deep_link_opens_a_turn(seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": KNOWN_CONVERSATION, "turn": "t-0002"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Conversations & Replay"]
+    assert "April is fine" in _texts(at)
+    assert not at.download_button  # turn 2 hosts no file
+    # Next / Previous step through the conversation
+    next(b for b in at.button if b.label == "◀ Previous").click().run()
+    assert at.query_params["turn"] == "t-0001"
+    assert [b.label for b in at.download_button] == ["Download quokka.csv"]
+
+
+def test_view_as_user_cannot_reach_another_users_conversation(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch)
+    at.session_state["wb_tenant"] = TENANT
+    at.session_state["wb_view_as_on"] = True
+    at.session_state["wb_view_as_user"] = ANA
+    at.run()
+    at.query_params = {"conversation": PRIVATE_CONVERSATION, "turn": "t-0003"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception
+    assert "Reading as **user u-wb-ana of acme**" in _texts(at)
+    errors = [e.value for e in at.error]
+    assert errors and "may not read conversation" in errors[0]
+    assert "zanzibar" not in _texts(at)
+    assert not at.chat_message
+    listing = at.dataframe[0].value
+    assert set(listing["user_id"]) == {ANA}
+
+    at.switch_page("screens/search.py").run()
+    scope = next(s for s in at.selectbox if s.label == "Scope")
+    assert scope.options == ["user", "conversation"]  # no tenant scope for an end user
+    _search(at, "zanzibar budget secret")
+    assert not at.exception
+    assert PRIVATE_CONVERSATION not in _texts(at)
+    assert BEN not in _texts(at)
+
+
+def test_empty_lake_says_so_on_every_page(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(tmp_path / "empty", monkeypatch).run()
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert any("holds no conversations yet" in i.value and "turnlake demo" in i.value
+                   for i in at.info), page
+
+
+def test_stale_index_is_reported_not_raised(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = seed(tmp_path / "lake", demo_turns=0)
+    later = turn_record(9, at=lake.now - timedelta(days=2), prompt="a late quokka question",
+                        answer="a late answer")
+    run_ingest(Settings(lake=lake.settings.lake, embedding_model="hashing-64"),
+               records=[json.dumps(later)], index=False)
+    month = (lake.now - timedelta(days=2)).astimezone(UTC).strftime("%Y-%m")
+    at = _search(_app(lake.settings.lake, monkeypatch).run(), "quokka")
+    assert not at.exception
+    assert any("stale" in w.value and "turnlake index build" in w.value for w in at.warning)
+    at.switch_page("screens/index_health.py").run()
+    assert not at.exception
+    assert any(f"**{TENANT}/{month}** is stale" in w.value for w in at.warning)
+    assert f"turnlake index build --tenant {TENANT} --month {month}" in [c.value for c in at.code]
+
+
+def test_retention_previews_the_purge(seeded: SeededLake,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/retention.py").run()
+    assert not at.exception
+    preview = at.dataframe[-1].value
+    counts = dict(zip(preview["table"], preview["rows to purge"], strict=True))
+    assert counts["turn_logs"] >= 1 and counts["content_rows"] >= 2
+    assert any("c-wb-expired" in set(d.value.get("conversation_id", []))
+               for d in at.dataframe if "conversation_id" in d.value)
+    purge = next(b for b in at.button if b.label == "Purge expired rows")
+    assert purge.disabled
+
+
+def test_overview_counts_the_tenants_turns(seeded: SeededLake,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/overview.py").run()
+    next(s for s in at.selectbox if s.label == "Window").select("all time").run()
+    assert not at.exception
+    stored = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Turns"] == f"{stored:,}"
+    assert len(at.get("vega_lite_chart")) == 4  # per day, roles, writers, feedback
