@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
 from lake.filestore import FileStore
 from lake.refs import parse_ref, validate_id
+from lake.retention import redact_payload
 from lake.search.access import Principal
 from lake.store import LakeStore
 from lake.tables import Table
@@ -99,8 +100,8 @@ class TurnMaterializer:
                                f"{conversation_id}/{turn_id}")
         ordinal = 1 + sum(1 for r in rows if (r["started_at"], r["turn_id"])
                           < (row["started_at"], turn_id))
-        payload = json.loads(row["payload"])
         turn_filter = key & (ds.field("turn_id") == turn_id)
+        payload = json.loads(self._live_payload(row["payload"], turn_filter, now))
         files = self._file_cards(turn_filter, now)
         events = self._store.read(Table.EVENTS, filter=turn_filter).sort_by("seq").to_pylist()
         return MaterializedTurn(
@@ -148,6 +149,13 @@ class TurnMaterializer:
             raise RefExpired(f"{ref} expired at {min(row['expires_at'], live_turn[0]['expires_at']):%Y-%m-%d %H:%M} UTC")  # noqa: E501
         data = self._files.get(row["storage_key"])
         return _card(row), data
+
+    def _live_payload(self, payload: str, turn_filter: ds.Expression, now: datetime) -> str:
+        """The payload without the texts of roles whose rows expired before their turn."""
+        expired = self._store.read(Table.CONTENT_ROWS, columns=["role"],
+                                   filter=turn_filter & (ds.field("expires_at") <= now))
+        roles = set(expired.column("role").to_pylist())
+        return redact_payload(payload, roles) if roles else payload
 
     def _file_cards(self, turn_filter: ds.Expression, now: datetime) -> list[FileCard]:
         rows = self._store.read(Table.FILES, filter=turn_filter & (ds.field("expires_at") > now))

@@ -1,0 +1,1 @@
+"""Adapters that record turns from agent frameworks through the recorder."""
