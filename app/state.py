@@ -6,8 +6,8 @@ values live in the session state and are read back here with their proper types.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from app.models import SearchOutcome
 
@@ -20,10 +20,20 @@ _LAST_SEARCH = "wb_last_search"
 _APPLIED_LINK = "wb_applied_link"
 
 
+class Session(Protocol):
+    """What the state needs of ``st.session_state`` (a plain dict will do in tests)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value under ``key``, or ``default``."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        """Store a value."""
+
+
 class WorkbenchState:
     """One session's workbench state (pass ``st.session_state``)."""
 
-    def __init__(self, session: MutableMapping[str, Any]) -> None:
+    def __init__(self, session: Session) -> None:
         self._s = session
 
     def _str(self, key: str) -> str | None:

@@ -8,52 +8,56 @@ import polars as pl
 
 def turns_per_day(frame: pl.DataFrame, group_label: str) -> alt.Chart:
     """Stacked bars of turns per day, coloured by app or agent."""
-    return alt.Chart(frame).mark_bar().encode(
+    chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X("day:T", title="day"),
         y=alt.Y("turns:Q", title="turns"),
         color=alt.Color("group:N", title=group_label),
         tooltip=["day:T", alt.Tooltip("group:N", title=group_label), "turns:Q"],
     ).properties(height=260)
+    return chart
 
 
 def counts_bar(frame: pl.DataFrame, category: str, value: str) -> alt.Chart:
     """Horizontal bars of a count per category (role mix, writers, feedback)."""
-    return alt.Chart(frame).mark_bar().encode(
+    chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X(f"{value}:Q", title=value),
         y=alt.Y(f"{category}:N", sort="-x", title=None),
         color=alt.Color(f"{category}:N", legend=None),
         tooltip=[f"{category}:N", f"{value}:Q"],
     ).properties(height=max(80, 32 * frame.height))
+    return chart
 
 
 def table_bytes(frame: pl.DataFrame) -> alt.Chart:
     """Bytes (or rows, when bytes are unknown) per table, stacked by month."""
     measure = "bytes" if frame["bytes"].null_count() < frame.height else "rows"
     data = frame.with_columns(pl.col("month").fill_null("(all)"))
-    return alt.Chart(data).mark_bar().encode(
+    chart: alt.Chart = alt.Chart(data).mark_bar().encode(
         x=alt.X(f"{measure}:Q", title=measure),
         y=alt.Y("table:N", title=None),
         color=alt.Color("month:N", title="month"),
         tooltip=["table:N", "month:N", "rows:Q", "bytes:Q"],
     ).properties(height=200)
+    return chart
 
 
 def expiry_histogram(frame: pl.DataFrame) -> alt.Chart:
     """Rows expiring per coming week, one bar group per table."""
-    return alt.Chart(frame).mark_bar().encode(
+    chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X("week_start:T", title="week starting"),
         xOffset="table:N",
         y=alt.Y("rows:Q", title="rows expiring"),
         color=alt.Color("table:N", title="table"),
         tooltip=["week_start:T", "table:N", "rows:Q"],
     ).properties(height=260)
+    return chart
 
 
 def embedding_coverage(frame: pl.DataFrame) -> alt.Chart:
     """Embedded / pending / failed rows per partition, stacked."""
     long = frame.select("partition", "embedded", "pending", "failed").unpivot(
         index="partition", variable_name="status", value_name="rows")
-    return alt.Chart(long).mark_bar().encode(
+    chart: alt.Chart = alt.Chart(long).mark_bar().encode(
         x=alt.X("rows:Q", title="search rows"),
         y=alt.Y("partition:N", title=None),
         color=alt.Color("status:N", scale=alt.Scale(
@@ -61,3 +65,4 @@ def embedding_coverage(frame: pl.DataFrame) -> alt.Chart:
             range=["#2b8a3e", "#f59f00", "#c92a2a"])),
         tooltip=["partition:N", "status:N", "rows:Q"],
     ).properties(height=max(80, 28 * frame.height))
+    return chart

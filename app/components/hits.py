@@ -30,7 +30,7 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
             st.caption(f"{hit.turn_at:%Y-%m-%d %H:%M} UTC · {hit.user_id} · "
                        f"{hit.conversation_id} / {hit.turn_id} · score {hit.score:.4f}")
         with action:
-            st.badge(hit.role, color=ROLE_COLORS.get(hit.role, "gray"))  # type: ignore[arg-type]
+            st.badge(hit.role, color=ROLE_COLORS.get(hit.role, "gray"))
             opened = st.button("Open in Replay", key=f"open-{index}-{hit.row_id}")
         st.markdown(highlight_markdown(hit.text, query))
         for role in ("user", "assistant"):

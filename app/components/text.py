@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 # Characters Streamlit's Markdown gives a meaning to (":" starts emoji and colour directives,
 # "$" starts LaTeX, "<" raw HTML).
@@ -10,9 +11,11 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 _TERM = re.compile(r"[\w][\w'-]*", re.UNICODE)
 _MIN_TERM = 2
 
-ROLE_COLORS = {"user": "blue", "assistant": "green", "summary": "violet", "anchor": "orange",
+BadgeColor = Literal["red", "orange", "yellow", "blue", "green", "violet", "gray", "grey",
+                     "primary"]
+ROLE_COLORS: dict[str, BadgeColor] = {"user": "blue", "assistant": "green", "summary": "violet", "anchor": "orange",
                "note": "gray", "attachment": "red"}
-EVENT_TYPE_COLORS = {"prompt": "blue", "followup": "violet", "steer": "orange"}
+EVENT_TYPE_COLORS: dict[str, BadgeColor] = {"prompt": "blue", "followup": "violet", "steer": "orange"}
 
 
 def escape_markdown(text: str) -> str:

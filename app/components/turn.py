@@ -21,7 +21,7 @@ def turn_view(turn: ReplayTurn, load_file: FileLoader) -> None:
                f"{turn.writer} writer · user {turn.user_id}")
     with st.chat_message("user"):
         for sub in turn.submissions:
-            st.badge(sub.event_type,  # type: ignore[arg-type]
+            st.badge(sub.event_type,
                      color=EVENT_TYPE_COLORS.get(sub.event_type, "gray"))
             st.markdown(escape_markdown(sub.text))
         for att in turn.attachments:

@@ -51,8 +51,8 @@ frame = pl.DataFrame({
 st.dataframe(frame, hide_index=True)
 
 st.subheader("Embedding coverage")
-total = frame["rows"].sum()
-embedded = frame["embedded"].sum()
+total = sum(h.rows for h in health)
+embedded = sum(h.embedded for h in health)
 st.caption(f"{embedded:,} of {total:,} search rows embedded"
            + (f" ({embedded / total:.1%})" if total else "")
            + ". Pending or failed rows are found by the text generators only; "

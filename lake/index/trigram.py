@@ -52,6 +52,7 @@ __all__ = [
     "EXACT_BUDGET",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TRIGRAMS",
+    "RAISED_FLOORS",
     "TrigramIndex",
     "similarity",
     "trigrams",
@@ -69,6 +70,7 @@ MAX_QUERY_TRIGRAMS = 256
 COMMON_DF_FRACTION = 1 / 32
 COMMON_MIN_DF = 1024
 EXACT_BUDGET = 512
+RAISED_FLOORS = (0.75, 0.5)
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
@@ -432,13 +434,21 @@ class TrigramIndex:
         qk = np.array(sorted(list(dict.fromkeys(seq))[:MAX_QUERY_TRIGRAMS]), np.int64)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
-        docs, shared = self._candidates(qk, _min_shared(float(threshold), qk.size), scope)
-        if mode == "similarity":
-            scores = shared / (qk.size + self._ntrgm[docs].astype(np.int64) - shared)
-            keep = np.flatnonzero(scores >= threshold)
-            keep = keep[np.argsort(-scores[keep], kind="stable")[:limit]]  # docs ascend: ties ok
-            return list(zip(docs[keep].tolist(), scores[keep].tolist(), strict=True))
-        return self._rank_exact(qk, docs, shared, float(threshold), limit)
+        cache: dict[int, float] = {}
+        # top-k: a higher floor needs more shared trigrams, so far fewer candidates; whenever
+        # ``limit`` docs reach it they are the top ``limit`` overall
+        for floor in [f for f in RAISED_FLOORS if f > threshold] + [float(threshold)]:
+            docs, shared = self._candidates(qk, _min_shared(floor, qk.size), scope)
+            if mode == "word":
+                hits = self._rank_exact(qk, docs, shared, floor, limit, cache)
+            else:
+                scores = shared / (qk.size + self._ntrgm[docs].astype(np.int64) - shared)
+                keep = np.flatnonzero(scores >= floor)
+                keep = keep[np.argsort(-scores[keep], kind="stable")[:limit]]  # docs ascend
+                hits = list(zip(docs[keep].tolist(), scores[keep].tolist(), strict=True))
+            if len(hits) >= limit:
+                break
+        return hits
 
     def _scope(self, allowed: npt.NDArray[np.int64] | None) -> I64 | None:
         if allowed is None:
@@ -487,9 +497,11 @@ class TrigramIndex:
         return [raw[offs[d] : offs[d + 1]].tobytes().decode("utf-8", "surrogatepass") for d in docs]
 
     def _rank_exact(
-        self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int
+        self, qk: I64, docs: I64, shared: I64, floor: float, limit: int, cache: dict[int, float]
     ) -> list[tuple[int, float]]:
-        """Exact word similarity, best bound first, until no bound can enter the top ``limit``."""
+        """Exact word similarity, best bound first, until no bound can enter the top ``limit``.
+
+        ``cache`` keeps the scores computed by earlier, higher floors of the same search."""
         budget = max(EXACT_BUDGET, 4 * limit)
         level = np.cumsum(np.bincount(shared, minlength=qk.size + 1)[::-1])
         floor = qk.size - int(np.searchsorted(level, budget))  # fewest shared that we may need
@@ -500,12 +512,13 @@ class TrigramIndex:
         start, batch = 0, max(64, limit)
         while start < docs.size:
             ids = docs[start : start + batch].tolist()
-            scores = _extent_scores(*_sequences(self._texts(ids)), qk).tolist()
-            for k, (doc, score) in enumerate(zip(ids, scores, strict=True)):
+            todo = [d for d in ids if d not in cache]
+            cache.update(zip(todo, _extent_scores(*_sequences(self._texts(todo)), qk).tolist()))
+            for k, doc in enumerate(ids):
                 if len(top) >= limit and top[limit - 1] < (-float(bound[start + k]), doc):
                     return [(d, -s) for s, d in top]
-                if score >= threshold:
+                if (score := cache[doc]) >= floor:
                     bisect.insort(top, (-score, doc))
                     del top[limit:]
-            start, batch = start + len(ids), batch * 2
+            start, batch = start + len(ids), batch * 3 // 2
         return [(d, -s) for s, d in top]

@@ -88,7 +88,7 @@ def _records() -> list[dict[str, Any] | str]:
         _turn(1, conversation="c-1", writer="rich", notes=[f"note {NOTE}"],
               summary="kept summary of turn one"),
         _marked(2, ERASED, conversation="c-1"),
-        _turn(3, conversation="c-1"),
+        _turn(3, conversation="c-1", conversation_title=None),
         _turn(10, conversation="c-2", prompt="the glacier dashboard is slow"),
         _turn(20, user="u-ben", conversation="c-ben", prompt="ben tundra deploy failed"),
         _turn(21, user="u-ben", conversation="c-ben", prompt="ben tundra rollback"),
@@ -209,9 +209,9 @@ def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) ->
     store = LakeStore(settings.lake)
     assert _turns(settings) == {"u-ben": 2}
     for table in (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES, Table.TIMELINES):
-        assert set(store.read(table, columns=["user_id"]).column("user_id").to_pylist()) == {
+        assert set(store.read(table, columns=["user_id"]).column("user_id").to_pylist()) <= {
             "u-ben"}
-    assert sorted(p.name for p in (settings.lake / "objects" / "acme").iterdir()) == []
+    assert [p for p in (settings.lake / "objects").rglob("*")] == []
     assert store.read(Table.QUARANTINE).num_rows == quarantined - 2
     for marker in (ERASED, EXPIRED, NOTE, "glacier"):
         assert traces(settings.lake, marker) == [], marker
