@@ -23,10 +23,10 @@ _APPLIED_LINK = "wb_applied_link"
 class Session(Protocol):
     """What the state needs of ``st.session_state`` (a plain dict will do in tests)."""
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: Any, /) -> Any:
         """The value under ``key``, or ``default``."""
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: Any, /) -> None:
         """Store a value."""
 
 
@@ -37,7 +37,7 @@ class WorkbenchState:
         self._s = session
 
     def _str(self, key: str) -> str | None:
-        value = self._s.get(key)
+        value = self._s.get(key, None)
         return value if isinstance(value, str) and value else None
 
     # -- identity ------------------------------------------------------------------------
@@ -50,7 +50,7 @@ class WorkbenchState:
     @property
     def view_as_user(self) -> str | None:
         """The user the workbench is restricted to, when "view as user" is on."""
-        if not self._s.get(VIEW_AS_ON_KEY):
+        if not self._s.get(VIEW_AS_ON_KEY, None):
             return None
         return self._str(VIEW_AS_USER_KEY)
 
@@ -59,7 +59,7 @@ class WorkbenchState:
     @property
     def last_search(self) -> SearchOutcome | None:
         """The last search's outcome, kept so its hits survive reruns (e.g. a button click)."""
-        value = self._s.get(_LAST_SEARCH)
+        value = self._s.get(_LAST_SEARCH, None)
         return value if isinstance(value, SearchOutcome) else None
 
     @last_search.setter
@@ -82,7 +82,7 @@ class WorkbenchState:
         """Open a deep link (``?conversation=...&turn=...``) once: later reruns keep whatever
         the user picked since, until the link itself changes."""
         link = (conversation_id, turn_id)
-        if conversation_id is None or self._s.get(_APPLIED_LINK) == link:
+        if conversation_id is None or self._s.get(_APPLIED_LINK, None) == link:
             return
         self._s[REPLAY_CONVERSATION_KEY] = conversation_id
         self._s[REPLAY_TURN_KEY] = turn_id

@@ -26,8 +26,8 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.demo import generate_lines
-from pipeline.ingest import Ingestor
 from pipeline.index_build import build_indexes
+from pipeline.ingest import Ingestor
 
 DIM = 384
 MODEL = "random-384"

@@ -57,7 +57,7 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
         store.delete(Table.TIMELINES, sql_conversations(gone))
     if rows.num_rows:
         store.replace_where(Table.TIMELINES, rows, sql_conversations(sorted(live)))
-    return rows.num_rows
+    return int(rows.num_rows)
 
 
 def sql_conversations(conversations: Iterable[tuple[str, str]]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow.dataset as ds
 
@@ -21,7 +21,7 @@ class BackfillReport:
 
     embedded: int = 0
     failed: int = 0
-    partitions: set[tuple[str, str]] | None = None
+    partitions: set[tuple[str, str]] = field(default_factory=set)
     error: str | None = None
 
 
@@ -32,7 +32,7 @@ def backfill(settings: Settings, embedder: Embedder, *,
     ``on_progress(done, total)`` reports rows embedded so far.
     """
     store = LakeStore(settings.lake)
-    report = BackfillReport(partitions=set())
+    report = BackfillReport()
     if not store.exists(Table.CONTENT_ROWS):
         return report
     with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake embed"):

@@ -24,7 +24,7 @@ def counts_bar(frame: pl.DataFrame, category: str, value: str) -> alt.Chart:
         y=alt.Y(f"{category}:N", sort="-x", title=None),
         color=alt.Color(f"{category}:N", legend=None),
         tooltip=[f"{category}:N", f"{value}:Q"],
-    ).properties(height=max(80, 32 * frame.height))
+    ).properties(height=_band_height(frame.height))
     return chart
 
 
@@ -37,7 +37,7 @@ def table_bytes(frame: pl.DataFrame) -> alt.Chart:
         y=alt.Y("table:N", title=None),
         color=alt.Color("month:N", title="month"),
         tooltip=["table:N", "month:N", "rows:Q", "bytes:Q"],
-    ).properties(height=200)
+    ).properties(height=_band_height(frame['table'].n_unique()))
     return chart
 
 
@@ -64,5 +64,10 @@ def embedding_coverage(frame: pl.DataFrame) -> alt.Chart:
             domain=["embedded", "pending", "failed"],
             range=["#2b8a3e", "#f59f00", "#c92a2a"])),
         tooltip=["partition:N", "status:N", "rows:Q"],
-    ).properties(height=max(80, 28 * frame.height))
+    ).properties(height=_band_height(frame.height))
     return chart
+
+
+def _band_height(bands: int) -> int:
+    """Chart height for horizontal bars: room for each band's label."""
+    return max(140, 40 * bands + 40)

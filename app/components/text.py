@@ -13,9 +13,11 @@ _MIN_TERM = 2
 
 BadgeColor = Literal["red", "orange", "yellow", "blue", "green", "violet", "gray", "grey",
                      "primary"]
-ROLE_COLORS: dict[str, BadgeColor] = {"user": "blue", "assistant": "green", "summary": "violet", "anchor": "orange",
-               "note": "gray", "attachment": "red"}
-EVENT_TYPE_COLORS: dict[str, BadgeColor] = {"prompt": "blue", "followup": "violet", "steer": "orange"}
+ROLE_COLORS: dict[str, BadgeColor] = {
+    "user": "blue", "assistant": "green", "summary": "violet", "anchor": "orange",
+    "note": "gray", "attachment": "red"}
+EVENT_TYPE_COLORS: dict[str, BadgeColor] = {
+    "prompt": "blue", "followup": "violet", "steer": "orange"}
 
 
 def escape_markdown(text: str) -> str:
@@ -61,3 +63,11 @@ def human_bytes(size: int | None) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def compact_number(value: int) -> str:
+    """``55076`` -> ``"55.1k"``, ``2_400_000`` -> ``"2.4M"``; small numbers unchanged."""
+    for limit, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.1f}{suffix}"
+    return str(value)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.components import charts
 from app.components.identity import page_context
+from app.components.text import compact_number
 
 WINDOWS = {"last 7 days": 7, "last 30 days": 30, "last 90 days": 90, "last year": 365,
            "all time": None}
@@ -27,7 +28,8 @@ cols = st.columns(5)
 cols[0].metric("Turns", f"{t.turns:,}")
 cols[1].metric("Conversations", f"{t.conversations:,}")
 cols[2].metric("Users", f"{t.users:,}")
-cols[3].metric("Tokens in / out", f"{t.tokens_in:,} / {t.tokens_out:,}")
+cols[3].metric("Tokens in / out", f"{compact_number(t.tokens_in)} / "
+               f"{compact_number(t.tokens_out)}", help=f"{t.tokens_in:,} / {t.tokens_out:,}")
 cols[4].metric("Cost", f"${t.cost_usd:,.2f}")
 if t.turns == 0:
     st.info(f"No turns in the {window} for {viewer.describe()}.")

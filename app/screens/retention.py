@@ -37,8 +37,10 @@ else:
     totals = data.sizes.group_by("table").agg(pl.col("rows").sum(), pl.col("bytes").sum())
     cols = st.columns(totals.height)
     for col, row in zip(cols, totals.sort("table").iter_rows(named=True), strict=True):
-        size = human_bytes(row["bytes"]) if viewer.is_analyst else "-"
-        col.metric(row["table"], f"{row['rows']:,} rows", size, delta_color="off")
+        if viewer.is_analyst:
+            col.metric(f"{row['table']} · {row['rows']:,} rows", human_bytes(row["bytes"]))
+        else:
+            col.metric(row["table"], f"{row['rows']:,} rows")
     st.altair_chart(charts.table_bytes(data.sizes))
     st.dataframe(data.sizes, hide_index=True)
 

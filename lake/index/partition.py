@@ -182,7 +182,9 @@ class RowColumns:
         roles, role_list = coded("role")
 
         def micros(name: str) -> np.ndarray:
-            return rows.column(name).cast(pa.int64()).to_numpy(zero_copy_only=False)
+            values: np.ndarray = rows.column(name).cast(pa.int64()).to_numpy(
+                zero_copy_only=False)
+            return values
 
         return cls(users, user_list, convs, conv_list, roles, role_list,
                    micros("turn_at"), micros("expires_at"),

@@ -174,10 +174,10 @@ def _key_set(text: str) -> I64:
 def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64) -> F64:
     """Exact word similarity of sorted distinct query keys ``qk`` to each text of a batch.
 
-    Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  A best extent [l, u] starts and ends on query trigrams
-    ("hits"), and if ``seq[l]`` recurs at some ``nxt(l) <= u``, dropping ``l`` (then the non-query
-    trigrams up to the next hit) loses nothing; so only ``u < nxt(l)`` is scanned, at most one
-    stretch per distinct query trigram over any position.  In [l, u] the distinct trigrams are the
+    Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  A best extent [l, u]
+    starts and ends on query trigrams ("hits"), and if ``seq[l]`` recurs at some ``nxt(l) <= u``,
+    dropping ``l`` (then the non-query trigrams up to the next hit) loses nothing; so only
+    ``u < nxt(l)`` is scanned, at most one stretch per distinct query trigram over any position.  In [l, u] the distinct trigrams are the
     positions whose previous occurrence lies before ``l``: a cumulative sum along each stretch.
     """
     n_docs, q = offs.size - 1, qk.size
@@ -504,8 +504,8 @@ class TrigramIndex:
         ``cache`` keeps the scores computed by earlier, higher floors of the same search."""
         budget = max(EXACT_BUDGET, 4 * limit)
         level = np.cumsum(np.bincount(shared, minlength=qk.size + 1)[::-1])
-        floor = qk.size - int(np.searchsorted(level, budget))  # fewest shared that we may need
-        pick = np.flatnonzero(shared >= floor)
+        fewest = qk.size - int(np.searchsorted(level, budget))  # fewest shared we may need
+        pick = np.flatnonzero(shared >= fewest)
         pick = pick[np.argsort(-shared[pick], kind="stable")[:budget]]
         docs, bound = docs[pick], shared[pick] / qk.size
         top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
@@ -513,7 +513,8 @@ class TrigramIndex:
         while start < docs.size:
             ids = docs[start : start + batch].tolist()
             todo = [d for d in ids if d not in cache]
-            cache.update(zip(todo, _extent_scores(*_sequences(self._texts(todo)), qk).tolist()))
+            scores = _extent_scores(*_sequences(self._texts(todo)), qk).tolist()
+            cache.update(zip(todo, scores, strict=True))
             for k, doc in enumerate(ids):
                 if len(top) >= limit and top[limit - 1] < (-float(bound[start + k]), doc):
                     return [(d, -s) for s, d in top]

@@ -69,8 +69,7 @@ def resolve_scope(principal: Principal, scope: Scope, *, user_id: str | None = N
     if scope == "conversation":
         if conversation_id is None:
             raise QueryError("conversation scope needs a conversation id (--conversation)")
-        return ResolvedScope(principal.tenant, user_id if not principal.analyst else user_id,
-                             conversation_id)
+        return ResolvedScope(principal.tenant, user_id, conversation_id)
     if scope == "user":
         if user_id is None:
             raise QueryError("user scope needs a user (--user)")

@@ -7,12 +7,11 @@ partition statuses by table version, and loads the embedding model at most once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
-import pyarrow as pa
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
@@ -20,7 +19,7 @@ from lake.index.manifest import read_current
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.fusion import RankedRow, fuse, recency_lift
+from lake.search.fusion import GeneratorHit, RankedRow, fuse, recency_lift
 from lake.search.request import (
     GENERATORS,
     SNIPPET_CHARS,
@@ -95,18 +94,17 @@ class SearchService:
         return self._statuses.get()
 
     def embedder(self) -> Embedder:
-        """The query embedder, created on first use."""
+        """The query embedder, created on first use (the model loads once per service)."""
         if self._embedder is None:
             source = self._embedder_source
             if source is None:
                 from lake.embedding.sentence import default_embedder
 
                 self._embedder = default_embedder()
-            elif callable(source) and not hasattr(source, "encode"):
-                self._embedder = source()
+            elif isinstance(source, Embedder):
+                self._embedder = source
             else:
-                assert not callable(source) or hasattr(source, "encode")
-                self._embedder = source  # type: ignore[assignment]
+                self._embedder = source()
         return self._embedder
 
     # -- steps --------------------------------------------------------------------------
@@ -190,8 +188,9 @@ class SearchService:
                 cols = c.part.columns
                 key = f"{c.part.manifest.tenant}/{c.part.manifest.month}#{c.doc}"
                 by_row[key] = c
-                turn = (cols.conversations[cols.conversation_codes[c.doc]], cols.turn_ids[c.doc])
-                rows.append(RankedRow(row_key=key, turn_key=turn, score=c.score))
+                turn_key = (cols.conversations[cols.conversation_codes[c.doc]],
+                            cols.turn_ids[c.doc])
+                rows.append(RankedRow(row_key=key, turn_key=turn_key, score=c.score))
             if rows:
                 ranked[name] = rows
         if not ranked:
@@ -218,15 +217,14 @@ class SearchService:
                 continue
             per_conv[cid] = per_conv.get(cid, 0) + 1
             hits.append(self._hit(turn.turn_key, best, turn.hits, turn.rrf, lift, final,
-                                  request, by_row))
+                                  request))
             if len(hits) >= request.k:
                 break
         return hits
 
     def _hit(self, turn_key: tuple[str, str], best: _Candidate,
-             gen_hits: object, rrf: float, lift: float, final: float,
-             request: SearchRequest, by_row: dict[str, _Candidate]) -> Hit:
-        assert isinstance(gen_hits, dict)
+             gen_hits: Mapping[str, GeneratorHit], rrf: float, lift: float, final: float,
+             request: SearchRequest) -> Hit:
         part, doc = best.part, best.doc
         row = part.rows.slice(doc, 1).to_pylist()[0]
         ranks: dict[str, GeneratorRank | None] = {g: None for g in GENERATORS}
@@ -314,5 +312,3 @@ def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
-
-__all__ = ["SearchService", "pa"]

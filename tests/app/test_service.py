@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.components.text import escape_markdown, highlight_markdown, human_bytes, query_terms
+from app.components.text import (
+    compact_number,
+    escape_markdown,
+    highlight_markdown,
+    human_bytes,
+    query_terms,
+)
 from app.models import SearchForm, Viewer
 from app.service import Workbench, cached_workbench, lake_version, purge_runner
 from app.state import REPLAY_TURN_KEY, WorkbenchState
@@ -142,3 +148,5 @@ def test_highlighting_escapes_markdown_and_marks_terms() -> None:
     assert highlight_markdown("abcdef", "", limit=3) == "abc…"
     assert human_bytes(None) == "-" and human_bytes(512) == "512 B"
     assert human_bytes(1536) == "1.5 KB" and human_bytes(3 * 1024**3) == "3.0 GB"
+    assert compact_number(999) == "999" and compact_number(55_076) == "55.1k"
+    assert compact_number(2_400_000) == "2.4M"

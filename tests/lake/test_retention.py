@@ -1,0 +1,237 @@
+"""The retention policy pieces (targets, expiry, redaction, quarantine rules, audit), deletion
+plans and their runner, and the store operations purges rely on."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from factories import make_record, rich_record, write_jsonl
+
+from lake.erasure import DeletionPlan, DeletionRunner, plan_erase, plan_purge
+from lake.errors import QueryError, RefError
+from lake.retention import (
+    AuditEntry,
+    ErasureTarget,
+    policy_expiry,
+    quarantine_expiry,
+    quarantine_matches,
+    read_audit,
+    redact_payload,
+    write_audit,
+)
+from lake.settings import RetentionRule, Settings
+from lake.store import LakeStore, Partition
+from lake.tables import Table
+from pipeline.ingest import Ingestor
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+# -- erasure targets --------------------------------------------------------------------------
+
+def test_targets_parse_describe_and_select() -> None:
+    turn = ErasureTarget.parse("acme", turn="c-1/t-0002")
+    assert (turn.kind, turn.describe()) == ("turn", "turn c-1/t-0002")
+    assert turn.sql() == "tenant = 'acme' AND conversation_id = 'c-1' AND turn_id = 't-0002'"
+    assert turn.matches("acme", "anyone", "c-1", "t-0002")
+    assert not turn.matches("acme", "anyone", "c-1", "t-0003")
+    user = ErasureTarget.parse("acme", user="u-ana")
+    assert (user.kind, user.describe()) == ("user", "user u-ana")
+    assert user.matches("acme", "u-ana", "c-9", "t-1") and not user.matches("other", "u-ana",
+                                                                             "c-9", "t-1")
+    conv = ErasureTarget.parse("acme", conversation="c-1")
+    assert ErasureTarget.from_json(conv.to_json()) == conv
+    with pytest.raises(QueryError, match="exactly one"):
+        ErasureTarget.parse("acme")
+    with pytest.raises(QueryError, match="CONVERSATION/TURN"):
+        ErasureTarget.parse("acme", turn="c-1/")
+    with pytest.raises(RefError, match="user_id"):
+        ErasureTarget.parse("acme", user="u' OR 1=1 --")
+
+
+# -- quarantined lines -----------------------------------------------------------------------
+
+def test_quarantine_lines_match_by_json_or_by_id_pairs() -> None:
+    target = ErasureTarget.parse("acme", turn="c-1/t-0002")
+    line = {"tenant": "acme", "user_id": "u-ana", "conversation_id": "c-1",
+            "turn_id": "t-0002", "bogus": "x"}
+    assert quarantine_matches(json.dumps(line), target)
+    assert not quarantine_matches(json.dumps({**line, "turn_id": "t-0003"}), target)
+    assert not quarantine_matches(json.dumps({**line, "tenant": "globex"}), target)
+    broken = '{"tenant": "acme", "conversation_id": "c-1", "turn_id": "t-0002", "text": "unterm'
+    assert quarantine_matches(broken, target)
+    assert quarantine_matches(broken, ErasureTarget.parse("acme", conversation="c-1"))
+    assert not quarantine_matches(broken, ErasureTarget.parse("acme", user="u-ana"))
+    for raw in ("", None, "[1, 2]", '{"conversation_id": "c-1", "turn_id": "t-0002"}'):
+        assert not quarantine_matches(raw, target)
+
+
+def test_quarantine_expiry_follows_the_line_then_the_policy() -> None:
+    settings = Settings(retention=(RetentionRule("acme", 30), RetentionRule("acme", 7,
+                                                                             app="desk")))
+    at = NOW
+    assert quarantine_expiry('{"tenant": "acme", "ttl_days": 2}', at, settings) == at + timedelta(
+        days=2)
+    assert quarantine_expiry('{"tenant": "acme", "app": "desk"}', at, settings) == at + timedelta(
+        days=7)
+    assert quarantine_expiry('{"tenant": "acme", "app": "x', at, settings) == at + timedelta(
+        days=30)
+    assert quarantine_expiry("not json at all", at, settings) == at + timedelta(days=365)
+
+
+# -- expiry and redaction ---------------------------------------------------------------------
+
+def test_policy_expiry_prefers_the_record_ttl_then_the_most_specific_rule() -> None:
+    settings = Settings(retention=(RetentionRule("acme", 30), RetentionRule("acme", 7, role="note"),
+                                   RetentionRule("acme", 90, app="desk", role="note")))
+    ended = datetime(2026, 1, 1, tzinfo=UTC)
+    frame = pl.DataFrame({
+        "tenant": ["acme", "acme", "acme", "acme", "globex"],
+        "app": ["web", "web", "desk", "web", "web"],
+        "role": ["user", "note", "note", "note", "user"],
+        "ended_at": [ended] * 5,
+        "record_ttl": [None, None, None, 3, None]}, schema_overrides={"record_ttl": pl.Int64})
+    days = [(d - ended).days for d in policy_expiry(frame, settings, role_column="role")]
+    assert days == [30, 7, 90, 3, 365]
+    assert [(d - ended).days for d in policy_expiry(frame, settings)] == [30, 30, 30, 3, 365]
+
+
+def test_redaction_removes_exactly_the_expired_roles() -> None:
+    record = rich_record(0)
+    payload = json.dumps(record)
+    out = json.loads(redact_payload(payload, {"note", "attachment", "user"}))
+    assert out["notes"] == [] and all("text" not in a for a in out["attachments"])
+    assert [s["text"] for s in out["submissions"]] == ["", "", ""]
+    assert out["summary"] == record["summary"] and out["anchors"] == record["anchors"]
+    assert out["completion"]["text"] == record["completion"]["text"]
+    out = json.loads(redact_payload(payload, {"assistant", "summary", "anchor"}))
+    assert (out["completion"]["text"], out["summary"], out["anchors"]) == ("", None, [])
+    assert redact_payload(redact_payload(payload, {"note"}), {"note"}) == redact_payload(
+        payload, {"note"})
+
+
+# -- audit --------------------------------------------------------------------------------
+
+def test_audit_rows_are_written_once_per_job(tmp_path: Path) -> None:
+    store = LakeStore(tmp_path / "lake")
+    entry = AuditEntry(at=NOW, action="erase", actor="dpo", tenant="acme",
+                       target="user u-ana", counts={"turn_logs": 3})
+    assert write_audit(store, entry, job_id="j1")
+    assert not write_audit(store, entry, job_id="j1")
+    assert write_audit(store, AuditEntry(NOW + timedelta(seconds=1), "purge", "cron", None,
+                                         "expired", {}), job_id="j2")
+    rows = read_audit(store)
+    assert [(r.action, r.counts.get("job")) for r in rows] == [("purge", "j2"), ("erase", "j1")]
+    assert rows[1].counts["turn_logs"] == 3
+
+
+# -- the store operations a purge relies on ---------------------------------------------------
+
+def _ingest(settings: Settings, tmp_path: Path, records: list[dict[str, Any]]) -> LakeStore:
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "in.jsonl", records)])
+    return LakeStore(settings.lake)
+
+
+def test_delete_counts_and_keeps_tables_filterable(settings: Settings, tmp_path: Path) -> None:
+    store = _ingest(settings, tmp_path, [make_record(i, conversation=f"c-{i % 2}")
+                                         for i in range(6)])
+    assert store.delete(Table.TURN_LOGS, "turn_id = 't-0002'") == 1
+    assert store.delete(Table.TURN_LOGS, "turn_id = 't-0002'") == 0
+    # Rewritten files must still answer filtered scans (string columns stay plain strings).
+    found = store.read(Table.TURN_LOGS, columns=["turn_id"],
+                       filter=ds.field("conversation_id").isin(["c-0"]))
+    assert sorted(found["turn_id"].to_pylist()) == ["t-0000", "t-0004"]
+    stray = store.path(Table.TURN_LOGS) / "stray.parquet"
+    stray.write_bytes(b"left by a crashed writer")
+    store.vacuum(Table.TURN_LOGS, full=True)
+    assert not stray.exists()
+    assert store.truncate_log(Table.TURN_LOGS) > 0
+    log = sorted(p.name for p in (store.path(Table.TURN_LOGS) / "_delta_log").iterdir())
+    version = store.latest_version(Table.TURN_LOGS)
+    assert log == [f"{version:020d}.checkpoint.parquet", f"{version:020d}.json",
+                   "_last_checkpoint"]
+    assert store.read(Table.TURN_LOGS).num_rows == 5
+    store.append(Table.TURN_LOGS, store.read(Table.TURN_LOGS).slice(0, 1))
+    assert store.read(Table.TURN_LOGS).num_rows == 6
+
+
+# -- plans and the runner -------------------------------------------------------------------
+
+def test_plan_round_trips_and_builds_predicates() -> None:
+    plan = DeletionPlan(job_id="purge-1", kind="purge", actor="cron", created_at=NOW.isoformat(),
+                        as_of=NOW.isoformat(), tenant="acme",
+                        extra_turns=[("acme", "c-1", "t-1")],
+                        redactions=[("acme", "2026-03", "c-2", "t-2", ["note"])],
+                        partitions=[("acme", "2026-03")], counts={"turn_logs": 1})
+    again = DeletionPlan.from_json(plan.to_json())
+    assert again == plan
+    assert again.predicate(Table.TURN_LOGS) == (
+        f"tenant = 'acme' AND expires_at <= '{NOW.isoformat()}'")
+    assert "turn_id IN ('t-1')" in again.predicate(Table.CONTENT_ROWS)
+    assert "all tenants" not in again.describe() and not again.is_empty
+    erase = DeletionPlan(job_id="e", kind="erase", actor="dpo", created_at=NOW.isoformat(),
+                         target=ErasureTarget.parse("acme", user="u-ana"))
+    assert DeletionPlan.from_json(erase.to_json()).predicate(Table.EVENTS) == (
+        "tenant = 'acme' AND user_id = 'u-ana'")
+
+
+def test_rows_outliving_their_turn_are_purged_with_it(tmp_path: Path) -> None:
+    # The turn lives a day, its summary 5000 days: purging the turn takes the summary too.
+    settings = Settings(lake=tmp_path / "lake", retention=(
+        RetentionRule("acme", 1), RetentionRule("acme", 5000, role="summary")))
+    old = rich_record(0, conversation="c-old")
+    shift = NOW - timedelta(days=10) - datetime.fromisoformat(old["started_at"])
+    store = _ingest(settings, tmp_path, [_shifted(old, shift),
+                                         make_record(1, conversation="c-new", at=NOW,
+                                                     ttl_days=30)])
+    plan = plan_purge(store, settings, as_of=NOW, actor="cron")
+    assert plan.extra_turns == [("acme", "c-old", "t-0000")]
+    assert plan.counts["content_rows"] == 9 and plan.counts["turn_logs"] == 1
+    rebuilt: list[set[Partition]] = []
+    outcome = DeletionRunner(store, settings, rebuild=rebuilt.append).run(plan)
+    assert rebuilt == [set(plan.partitions)]
+    assert outcome.deleted["content_rows"] == 9 and outcome.deleted["file_objects"] == 1
+    left = store.read(Table.CONTENT_ROWS, columns=["conversation_id"])
+    assert set(left["conversation_id"].to_pylist()) == {"c-new"}
+    assert store.read(Table.TIMELINES, columns=["conversation_id"])[
+        "conversation_id"].to_pylist() == ["c-new"]
+    assert plan_erase(store, settings, ErasureTarget.parse("acme", conversation="c-old"),
+                      actor="dpo").is_empty
+
+
+def test_purge_of_one_tenant_leaves_the_others(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake")
+    old = NOW - timedelta(days=10)
+    store = _ingest(settings, tmp_path, [
+        make_record(0, at=old, ttl_days=1), make_record(1, tenant="globex", at=old, ttl_days=1)])
+    quarantine = pa.Table.from_pylist([
+        {"quarantined_at": old, "source_file": "x", "line": 1, "reason": "r",
+         "raw": '{"tenant": "acme", "ttl_days": 1}', "batch_id": "q"},
+        {"quarantined_at": old, "source_file": "x", "line": 2, "reason": "r",
+         "raw": '{"tenant": "globex", "ttl_days": 1}', "batch_id": "q"}])
+    store.append(Table.QUARANTINE, quarantine)
+    plan = plan_purge(store, settings, as_of=NOW, actor="cron", tenant="acme")
+    assert (plan.counts["turn_logs"], plan.counts["quarantine"]) == (1, 1)
+    DeletionRunner(store, settings, rebuild=lambda parts: None).run(plan)
+    assert store.read(Table.TURN_LOGS, columns=["tenant"])["tenant"].to_pylist() == ["globex"]
+    assert store.read(Table.QUARANTINE)["line"].to_pylist() == [2]
+
+
+def _shifted(record: dict[str, Any], delta: timedelta) -> dict[str, Any]:
+    """The record with every timestamp moved by ``delta``."""
+    def move(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: move(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [move(v) for v in value]
+        if isinstance(value, str) and len(value) == 25 and value[10:11] == "T":
+            return (datetime.fromisoformat(value) + delta).isoformat()
+        return value
+    return {k: move(v) for k, v in record.items()}
