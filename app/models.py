@@ -29,9 +29,7 @@ class Viewer:
     @property
     def principal(self) -> Principal:
         """The principal every read goes through: the same rules as the CLI's."""
-        if self.as_user is None:
-            return Principal(self.tenant, analyst=True)
-        return Principal(self.tenant, self.as_user)
+        return Principal(self.tenant, self.as_user, analyst=True)
 
     @property
     def is_analyst(self) -> bool:

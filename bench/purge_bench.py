@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from lake.settings import Settings
 from lake.store import LakeStore
-from lake.tables import CONTENT_ROWS, TURN_LOGS, Table
-from lake.timelines import refresh_timelines
+from lake.tables import CONTENT_ROWS, TIMELINES, TURN_LOGS, Table
+from lake.timelines import TIMELINE_SCHEMA_ID
 from pipeline.index_build import build_indexes
 from pipeline.retention import purge
 
@@ -85,13 +86,27 @@ def synthetic_lake(root: Path, rows: int, *, expired_share: float = 0.01,
     store = LakeStore(root)
     store.append(Table.CONTENT_ROWS, content)
     store.append(Table.TURN_LOGS, logs)
-    refresh_timelines(store, sorted(set(zip(tenant.tolist(), conv_ids, strict=True))))
+    store.append(Table.TIMELINES, _timelines(logs, now))
     doomed = {(t, m) for t, m, n in zip(tenant.tolist(), months, i.tolist(), strict=True)
               if n < expired}
     build_indexes(store, model=None, partitions=doomed)
     return {"rows": content.num_rows, "turns": turns, "expired_turns": expired,
             "partitions": len(set(zip(tenant.tolist(), months, strict=True))),
             "affected_partitions": len(doomed)}
+
+
+def _timelines(logs: pa.Table, now: datetime) -> pa.Table:
+    """One conv.timeline.v1 row per conversation, as refresh_timelines would write it."""
+    frame = pl.from_arrow(logs)
+    assert isinstance(frame, pl.DataFrame)
+    rows = frame.sort("started_at").group_by(["tenant", "conversation_id"]).agg(
+        pl.col("app").first(), pl.col("agent").first(), pl.col("user_id").first(),
+        pl.col("started_at").min(), pl.col("ended_at").max().alias("last_activity_at"),
+        pl.col("turn_id").last().alias("last_turn_id"),
+        pl.len().cast(pl.Int32).alias("turn_count"), pl.col("expires_at").max(),
+    ).with_columns(pl.lit(TIMELINE_SCHEMA_ID).alias("schema"), pl.lit("[]").alias("blocks"),
+                   pl.lit(now).alias("updated_at"))
+    return _fill(rows.to_arrow(compat_level=pl.CompatLevel.oldest()), TIMELINES)
 
 
 def _fill(table: pa.Table, schema: pa.Schema) -> pa.Table:

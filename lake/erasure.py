@@ -28,11 +28,11 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -64,6 +64,8 @@ DATA_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES, T
                Table.QUARANTINE)
 _KEYS = ["tenant", "conversation_id", "turn_id"]
 
+CHUNK = 1000
+T = TypeVar("T")
 Rebuild = Callable[[set[Partition]], None]
 StepProgress = Callable[[str, int, int], None]
 
@@ -101,16 +103,16 @@ class DeletionPlan:
         scope = f"tenant {self.tenant}" if self.tenant else "all tenants"
         return f"expired as of {self.as_of} ({scope})"
 
-    def predicate(self, table: Table) -> str:
-        """The SQL predicate of the rows this job deletes from a table."""
+    def predicates(self, table: Table) -> list[str]:
+        """SQL predicates selecting the rows this job deletes from a table, one per commit."""
         if self.target is not None:
-            return self.target.sql()
+            return [self.target.sql()]
         clause = f"expires_at <= '{self.as_of}'"
         if self.tenant is not None:
             clause = f"tenant = '{self.tenant}' AND {clause}"
-        if self.extra_turns and table != Table.TURN_LOGS:
-            clause = f"({clause}) OR {_turns_sql(self.extra_turns)}"
-        return clause
+        if table == Table.TURN_LOGS:
+            return [clause]
+        return [clause] + [_turns_sql(chunk) for chunk in in_chunks(self.extra_turns)]
 
     def to_json(self) -> str:
         """The manifest body."""
@@ -144,6 +146,12 @@ class DeletionOutcome:
     vacuumed_files: int = 0
     log_files_removed: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def in_chunks(items: Sequence[T]) -> list[Sequence[T]]:
+    """Slices of at most CHUNK items, one commit each: DataFusion overflows its stack on SQL
+    predicates with tens of thousands of ids."""
+    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
 
 
 def _key(value: Iterable[Any]) -> TurnKey:
@@ -354,7 +362,8 @@ class DeletionRunner:
     # -- steps ------------------------------------------------------------------------------
 
     def _delete(self, table: Table, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
-        outcome.deleted[table.value] = self._store.delete(table, plan.predicate(table))
+        outcome.deleted[table.value] = sum(self._store.delete(table, predicate)
+                                           for predicate in plan.predicates(table))
 
     def _step_turn_logs(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
         self._delete(Table.TURN_LOGS, plan, outcome)
@@ -366,7 +375,9 @@ class DeletionRunner:
             by_partition.setdefault((tenant, month), {})[(cid, tid)] = roles
         redacted = 0
         for (tenant, month), turns in sorted(by_partition.items()):
-            redacted += self._redact(tenant, month, turns)
+            keys = sorted(turns)
+            for chunk in in_chunks(keys):
+                redacted += self._redact(tenant, month, {k: turns[k] for k in chunk})
         outcome.deleted["payloads_redacted"] = redacted
 
     def _redact(self, tenant: str, month: str, turns: dict[tuple[str, str], list[str]]) -> int:
@@ -426,7 +437,8 @@ class DeletionRunner:
 
     def _step_timelines(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
         as_of = datetime.fromisoformat(plan.as_of) if plan.as_of else None
-        refresh_timelines(self._store, plan.conversations, as_of=as_of)
+        for chunk in in_chunks(plan.conversations):
+            refresh_timelines(self._store, chunk, as_of=as_of)
 
     def _step_vacuum(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
         for table in DATA_TABLES:

@@ -23,6 +23,7 @@ from lake.erasure import (
     DeletionPlan,
     DeletionRunner,
     StepProgress,
+    in_chunks,
     plan_erase,
     plan_purge,
 )
@@ -173,7 +174,8 @@ def apply_policy(settings: Settings, *, dry_run: bool = False, actor: str = "cli
                                  on_partition=on_partition)
             stale = _stale_timelines(store)
             report.timelines_refreshed = len(stale)
-            refresh_timelines(store, stale)
+            for chunk in in_chunks(stale):
+                refresh_timelines(store, chunk)
             statuses = partition_statuses(store)
             todo = changed | {p for p, s in statuses.items() if s.freshness == "stale"}
             index_rebuilder(store, settings, on_partition)(todo)

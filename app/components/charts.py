@@ -17,12 +17,16 @@ def turns_per_day(frame: pl.DataFrame, group_label: str) -> alt.Chart:
     return chart
 
 
-def counts_bar(frame: pl.DataFrame, category: str, value: str) -> alt.Chart:
-    """Horizontal bars of a count per category (role mix, writers, feedback)."""
+def counts_bar(frame: pl.DataFrame, category: str, value: str,
+               colors: dict[str, str] | None = None) -> alt.Chart:
+    """Horizontal bars of a count per category (role mix, writers, feedback); ``colors``
+    pins a colour to each category where the meaning calls for one."""
+    scale = (alt.Scale(domain=list(colors), range=list(colors.values())) if colors
+             else alt.Undefined)
     chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X(f"{value}:Q", title=value),
         y=alt.Y(f"{category}:N", sort="-x", title=None),
-        color=alt.Color(f"{category}:N", legend=None),
+        color=alt.Color(f"{category}:N", legend=None, scale=scale),
         tooltip=[f"{category}:N", f"{value}:Q"],
     ).properties(height=_band_height(frame.height))
     return chart

@@ -9,6 +9,8 @@ import streamlit as st
 from app.models import Viewer
 from app.service import Workbench, cached_workbench
 from app.state import TENANT_KEY, VIEW_AS_ON_KEY, VIEW_AS_USER_KEY, WorkbenchState
+from lake.errors import TurnlakeError
+from lake.refs import validate_id
 from lake.settings import Settings
 
 
@@ -27,9 +29,13 @@ def page_context() -> PageContext:
     Stops the page with a clear message when the lake holds no tenant to show.
     """
     settings = Settings.from_env()
-    workbench = cached_workbench(settings)
     state = WorkbenchState(st.session_state)
-    tenants = workbench.tenants()
+    try:
+        workbench = cached_workbench(settings)
+        tenants = workbench.tenants()
+    except TurnlakeError as exc:
+        st.error(f"Cannot read the lake at `{settings.lake}`: {exc}")
+        st.stop()
     with st.sidebar:
         st.caption(f"Lake: `{settings.lake}`")
         if not tenants:
@@ -43,6 +49,11 @@ def page_context() -> PageContext:
         st.markdown("**Acting as analyst of** " + ", ".join(f"`{t}`" for t in tenants))
         tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY)
         assert tenant is not None
+        try:
+            validate_id(tenant, "tenant")
+        except TurnlakeError as exc:
+            st.error(f"TURNLAKE_TENANTS names an invalid tenant: {exc}")
+            st.stop()
         if st.toggle("View as user", key=VIEW_AS_ON_KEY,
                      help="Restrict every page to one user's own data, through the same "
                           "rules the service applies to that user."):

@@ -12,6 +12,8 @@ from app.components.text import compact_number
 
 WINDOWS = {"last 7 days": 7, "last 30 days": 30, "last 90 days": 90, "last year": 365,
            "all time": None}
+FEEDBACK_COLORS = {"positive": "#2b8a3e", "negative": "#c92a2a", "neutral": "#868e96",
+                   "none": "#ced4da"}
 
 ctx = page_context()
 wb, viewer = ctx.workbench, ctx.viewer
@@ -24,13 +26,13 @@ since = None if days is None else datetime.now(UTC) - timedelta(days=days)
 data = wb.overview(viewer, since=since, by=by)
 
 t = data.totals
-cols = st.columns(5)
+cols = st.columns(6)
 cols[0].metric("Turns", f"{t.turns:,}")
 cols[1].metric("Conversations", f"{t.conversations:,}")
 cols[2].metric("Users", f"{t.users:,}")
-cols[3].metric("Tokens in / out", f"{compact_number(t.tokens_in)} / "
-               f"{compact_number(t.tokens_out)}", help=f"{t.tokens_in:,} / {t.tokens_out:,}")
-cols[4].metric("Cost", f"${t.cost_usd:,.2f}")
+cols[3].metric("Tokens in", compact_number(t.tokens_in), help=f"{t.tokens_in:,}")
+cols[4].metric("Tokens out", compact_number(t.tokens_out), help=f"{t.tokens_out:,}")
+cols[5].metric("Cost", f"${t.cost_usd:,.2f}")
 if t.turns == 0:
     st.info(f"No turns in the {window} for {viewer.describe()}.")
     st.stop()
@@ -45,5 +47,5 @@ with left:
     st.altair_chart(charts.counts_bar(data.writers, "writer", "turns"))
 with right:
     st.subheader("Feedback")
-    st.altair_chart(charts.counts_bar(data.feedback, "feedback", "turns"))
+    st.altair_chart(charts.counts_bar(data.feedback, "feedback", "turns", FEEDBACK_COLORS))
     st.dataframe(data.feedback, hide_index=True)

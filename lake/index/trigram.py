@@ -70,7 +70,7 @@ MAX_QUERY_TRIGRAMS = 256
 COMMON_DF_FRACTION = 1 / 32
 COMMON_MIN_DF = 1024
 EXACT_BUDGET = 512
-RAISED_FLOORS = (0.75, 0.5)
+RAISED_FLOORS = (0.8, 0.6, 0.45)
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
@@ -434,21 +434,23 @@ class TrigramIndex:
         qk = np.array(sorted(list(dict.fromkeys(seq))[:MAX_QUERY_TRIGRAMS]), np.int64)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
-        cache: dict[int, float] = {}
-        # top-k: a higher floor needs more shared trigrams, so far fewer candidates; whenever
-        # ``limit`` docs reach it they are the top ``limit`` overall
+        q, cache = qk.size, dict[int, float]()
+        # Top-k by rising floors: a higher floor needs more shared trigrams, so far fewer
+        # candidates.  Stop once the k-th result beats every doc below the floor, or once the
+        # exact-scoring budget is spent (a lower floor only adds candidates ranked after those).
         for floor in [f for f in RAISED_FLOORS if f > threshold] + [float(threshold)]:
-            docs, shared = self._candidates(qk, _min_shared(floor, qk.size), scope)
+            need = _min_shared(floor, q)
+            docs, shared = self._candidates(qk, need, scope)
             if mode == "word":
-                hits = self._rank_exact(qk, docs, shared, floor, limit, cache)
+                top, complete = self._rank_exact(qk, docs, shared, float(threshold), limit, cache)
             else:
-                scores = shared / (qk.size + self._ntrgm[docs].astype(np.int64) - shared)
-                keep = np.flatnonzero(scores >= floor)
+                scores = shared / (q + self._ntrgm[docs].astype(np.int64) - shared)
+                keep = np.flatnonzero(scores >= threshold)
                 keep = keep[np.argsort(-scores[keep], kind="stable")[:limit]]  # docs ascend
-                hits = list(zip(docs[keep].tolist(), scores[keep].tolist(), strict=True))
-            if len(hits) >= limit:
+                top, complete = list(zip((-scores[keep]).tolist(), docs[keep].tolist())), True
+            if not complete or len(top) >= limit and top[limit - 1] < (-(need - 1) / q, -1):
                 break
-        return hits
+        return [(d, -s) for s, d in top]
 
     def _scope(self, allowed: npt.NDArray[np.int64] | None) -> I64 | None:
         if allowed is None:
@@ -497,29 +499,29 @@ class TrigramIndex:
         return [raw[offs[d] : offs[d + 1]].tobytes().decode("utf-8", "surrogatepass") for d in docs]
 
     def _rank_exact(
-        self, qk: I64, docs: I64, shared: I64, floor: float, limit: int, cache: dict[int, float]
-    ) -> list[tuple[int, float]]:
+        self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int, cache: dict[int, float]
+    ) -> tuple[list[tuple[float, int]], bool]:
         """Exact word similarity, best bound first, until no bound can enter the top ``limit``.
 
-        ``cache`` keeps the scores computed by earlier, higher floors of the same search."""
+        Returns the top as (-score, doc) pairs and whether it is final for these candidates
+        (False when the budget ran out first).  ``cache`` keeps scores across floors."""
         budget = max(EXACT_BUDGET, 4 * limit)
         level = np.cumsum(np.bincount(shared, minlength=qk.size + 1)[::-1])
         fewest = qk.size - int(np.searchsorted(level, budget))  # fewest shared we may need
         pick = np.flatnonzero(shared >= fewest)
         pick = pick[np.argsort(-shared[pick], kind="stable")[:budget]]
-        docs, bound = docs[pick], shared[pick] / qk.size
+        ids, bound = docs[pick].tolist(), (shared[pick] / qk.size).tolist()
         top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
         start, batch = 0, max(64, limit)
-        while start < docs.size:
-            ids = docs[start : start + batch].tolist()
-            todo = [d for d in ids if d not in cache]
+        while start < len(ids):
+            todo = [d for d in ids[start : start + batch] if d not in cache]
             scores = _extent_scores(*_sequences(self._texts(todo)), qk).tolist()
             cache.update(zip(todo, scores, strict=True))
-            for k, doc in enumerate(ids):
-                if len(top) >= limit and top[limit - 1] < (-float(bound[start + k]), doc):
-                    return [(d, -s) for s, d in top]
-                if (score := cache[doc]) >= floor:
-                    bisect.insort(top, (-score, doc))
+            for doc, most in zip(ids[start : start + batch], bound[start : start + batch]):
+                if len(top) >= limit and top[limit - 1] < (-most, doc):
+                    return top, True
+                if cache[doc] >= threshold:
+                    bisect.insort(top, (-cache[doc], doc))
                     del top[limit:]
-            start, batch = start + len(ids), batch * 3 // 2
-        return [(d, -s) for s, d in top]
+            start, batch = start + batch, batch * 3 // 2
+        return top, docs.size <= budget

@@ -200,3 +200,19 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
     assert len(at.get("vega_lite_chart")) == 4  # per day, roles, writers, feedback
+
+
+def test_tenants_come_from_the_setting(seeded: SeededLake,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch)
+    monkeypatch.setenv("TURNLAKE_TENANTS", "globex, nowhere")
+    at.run()
+    tenant = next(s for s in at.sidebar.selectbox if s.label == "Tenant")
+    assert tenant.options == ["globex", "nowhere"]
+    tenant.select("nowhere").run()
+    for page in PAGES:  # a configured tenant without data shows empty states, not errors
+        at.switch_page(page).run()
+        assert not at.exception and not at.error, page
+    monkeypatch.setenv("TURNLAKE_TENANTS", "bad tenant!")
+    at.run()
+    assert any("invalid tenant" in e.value for e in at.error)

@@ -172,14 +172,16 @@ def test_plan_round_trips_and_builds_predicates() -> None:
                         partitions=[("acme", "2026-03")], counts={"turn_logs": 1})
     again = DeletionPlan.from_json(plan.to_json())
     assert again == plan
-    assert again.predicate(Table.TURN_LOGS) == (
-        f"tenant = 'acme' AND expires_at <= '{NOW.isoformat()}'")
-    assert "turn_id IN ('t-1')" in again.predicate(Table.CONTENT_ROWS)
+    assert again.predicates(Table.TURN_LOGS) == [
+        f"tenant = 'acme' AND expires_at <= '{NOW.isoformat()}'"]
+    assert "turn_id IN ('t-1')" in again.predicates(Table.CONTENT_ROWS)[1]
     assert "all tenants" not in again.describe() and not again.is_empty
+    again.extra_turns = [("acme", f"c-{i}", "t-1") for i in range(2500)]
+    assert len(again.predicates(Table.CONTENT_ROWS)) == 4  # long id lists go in chunks
     erase = DeletionPlan(job_id="e", kind="erase", actor="dpo", created_at=NOW.isoformat(),
                          target=ErasureTarget.parse("acme", user="u-ana"))
-    assert DeletionPlan.from_json(erase.to_json()).predicate(Table.EVENTS) == (
-        "tenant = 'acme' AND user_id = 'u-ana'")
+    assert DeletionPlan.from_json(erase.to_json()).predicates(Table.EVENTS) == [
+        "tenant = 'acme' AND user_id = 'u-ana'"]
 
 
 def test_rows_outliving_their_turn_are_purged_with_it(tmp_path: Path) -> None:

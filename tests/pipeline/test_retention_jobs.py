@@ -26,7 +26,7 @@ from lake.erasure import STEPS
 from lake.errors import QueryError, RefExpired, RefNotFound
 from lake.faults import Faults
 from lake.retention import ErasureTarget, read_audit
-from lake.search.access import Principal
+from lake.search.access import Principal, Scope
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
 from lake.search.request import GENERATORS, SearchRequest
@@ -55,7 +55,8 @@ def _b64(text: str) -> str:
 
 
 def _turn(n: int, *, start: datetime | None = None, **kw: Any) -> dict[str, Any]:
-    return make_record(n, at=start or T0 + timedelta(minutes=10 * n), **kw)
+    record: dict[str, Any] = make_record(n, at=start or T0 + timedelta(minutes=10 * n), **kw)
+    return record
 
 
 def _marked(n: int, marker: str, *, start: datetime | None = None, **kw: Any) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def traces(root: Path, marker: str) -> list[str]:
 def _search(settings: Settings, query: str, generator: str,
             principal: Principal = ANALYST) -> list[tuple[str, str, str]]:
     service = SearchService(LakeStore(settings.lake), embedder=HashingEmbedder(64))
-    scope = "tenant" if principal.analyst else "user"
+    scope: Scope = "tenant" if principal.analyst else "user"
     result = service.search(SearchRequest(
         query, principal, scope=scope, k=50, max_per_conversation=0,
         roles=("user", "assistant", "summary", "anchor", "note", "attachment"),
@@ -240,7 +241,7 @@ def test_expired_data_is_invisible_then_purged_without_trace(settings: Settings)
     # Expired, not yet purged: on disk, yet no read path returns it.
     assert traces(settings.lake, EXPIRED) and traces(settings.lake, NOTE)
     for generator in GENERATORS:
-        for c, t, text in _search(settings, f"the {EXPIRED} workbook shows wrong hours",
+        for c, _t, text in _search(settings, f"the {EXPIRED} workbook shows wrong hours",
                                   generator):
             assert c != "c-old" and EXPIRED not in text and NOTE not in text
         assert all(NOTE not in text for *_, text in _search(settings, f"note {NOTE}",
