@@ -29,7 +29,9 @@ class Viewer:
     @property
     def principal(self) -> Principal:
         """The principal every read goes through: the same rules as the CLI's."""
-        return Principal(self.tenant, self.as_user, analyst=True)
+        if self.as_user is None:
+            return Principal(self.tenant, analyst=True)
+        return Principal(self.tenant, self.as_user)
 
     @property
     def is_analyst(self) -> bool:
@@ -249,8 +251,10 @@ class ReplayTurn:
                                         a.get("ref"), bool(a.get("text")))
                          for a in turn.attachments],
             files=files,
-            steps=[StepView(str(s["name"]), str(s["status"]), str(s["at"]), s.get("detail"))
-                   for s in turn.steps],
+            # A timeline: adapters may report steps out of order.
+            steps=sorted((StepView(str(s["name"]), str(s["status"]), str(s["at"]),
+                                   s.get("detail")) for s in turn.steps),
+                         key=lambda step: datetime.fromisoformat(step.at)),
             citations=[CitationView(str(c["title"]), str(c["url"]), c.get("snippet"))
                        for c in turn.citations],
             events=[EventView(int(e["seq"]), str(e["source"]), str(e["type"]), str(e["at"]),
