@@ -24,15 +24,14 @@ manifest again from step 1 (``DeletionRunner.resume``), which every retention jo
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -44,12 +43,16 @@ from lake.filestore import FileStore
 from lake.refs import validate_id
 from lake.retention import (
     AuditEntry,
+    DeletionPlan,
     ErasureTarget,
     TurnKey,
+    in_chunks,
     quarantine_expiry,
     quarantine_matches,
     quarantine_tenant,
     redact_payload,
+    turn_key,
+    turns_sql,
     write_audit,
 )
 from lake.settings import Settings
@@ -62,78 +65,10 @@ STEPS = ("turn_logs", "content_rows", "indexes", "events", "files", "bytes", "qu
 # Tables whose old data files may hold purged values; the audit table never does.
 DATA_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES, Table.TIMELINES,
                Table.QUARANTINE)
-_KEYS = ["tenant", "conversation_id", "turn_id"]
+_KEYS = ("tenant", "conversation_id", "turn_id")
 
-CHUNK = 1000
-T = TypeVar("T")
 Rebuild = Callable[[set[Partition]], None]
 StepProgress = Callable[[str, int, int], None]
-
-
-@dataclass
-class DeletionPlan:
-    """What one purge or erase removes: predicates derive from ``as_of`` / ``target``; the
-    listed ids are what cannot be recomputed once deletion has begun."""
-
-    job_id: str
-    kind: str  # "purge" or "erase"
-    actor: str
-    created_at: str
-    as_of: str | None = None
-    tenant: str | None = None  # purge only: restrict to one tenant
-    target: ErasureTarget | None = None
-    extra_turns: list[TurnKey] = field(default_factory=list)
-    redactions: list[tuple[str, str, str, str, list[str]]] = field(default_factory=list)
-    storage_keys: list[str] = field(default_factory=list)
-    turn_dirs: list[TurnKey] = field(default_factory=list)
-    conversation_dirs: list[tuple[str, str]] = field(default_factory=list)
-    conversations: list[tuple[str, str]] = field(default_factory=list)
-    partitions: list[Partition] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the job would remove nothing."""
-        return not any(self.counts.values())
-
-    def describe(self) -> str:
-        """The audit row's ``target``."""
-        if self.target is not None:
-            return self.target.describe()
-        scope = f"tenant {self.tenant}" if self.tenant else "all tenants"
-        return f"expired as of {self.as_of} ({scope})"
-
-    def predicates(self, table: Table) -> list[str]:
-        """SQL predicates selecting the rows this job deletes from a table, one per commit."""
-        if self.target is not None:
-            return [self.target.sql()]
-        clause = f"expires_at <= '{self.as_of}'"
-        if self.tenant is not None:
-            clause = f"tenant = '{self.tenant}' AND {clause}"
-        if table == Table.TURN_LOGS:
-            return [clause]
-        return [clause] + [_turns_sql(chunk) for chunk in in_chunks(self.extra_turns)]
-
-    def to_json(self) -> str:
-        """The manifest body."""
-        body = asdict(self)
-        body["target"] = self.target.to_json() if self.target else None
-        return json.dumps(body, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> DeletionPlan:
-        """Parse a manifest written by :meth:`to_json`."""
-        body: dict[str, Any] = json.loads(text)
-        target = body.pop("target")
-        plan = cls(**body, target=ErasureTarget.from_json(target) if target else None)
-        plan.extra_turns = [_key(k) for k in plan.extra_turns]
-        plan.turn_dirs = [_key(k) for k in plan.turn_dirs]
-        plan.redactions = [(str(a), str(b), str(c), str(d), list(r))
-                           for a, b, c, d, r in plan.redactions]
-        plan.conversation_dirs = [(str(t), str(c)) for t, c in plan.conversation_dirs]
-        plan.conversations = [(str(t), str(c)) for t, c in plan.conversations]
-        plan.partitions = [(str(t), str(m)) for t, m in plan.partitions]
-        return plan
 
 
 @dataclass
@@ -146,27 +81,6 @@ class DeletionOutcome:
     vacuumed_files: int = 0
     log_files_removed: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def in_chunks(items: Sequence[T]) -> list[Sequence[T]]:
-    """Slices of at most CHUNK items, one commit each: DataFusion overflows its stack on SQL
-    predicates with tens of thousands of ids."""
-    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
-
-
-def _key(value: Iterable[Any]) -> TurnKey:
-    t, c, tid = (str(v) for v in value)
-    return t, c, tid
-
-
-def _turns_sql(turns: Iterable[TurnKey]) -> str:
-    grouped: dict[tuple[str, str], set[str]] = {}
-    for tenant, cid, tid in turns:
-        grouped.setdefault((tenant, cid), set()).add(tid)
-    return "(" + " OR ".join(
-        f"(tenant = '{t}' AND conversation_id = '{c}' AND turn_id IN "
-        f"({', '.join(repr(x) for x in sorted(tids))}))"
-        for (t, c), tids in sorted(grouped.items())) + ")"
 
 
 def _turns_expr(turns: Iterable[TurnKey]) -> ds.Expression | None:
@@ -226,22 +140,23 @@ def plan_purge(store: LakeStore, settings: Settings, *, as_of: datetime, actor: 
         expired &= ds.field("tenant") == tenant
     logs = _frame(store, Table.TURN_LOGS, ["tenant", "month", *_KEYS[1:]], expired)
     rows = _frame(store, Table.CONTENT_ROWS, ["tenant", "month", *_KEYS[1:], "role"], expired)
-    turns = logs.select(_KEYS).unique()
+    turns = logs.select(list(_KEYS)).unique()
     conversations = conversation_filter(_pairs(logs, "tenant", "conversation_id"))
     extra: set[TurnKey] = set()
     if conversations is not None:
         # A role or file may outlive its turn under a more generous rule; it goes with the turn.
         for table in (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES):
-            alive = _frame(store, table, _KEYS, ~expired & conversations)
-            extra |= {_key(k) for k in alive.join(turns, on=_KEYS, how="semi").iter_rows()}
+            alive = _frame(store, table, list(_KEYS), ~expired & conversations)
+            outliving = alive.join(turns, on=list(_KEYS), how="semi")
+            extra |= {turn_key(k) for k in outliving.iter_rows()}
     plan.extra_turns = sorted(extra)
     extra_expr = _turns_expr(extra)
     doomed = expired if extra_expr is None else expired | extra_expr
     files = _frame(store, Table.FILES, [*_KEYS, "storage_key"], doomed)
-    live_partial = rows.join(turns, on=_KEYS, how="anti")
+    live_partial = rows.join(turns, on=list(_KEYS), how="anti")
     plan.redactions = _redactions(store, live_partial, expired)
     plan.storage_keys = sorted(set(files["storage_key"].to_list()))
-    plan.turn_dirs = sorted(_key(k) for k in turns.iter_rows())
+    plan.turn_dirs = sorted(turn_key(k) for k in turns.iter_rows())
     plan.conversations = sorted(_pairs(logs, "tenant", "conversation_id"))
     plan.partitions = sorted(_pairs(logs, "tenant", "month")
                              | _pairs(rows, "tenant", "month"))
@@ -264,8 +179,8 @@ def _redactions(store: LakeStore, partial: pl.DataFrame,
         return []
     convs = conversation_filter(_pairs(partial, "tenant", "conversation_id"))
     assert convs is not None
-    live = _frame(store, Table.TURN_LOGS, _KEYS, ~expired & convs)
-    grouped = (partial.join(live, on=_KEYS, how="semi")
+    live = _frame(store, Table.TURN_LOGS, list(_KEYS), ~expired & convs)
+    grouped = (partial.join(live, on=list(_KEYS), how="semi")
                .group_by(["tenant", "month", *_KEYS[1:]])
                .agg(pl.col("role").unique().sort()))
     return sorted((t, m, c, tid, list(roles)) for t, m, c, tid, roles in grouped.iter_rows())
@@ -284,7 +199,8 @@ def plan_erase(store: LakeStore, settings: Settings, target: ErasureTarget, *,
         else ds.field("conversation_id") == target.conversation_id)
     timelines = _frame(store, Table.TIMELINES, ["tenant", "conversation_id"], timeline_expr)
     plan.storage_keys = sorted(set(files["storage_key"].to_list()))
-    dirs = {_key(k) for frame in (logs, rows, files) for k in frame.select(_KEYS).iter_rows()}
+    dirs = {turn_key(k) for frame in (logs, rows, files)
+            for k in frame.select(list(_KEYS)).iter_rows()}
     if target.turn_id is not None:
         dirs.add((target.tenant, str(target.conversation_id), target.turn_id))
     plan.turn_dirs = sorted(dirs)
@@ -396,7 +312,7 @@ class DeletionRunner:
             keys = [(tenant, r["conversation_id"], r["turn_id"]) for r in changed]
             self._store.replace_where(
                 Table.TURN_LOGS, pa.Table.from_pylist(changed, schema=TURN_LOGS),
-                f"month = '{month}' AND {_turns_sql(keys)}")
+                f"month = '{month}' AND {turns_sql(keys)}")
         return len(changed)
 
     def _step_indexes(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:

@@ -1,6 +1,6 @@
-"""The retention policy applied to stored data: who an erasure targets, what a row's expiry is
-under the current policy, what of a TurnLog payload an expired role takes with it, when a
-quarantined line goes, and the audit trail of retention jobs.
+"""The retention policy applied to stored data: who an erasure targets, what a purge or erase
+plans to delete, what a row's expiry is under the current policy, what of a TurnLog payload an
+expired role takes with it, when a quarantined line goes, and the audit trail of retention jobs.
 
 Expiry follows the writers (lake/projection.py): ``ended_at + days``, where ``days`` is the
 record's own ``ttl_days`` when it set one, else the policy's TTL for (tenant, app, role);
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -22,7 +23,7 @@ import pyarrow.dataset as ds
 from lake.errors import QueryError
 from lake.refs import validate_id
 from lake.settings import Settings
-from lake.store import LakeStore
+from lake.store import LakeStore, Partition
 from lake.tables import AUDIT, Table
 
 TurnKey = tuple[str, str, str]  # (tenant, conversation_id, turn_id)
@@ -119,6 +120,101 @@ class ErasureTarget:
         """Inverse of :meth:`to_json`."""
         return cls(str(data["tenant"]), user_id=data.get("user_id"),
                    conversation_id=data.get("conversation_id"), turn_id=data.get("turn_id"))
+
+
+# -- deletion plans ------------------------------------------------------------------------
+
+CHUNK = 1000
+T = TypeVar("T")
+
+
+def in_chunks(items: Sequence[T]) -> list[Sequence[T]]:
+    """Slices of at most CHUNK items, one commit each: DataFusion overflows its stack on SQL
+    predicates with tens of thousands of ids."""
+    return [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+
+
+def turn_key(value: Iterable[Any]) -> TurnKey:
+    """A (tenant, conversation_id, turn_id) key from any three-item iterable (e.g. JSON)."""
+    t, c, tid = (str(v) for v in value)
+    return t, c, tid
+
+
+def turns_sql(turns: Iterable[TurnKey]) -> str:
+    """A SQL predicate selecting the given turns (ids are validated: no quotes)."""
+    grouped: dict[tuple[str, str], set[str]] = {}
+    for tenant, cid, tid in turns:
+        grouped.setdefault((tenant, cid), set()).add(tid)
+    return "(" + " OR ".join(
+        f"(tenant = '{t}' AND conversation_id = '{c}' AND turn_id IN "
+        f"({', '.join(repr(x) for x in sorted(tids))}))"
+        for (t, c), tids in sorted(grouped.items())) + ")"
+
+
+@dataclass
+class DeletionPlan:
+    """What one purge or erase removes: predicates derive from ``as_of`` / ``target``; the
+    listed ids are what cannot be recomputed once deletion has begun."""
+
+    job_id: str
+    kind: str  # "purge" or "erase"
+    actor: str
+    created_at: str
+    as_of: str | None = None
+    tenant: str | None = None  # purge only: restrict to one tenant
+    target: ErasureTarget | None = None
+    extra_turns: list[TurnKey] = field(default_factory=list)
+    redactions: list[tuple[str, str, str, str, list[str]]] = field(default_factory=list)
+    storage_keys: list[str] = field(default_factory=list)
+    turn_dirs: list[TurnKey] = field(default_factory=list)
+    conversation_dirs: list[tuple[str, str]] = field(default_factory=list)
+    conversations: list[tuple[str, str]] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the job would remove nothing."""
+        return not any(self.counts.values())
+
+    def describe(self) -> str:
+        """The audit row's ``target``."""
+        if self.target is not None:
+            return self.target.describe()
+        scope = f"tenant {self.tenant}" if self.tenant else "all tenants"
+        return f"expired as of {self.as_of} ({scope})"
+
+    def predicates(self, table: Table) -> list[str]:
+        """SQL predicates selecting the rows this job deletes from a table, one per commit."""
+        if self.target is not None:
+            return [self.target.sql()]
+        clause = f"expires_at <= '{self.as_of}'"
+        if self.tenant is not None:
+            clause = f"tenant = '{self.tenant}' AND {clause}"
+        if table == Table.TURN_LOGS:
+            return [clause]
+        return [clause] + [turns_sql(chunk) for chunk in in_chunks(self.extra_turns)]
+
+    def to_json(self) -> str:
+        """The manifest body."""
+        body = asdict(self)
+        body["target"] = self.target.to_json() if self.target else None
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> DeletionPlan:
+        """Parse a manifest written by :meth:`to_json`."""
+        body: dict[str, Any] = json.loads(text)
+        target = body.pop("target")
+        plan = cls(**body, target=ErasureTarget.from_json(target) if target else None)
+        plan.extra_turns = [turn_key(k) for k in plan.extra_turns]
+        plan.turn_dirs = [turn_key(k) for k in plan.turn_dirs]
+        plan.redactions = [(str(a), str(b), str(c), str(d), list(r))
+                           for a, b, c, d, r in plan.redactions]
+        plan.conversation_dirs = [(str(t), str(c)) for t, c in plan.conversation_dirs]
+        plan.conversations = [(str(t), str(c)) for t, c in plan.conversations]
+        plan.partitions = [(str(t), str(m)) for t, m in plan.partitions]
+        return plan
 
 
 # -- expiry under the current policy --------------------------------------------------------

@@ -18,22 +18,22 @@ import pyarrow.dataset as ds
 
 from lake.batches import BatchCommitter
 from lake.embedding.factory import embedder_for
-from lake.erasure import (
-    DeletionOutcome,
-    DeletionPlan,
-    DeletionRunner,
-    StepProgress,
-    in_chunks,
-    plan_erase,
-    plan_purge,
-)
+from lake.erasure import DeletionOutcome, DeletionRunner, StepProgress, plan_erase, plan_purge
 from lake.errors import IndexError_
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.index.manifest import read_current
 from lake.index.status import partition_statuses
 from lake.locks import writer_lock
-from lake.retention import AuditEntry, ErasureTarget, policy_expiry, with_record_ttl, write_audit
+from lake.retention import (
+    AuditEntry,
+    DeletionPlan,
+    ErasureTarget,
+    in_chunks,
+    policy_expiry,
+    with_record_ttl,
+    write_audit,
+)
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from lake.tables import Table
@@ -42,7 +42,7 @@ from pipeline.index_build import build_indexes
 
 PartitionProgress = Callable[[str, int, int], None]
 _ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
-_TURN = ["conversation_id", "turn_id"]
+_TURN = ("conversation_id", "turn_id")
 
 
 @dataclass
@@ -249,7 +249,7 @@ def _apply_partition(store: LakeStore, settings: Settings, part: Partition,
 def _with_new_expiry(frame: pl.DataFrame, table: Table, turns: pl.DataFrame,
                      settings: Settings) -> pl.DataFrame:
     """``frame`` with ``new_expires_at``; rows without a TurnLog keep their expiry."""
-    joined = frame.with_row_index("_order").join(turns, on=_TURN, how="left").sort("_order")
+    joined = frame.with_row_index("_order").join(turns, on=list(_TURN), how="left").sort("_order")
     value = pl.col("_turn_expires_at")
     if table == Table.CONTENT_ROWS:
         known = joined.filter(pl.col("_ended_at").is_not_null()).select(

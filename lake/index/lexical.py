@@ -73,6 +73,7 @@ _W_STEM = 1.0
 _W_RAW = 0.6
 _W_IDENT = 1.0  # per word of the identifier
 _W_CJK = 1.0
+_W_CTX = 1.0
 
 _FORMAT = 1
 _META_FILE = "turnlake_lexical.json"
@@ -103,6 +104,9 @@ class LexicalDoc:
     role: str
     user_id: str
     conversation_id: str
+    # The turn's exchange (its user and assistant texts): a low-weight field that lets a row
+    # match words its turn used elsewhere, as a person remembers the whole exchange.
+    context: str = ""
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,7 @@ def _schema() -> Schema:
     sb.add_text_field("text_raw", tokenizer_name=_TOK_RAW, index_option="position")
     sb.add_text_field("text_ident", tokenizer_name=_TOK_IDENT, index_option="freq")
     sb.add_text_field("text_cjk", tokenizer_name="whitespace", index_option="position")
+    sb.add_text_field("context_stem", tokenizer_name=_TOK_STEM, index_option="freq")
     for name in ("role", "user_id", "conversation_id"):
         sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
     return sb.build()
@@ -222,6 +227,10 @@ def _document(row: LexicalDoc, seen: set[int]) -> Document:
         document.add_text("text_raw", words)
         document.add_text("text_ident", text)
         document.add_text("text_cjk", " ".join(g for run in grams for g in run))
+        if row.context:
+            context = unicodedata.normalize("NFC", row.context)
+            document.add_text("context_stem", _without_cjk(context) if cjk_grams(context)
+                              else context)
         document.add_text("role", row.role)
         document.add_text("user_id", row.user_id)
         document.add_text("conversation_id", row.conversation_id)
@@ -307,11 +316,14 @@ class LexicalIndex:
         conversation_id: str | None = None,
         roles: Collection[str] | None = None,
         role_weights: Mapping[str, float] | None = None,
+        context: bool = True,
     ) -> list[tuple[int, float]]:
         """Return up to ``limit`` ``(doc, score)`` pairs, best first, for raw user text.
 
         ``user_id``, ``conversation_id`` and ``roles`` are exact-match filters. ``role_weights``
         overrides DEFAULT_ROLE_WEIGHTS per role (roles it omits keep their default weight).
+        ``context=False`` matches rows on their own words only (no turn-exchange field): use it
+        when the caller targets one speaker's words.
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
             raise QueryError(f"limit must be an int in [1, {MAX_LIMIT}], got {limit!r}")
@@ -328,7 +340,7 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored([value], name)))
         if roles is not None:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
-        content = self._content_query(parse_user_query(query))
+        content = self._content_query(parse_user_query(query), context=context)
         if content is None:
             return []
         scored = self._weighted(content, allowed, weights)
@@ -368,18 +380,20 @@ class LexicalIndex:
             clauses.append((Occur.Should, Query.boost_query(scoped, weight)))
         return Query.boolean_query(clauses)
 
-    def _content_query(self, parsed: ParsedQuery) -> Query | None:
+    def _content_query(self, parsed: ParsedQuery, *, context: bool = True) -> Query | None:
         should: list[Query] = []
         fields = (
             ("text_stem", self._an.stem, _W_STEM),
             ("text_raw", self._an.raw, _W_RAW),
             ("text_ident", self._an.ident, _W_IDENT),
+            ("context_stem", self._an.stem, _W_CTX),
         )
         for field, analyzer, boost in fields:
             tokens = dict.fromkeys(
                 t
                 for term in parsed.terms
                 for t in analyzer.analyze(term if field == "text_ident" else _without_cjk(term))
+                if field != "context_stem" or (context and _W_CTX > 0)
             )
             for token in list(tokens)[:MAX_FIELD_TOKENS]:
                 term = Query.term_query(self._schema, field, token)

@@ -78,6 +78,19 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
     return rows, vectors, dim
 
 
+def turn_contexts(rows: pl.DataFrame) -> list[str]:
+    """For each row, its turn's exchange: the user and assistant texts of the same turn.
+
+    Summaries, anchors, notes and attachments stay out, so a role filter still decides whether
+    those texts can match."""
+    exchange = (rows.filter(pl.col("role").is_in(["user", "assistant"]))
+                .group_by(["conversation_id", "turn_id"], maintain_order=True)
+                .agg(pl.col("text").str.join("\n").alias("context")))
+    joined = rows.select("conversation_id", "turn_id").join(
+        exchange, on=["conversation_id", "turn_id"], how="left", maintain_order="left")
+    return joined["context"].fill_null("").to_list()
+
+
 def build_partition(store: LakeStore, tenant: str, month: str, *, content_version: int,
                     logs_version: int, model: str | None,
                     exact_max_rows: int | None = None) -> PartitionManifest:
@@ -93,11 +106,13 @@ def build_partition(store: LakeStore, tenant: str, month: str, *, content_versio
                 else SemanticIndex.build(vectors, exact_max_rows=exact_max_rows)) if dim else None
     if semantic is not None:
         semantic.save(folder / "semantic")
+    contexts = turn_contexts(rows)
     LexicalIndex.build(folder / "lexical", (
-        LexicalDoc(doc=i, text=t, role=r, user_id=u, conversation_id=c)
-        for i, (t, r, u, c) in enumerate(zip(texts, rows["role"].to_list(),
-                                             rows["user_id"].to_list(),
-                                             rows["conversation_id"].to_list(), strict=True))))
+        LexicalDoc(doc=i, text=t, role=r, user_id=u, conversation_id=c, context=x)
+        for i, (t, r, u, c, x) in enumerate(zip(texts, rows["role"].to_list(),
+                                                rows["user_id"].to_list(),
+                                                rows["conversation_id"].to_list(), contexts,
+                                                strict=True))))
     TrigramIndex.build(texts).save(folder / "trigram")
     fingerprints = store.partition_fingerprints(Table.CONTENT_ROWS, content_version)
     log_prints = store.partition_fingerprints(Table.TURN_LOGS, logs_version)

@@ -1,32 +1,29 @@
 """Inverted trigram index with PostgreSQL ``pg_trgm`` semantics, one per partition.
 
-Words are maximal runs of alphanumeric characters (``str.isalnum``: letters and digits of every
-script, CJK included; ``_``, punctuation and emoji separate words).  Each word is lower-cased one
-code point at a time (one may become several), padded with two spaces in front and one behind and
-cut into ``len + 1`` trigrams ("cat" -> ``"  c", " ca", "cat", "at "``); a text's set is the union.
+Words are maximal runs of ``str.isalnum`` characters (letters and digits of any script, CJK too;
+``_``, punctuation and emoji separate words), lower-cased per code point, padded "  word " and cut
+into ``len + 1`` trigrams ("cat" -> ``"  c", " ca", "cat", "at "``); a text's set is the union.
+``similarity = |A ∩ B| / |A ∪ B|``.  ``word_similarity(q, t)`` is the greatest
+``|Q ∩ E| / (|Q| + |E| - |Q ∩ E|)`` over contiguous extents ``E`` of t's ordered trigrams (pg's
+``CALCSML``; a bare ``|Q ∩ E| / |Q|`` would always pick the whole text), computed exactly; pg's
+one-pass loop can return less when a text repeats trigrams far apart.  Also unlike pg: no 3-byte
+hashing of multi-byte trigrams (no collisions) and Unicode lower-casing instead of the DB locale.
 
-* ``similarity(a, b) = |A ∩ B| / |A ∪ B|`` (0 when either side has no trigram).
-* ``word_similarity(q, t)`` = max over contiguous extents ``E`` of ``t``'s ordered trigram sequence
-  of ``|Q ∩ E| / (|Q| + |E| - |Q ∩ E|)`` (``|E|`` distinct).  That is pg_trgm's ``CALCSML`` on the
-  extent; a bare ``|Q ∩ E| / |Q|`` would always pick the whole text.  We compute the exact maximum;
-  pg's one-pass loop can stop below it when a text repeats trigrams far apart.  Other deliberate
-  differences: pg hashes multi-byte trigrams to 3 bytes (rare collisions; we keep code points) and
-  lower-cases with the database locale (we use Unicode full case mapping without final sigma).
+Files: ``keys.npy`` (sorted int64 keys, three 21-bit code points), ``offsets.npy`` (int64 CSR),
+``postings.npy`` (int32 doc ids, ascending per key), ``doc_ntrgm.npy`` (int32 distinct trigrams
+per doc), ``text_offsets.npy`` + ``text_bytes.npy`` (UTF-8 texts, read back only to score word
+similarity exactly) and ``meta.json``.
 
-Files (``save``): ``keys.npy`` sorted int64 trigram keys (three 21-bit code points), ``offsets.npy``
-int64 CSR offsets, ``postings.npy`` int32 doc ids (ascending per key), ``doc_ntrgm.npy`` int32
-distinct trigrams per doc, ``text_offsets.npy`` + ``text_bytes.npy`` the UTF-8 texts (read back
-only to score word similarity exactly), ``meta.json``.
-
-Search uses the query's first ``MAX_QUERY_TRIGRAMS`` distinct trigrams of its first
-``MAX_QUERY_CHARS`` characters as ``Q``.  Both scores are at most ``shared / |Q|``, so a doc needs
-``need = ceil(threshold * |Q|)`` shared trigrams.  Skip rule: up to ``need - 1`` of the query's most
-frequent trigrams whose document frequency exceeds ``max(COMMON_MIN_DF, COMMON_DF_FRACTION * n)``
-are left out of counting and candidates must hit ``need - skipped >= 1`` of the rarer ones; every
-doc that can qualify is still found (the rule changes cost, never results), and the skipped lists
-are then checked for the survivors.  Similarity scores follow exactly from the counts.  Word mode
-scores texts exactly in order of ``shared / |Q|`` and stops when no remaining bound can enter the
-top ``limit``, or after ``max(EXACT_BUDGET, 4 * limit)`` texts.  Score-0 docs are never returned.
+Search: ``Q`` = first ``MAX_QUERY_TRIGRAMS`` distinct trigrams of the first ``MAX_QUERY_CHARS``
+characters.  Both scores are at most ``shared / |Q|``, so passing ``floor`` needs ``need =
+ceil(floor * |Q|)`` shared trigrams.  Common-trigram rule (lossless): only the ``|Q| - need + 1``
+rarest lists are counted (every qualifying doc is in one); the ``need - 1`` most frequent are only
+binary-searched for surviving candidates, dropping docs that can no longer reach ``need``, unless
+candidates are too many, then all lists are counted once.  Top-k: ``floor`` starts at
+``RAISED_FLOORS`` above ``threshold`` and drops only while a doc below it could still enter the
+top ``limit``.  Similarity follows from counts (only ``floor*|Q| <= |D| <= |Q|/floor`` can pass);
+word mode scores texts best bound first until no bound can enter the top ``limit`` or
+``max(EXACT_BUDGET, 4 * limit)`` texts were scored.  Docs with score 0 are never returned.
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,8 +42,6 @@ import polars as pl
 from lake.errors import IndexError_, QueryError
 
 __all__ = [
-    "COMMON_DF_FRACTION",
-    "COMMON_MIN_DF",
     "EXACT_BUDGET",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_TRIGRAMS",
@@ -67,19 +60,18 @@ Arr = npt.NDArray[Any]
 
 MAX_QUERY_CHARS = 4096
 MAX_QUERY_TRIGRAMS = 256
-COMMON_DF_FRACTION = 1 / 32
-COMMON_MIN_DF = 1024
 EXACT_BUDGET = 512
 RAISED_FLOORS = (0.8, 0.6, 0.45)
+_PROBE_RATIO = 16  # binary-search a list for candidates when that is this much cheaper per item
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
 _CELLS = 1 << 20  # positions per scoring group: bounds word-similarity memory
-_FORMAT, _VERSION = "turnlake-trigram", 1
-_DTYPES = {
-    "keys": np.int64, "offsets": np.int64, "postings": np.int32,
-    "doc_ntrgm": np.int32, "text_offsets": np.int64, "text_bytes": np.uint8,
-}  # fmt: skip
+_FORMAT = ("turnlake-trigram", 1)  # meta.json format name and version
+_FILES = (
+    ("keys", np.int64), ("offsets", np.int64), ("postings", np.int32),
+    ("doc_ntrgm", np.int32), ("text_offsets", np.int64), ("text_bytes", np.uint8),
+)  # fmt: skip
 
 
 def _distinct(a: Arr) -> Arr:
@@ -101,6 +93,27 @@ def _member(haystack: Arr, needles: Arr) -> Bool:
     pos = np.searchsorted(haystack, needles.astype(haystack.dtype, copy=False))
     found: Bool = haystack[np.minimum(pos, haystack.size - 1)] == needles
     return found
+
+
+def _count(flat: I32, n: int) -> tuple[I64, I64]:
+    """Distinct doc ids in ``flat`` (ascending) with their number of occurrences."""
+    if flat.size * 8 > n:
+        counts = np.bincount(flat, minlength=n)
+        docs = np.flatnonzero(counts)
+        return docs, counts[docs]
+    flat = np.sort(flat)
+    starts = np.flatnonzero(_run_starts(flat))
+    return flat[starts].astype(np.int64), np.diff(np.append(starts, flat.size))
+
+
+def _min_shared(floor: float, q: int) -> int:
+    """Fewest shared trigrams with which ``shared / q`` (a bound on both scores) can pass."""
+    need = max(1, int(floor * q))
+    while need < q and need / q < floor:
+        need += 1
+    while need > 1 and (need - 1) / q >= floor:
+        need -= 1
+    return need
 
 
 def _fold(texts: Sequence[str]) -> tuple[I32, Bool, I64, I64]:
@@ -177,8 +190,9 @@ def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64) -> F64:
     Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  A best extent [l, u]
     starts and ends on query trigrams ("hits"), and if ``seq[l]`` recurs at some ``nxt(l) <= u``,
     dropping ``l`` (then the non-query trigrams up to the next hit) loses nothing; so only
-    ``u < nxt(l)`` is scanned, at most one stretch per distinct query trigram over any position.  In [l, u] the distinct trigrams are the
-    positions whose previous occurrence lies before ``l``: a cumulative sum along each stretch.
+    ``u < nxt(l)`` is scanned, at most one stretch per distinct query trigram over any position.
+    In [l, u] the distinct trigrams are the positions whose previous occurrence lies before ``l``:
+    a cumulative sum along each stretch.
     """
     n_docs, q = offs.size - 1, qk.size
     best = np.zeros(n_docs)
@@ -238,51 +252,7 @@ def word_similarity(query: str, text: str) -> float:
     return float(_extent_scores(*_sequences([text]), _key_set(query))[0])
 
 
-def _min_shared(threshold: float, q: int) -> int:
-    """Fewest shared trigrams with which ``shared / q`` (a bound on both scores) can pass."""
-    need = max(1, int(threshold * q))
-    while need < q and need / q < threshold:
-        need += 1
-    while need > 1 and (need - 1) / q >= threshold:
-        need -= 1
-    return need
-
-
-def _plan_skip(df: I64, need: int, n: int, universe: int) -> int:
-    """How many of the most frequent lists (``df`` descending) to look candidates up in rather
-    than count.  Any choice up to ``need - 1`` is lossless; a rough cost model in posting
-    entries picks one, estimating candidates as if lists were independent (Poisson tail)."""
-    common = int(np.sum(df > max(COMMON_MIN_DF, COMMON_DF_FRACTION * n)))
-    costs = []
-    for skip in range(min(need - 1, common) + 1):
-        lam = float(df[skip:].sum()) / n
-        term = tail = math.exp(-lam)
-        for i in range(1, need - skip):
-            term *= lam / i
-            tail += term
-        cand = universe * max(0.0, 1.0 - tail)
-        lookups = sum(min(d + n / 8, cand * math.log2(d + 1) / 2) for d in df[:skip].tolist())
-        costs.append(float(df[skip:].sum()) + 2 * cand + lookups)
-    return int(np.argmin(costs))
-
-
-def _count(flat: I32, n: int) -> tuple[I64, I64]:
-    """Distinct doc ids in ``flat`` (ascending) with their number of occurrences."""
-    if flat.size * 8 > n:
-        counts = np.bincount(flat, minlength=n)
-        docs = np.flatnonzero(counts)
-        return docs, counts[docs]
-    flat = np.sort(flat)
-    starts = np.flatnonzero(_run_starts(flat))
-    return flat[starts].astype(np.int64), np.diff(np.append(starts, flat.size))
-
-
-@dataclass
-class _Chunk:
-    keys: I64
-    counts: I64
-    docs: I32
-    ntrgm: I64
+_Chunk = tuple[I64, I64, I32, I64]  # keys, docs per key, docs, distinct trigrams per doc
 
 
 def _chunk_postings(texts: Sequence[str], first_doc: int) -> list[_Chunk]:
@@ -303,9 +273,7 @@ def _chunk_postings(texts: Sequence[str], first_doc: int) -> list[_Chunk]:
     keys = (alphabet[top] << 42) | (alphabet[mid] << 21) | alphabet[low]
     docs = pairs - tri * n
     counts = np.diff(np.append(group, tri.size))
-    return [
-        _Chunk(keys, counts, (docs + first_doc).astype(np.int32), np.bincount(docs, minlength=n))
-    ]
+    return [(keys, counts, (docs + first_doc).astype(np.int32), np.bincount(docs, minlength=n))]
 
 
 class TrigramIndex:
@@ -317,6 +285,7 @@ class TrigramIndex:
         self._offsets: I64 = arrays["offsets"]
         self._postings: I32 = arrays["postings"]
         self._ntrgm: I32 = arrays["doc_ntrgm"]
+        self._by_length: tuple[I32, I32] | None = None  # docs by trigram count, and counts
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> TrigramIndex:
@@ -335,40 +304,33 @@ class TrigramIndex:
         chunks: list[_Chunk] = []
         for lo, hi in itertools.pairwise(bounds):
             chunks += _chunk_postings(texts[lo:hi], lo)
-        keys = _distinct(np.concatenate([np.zeros(0, np.int64)] + [c.keys for c in chunks]))
-        where = [np.searchsorted(keys, c.keys) for c in chunks]
+        keys = _distinct(np.concatenate([np.zeros(0, np.int64)] + [c[0] for c in chunks]))
+        where = [np.searchsorted(keys, c[0]) for c in chunks]
         offsets = np.zeros(keys.size + 1, np.int64)
-        for w, c in zip(where, chunks, strict=True):
-            offsets[w + 1] += c.counts
+        for w, (_, counts, _, _) in zip(where, chunks, strict=True):
+            offsets[w + 1] += counts
         np.cumsum(offsets, out=offsets)
         postings = np.empty(int(offsets[-1]), np.int32)
         fill = offsets[:-1].copy()
-        for w, c in zip(where, chunks, strict=True):  # chunks ascend, so each list stays sorted
-            run_start = np.cumsum(c.counts) - c.counts
-            postings[np.repeat(fill[w] - run_start, c.counts) + np.arange(c.docs.size)] = c.docs
-            fill[w] += c.counts
+        for w, (_, counts, docs, _) in zip(where, chunks, strict=True):  # ascending chunks
+            run_start = np.cumsum(counts) - counts
+            postings[np.repeat(fill[w] - run_start, counts) + np.arange(docs.size)] = docs
+            fill[w] += counts
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
         text_offsets = np.zeros(n + 1, np.int64)
         np.cumsum(np.fromiter(map(len, encoded), np.int64, n), out=text_offsets[1:])
-        ntrgm = np.concatenate([np.zeros(0, np.int64)] + [c.ntrgm for c in chunks])
-        return cls(
-            {
-                "keys": keys,
-                "offsets": offsets,
-                "postings": postings,
-                "doc_ntrgm": ntrgm.astype(np.int32),
-                "text_offsets": text_offsets,
-                "text_bytes": np.frombuffer(b"".join(encoded), np.uint8),
-            }
-        )
+        ntrgm = np.concatenate([np.zeros(0, np.int64)] + [c[3] for c in chunks]).astype(np.int32)
+        text_bytes = np.frombuffer(b"".join(encoded), np.uint8)
+        arrays = (keys, offsets, postings, ntrgm, text_offsets, text_bytes)
+        return cls({name: a for (name, _), a in zip(_FILES, arrays, strict=True)})
 
     def save(self, directory: Path) -> None:
         """Write the index as plain ``.npy`` arrays plus ``meta.json`` into ``directory``."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        for name in _DTYPES:
+        for name, _ in _FILES:
             np.save(directory / f"{name}.npy", np.ascontiguousarray(self._a[name]))
-        meta = {"format": _FORMAT, "version": _VERSION, "docs": len(self)}
+        meta = {"format": _FORMAT[0], "version": _FORMAT[1], "docs": len(self)}
         (directory / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
     @classmethod
@@ -379,16 +341,13 @@ class TrigramIndex:
             meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
             a = {
                 name: np.load(directory / f"{name}.npy", mmap_mode="r" if mmap else None)
-                for name in _DTYPES
+                for name, _ in _FILES
             }
         except (OSError, ValueError) as exc:
             raise IndexError_(f"trigram index at {directory} is unreadable: {exc}") from exc
-        if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != (
-            _FORMAT,
-            _VERSION,
-        ):
+        if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != _FORMAT:
             raise IndexError_(f"trigram index at {directory} has an unknown format: {meta!r}")
-        bad = [k for k, dt in _DTYPES.items() if a[k].dtype != dt or a[k].ndim != 1]
+        bad = [k for k, dt in _FILES if a[k].dtype != dt or a[k].ndim != 1]
         n = a["doc_ntrgm"].size
         if (
             bad
@@ -434,21 +393,24 @@ class TrigramIndex:
         qk = np.array(sorted(list(dict.fromkeys(seq))[:MAX_QUERY_TRIGRAMS]), np.int64)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
-        q, cache = qk.size, dict[int, float]()
-        # Top-k by rising floors: a higher floor needs more shared trigrams, so far fewer
-        # candidates.  Stop once the k-th result beats every doc below the floor, or once the
-        # exact-scoring budget is spent (a lower floor only adds candidates ranked after those).
+        q, cache, memo = qk.size, dict[int, float](), dict[str, Any]()
+        top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
         for floor in [f for f in RAISED_FLOORS if f > threshold] + [float(threshold)]:
             need = _min_shared(floor, q)
-            docs, shared = self._candidates(qk, need, scope)
             if mode == "word":
-                top, complete = self._rank_exact(qk, docs, shared, float(threshold), limit, cache)
+                docs, shared = self._candidates(qk, need, scope, memo)
+                top, final = self._rank_exact(qk, docs, shared, float(threshold), limit, cache)
             else:
+                narrow = self._length_scope(q, floor, scope)
+                docs, shared = self._candidates(qk, need, narrow, memo)
                 scores = shared / (q + self._ntrgm[docs].astype(np.int64) - shared)
                 keep = np.flatnonzero(scores >= threshold)
                 keep = keep[np.argsort(-scores[keep], kind="stable")[:limit]]  # docs ascend
-                top, complete = list(zip((-scores[keep]).tolist(), docs[keep].tolist())), True
-            if not complete or len(top) >= limit and top[limit - 1] < (-(need - 1) / q, -1):
+                top = list(zip((-scores[keep]).tolist(), docs[keep].tolist(), strict=True))
+                final = True
+            # below the floor every doc scores under (need - 1) / q; budget spent: lower floors
+            # only add candidates that would be ranked after the ones already scored
+            if not final or (len(top) >= limit and top[limit - 1] < (-(need - 1) / q, -1)):
                 break
         return [(d, -s) for s, d in top]
 
@@ -463,40 +425,71 @@ class TrigramIndex:
         a = a.astype(np.int64)
         return a if bool(np.all(a[1:] > a[:-1])) else _distinct(a)
 
-    def _candidates(self, qk: I64, need: int, scope: I64 | None) -> tuple[I64, I64]:
-        """Docs (ascending) sharing at least ``need`` query trigrams, with their exact counts."""
+    def _length_scope(self, q: int, floor: float, scope: I64 | None) -> I64 | None:
+        """Narrow the scope to docs whose trigram count lets similarity reach ``floor``."""
+        if floor <= 0:
+            return scope
+        if self._by_length is None:
+            order = np.argsort(self._ntrgm, kind="stable").astype(np.int32)
+            self._by_length = order, self._ntrgm[order]
+        order, lengths = self._by_length
+        # similarity <= min(q, |D|) / max(q, |D|); the slack guards float rounding
+        lo, hi = np.searchsorted(lengths, [floor * q * (1 - 1e-9), q / floor * (1 + 1e-9)])
+        if hi - lo > len(self) // 2:
+            return scope
+        docs = np.sort(order[lo:hi]).astype(np.int64)
+        return docs if scope is None else docs[_member(scope, docs)]
+
+    def _candidates(
+        self, qk: I64, need: int, scope: I64 | None, memo: dict[str, Any]
+    ) -> tuple[I64, I64]:
+        """Docs (ascending) sharing at least ``need`` query trigrams, with their exact counts.
+
+        ``memo`` carries the posting lists (rarest first) and any full count across floors."""
         n = len(self)
-        slot = np.searchsorted(self._keys, qk)[_member(self._keys, qk)]
-        if slot.size < need:
+        if "lists" not in memo:
+            slot = np.searchsorted(self._keys, qk)[_member(self._keys, qk)]
+            lo, hi = self._offsets[slot], self._offsets[slot + 1]
+            memo["lists"] = [self._postings[lo[t] : hi[t]] for t in np.argsort(hi - lo)]
+        lists: list[I32] = memo["lists"]
+        m = len(lists)
+        if m < need or (scope is not None and scope.size == 0):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        lo, hi = self._offsets[slot], self._offsets[slot + 1]
-        by_df = np.argsort(lo - hi, kind="stable")  # most frequent first
-        lists = [self._postings[lo[t] : hi[t]] for t in by_df.tolist()]
-        n_skip = _plan_skip((hi - lo)[by_df], need, n, n if scope is None else scope.size)
-        cap = n if scope is None else 64 * scope.size  # longer lists: probe the scope into them
-        docs, shared = _count(np.concatenate([p for p in lists[n_skip:] if p.size <= cap]), n)
-        if scope is not None:
-            pos = np.minimum(np.searchsorted(docs, scope), max(docs.size - 1, 0))
-            shared = np.where(docs[pos] == scope, shared[pos], 0) if docs.size else scope * 0
-            docs = scope
-            for p in lists[n_skip:]:
-                if p.size > cap:
-                    shared += _member(p, scope)
-        keep = shared >= need - n_skip
-        docs, shared = docs[keep], shared[keep]
-        for p in lists[:n_skip]:
-            if docs.size * 16 < p.size:
-                shared += _member(p, docs)
+        counted = m - need + 1  # every doc with `need` of the m lists is in one of these
+        head = sum(p.size for p in lists[:counted])
+        if scope is not None and scope.size * _PROBE_RATIO < head:
+            docs, shared, counted = scope, np.zeros(scope.size, np.int64), 0
+        elif "full" in memo or min(head, n) * _PROBE_RATIO > sum(p.size for p in lists[counted:]):
+            # too many candidates to look up one by one: count every list once, reuse below
+            if "full" not in memo:
+                memo["full"] = np.bincount(np.concatenate(lists), minlength=n)
+            full: I64 = memo["full"]
+            docs = np.flatnonzero(full >= need) if scope is None else scope[full[scope] >= need]
+            return docs, full[docs]
+        else:
+            docs, shared = _count(np.concatenate(lists[:counted]), n)
+            if scope is not None:
+                inside = _member(scope, docs)
+                docs, shared = docs[inside], shared[inside]
+        for i in range(counted, m):  # the frequent lists, rarest first, only for candidates
+            keep = shared + (m - i) >= need
+            docs, shared = docs[keep], shared[keep]
+            if docs.size == 0:
+                break
+            if docs.size * _PROBE_RATIO < lists[i].size + n // 16:
+                shared = shared + _member(lists[i], docs)
             else:
                 mark = np.zeros(n, np.bool_)
-                mark[p] = True
-                shared += mark[docs]
+                mark[lists[i]] = True
+                shared = shared + mark[docs]
         keep = shared >= need
         return docs[keep], shared[keep]
 
     def _texts(self, docs: list[int]) -> list[str]:
-        offs, raw = self._a["text_offsets"], self._a["text_bytes"]
-        return [raw[offs[d] : offs[d + 1]].tobytes().decode("utf-8", "surrogatepass") for d in docs]
+        offsets, at = self._a["text_offsets"], np.array(docs, np.int64)
+        spans = zip(offsets[at].tolist(), offsets[at + 1].tolist(), strict=True)
+        raw = self._a["text_bytes"].data  # a memoryview: slicing a memmap per doc is 10x slower
+        return [str(raw[a:b], "utf-8", "surrogatepass") for a, b in spans]
 
     def _rank_exact(
         self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int, cache: dict[int, float]
@@ -511,13 +504,13 @@ class TrigramIndex:
         pick = np.flatnonzero(shared >= fewest)
         pick = pick[np.argsort(-shared[pick], kind="stable")[:budget]]
         ids, bound = docs[pick].tolist(), (shared[pick] / qk.size).tolist()
-        top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
+        top: list[tuple[float, int]] = []
         start, batch = 0, max(64, limit)
         while start < len(ids):
             todo = [d for d in ids[start : start + batch] if d not in cache]
             scores = _extent_scores(*_sequences(self._texts(todo)), qk).tolist()
             cache.update(zip(todo, scores, strict=True))
-            for doc, most in zip(ids[start : start + batch], bound[start : start + batch]):
+            for doc, most in zip(ids[start:], bound[start : start + batch], strict=False):
                 if len(top) >= limit and top[limit - 1] < (-most, doc):
                     return top, True
                 if cache[doc] >= threshold:

@@ -29,7 +29,8 @@ from lake.search.request import (
     SearchResult,
 )
 from lake.store import LakeStore
-from lake.tables import ROLES
+from lake.tables import ROLES, Table
+from lake.timelines import conversation_filter
 
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
@@ -84,7 +85,7 @@ class SearchService:
                 lists[name].extend(found)
         timings["generate"] = _ms(t)
         t = time.perf_counter()
-        hits = self._fuse(lists, request, as_of)
+        hits = self._fuse(lists, request, as_of, set(stale))
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings)
@@ -167,7 +168,8 @@ class SearchService:
             # are checked against the allowed set afterwards, so over-fetch a little.
             found = part.lexical.search(query, limit=depth * 2, user_id=scope.user_id,
                                         conversation_id=scope.conversation_id,
-                                        roles=request.roles)
+                                        roles=request.roles,
+                                        context={"user", "assistant"} <= set(request.roles))
             in_scope = set(allowed[np.isin(allowed, [d for d, _ in found])].tolist()) \
                 if found else set()
             out["lexical"] = [_Candidate(part, d, s) for d, s in found if d in in_scope][:depth]
@@ -178,7 +180,7 @@ class SearchService:
         return out
 
     def _fuse(self, lists: dict[str, list[_Candidate]], request: SearchRequest,
-              as_of: datetime) -> list[Hit]:
+              as_of: datetime, stale: set[str]) -> list[Hit]:
         ranked: dict[str, list[RankedRow]] = {}
         by_row: dict[str, _Candidate] = {}
         for name, candidates in lists.items():
@@ -208,6 +210,15 @@ class SearchService:
             lift = recency_lift(age_s, half_life_s, request.recency_weight)
             scored.append((turn.rrf * lift, turn, best, lift))
         scored.sort(key=lambda item: (-item[0], item[1].turn_key))
+        if stale:
+            # A stale index may still hold turns purged or erased since it was built: keep
+            # only those whose TurnLog is live now.
+            suspects = {(s[2].part.manifest.tenant, s[1].turn_key[0]) for s in scored
+                        if f"{s[2].part.manifest.tenant}/{s[2].part.manifest.month}" in stale}
+            live = self._live_turns(suspects, as_of) if suspects else set()
+            scored = [s for s in scored
+                      if f"{s[2].part.manifest.tenant}/{s[2].part.manifest.month}" not in stale
+                      or (s[2].part.manifest.tenant, *s[1].turn_key) in live]
         cap = _per_conversation_cap(request)
         per_conv: dict[str, int] = {}
         hits: list[Hit] = []
@@ -221,6 +232,16 @@ class SearchService:
             if len(hits) >= request.k:
                 break
         return hits
+
+    def _live_turns(self, conversations: set[tuple[str, str]],
+                    as_of: datetime) -> set[tuple[str, str, str]]:
+        logs = self.store.read(Table.TURN_LOGS,
+                               columns=["tenant", "conversation_id", "turn_id", "expires_at"],
+                               filter=conversation_filter(conversations))
+        return {(t, c, u) for t, c, u, e in zip(
+            logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
+            logs["turn_id"].to_pylist(), logs["expires_at"].to_pylist(), strict=True)
+            if e > as_of}
 
     def _hit(self, turn_key: tuple[str, str], best: _Candidate,
              gen_hits: Mapping[str, GeneratorHit], rrf: float, lift: float, final: float,

@@ -14,10 +14,11 @@ import pyarrow.dataset as ds
 import pytest
 from factories import make_record, rich_record, write_jsonl
 
-from lake.erasure import DeletionPlan, DeletionRunner, plan_erase, plan_purge
+from lake.erasure import DeletionRunner, plan_erase, plan_purge
 from lake.errors import QueryError, RefError
 from lake.retention import (
     AuditEntry,
+    DeletionPlan,
     ErasureTarget,
     policy_expiry,
     quarantine_expiry,

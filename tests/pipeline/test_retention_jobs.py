@@ -25,6 +25,7 @@ from lake.embedding.hashing import HashingEmbedder
 from lake.erasure import STEPS
 from lake.errors import QueryError, RefExpired, RefNotFound
 from lake.faults import Faults
+from lake.index.status import partition_statuses
 from lake.retention import ErasureTarget, read_audit
 from lake.search.access import Principal, Scope
 from lake.search.catalog import TurnCatalog
@@ -201,6 +202,8 @@ def test_erased_turn_leaves_no_trace_and_nothing_else_changes(settings: Settings
         "erase", "dpo", "acme", "turn c-1/t-0002")
     assert audit.counts["content_rows"] == report.plan.counts["content_rows"] > 0
     assert not list((settings.lake / "_retention").glob("*.json"))
+    statuses = partition_statuses(LakeStore(settings.lake)).values()
+    assert {s.freshness for s in statuses} == {"fresh"}  # no search warns of a stale index
 
 
 def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) -> None:
@@ -220,13 +223,20 @@ def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) ->
     assert [c.conversation_id for c in TurnCatalog(store).conversations(ANALYST)] == ["c-ben"]
 
 
-def test_erase_conversation_and_clear_input_errors(settings: Settings) -> None:
+def test_erase_conversation_and_clear_input_errors(settings: Settings, tmp_path: Path) -> None:
     report = erase(settings, ErasureTarget.parse("acme", conversation="c-1"), actor="dpo",
                    dry_run=True)
     assert report.plan.counts["turn_logs"] == 4 and report.outcome is None
     erase(settings, ErasureTarget.parse("acme", conversation="c-1"), actor="dpo")
     assert _turns(settings) == {"u-ana": 2, "u-ben": 2}
     assert not (settings.lake / "objects" / "acme" / "c-1").exists()
+    # A partition left without rows loses its index instead of keeping the erased rows.
+    run_ingest(settings, [write_jsonl(tmp_path / "globex.jsonl", [
+        _turn(50, tenant="globex", conversation="c-g", prompt="globex only")])])
+    assert (settings.lake / "indexes" / "globex").exists()
+    erase(settings, ErasureTarget.parse("globex", conversation="c-g"), actor="dpo")
+    assert list((settings.lake / "indexes" / "globex").rglob("*")) == []
+    assert "globex" not in {p[0] for p in partition_statuses(LakeStore(settings.lake))}
     with pytest.raises(QueryError, match="exactly one"):
         ErasureTarget.parse("acme", user="u-ana", turn="c-1/t-0001")
     with pytest.raises(QueryError, match="CONVERSATION/TURN"):

@@ -241,3 +241,14 @@ def test_build_rejects_duplicate_doc_ids(tmp_path: Path) -> None:
 def test_bad_limit_raises(index: LexicalIndex, limit: int) -> None:
     with pytest.raises(QueryError):
         index.search("openpyxl", limit=limit)
+
+
+def test_turn_context_field_matches_the_exchange_and_can_be_switched_off(tmp_path: Path) -> None:
+    docs = [
+        LexicalDoc(0, "can you check it again", "user", "u1", "c1",
+                   context="can you check it again\nthe ingress timeout was too short"),
+        LexicalDoc(1, "nothing about that here", "user", "u1", "c2", context="other words"),
+    ]
+    index = LexicalIndex.build(tmp_path / "ctx", docs)
+    assert [d for d, _ in index.search("ingress timeout")] == [0]
+    assert index.search("ingress timeout", context=False) == []

@@ -14,6 +14,7 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.jobs import run_ingest
 
 AS_OF = BASE_TIME + timedelta(days=1)
@@ -193,3 +194,13 @@ def test_embedding_failure_keeps_text_search(hashing_settings: Settings,
 def test_as_of_defaults_to_now(service: SearchService) -> None:
     result = service.search(SearchRequest("deploy", ANA))
     assert all(h.turn_at < datetime.now(UTC) for h in result.hits)
+
+
+def test_stale_index_never_returns_a_deleted_turn(lake: Settings, service: SearchService) -> None:
+    store = LakeStore(lake.lake)
+    assert _search(service, "CrashLoopBackOff")[0] == ("c-deploy", "t-0002")
+    # Delete the TurnLog behind the index's back (as an erase does before it rebuilds).
+    store.delete(Table.TURN_LOGS, "conversation_id = 'c-deploy' AND turn_id = 't-0002'")
+    result = service.search(SearchRequest("CrashLoopBackOff", ANA, as_of=AS_OF))
+    assert result.stale_partitions == ["acme/2026-03"]
+    assert ("c-deploy", "t-0002") not in [(h.conversation_id, h.turn_id) for h in result.hits]

@@ -1,0 +1,1 @@
+"""Side-by-side benchmark of turnlake, LanceDB and Postgres (pgvector + tsvector + pg_trgm)."""
