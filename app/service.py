@@ -21,6 +21,7 @@ from lake import analytics
 from lake.embedding.factory import embedder_for
 from lake.errors import AccessDenied, RefError
 from lake.index.manifest import list_partitions, read_current
+from lake.retention import AuditEntry, read_audit
 from lake.search.catalog import CatalogTurn, ConversationEntry, TurnCatalog
 from lake.search.materialize import FileCard, TurnMaterializer
 from lake.search.service import SearchService
@@ -173,15 +174,30 @@ class Workbench:
 
 
 def purge_runner(workbench: Workbench) -> PurgeRunner | None:
-    """The seam where the retention purge will be wired in.
+    """The purge action of the Retention page: purge the viewer's tenant as of an instant.
 
-    The purge itself belongs to the retention pipeline, which does not exist yet; until it
-    does, this returns None and the Retention page shows the read-only preview only. Once it
-    lands, return a callable that purges what :func:`lake.analytics.purge_preview` counts (as
-    of the given instant, for the viewer's tenant) and reports what went.
+    Only analysts may purge (None for a user view). The purge itself is the retention
+    pipeline's job (writer lock, crash-safe steps, index rebuilds, vacuum, audit row).
     """
-    del workbench  # the runner will need the workbench's settings and store
-    return None
+    from pipeline.retention import purge
+
+    def run(viewer: Viewer, as_of: datetime) -> list[analytics.PurgeCount]:
+        if not viewer.is_analyst:
+            raise AccessDenied("only an analyst of the tenant may purge")
+        report = purge(workbench.settings, as_of=as_of, tenant=viewer.tenant,
+                       actor=f"workbench analyst of {viewer.tenant}")
+        deleted = report.outcome.deleted if report.outcome else {}
+        return [analytics.PurgeCount(table=t, rows=int(n), bytes=None)
+                for t, n in sorted(deleted.items())]
+
+    return run
+
+
+def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[AuditEntry]:
+    """The tenant's retention audit rows, newest first (analysts only; users see none)."""
+    if not viewer.is_analyst:
+        return []
+    return [e for e in read_audit(workbench.store) if e.tenant in (viewer.tenant, None)][:limit]
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

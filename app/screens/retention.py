@@ -9,7 +9,7 @@ import streamlit as st
 from app.components import charts
 from app.components.identity import page_context
 from app.components.text import human_bytes
-from app.service import purge_runner
+from app.service import audit_log, purge_runner
 
 ctx = page_context()
 wb, viewer = ctx.workbench, ctx.viewer
@@ -65,10 +65,27 @@ st.dataframe(pl.DataFrame({"table": [p.table for p in data.purge],
                            "bytes": [p.bytes for p in data.purge]},
                           schema_overrides={"bytes": pl.Int64}), hide_index=True)
 runner = purge_runner(wb)
-if runner is None:
-    st.button("Purge expired rows", disabled=True,
-              help="The purge arrives with the retention pipeline; this is a preview only.")
-    st.caption("Read-only preview: counts of rows whose `expires_at` has passed.")
-elif viewer.is_analyst and st.button("Purge expired rows", type="primary"):
-    done = runner(viewer, data.as_of)
-    st.success("Purged " + ", ".join(f"{p.rows} {p.table}" for p in done))
+if runner is None or not viewer.is_analyst:
+    st.caption("Purging is for analysts of the tenant; a user view shows the preview only.")
+else:
+    total = sum(p.rows for p in data.purge)
+    confirm = st.checkbox(f"I understand: purge deletes these {total:,} rows of tenant "
+                          f"{viewer.tenant} for good (tables, files, indexes, old data files).",
+                          disabled=total == 0)
+    if st.button("Purge expired rows", type="primary", disabled=not confirm):
+        with st.spinner("Purging, rebuilding indexes and vacuuming ..."):
+            done = runner(viewer, data.as_of)
+        st.success("Purged " + (", ".join(f"{p.rows} {p.table}" for p in done if p.rows)
+                                or "nothing (already gone)"))
+
+st.subheader("Audit log")
+entries = audit_log(wb, viewer)
+if not entries:
+    st.caption("No purge or erase has run for this tenant yet.")
+else:
+    st.dataframe(pl.DataFrame({
+        "at": [e.at for e in entries], "action": [e.action for e in entries],
+        "actor": [e.actor for e in entries], "target": [e.target for e in entries],
+        "counts": [", ".join(f"{k}: {v}" for k, v in sorted(e.counts.items())
+                             if isinstance(v, int) and v) for e in entries]}),
+        hide_index=True)

@@ -216,3 +216,29 @@ def test_tenants_come_from_the_setting(seeded: SeededLake,
     monkeypatch.setenv("TURNLAKE_TENANTS", "bad tenant!")
     at.run()
     assert any("invalid tenant" in e.value for e in at.error)
+
+
+def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from factories import make_record, write_jsonl
+
+    from pipeline.jobs import run_ingest
+
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    old = datetime.now(UTC) - timedelta(days=10)
+    run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", [
+        make_record(0, at=old, ttl_days=1), make_record(1, at=old)])])
+    at = _app(settings.lake, monkeypatch)
+    at.switch_page("screens/retention.py").run()
+    purge = next(b for b in at.button if b.label == "Purge expired rows")
+    assert purge.disabled  # no confirmation yet
+    next(c for c in at.checkbox if c.label.startswith("I understand")).check().run()
+    next(b for b in at.button if b.label == "Purge expired rows").click().run()
+    assert any("Purged" in s.value for s in at.success)
+    assert not at.exception
+    from lake.retention import read_audit
+    from lake.store import LakeStore
+
+    assert [e.action for e in read_audit(LakeStore(settings.lake))] == ["purge"]
