@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -33,6 +35,43 @@ EventType = Literal["prompt", "followup", "steer"]
 Writer = Literal["minimal", "rich"]
 StepStatus = Literal["started", "completed", "failed"]
 
+# Every instant must convert to UTC and take the longest TTL (100 years) without leaving
+# Python's datetime range; outside it the projection would crash the whole batch.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+INT64_MAX = 2**63 - 1
+
+
+def _in_range(value: datetime) -> datetime:
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc < LATEST:
+        raise ValueError(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} UTC")
+    return value
+
+
+def _fits_int64(value: int) -> int:
+    # Counts land in int64 columns; a bigger one would fail the batch's Arrow conversion.
+    if value > INT64_MAX:
+        raise ValueError(f"must be at most {INT64_MAX}")
+    return value
+
+
+def _json_storable(value: dict[str, Any]) -> dict[str, Any]:
+    # Event data is stored as JSON by orjson, which refuses integers beyond 64 bits.
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        raise ValueError(f"cannot be stored as JSON: {exc}") from None
+    return value
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(_in_range)]
+Count = Annotated[int, Field(ge=0), AfterValidator(_fits_int64)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_storable)]
+
 
 class _Model(BaseModel):
     # Unknown fields are refused so that a misspelt field is reported instead of silently lost.
@@ -45,15 +84,15 @@ class Submission(_Model):
     text: str
     event_type: EventType
     batch: int = Field(ge=0, le=2**31 - 1)
-    arrived_at: AwareDatetime
+    arrived_at: Instant
 
 
 class ContextEvent(_Model):
     """A user context event (page opened, selection made, ...) that arrived with the turn."""
 
     kind: str = Field(min_length=1)
-    at: AwareDatetime
-    data: dict[str, Any] = Field(default_factory=dict)
+    at: Instant
+    data: JsonObject = Field(default_factory=dict)
 
 
 class Attachment(_Model):
@@ -61,7 +100,7 @@ class Attachment(_Model):
 
     name: str = Field(min_length=1)
     mime: str
-    size: int = Field(ge=0)
+    size: Count
     ref: str | None = None
     text: str | None = None
 
@@ -71,7 +110,7 @@ class Step(_Model):
 
     name: str = Field(min_length=1)
     status: StepStatus
-    at: AwareDatetime
+    at: Instant
     detail: str | None = None
 
 
@@ -116,7 +155,7 @@ class Completion(_Model):
     """The one final assistant answer of the turn."""
 
     text: str
-    at: AwareDatetime
+    at: Instant
 
 
 class Citation(_Model):
@@ -131,17 +170,17 @@ class LiveEvent(_Model):
     """A recorded live event (chat.step, badges, panels) kept for replay."""
 
     type: str = Field(min_length=1)
-    at: AwareDatetime
-    data: dict[str, Any] = Field(default_factory=dict)
+    at: Instant
+    data: JsonObject = Field(default_factory=dict)
 
 
 class Usage(_Model):
     """Token and cost accounting of the turn."""
 
-    tokens_in: int = Field(ge=0)
-    tokens_out: int = Field(ge=0)
+    tokens_in: Count
+    tokens_out: Count
     cost_usd: float | None = Field(default=None, ge=0)
-    duration_ms: int | None = Field(default=None, ge=0)
+    duration_ms: Count | None = None
 
 
 class Feedback(_Model):
@@ -162,8 +201,8 @@ class TurnRecord(_Model):
     conversation_id: Id
     turn_id: Id
     writer: Writer
-    started_at: AwareDatetime
-    ended_at: AwareDatetime
+    started_at: Instant
+    ended_at: Instant
     conversation_title: str | None = None
     submissions: list[Submission] = Field(min_length=1)
     context_events: list[ContextEvent] = Field(default_factory=list)

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lake.index.manifest import PartitionManifest, list_partitions, read_current
+from lake.index.manifest import (
+    CURRENT_FILE,
+    PartitionManifest,
+    list_partitions,
+    partition_dir,
+    read_current,
+)
 from lake.store import LakeStore
 from lake.tables import Table
 
@@ -38,18 +44,31 @@ class StatusCache:
 
     def __init__(self, store: LakeStore) -> None:
         self._store = store
-        self._key: tuple[int | None, int | None, tuple[tuple[str, str], ...]] | None = None
+        self._key: tuple[int | None, int | None, tuple[tuple[str, str, int], ...]] | None = None
         self._value: dict[tuple[str, str], PartitionStatus] = {}
 
     def get(self) -> dict[tuple[str, str], PartitionStatus]:
         """Statuses by (tenant, month)."""
         key = (self._store.latest_version(Table.CONTENT_ROWS),
                self._store.latest_version(Table.TURN_LOGS),
-               tuple(list_partitions(self._store.root)))
+               tuple(_pointer_stamps(self._store)))
         if key != self._key:
             self._value = partition_statuses(self._store)
             self._key = key
         return self._value
+
+
+def _pointer_stamps(store: LakeStore) -> list[tuple[str, str, int]]:
+    """Each indexed partition with the modification time of its live-build pointer, so a
+    rebuild (which replaces the pointer) invalidates cached statuses."""
+    stamps = []
+    for tenant, month in list_partitions(store.root):
+        pointer = partition_dir(store.root, tenant, month) / CURRENT_FILE
+        try:
+            stamps.append((tenant, month, pointer.stat().st_mtime_ns))
+        except FileNotFoundError:
+            continue
+    return stamps
 
 
 def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatus]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
-from lake.index.manifest import read_current
+from lake.index.manifest import PartitionManifest, partition_dir
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
@@ -126,20 +126,16 @@ class SearchService:
                 continue
             if status.freshness == "stale":
                 stale.append(status.name)
-            opened = self._partition(t, month)
-            if opened is not None:
-                parts.append(opened)
+            if status.manifest is not None:
+                parts.append(self._partition(status.manifest))
         return parts, stale, unindexed
 
-    def _partition(self, tenant: str, month: str) -> PartitionIndex | None:
-        current = read_current(self.store.root, tenant, month)
-        if current is None:
-            return None
-        folder, manifest = current
-        key = f"{tenant}/{month}"
+    def _partition(self, manifest: PartitionManifest) -> PartitionIndex:
+        key = f"{manifest.tenant}/{manifest.month}"
         cached = self._open.get(key)
         if cached is None or cached.manifest.build_id != manifest.build_id:
-            cached = PartitionIndex(folder, manifest)
+            folder = partition_dir(self.store.root, manifest.tenant, manifest.month)
+            cached = PartitionIndex(folder / manifest.build_id, manifest)
             self._open[key] = cached
         return cached
 

@@ -204,3 +204,13 @@ def test_stale_index_never_returns_a_deleted_turn(lake: Settings, service: Searc
     result = service.search(SearchRequest("CrashLoopBackOff", ANA, as_of=AS_OF))
     assert result.stale_partitions == ["acme/2026-03"]
     assert ("c-deploy", "t-0002") not in [(h.conversation_id, h.turn_id) for h in result.hits]
+
+
+def test_service_follows_index_rebuilds(lake: Settings, service: SearchService,
+                                        tmp_path: Path) -> None:
+    from pipeline.index_build import build_indexes
+
+    before = service.search(SearchRequest("deploy", ANA, as_of=AS_OF)).hits
+    build_indexes(LakeStore(lake.lake), model="hashing-64", full=True)
+    after = service.search(SearchRequest("deploy", ANA, as_of=AS_OF)).hits
+    assert [(h.turn_id, h.score) for h in before] == [(h.turn_id, h.score) for h in after]
