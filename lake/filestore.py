@@ -20,6 +20,7 @@ class FileStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root) / "objects"
+        self._made: set[Path] = set()  # folders this instance created (mkdir is costly)
 
     def key_for(self, tenant: str, conversation_id: str, turn_id: str, path: str) -> str:
         """The storage key of a hosted file (``path`` is ``files/<relative path>``)."""
@@ -36,7 +37,9 @@ class FileStore:
         :meth:`sync` once after many puts, which is far cheaper than one fsync per file.
         """
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent not in self._made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(target.parent)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as fh:

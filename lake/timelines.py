@@ -6,7 +6,6 @@ a crash between the TurnLog commit and the timeline commit is repaired by refres
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -72,27 +71,26 @@ def sql_conversations(conversations: Iterable[tuple[str, str]]) -> str:
 
 
 def _timeline_rows(logs: pl.DataFrame) -> pa.Table:
-    now = datetime.now(UTC)
-    columns: dict[str, list[object]] = {name: [] for name in TIMELINES.names}
     if logs.height == 0:
-        return pa.Table.from_pydict(columns, schema=TIMELINES)
+        return TIMELINES.empty_table()
     ordered = logs.sort(["tenant", "conversation_id", "started_at", "turn_id"])
-    for (tenant, cid), group in ordered.group_by(["tenant", "conversation_id"],
-                                                 maintain_order=True):
-        first, last = group.row(0, named=True), group.row(group.height - 1, named=True)
-        titles = [t for t in group["title"].to_list() if t]
-        blocks: list[object] = []
-        for raw in group["blocks"].to_list():
-            if raw and raw != "[]":
-                blocks.extend(json.loads(raw))
-        for name, value in (
-            ("tenant", tenant), ("conversation_id", cid), ("schema", TIMELINE_SCHEMA_ID),
-            ("app", first["app"]), ("agent", first["agent"]), ("user_id", first["user_id"]),
-            ("title", titles[-1] if titles else None), ("started_at", first["started_at"]),
-            ("last_activity_at", group["ended_at"].max()), ("last_turn_id", last["turn_id"]),
-            ("turn_count", group.height),
-            ("blocks", json.dumps(blocks, separators=(",", ":"))),
-            ("expires_at", group["expires_at"].max()), ("updated_at", now),
-        ):
-            columns[name].append(value)
-    return pa.Table.from_pydict(columns, schema=TIMELINES)
+    # Blocks are JSON arrays per turn; a conversation's list is their concatenation in order.
+    inner = pl.col("blocks").str.strip_prefix("[").str.strip_suffix("]")
+    grouped = (ordered.with_columns(inner.alias("_blocks"))
+               .group_by(["tenant", "conversation_id"], maintain_order=True)
+               .agg(pl.col("app").first(), pl.col("agent").first(),
+                    pl.col("user_id").first(),
+                    pl.col("title").drop_nulls().filter(pl.col("title").drop_nulls() != "")
+                    .last().alias("title"),
+                    pl.col("started_at").first(),
+                    pl.col("ended_at").max().alias("last_activity_at"),
+                    pl.col("turn_id").last().alias("last_turn_id"),
+                    pl.len().cast(pl.Int32).alias("turn_count"),
+                    pl.col("_blocks").filter(pl.col("_blocks") != "").str.join(",")
+                    .alias("_joined"),
+                    pl.col("expires_at").max()))
+    frame = grouped.with_columns(
+        pl.lit(TIMELINE_SCHEMA_ID).alias("schema"),
+        (pl.lit("[") + pl.col("_joined").fill_null("") + pl.lit("]")).alias("blocks"),
+        pl.lit(datetime.now(UTC)).dt.cast_time_unit("us").alias("updated_at"))
+    return frame.select(TIMELINES.names).to_arrow().cast(TIMELINES)
