@@ -1,7 +1,9 @@
-"""The lake's writer lock: table-mutating jobs (ingest, backfill, purge, erase) run one at a time.
+"""The lake's locks: table-mutating jobs (ingest, backfill, purge, erase) run one at a time, and
+so do index builds.
 
-An advisory ``flock`` on ``<lake>/_locks/writer.lock``: the kernel releases it when the holder
-dies, so a crashed job never leaves the lake locked. Readers never take it.
+Advisory ``flock`` s on ``<lake>/_locks/writer.lock`` and ``<lake>/_locks/index.lock``: the
+kernel releases them when the holder dies, so a crashed job never leaves the lake locked.
+Readers never take them.
 """
 
 from __future__ import annotations
@@ -19,9 +21,27 @@ from lake.errors import ConcurrentWriteError
 @contextmanager
 def writer_lock(root: Path, *, timeout_s: float = 600.0, job: str = "writer") -> Iterator[None]:
     """Hold the lake's writer lock, waiting up to ``timeout_s`` for another writer to finish."""
+    with _flock(root, "writer.lock", timeout_s=timeout_s, job=job, what="written"):
+        yield
+
+
+@contextmanager
+def index_lock(root: Path, *, timeout_s: float = 600.0,
+               job: str = "turnlake index build") -> Iterator[None]:
+    """Hold the lake's index-build lock, waiting up to ``timeout_s`` for another build.
+
+    Two builds of one partition at once would each publish and then delete the other's build
+    folder, possibly while it is still being written.
+    """
+    with _flock(root, "index.lock", timeout_s=timeout_s, job=job, what="indexed"):
+        yield
+
+
+@contextmanager
+def _flock(root: Path, name: str, *, timeout_s: float, job: str, what: str) -> Iterator[None]:
     lock_dir = Path(root) / "_locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    path = lock_dir / "writer.lock"
+    path = lock_dir / name
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout_s
@@ -33,7 +53,7 @@ def writer_lock(root: Path, *, timeout_s: float = 600.0, job: str = "writer") ->
                 if time.monotonic() >= deadline:
                     holder = path.read_text(errors="replace").strip() or "another process"
                     raise ConcurrentWriteError(
-                        f"{job}: the lake at {root} is being written by {holder}; "
+                        f"{job}: the lake at {root} is being {what} by {holder}; "
                         f"gave up after {timeout_s:.0f}s, re-run when it has finished"
                     ) from None
                 time.sleep(0.05)

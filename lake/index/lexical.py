@@ -355,6 +355,18 @@ class LexicalIndex:
             results.append((doc, float(score)))
         return results
 
+    def term_stats(self, query: str) -> tuple[int, list[int]]:
+        """(documents in the index, document frequency of each stemmed query word).
+
+        Lets a caller that merges several partitions' BM25 scores put them on one scale:
+        each partition's IDF reflects only its own rows."""
+        searcher = self._index.searcher()
+        parsed = parse_user_query(query)
+        words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
+        tokens = list(dict.fromkeys(t for w in words for t in self._an.stem.analyze(
+            _without_cjk(w))))[:MAX_FIELD_TOKENS]
+        return searcher.num_docs, [searcher.doc_freq("text_stem", t) for t in tokens]
+
     def _unscored(self, values: list[str], field: str) -> Query:
         # Filters must not add to the BM25 score, or role boosts would scale them.
         terms = Query.term_set_query(self._schema, field, values)

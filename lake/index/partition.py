@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
+from lake.errors import IndexError_
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
 from lake.index.semantic import SemanticIndex
@@ -145,7 +146,11 @@ class PartitionIndex:
     @cached_property
     def rows(self) -> pa.Table:
         """The partition's rows (memory-mapped Arrow)."""
-        return feather.read_table(self.folder / ROWS_FILE, memory_map=True)
+        try:
+            return feather.read_table(self.folder / ROWS_FILE, memory_map=True)
+        except OSError as exc:  # a newer build replaced this one while it was being opened
+            raise IndexError_(f"index rows at {self.folder} are unreadable: {exc}; "
+                              "search again") from exc
 
     @cached_property
     def columns(self) -> RowColumns:

@@ -51,7 +51,6 @@ SMALL_SCOPE_FRACTION: float = 0.05
 # Filtered graph search widens its beam by 1/selectivity; this bounds the cost before we fall
 # back to exact scoring of the scope.
 _MAX_FILTERED_EF: int = 4096
-_QUERY_CHUNK: int = 256
 
 _META = "semantic.json"
 _VECTORS = "vectors.npy"
@@ -76,6 +75,7 @@ class SemanticIndex:
         graph: faiss.Index | None,
         ef_search: int = DEFAULT_EF_SEARCH,
         calibrated_recall: float | None = None,
+        note: str | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
@@ -90,6 +90,7 @@ class SemanticIndex:
         self._graph = graph
         self.ef_search = ef_search
         self.calibrated_recall = calibrated_recall
+        self.note = note  # why a large partition ended up exact, for the manifest
         # Scopes up to this many rows (or under SMALL_SCOPE_FRACTION) are scored exactly.
         self.small_scope_rows: int = SMALL_SCOPE_ROWS
 
@@ -125,6 +126,8 @@ class SemanticIndex:
         if self.kind == "hnsw":
             info.update(hnsw_m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION,
                         ef_search=self.ef_search, calibrated_recall=self.calibrated_recall)
+        if self.note:
+            info["note"] = self.note
         return info
 
     @classmethod
@@ -140,7 +143,10 @@ class SemanticIndex:
 
         Rows that are all-zero or contain NaN/inf are marked invalid; other rows are
         re-normalized to unit length. More than ``exact_max_rows`` valid rows selects HNSW,
-        whose ``ef_search`` is calibrated to :data:`TARGET_RECALL` unless given explicitly.
+        whose ``ef_search`` is calibrated to :data:`TARGET_RECALL` unless given explicitly; if
+        calibration shows the graph cannot reach that recall while visiting clearly fewer rows
+        than an exact scan (unstructured data such as random high-dim vectors), the index falls
+        back to ``flat`` and says so in :meth:`describe`.
         ``threads`` caps FAISS's OpenMP threads during the build (default: the CPUs this process
         may use); the previous setting is restored afterwards.
         """
@@ -158,6 +164,12 @@ class SemanticIndex:
             graph.add(rows)
             if ef_search is None:
                 ef_search, recall = _calibrate_ef(graph, rows)
+                # A search touches roughly ef * 2M vectors at random addresses; when that is
+                # not well below one sequential pass over all rows, exact is as fast and exact.
+                if recall < TARGET_RECALL or ef_search * 2 * HNSW_M >= rows.shape[0]:
+                    note = (f"hnsw rejected: ef_search {ef_search} reached recall@10 "
+                            f"{recall:.3f}, no cheaper than an exact scan")
+                    return cls(kind="flat", vectors=matrix, valid=valid, graph=None, note=note)
         return cls(kind="hnsw", vectors=matrix, valid=valid, graph=graph, ef_search=ef_search,
                    calibrated_recall=recall)
 
@@ -209,7 +221,8 @@ class SemanticIndex:
         recall = meta.get("calibrated_recall")
         return cls(kind=str(kind), vectors=vectors, valid=valid, graph=graph,
                    ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
-                   calibrated_recall=None if recall is None else float(recall))
+                   calibrated_recall=None if recall is None else float(recall),
+                   note=meta.get("note"))
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -287,14 +300,8 @@ class SemanticIndex:
             params = _hnsw_params(max(self.ef_search, wanted))
             _, labels = self._graph.search(qs, wanted, params=params)
             return [self._valid_ids[row[row >= 0]] for row in labels]
-        out: list[np.ndarray] = []
-        for start in range(0, len(qs), _QUERY_CHUNK):
-            block = np.asarray(qs[start : start + _QUERY_CHUNK] @ self._vectors.T)[
-                :, self._valid_ids]
-            for row in block:
-                out.append(np.array([d for d, _ in _top(self._valid_ids, row, wanted)],
-                                    dtype=np.int64))
-        return out
+        return [np.array([d for d, _ in self._exact(q, None, wanted)], dtype=np.int64)
+                for q in qs]
 
 
 def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray, k: int) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from lake.errors import IndexError_
 from lake.index.manifest import (
     CURRENT_FILE,
     PartitionManifest,
@@ -78,7 +79,12 @@ def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatu
     logs = store.partition_fingerprints(Table.TURN_LOGS)
     out: dict[tuple[str, str], PartitionStatus] = {}
     for part in sorted(set(content) | set(list_partitions(store.root))):
-        current = read_current(store.root, *part)
+        try:
+            current = read_current(store.root, *part)
+        except IndexError_:
+            # Reported as missing, so that search says so and `index build` rebuilds it
+            # instead of every reader and builder failing on the unreadable pointer.
+            current = None
         manifest = current[1] if current else None
         freshness: Freshness
         if part not in content:
