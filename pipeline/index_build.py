@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lake.faults import NO_FAULTS, Faults
 from lake.index.manifest import PartitionManifest, drop_partition
 from lake.index.partition import build_partition
 from lake.index.status import partition_statuses
+from lake.locks import index_lock
 from lake.store import LakeStore
 from lake.tables import Table
 
@@ -24,13 +26,24 @@ class BuildReport:
 def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                   tenant: str | None = None, month: str | None = None,
                   partitions: set[tuple[str, str]] | None = None,
-                  on_partition: Callable[[str, int, int], None] | None = None) -> BuildReport:
+                  on_partition: Callable[[str, int, int], None] | None = None,
+                  faults: Faults = NO_FAULTS) -> BuildReport:
     """Build every stale or missing partition (all of them with ``full``) at the current
     table versions; drop indexes of partitions that no longer have rows.
 
     ``model`` is the embedding model whose vectors the semantic index uses (None: none).
-    ``on_partition(name, done, total)`` reports progress.
+    ``on_partition(name, done, total)`` reports progress; ``faults`` marks the write boundary
+    after each published partition (``index.after_partition``) for crash tests.
     """
+    # Versions and statuses are read under the lock: a build that waited for another one
+    # then sees what that build published and skips partitions it left fresh.
+    with index_lock(store.root):
+        return _build(store, model, full, tenant, month, partitions, on_partition, faults)
+
+
+def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
+           month: str | None, partitions: set[tuple[str, str]] | None,
+           on_partition: Callable[[str, int, int], None] | None, faults: Faults) -> BuildReport:
     report = BuildReport()
     content_version = store.version(Table.CONTENT_ROWS)
     logs_version = store.version(Table.TURN_LOGS)
@@ -53,6 +66,7 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
     for i, (t, m) in enumerate(todo, start=1):
         report.built.append(build_partition(store, t, m, content_version=content_version,
                                             logs_version=logs_version, model=model))
+        faults.hit("index.after_partition")
         if on_partition is not None:
             on_partition(f"{t}/{m}", i, len(todo))
     return report

@@ -1,49 +1,48 @@
 """``turnlake ingest``: read record files, validate, quarantine bad lines, write turns in batches.
 
-Each batch is committed by :class:`lake.batches.BatchCommitter` (all-or-nothing per turn) under
-the lake's writer lock, after recovering whatever a crashed writer left behind.
+Lines are prepared (parsed, validated, projected) in chunks — in worker processes for large
+inputs — and committed in input order: each batch by :class:`lake.batches.BatchCommitter`
+(all-or-nothing per turn) under the lake's writer lock, after recovering whatever a crashed
+writer left behind.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
+import itertools
+import multiprocessing
+import os
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.batches import BatchCommitter, PendingFile
-from lake.errors import RecordError, RefError
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.locks import writer_lock
-from lake.projection import StoredFile, TurnProjector, month_of
-from lake.records import TurnRecord, parse_record
-from lake.refs import file_ref
+from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, Table
 from lake.timelines import conversation_filter
+from pipeline.prepare import PreparedChunk, Quarantined, prepare_chunk
 from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
 
 TurnKey = tuple[str, str, str]
 RowsHook = Callable[[pa.Table], pa.Table]
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    """A line that was not accepted, and why."""
-
-    source_file: str
-    line: int
-    reason: str
-    raw: str
+CHUNK_LINES = 2000
+PARALLEL_MIN_LINES = 8000
+_ROW_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
+__all__ = ["IngestReport", "Ingestor", "Quarantined"]
 
 
 @dataclass
@@ -61,13 +60,6 @@ class IngestReport:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class _Accepted:
-    record: TurnRecord
-    files: list[StoredFile]
-    pending: list[PendingFile]
-
-
 @dataclass
 class _Existing:
     keys: set[TurnKey] = field(default_factory=set)
@@ -75,12 +67,18 @@ class _Existing:
 
 
 class Ingestor:
-    """Ingests record lines into a lake. ``progress`` is called with the number of lines read."""
+    """Ingests record lines into a lake. ``progress`` is called with the number of lines read.
+
+    ``workers`` processes prepare chunks of lines in parallel when the input spans more than
+    two chunks (default: one per core, capped at 4; 1 keeps everything in this process).
+    """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
                  rows_hook: RowsHook | None = None,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 workers: int | None = None) -> None:
         self._settings = settings
+        self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._store = LakeStore(settings.lake)
         self._files = FileStore(settings.lake)
         self._committer = BatchCommitter(self._store, self._files, faults=faults)
@@ -110,27 +108,82 @@ class Ingestor:
             recovery = self._committer.recover()
             report.recovered = recovery.rolled_back + recovery.completed
             seen: set[TurnKey] = set()
-            batch: list[_Accepted] = []
-            quarantine: list[Quarantined] = []
-            for item in lines:
+            waiting: list[PreparedChunk] = []
+            for chunk in self._prepared(lines):
                 if self._progress is not None:
-                    self._progress(1)
-                accepted = self._accept(item, quarantine)
-                if accepted is None:
-                    continue
-                key = accepted.record.key
-                if key in seen:
-                    report.duplicates += 1
-                    continue
-                seen.add(key)
-                batch.append(accepted)
-                if len(batch) >= self._settings.ingest_batch_turns:
-                    self._flush(batch, quarantine, report)
-                    batch, quarantine = [], []
-            if batch or quarantine:
-                self._flush(batch, quarantine, report)
+                    self._progress(chunk.lines)
+                waiting.append(chunk)
+                if sum(len(c.keys) for c in waiting) >= self._settings.ingest_batch_turns:
+                    self._flush(waiting, seen, report)
+                    waiting = []
+            if waiting:
+                self._flush(waiting, seen, report)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
+
+    def _prepared(self, lines: Iterable[SourceLine | SourceProblem]
+                  ) -> Iterator[PreparedChunk]:
+        """Prepared chunks in input order; large inputs are prepared by worker processes."""
+        chunks = _chunked(lines, min(CHUNK_LINES, self._settings.ingest_batch_turns))
+        head: list[list[SourceLine | SourceProblem]] = []
+        while sum(len(c) for c in head) < PARALLEL_MIN_LINES and (nxt := next(chunks, None)):
+            head.append(nxt)
+        # Starting worker processes costs about a second: only worth it for large inputs.
+        if sum(len(c) for c in head) < PARALLEL_MIN_LINES or self._workers < 2:
+            for chunk in itertools.chain(head, chunks):
+                yield prepare_chunk(chunk, self._settings)
+            return
+        # spawn, not fork: the parent may hold torch or tantivy threads.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(self._workers, mp_context=context) as pool:
+            window: deque[Future[PreparedChunk]] = deque()
+            for chunk in itertools.chain(head, chunks):
+                window.append(pool.submit(prepare_chunk, chunk, self._settings))
+                if len(window) >= 2 * self._workers:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+
+    def _flush(self, chunks: list[PreparedChunk], seen: set[TurnKey],
+               report: IngestReport) -> None:
+        batch_id = f"b{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
+        quarantine = [q for c in chunks for q in c.quarantined]
+        report.duplicates += sum(c.duplicates for c in chunks)
+        if quarantine:
+            report.quarantined.extend(quarantine)
+            new = self._not_yet_quarantined(quarantine)
+            if new:
+                self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
+        existing = self._existing_turns({(k[0], k[1]) for c in chunks for k in c.keys})
+        parts: dict[Table, list[pa.Table]] = {t: [] for t in _ROW_TABLES}
+        pending: list[PendingFile] = []
+        kept: list[tuple[TurnKey, datetime]] = []
+        for chunk in chunks:
+            drop = {k for k in chunk.keys if k in seen or k in existing.keys}
+            report.duplicates += len(drop)
+            for i, key in enumerate(chunk.keys):
+                if key in drop:
+                    continue
+                seen.add(key)
+                pending.extend(chunk.pending[i])
+                kept.append((key, chunk.starts[i]))
+                report.partitions.add((key[0], chunk.months[i]))
+            for table in _ROW_TABLES:
+                parts[table].append(_without_turns(chunk.tables[table], drop))
+        if not kept:
+            return
+        tables = {t: _with_batch_id(pa.concat_tables(parts[t]), batch_id) for t in _ROW_TABLES}
+        logs = tables[Table.TURN_LOGS]
+        ordinals = _ordinals(kept, existing.starts)
+        tables[Table.TURN_LOGS] = logs.set_column(
+            logs.schema.get_field_index("ordinal"), "ordinal", pa.array(ordinals, pa.int32()))
+        if self._rows_hook is not None:
+            tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
+        self._committer.commit(batch_id, tables, pending)
+        report.accepted += len(kept)
+        report.files_stored += len(pending)
+        report.batches += 1
+        report.rows_written += tables[Table.CONTENT_ROWS].num_rows
 
     def quarantine(self, items: Sequence[Quarantined]) -> int:
         """Record problems found outside ingest (e.g. by an importer) in the quarantine table;
@@ -142,80 +195,6 @@ class Ingestor:
                 batch_id = f"q{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         return len(new)
-
-    def _accept(self, item: SourceLine | SourceProblem,
-                quarantine: list[Quarantined]) -> _Accepted | None:
-        if isinstance(item, SourceProblem):
-            quarantine.append(Quarantined(str(item.path), item.line, item.reason, ""))
-            return None
-        raw_text = item.raw.decode("utf-8", errors="replace")
-        try:
-            if "\ufffd" in raw_text and b"\xef\xbf\xbd" not in item.raw:
-                raise RecordError("line is not valid UTF-8")
-            record = parse_record(item.raw)
-            files, pending = self._resolve_files(record, item.path)
-        except (RecordError, RefError) as exc:
-            quarantine.append(Quarantined(str(item.path), item.line, str(exc), raw_text))
-            return None
-        return _Accepted(record, files, pending)
-
-    def _resolve_files(self, record: TurnRecord,
-                       source: Path) -> tuple[list[StoredFile], list[PendingFile]]:
-        stored: list[StoredFile] = []
-        pending: list[PendingFile] = []
-        limit = self._settings.max_hosted_file_bytes
-        seen_paths: set[str] = set()
-        for hosted in record.hosted_files:
-            key = self._files.key_for(record.tenant, record.conversation_id, record.turn_id,
-                                      hosted.path)
-            if hosted.path in seen_paths:
-                raise RecordError(f"hosted_files: path {hosted.path} appears twice",
-                                  field="hosted_files.path")
-            seen_paths.add(hosted.path)
-            data = hosted.decoded_bytes()
-            if data is None:
-                data = _read_source_file(hosted.source_path or "", source, limit, hosted.path)
-            if len(data) > limit:
-                raise RecordError(f"hosted file {hosted.path} is {len(data)} bytes, over the "
-                                  f"{limit}-byte limit", field="hosted_files")
-            stored.append(StoredFile(
-                ref=file_ref(record.conversation_id, record.turn_id, hosted.path),
-                path=hosted.path, mime=hosted.mime, size=len(data),
-                sha256=hashlib.sha256(data).hexdigest(), storage_key=key,
-                description=hosted.description))
-            pending.append(PendingFile(key, data))
-        return stored, pending
-
-    def _flush(self, batch: list[_Accepted], quarantine: list[Quarantined],
-               report: IngestReport) -> None:
-        batch_id = f"b{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
-        existing = self._existing_turns({(a.record.tenant, a.record.conversation_id)
-                                         for a in batch})
-        fresh = [a for a in batch if a.record.key not in existing.keys]
-        report.duplicates += len(batch) - len(fresh)
-        if quarantine:
-            report.quarantined.extend(quarantine)
-            new = self._not_yet_quarantined(quarantine)
-            if new:
-                self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
-        if not fresh:
-            return
-        projector = TurnProjector(batch_id=batch_id, ingested_at=datetime.now(UTC),
-                                  ttl=self._settings.ttl_days_for)
-        ordinals = _ordinals(fresh, existing.starts)
-        for accepted, ordinal in zip(fresh, ordinals, strict=True):
-            projector.add(accepted.record, ordinal=ordinal, files=accepted.files,
-                          payload=_payload(accepted.record))
-        tables = projector.tables()
-        if self._rows_hook is not None:
-            tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
-        pending = [p for a in fresh for p in a.pending]
-        self._committer.commit(batch_id, tables, pending)
-        report.accepted += len(fresh)
-        report.files_stored += len(pending)
-        report.batches += 1
-        report.rows_written += tables[Table.CONTENT_ROWS].num_rows
-        report.partitions |= {(a.record.tenant, month_of(a.record.started_at)) for a in fresh}
 
     def _not_yet_quarantined(self, items: list[Quarantined]) -> list[Quarantined]:
         """Drop lines an earlier run already quarantined, so re-running changes nothing."""
@@ -242,16 +221,14 @@ class Ingestor:
         return existing
 
 
-def _ordinals(batch: list[_Accepted],
+def _ordinals(turns: list[tuple[TurnKey, datetime]],
               existing: dict[tuple[str, str], list[datetime]]) -> list[int]:
     """1-based position of each turn in its conversation by started_at, counting stored turns."""
     by_conv = {k: sorted(v) for k, v in existing.items()}
     new_by_conv: dict[tuple[str, str], list[tuple[datetime, str, int]]] = {}
-    for i, a in enumerate(batch):
-        r = a.record
-        new_by_conv.setdefault((r.tenant, r.conversation_id), []).append(
-            (r.started_at, r.turn_id, i))
-    ordinals = [0] * len(batch)
+    for i, (key, at) in enumerate(turns):
+        new_by_conv.setdefault((key[0], key[1]), []).append((at, key[2], i))
+    ordinals = [0] * len(turns)
     for conv, items in new_by_conv.items():
         old = by_conv.get(conv, [])
         for position, (at, _tid, i) in enumerate(sorted(items)):
@@ -259,29 +236,27 @@ def _ordinals(batch: list[_Accepted],
     return ordinals
 
 
-def _payload(record: TurnRecord) -> str:
-    """The TurnLog payload: the accepted record, with hosted bytes replaced by their refs."""
-    if not record.hosted_files:
-        return record.to_json()
-    files = [f.model_copy(update={"content_b64": None, "source_path": None})
-             for f in record.hosted_files]
-    # model_copy skips validation, so the "exactly one source" rule does not fire here.
-    return record.model_copy(update={"hosted_files": files}).to_json()
+def _chunked(items: Iterable[SourceLine | SourceProblem],
+             size: int) -> Iterator[list[SourceLine | SourceProblem]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
-def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:
-    path = Path(source_path)
-    if not path.is_absolute():
-        path = record_file.parent / path
-    try:
-        size = path.stat().st_size
-        if size > limit:
-            raise RecordError(f"hosted file {hosted_path}: {path} is {size} bytes, over the "
-                              f"{limit}-byte limit", field="hosted_files.source_path")
-        return path.read_bytes()
-    except OSError as exc:
-        raise RecordError(f"hosted file {hosted_path}: cannot read source_path {path}: {exc}",
-                          field="hosted_files.source_path") from exc
+def _without_turns(table: pa.Table, drop: set[TurnKey]) -> pa.Table:
+    """The rows of turns not in ``drop`` (duplicates of turns already accepted)."""
+    if not drop or table.num_rows == 0:
+        return table
+    keys = pc.binary_join_element_wise(table["tenant"], table["conversation_id"],
+                                       table["turn_id"], "\x1f")
+    dropped = pa.array(["\x1f".join(k) for k in drop])
+    return table.filter(pc.invert(pc.is_in(keys, value_set=dropped)))
+
+
+def _with_batch_id(table: pa.Table, batch_id: str) -> pa.Table:
+    index = table.schema.get_field_index("batch_id")
+    return table.set_column(index, "batch_id",
+                            pa.array([batch_id] * table.num_rows, pa.string()))
 
 
 def _quarantine_table(items: list[Quarantined], batch_id: str) -> pa.Table:

@@ -205,3 +205,25 @@ def test_tables_read_with_polars_and_duckdb(settings: Settings, tmp_path: Path) 
     filtered = store.read(Table.CONTENT_ROWS, columns=["text"],
                           filter=ds.field("role") == "summary")
     assert filtered.num_rows == 3
+
+
+def test_parallel_preparation_matches_sequential(tmp_path: Path) -> None:
+    from pipeline.ingest import PARALLEL_MIN_LINES
+
+    records: list[dict[str, object] | str] = [
+        make_record(i % 500, conversation=f"c-{i // 500}") for i in range(PARALLEL_MIN_LINES + 50)]
+    records.insert(3000, "{broken")
+    records.append(make_record(7, conversation="c-0"))  # a duplicate across chunks
+    path = write_jsonl(tmp_path / "in.jsonl", records)
+    results = []
+    for workers in (1, 2):
+        settings = Settings(lake=tmp_path / f"lake-{workers}")
+        report = Ingestor(settings, workers=workers).ingest_paths([path])
+        logs = LakeStore(settings.lake).read(
+            Table.TURN_LOGS, columns=["conversation_id", "turn_id", "ordinal"]).sort_by(
+            [("conversation_id", "ascending"), ("turn_id", "ascending")])
+        rows = LakeStore(settings.lake).read(Table.CONTENT_ROWS, columns=["row_id"])
+        results.append((report.accepted, report.duplicates, len(report.quarantined),
+                        logs.to_pylist(), sorted(rows["row_id"].to_pylist())))
+    assert results[0] == results[1]
+    assert results[0][:3] == (PARALLEL_MIN_LINES + 50, 1, 1)

@@ -1,0 +1,138 @@
+"""Preparing ingest input: parse, validate, resolve hosted files and project rows for a chunk.
+
+This is the CPU-heavy half of ingest and has no side effects, so chunks can be prepared in
+worker processes while the main process deduplicates, numbers and commits them in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from lake.batches import PendingFile
+from lake.errors import RecordError, RefError
+from lake.filestore import FileStore
+from lake.projection import StoredFile, TurnProjector, month_of
+from lake.records import TurnRecord, parse_record
+from lake.refs import file_ref
+from lake.settings import Settings
+from lake.tables import Table
+from pipeline.sources import SourceLine, SourceProblem
+
+TurnKey = tuple[str, str, str]
+UNSET_BATCH = ""
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A line that was not accepted, and why."""
+
+    source_file: str
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass
+class PreparedChunk:
+    """The accepted records of a chunk of lines, projected into rows (ordinals and batch id
+    still unset), plus the lines that were refused."""
+
+    keys: list[TurnKey] = field(default_factory=list)
+    starts: list[datetime] = field(default_factory=list)
+    months: list[str] = field(default_factory=list)
+    pending: list[list[PendingFile]] = field(default_factory=list)
+    tables: dict[Table, pa.Table] = field(default_factory=dict)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    duplicates: int = 0
+    lines: int = 0
+
+
+def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
+    """Parse, validate and project a chunk of lines; a turn repeated inside the chunk is kept
+    once (the first)."""
+    chunk = PreparedChunk(lines=len(items))
+    files = FileStore(settings.lake)
+    projector = TurnProjector(batch_id=UNSET_BATCH, ingested_at=datetime.now(UTC),
+                              ttl=settings.ttl_days_for)
+    seen: set[TurnKey] = set()
+    for item in items:
+        if isinstance(item, SourceProblem):
+            chunk.quarantined.append(Quarantined(str(item.path), item.line, item.reason, ""))
+            continue
+        raw_text = item.raw.decode("utf-8", errors="replace")
+        try:
+            if "\ufffd" in raw_text and b"\xef\xbf\xbd" not in item.raw:
+                raise RecordError("line is not valid UTF-8")
+            record = parse_record(item.raw)
+            stored, pending = _resolve_files(record, item.path, files,
+                                             settings.max_hosted_file_bytes)
+        except (RecordError, RefError) as exc:
+            chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc), raw_text))
+            continue
+        if record.key in seen:
+            chunk.duplicates += 1
+            continue
+        seen.add(record.key)
+        projector.add(record, ordinal=0, files=stored, payload=_payload(record))
+        chunk.keys.append(record.key)
+        chunk.starts.append(record.started_at)
+        chunk.months.append(month_of(record.started_at))
+        chunk.pending.append(pending)
+    chunk.tables = projector.tables()
+    return chunk
+
+
+def _resolve_files(record: TurnRecord, source: Path, files: FileStore,
+                   limit: int) -> tuple[list[StoredFile], list[PendingFile]]:
+    stored: list[StoredFile] = []
+    pending: list[PendingFile] = []
+    seen_paths: set[str] = set()
+    for hosted in record.hosted_files:
+        key = files.key_for(record.tenant, record.conversation_id, record.turn_id, hosted.path)
+        if hosted.path in seen_paths:
+            raise RecordError(f"hosted_files: path {hosted.path} appears twice",
+                              field="hosted_files.path")
+        seen_paths.add(hosted.path)
+        data = hosted.decoded_bytes()
+        if data is None:
+            data = _read_source_file(hosted.source_path or "", source, limit, hosted.path)
+        if len(data) > limit:
+            raise RecordError(f"hosted file {hosted.path} is {len(data)} bytes, over the "
+                              f"{limit}-byte limit", field="hosted_files")
+        stored.append(StoredFile(
+            ref=file_ref(record.conversation_id, record.turn_id, hosted.path),
+            path=hosted.path, mime=hosted.mime, size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(), storage_key=key,
+            description=hosted.description))
+        pending.append(PendingFile(key, data))
+    return stored, pending
+
+
+def _payload(record: TurnRecord) -> str:
+    """The TurnLog payload: the accepted record, with hosted bytes replaced by their refs."""
+    if not record.hosted_files:
+        return record.to_json()
+    hosted = [f.model_copy(update={"content_b64": None, "source_path": None})
+              for f in record.hosted_files]
+    # model_copy skips validation, so the "exactly one source" rule does not fire here.
+    return record.model_copy(update={"hosted_files": hosted}).to_json()
+
+
+def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:
+    path = Path(source_path)
+    if not path.is_absolute():
+        path = record_file.parent / path
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise RecordError(f"hosted file {hosted_path}: {path} is {size} bytes, over the "
+                              f"{limit}-byte limit", field="hosted_files.source_path")
+        return path.read_bytes()
+    except OSError as exc:
+        raise RecordError(f"hosted file {hosted_path}: cannot read source_path {path}: {exc}",
+                          field="hosted_files.source_path") from exc
