@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import multiprocessing
-import os
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -69,8 +68,9 @@ class _Existing:
 class Ingestor:
     """Ingests record lines into a lake. ``progress`` is called with the number of lines read.
 
-    ``workers`` processes prepare chunks of lines in parallel when the input spans more than
-    two chunks (default: one per core, capped at 4; 1 keeps everything in this process).
+    With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
+    that many spawned worker processes; the calling script must then guard its entry point
+    (``if __name__ == "__main__":``), as the CLI does. The default, 1, stays in-process.
     """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
@@ -78,7 +78,7 @@ class Ingestor:
                  progress: Callable[[int], None] | None = None,
                  workers: int | None = None) -> None:
         self._settings = settings
-        self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self._workers = workers or 1
         self._store = LakeStore(settings.lake)
         self._files = FileStore(settings.lake)
         self._committer = BatchCommitter(self._store, self._files, faults=faults)

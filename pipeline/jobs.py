@@ -41,7 +41,8 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
                index: bool = True, embedder: Embedder | None = None,
                faults: Faults = NO_FAULTS, on_line: Callable[[int], None] | None = None,
                on_embedded: Callable[[int], None] | None = None,
-               on_partition: Callable[[str, int, int], None] | None = None) -> IngestJobReport:
+               on_partition: Callable[[str, int, int], None] | None = None,
+               workers: int = 1) -> IngestJobReport:
     """Ingest files (or in-memory records), embedding new rows and building touched partitions.
 
     Embedding is best effort: when the provider fails the rows are written with status
@@ -63,7 +64,7 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
         return embedded
 
     ingestor = Ingestor(settings, faults=faults, rows_hook=hook if provider else None,
-                        progress=on_line)
+                        progress=on_line, workers=workers)
     if records is not None:
         report = ingestor.ingest_records(records)  # type: ignore[arg-type]
     else:

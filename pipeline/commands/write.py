@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,8 @@ def ingest(
     strict: Annotated[bool, typer.Option(help="Exit 1 if any line was quarantined.")] = False,
     embed: Annotated[bool, typer.Option(help="Embed new rows (best effort).")] = True,
     index: Annotated[bool, typer.Option(help="Build the touched partitions' indexes.")] = True,
+    workers: Annotated[int, typer.Option(
+        help="Processes that parse and validate large inputs (default: one per core).")] = 0,
 ) -> None:
     """Ingest turnlake.turn.v1 records; bad lines are quarantined, duplicates skipped."""
     from pipeline.jobs import run_ingest
@@ -31,6 +34,7 @@ def ingest(
     try:
         with job_progress() as progress:
             job = run_ingest(settings, paths, embed=embed, index=index,
+                             workers=workers or min(4, os.cpu_count() or 1),
                              on_line=progress.counter("reading records"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"))
