@@ -46,7 +46,8 @@ class RandomEmbedder:
     def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Random unit vectors, one per text."""
         v = self._rng.standard_normal((len(texts), DIM)).astype(np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
+        unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+        return unit
 
 
 def build_scale_lake(root: Path, rows: int, *, seed: int = 3) -> tuple[Settings, float, float]:
