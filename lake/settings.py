@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 DEFAULT_LAKE = Path("data/lake")
+POLICY_FILE = "policy.json"  # the retention policy in force for a lake, under its root
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Settings:
             values["embedding_model"] = model
         if tenants := os.environ.get("TURNLAKE_TENANTS"):
             values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
+        values.update(load_policy(Path(root)))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -78,6 +81,39 @@ class Settings:
             if best is None or specificity > best[0]:
                 best = (specificity, rule.ttl_days)
         return best[1] if best else self.default_ttl_days
+
+
+def load_policy(root: Path) -> dict[str, Any]:
+    """The retention settings saved in ``<lake>/policy.json`` (empty when there is none)."""
+    path = Path(root) / POLICY_FILE
+    if not path.exists():
+        return {}
+    try:
+        raw = json.loads(path.read_text())
+        rules = tuple(RetentionRule(tenant=str(r["tenant"]), ttl_days=int(r["ttl_days"]),
+                                    app=r.get("app"), role=r.get("role"))
+                      for r in raw.get("rules", []))
+        values: dict[str, Any] = {"retention": rules}
+        if "default_ttl_days" in raw:
+            values["default_ttl_days"] = int(raw["default_ttl_days"])
+        return values
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        from lake.errors import LakeError
+
+        raise LakeError(f"retention policy {path} is unreadable: {exc}") from exc
+
+
+def save_policy(settings: Settings) -> Path:
+    """Persist the settings' retention policy under the lake root (atomically)."""
+    root = Path(settings.lake)
+    root.mkdir(parents=True, exist_ok=True)
+    body = {"default_ttl_days": settings.default_ttl_days,
+            "rules": [{"tenant": r.tenant, "app": r.app, "role": r.role,
+                       "ttl_days": r.ttl_days} for r in settings.retention]}
+    tmp = root / f".{POLICY_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(body, indent=2))
+    os.replace(tmp, root / POLICY_FILE)
+    return root / POLICY_FILE
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

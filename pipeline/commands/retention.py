@@ -10,7 +10,7 @@ import typer
 
 from lake.errors import QueryError, TurnlakeError
 from lake.retention import ErasureTarget
-from lake.settings import RetentionRule, Settings
+from lake.settings import RetentionRule, Settings, save_policy
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
 from pipeline.commands.query import parse_time
 from pipeline.progress import job_progress
@@ -81,7 +81,7 @@ def retention_apply(
     dry_run: DryRunOption = False,
     rule: Annotated[list[str] | None, typer.Option(
         "--rule", help="TTL rule TENANT[:APP[:ROLE]]=DAYS (repeatable; replaces the "
-        "configured rules).")] = None,
+        "lake's saved rules, and is saved for later ingests).")] = None,
     default_ttl_days: Annotated[int | None, typer.Option(
         help="TTL when no rule applies (default: the configured one, 365).")] = None,
     actor: ActorOption = None,
@@ -93,6 +93,9 @@ def retention_apply(
         with job_progress() as progress:
             report = apply_policy(settings, dry_run=dry_run, actor=_actor(actor),
                                   on_partition=progress.partitions("recomputing expiry"))
+        if not dry_run and (rule or default_ttl_days is not None):
+            saved = save_policy(settings)
+            out.print(f"saved the retention policy to {saved}")
     except TurnlakeError as exc:
         raise fail(exc) from exc
     prefix = "dry run: would change" if dry_run else "changed"
