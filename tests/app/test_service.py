@@ -105,7 +105,10 @@ def test_retention_and_index_health_figures(seeded: SeededLake) -> None:
                                              "events", "files"}
     health = wb.index_health(ANALYST)
     assert health and all(h.tenant == TENANT and h.freshness == "fresh" for h in health)
-    assert purge_runner(wb) is None  # the purge is not wired yet: preview only
+    runner = purge_runner(wb)
+    assert runner is not None
+    with pytest.raises(AccessDenied):  # a user view may see the preview, never purge
+        runner(AS_ANA, data.as_of)
 
 
 def test_the_cached_service_follows_the_lake_version(tmp_path: Path) -> None:
