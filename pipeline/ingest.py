@@ -63,6 +63,7 @@ class IngestReport:
 class _Existing:
     keys: set[TurnKey] = field(default_factory=set)
     starts: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 class Ingestor:
@@ -158,11 +159,23 @@ class Ingestor:
         parts: dict[Table, list[pa.Table]] = {t: [] for t in _ROW_TABLES}
         pending: list[PendingFile] = []
         kept: list[tuple[TurnKey, datetime]] = []
+        owners = existing.owners
+        foreign: list[Quarantined] = []
         for chunk in chunks:
             drop = {k for k in chunk.keys if k in seen or k in existing.keys}
             report.duplicates += len(drop)
             for i, key in enumerate(chunk.keys):
                 if key in drop:
+                    continue
+                owner = owners.setdefault((key[0], key[1]), chunk.users[i])
+                if owner != chunk.users[i]:
+                    # A conversation belongs to one user: another user's turn in it would show
+                    # in the owner's history (and its timeline).
+                    source, line, raw = chunk.sources[i]
+                    foreign.append(Quarantined(source, line, (
+                        f"conversation_id: conversation {key[1]} of tenant {key[0]} belongs to "
+                        f"another user; user {chunk.users[i]} cannot add turns to it"), raw))
+                    drop.add(key)
                     continue
                 seen.add(key)
                 pending.extend(chunk.pending[i])
@@ -170,6 +183,11 @@ class Ingestor:
                 report.partitions.add((key[0], chunk.months[i]))
             for table in _ROW_TABLES:
                 parts[table].append(_without_turns(chunk.tables[table], drop))
+        if foreign:
+            report.quarantined.extend(foreign)
+            new = self._not_yet_quarantined(foreign)
+            if new:
+                self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         if not kept:
             return
         tables = {t: _with_batch_id(pa.concat_tables(parts[t]), batch_id) for t in _ROW_TABLES}
@@ -212,12 +230,14 @@ class Ingestor:
         keys, starts = existing.keys, existing.starts
         if conversations and self._store.exists(Table.TURN_LOGS):
             logs = pl.from_arrow(self._store.read(
-                Table.TURN_LOGS, columns=["tenant", "conversation_id", "turn_id", "started_at"],
+                Table.TURN_LOGS,
+                columns=["tenant", "conversation_id", "turn_id", "started_at", "user_id"],
                 filter=conversation_filter(conversations)))
             assert isinstance(logs, pl.DataFrame)
-            for tenant, cid, tid, at in logs.iter_rows():
+            for tenant, cid, tid, at, user in logs.iter_rows():
                 keys.add((tenant, cid, tid))
                 starts.setdefault((tenant, cid), []).append(at)
+                existing.owners[(tenant, cid)] = user
         return existing
 
 

@@ -7,6 +7,7 @@ worker processes while the main process deduplicates, numbers and commits them i
 from __future__ import annotations
 
 import hashlib
+import stat
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from lake.errors import RecordError, RefError
 from lake.filestore import FileStore
 from lake.projection import StoredFile, TurnProjector, month_of
 from lake.records import TurnRecord, parse_record
-from lake.refs import file_ref
+from lake.refs import file_ref, normalize_relative_path
 from lake.settings import Settings
 from lake.tables import Table
 from pipeline.sources import SourceLine, SourceProblem
@@ -43,6 +44,8 @@ class PreparedChunk:
     still unset), plus the lines that were refused."""
 
     keys: list[TurnKey] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
+    sources: list[tuple[str, int, str]] = field(default_factory=list)  # file, line, raw text
     starts: list[datetime] = field(default_factory=list)
     months: list[str] = field(default_factory=list)
     pending: list[list[PendingFile]] = field(default_factory=list)
@@ -80,6 +83,8 @@ def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -
         seen.add(record.key)
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
         chunk.keys.append(record.key)
+        chunk.users.append(record.user_id)
+        chunk.sources.append((str(item.path), item.line, raw_text))
         chunk.starts.append(record.started_at)
         chunk.months.append(month_of(record.started_at))
         chunk.pending.append(pending)
@@ -124,15 +129,31 @@ def _payload(record: TurnRecord) -> str:
 
 
 def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:
-    path = Path(source_path)
-    if not path.is_absolute():
-        path = record_file.parent / path
+    """The bytes of a ``source_path``: a regular file inside the record file's folder.
+
+    Absolute paths, ``..`` and symlinks that leave the folder are refused, so a record cannot
+    pull an arbitrary file the ingesting process can read (``/etc/passwd``) into the lake."""
+    where = "hosted_files.source_path"
     try:
-        size = path.stat().st_size
-        if size > limit:
-            raise RecordError(f"hosted file {hosted_path}: {path} is {size} bytes, over the "
-                              f"{limit}-byte limit", field="hosted_files.source_path")
+        relative = normalize_relative_path(source_path)
+    except RefError as exc:
+        raise RecordError(f"hosted file {hosted_path}: source_path {source_path!r} must be a "
+                          f"relative path inside the record's folder ({exc})",
+                          field=where) from exc
+    base = record_file.parent.resolve()
+    path = (base / relative).resolve()
+    if not path.is_relative_to(base):
+        raise RecordError(f"hosted file {hosted_path}: source_path {source_path!r} leaves the "
+                          "record's folder", field=where)
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError(f"hosted file {hosted_path}: source_path {source_path!r} is not "
+                              "a regular file", field=where)
+        if info.st_size > limit:
+            raise RecordError(f"hosted file {hosted_path}: {path} is {info.st_size} bytes, over "
+                              f"the {limit}-byte limit", field=where)
         return path.read_bytes()
     except OSError as exc:
         raise RecordError(f"hosted file {hosted_path}: cannot read source_path {path}: {exc}",
-                          field="hosted_files.source_path") from exc
+                          field=where) from exc

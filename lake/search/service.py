@@ -150,7 +150,12 @@ class SearchService:
             return None, str(exc)
         except Exception as exc:  # a provider fault must degrade search, not break it
             return None, f"{type(exc).__name__}: {exc}"
-        return np.asarray(vector[0], dtype=np.float32), None
+        query_vector = np.asarray(vector[0], dtype=np.float32)
+        norm = float(np.linalg.norm(query_vector))
+        if not np.isfinite(norm) or norm == 0.0:
+            # A query without words has no direction: leave it to the text generators.
+            return None, None
+        return query_vector, None
 
     def _generate(self, part: PartitionIndex, allowed: np.ndarray, scope: ResolvedScope,
                   request: SearchRequest, query: str, query_vector: np.ndarray | None
