@@ -22,5 +22,5 @@ def test_policy_saved_under_the_lake_is_loaded_by_from_env(tmp_path: Path) -> No
 
 def test_a_broken_policy_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "policy.json").write_text("{not json")
-    with pytest.raises(LakeError, match="policy.json is unreadable"):
+    with pytest.raises(LakeError, match=r"policy\.json is unreadable"):
         Settings.from_env(tmp_path)

@@ -1,0 +1,30 @@
+"""The package's public API is exactly what lake/__init__.py lists."""
+
+from __future__ import annotations
+
+import lake
+
+EXPECTED = {
+    "AccessDenied", "ConcurrentWriteError", "EmbeddingError", "FusionSettings", "Hit",
+    "IndexError_", "IndexStaleError", "LakeError", "LakeStore", "Principal", "QueryError",
+    "RecordError", "Ref", "RefError", "RefExpired", "RefNotFound", "RetentionRule",
+    "SearchRequest", "SearchResult", "SearchService", "Settings", "Table", "TurnCatalog",
+    "TurnMaterializer", "TurnRecord", "TurnlakeError", "file_ref", "format_ref", "json_schema",
+    "parse_record", "parse_ref",
+}
+
+
+def test_exported_names_are_exactly_the_public_api() -> None:
+    assert set(lake.__all__) == EXPECTED
+    for name in EXPECTED:
+        assert getattr(lake, name) is not None
+
+
+def test_lake_never_imports_app_or_pipeline() -> None:
+    from pathlib import Path
+
+    root = Path(lake.__file__).parent
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        assert "from pipeline" not in text and "import pipeline" not in text, path
+        assert "from app" not in text and "import app" not in text, path
