@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements-torch.txt
 
 demo: install
 	@if [ -d "$(LAKE)/tables/turn_logs" ]; then echo "demo lake already at $(LAKE)"; \
-	else $(BIN)/turnlake demo --lake $(LAKE) --users 24 --turns 1500; fi
+	else $(BIN)/turnlake demo --lake $(LAKE) --users 12 --turns 600; fi
 
 run: demo
 	TURNLAKE_LAKE=$(LAKE) $(BIN)/streamlit run app/main.py --server.port $(PORT) \
@@ -38,9 +38,11 @@ lint: install
 
 bench: install
 	$(BIN)/python -m bench.run --quick
+	$(BIN)/python -m bench.compare --quick
 
 bench-full: install
 	$(BIN)/python -m bench.run --full
+	$(BIN)/python -m bench.compare --full
 
 clean:
 	rm -rf $(VENV) data build *.egg-info

@@ -3,6 +3,7 @@ hybrid search with its RRF reranker, tenant + user filter applied before the sea
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,18 @@ MIN_INDEXED_ROWS = 50_000
 _SELECT = ["rid", "conversation_id", "turn_id", "ts"]
 
 
+def _lancedb() -> Any:
+    # lance logs a deprecation warning per query that names no score column; the level is
+    # read from the environment when the library first loads
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    import lancedb
+
+    return lancedb
+
+
 def build(rows: pa.Table, folder: Path) -> dict[str, Any]:
     """Create the table and its indexes; returns timings (s), the vector index kind and bytes."""
-    import lancedb
+    lancedb = _lancedb()
     from lancedb.index import FTS, BTree, IvfPq
 
     db = lancedb.connect(folder)
@@ -58,10 +68,10 @@ class LanceSystem:
     """Searches the table built by :func:`build`."""
 
     name = "lancedb"
-    arms = ("hybrid", "vector", "vector-flat", "fts")
+    arms: tuple[str, ...] = ("hybrid", "vector", "vector-flat", "fts")
 
     def __init__(self, folder: Path, settings: SearchSettings) -> None:
-        import lancedb
+        lancedb = _lancedb()
         from lancedb.rerankers import RRFReranker
 
         self.settings = settings

@@ -65,6 +65,8 @@ SESSION = [
     # pgvector 0.8: keep scanning the graph until the user filter has let enough rows through
     "SET hnsw.iterative_scan = relaxed_order",
     "SET hnsw.ef_search = 100",
+    # prepared statements must still plan per user, as an unprepared query would
+    "SET plan_cache_mode = force_custom_plan",
 ]
 _SCOPE = "tenant = %(tenant)s AND user_id = %(user)s"
 _COLS = "rid, conversation_id, turn_id, extract(epoch FROM ts)"
@@ -74,7 +76,8 @@ SQL = {
         FROM rows WHERE {_SCOPE} ORDER BY embedding <=> %(vec)s::vector LIMIT %(n)s) t
         ORDER BY s DESC""",
     "lexical": f"""SELECT {_COLS}, ts_rank_cd(tsv, q) AS s
-        FROM rows, replace(websearch_to_tsquery('english', %(q)s)::text, ' & ', ' | ')::tsquery q
+        FROM rows, (SELECT replace(websearch_to_tsquery('english', %(q)s)::text, ' & ', ' | '
+                               )::tsquery AS q) w
         WHERE {_SCOPE} AND tsv @@ q ORDER BY s DESC, rid LIMIT %(n)s""",
     "trigram": f"""SELECT {_COLS}, word_similarity(%(q)s, text) AS s
         FROM rows WHERE {_SCOPE} AND %(q)s <%% text ORDER BY s DESC, rid LIMIT %(n)s""",
@@ -151,7 +154,7 @@ class PgSystem:
     """One client connection; every arm is one SQL statement, hybrids fuse in Python."""
 
     name = "postgres"
-    arms = ("hybrid", "semantic", "lexical", "trigram",
+    arms: tuple[str, ...] = ("hybrid", "semantic", "lexical", "trigram",
             "kd-hybrid", "kd-lexical", "kd-trigram")
 
     def __init__(self, conninfo: str, settings: SearchSettings) -> None:
@@ -160,7 +163,7 @@ class PgSystem:
         self.settings = settings
         self.conn = psycopg.connect(conninfo, autocommit=True)
         for sql in SESSION:
-            self.conn.execute(sql)  # type: ignore[arg-type]
+            self.conn.execute(sql)
         # prepare on first use so timings exclude planning of the statement text
         self.conn.prepare_threshold = 0
 
@@ -170,35 +173,36 @@ class PgSystem:
         assert row is not None
         return int(row[0])
 
-    def rows(self, arm: str, query: Query, vector: np.ndarray) -> list[RowHit]:
+    def params(self, query: Query, vector: np.ndarray) -> dict[str, Any]:
+        """Statement parameters of one query (the vector in pgvector's text form)."""
+        return {"tenant": query.tenant, "user": query.user_id, "q": query.text,
+                "vec": "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]",
+                "n": self.settings.depth}
+
+    def rows(self, arm: str, params: dict[str, Any]) -> list[RowHit]:
         """One single-statement arm, best first."""
         if arm not in SQL:
             raise ValueError(f"postgres has no single arm {arm!r}; arms are {', '.join(SQL)}")
-        params = {"tenant": query.tenant, "user": query.user_id, "q": query.text,
-                  "vec": "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]",
-                  "n": self.settings.depth}
-        cur = self.conn.execute(SQL[arm], params)  # type: ignore[arg-type]
+        cur = self.conn.execute(SQL[arm], params)
         return [RowHit(int(r), (c, t), float(ts), float(s)) for r, c, t, ts, s in cur]
 
     def explain(self, arm: str, query: Query, vector: np.ndarray) -> str:
         """The plan the server picks for an arm (first lines), to say which index it used."""
-        params = {"tenant": query.tenant, "user": query.user_id, "q": query.text,
-                  "vec": "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]",
-                  "n": self.settings.depth}
-        plan = self.conn.execute("EXPLAIN (COSTS OFF) " + SQL[arm], params)  # type: ignore
+        sql = "EXPLAIN (COSTS OFF) " + SQL[arm]
+        plan = self.conn.execute(sql, self.params(query, vector))
         return " | ".join(str(r[0]).strip() for r in plan.fetchall()[:8])
 
     def search(self, arm: str, query: Query, vector: np.ndarray) -> list[TurnKey]:
         """An arm's best k turns; hybrids run their three arms then fuse."""
         k = self.settings.k
+        params = self.params(query, vector)
         if arm == "hybrid":
-            lists = {g: self.rows(g, query, vector) for g in ("semantic", "lexical", "trigram")}
+            lists = {g: self.rows(g, params) for g in ("semantic", "lexical", "trigram")}
             return fuse_like_turnlake(lists, self.settings)
         if arm == "kd-hybrid":
-            lists = {g: self.rows(g, query, vector)
-                     for g in ("semantic", "kd-lexical", "kd-trigram")}
+            lists = {g: self.rows(g, params) for g in ("semantic", "kd-lexical", "kd-trigram")}
             return plain_rrf(lists, k)
-        return top_turns(self.rows(arm, query, vector), k)
+        return top_turns(self.rows(arm, params), k)
 
     def close(self) -> None:
         """Close the connection."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.feather as feather
 
 from lake.store import LakeStore
@@ -55,11 +56,14 @@ def export_rows(root: Path, as_of: datetime) -> pa.Table:
                            pl.col("turn_at").alias("ts")))
     if frame.height == 0:
         raise ValueError(f"lake {root} has no searchable rows with embeddings at {as_of}")
-    vectors = np.stack(frame["embedding"].to_list()).astype(np.float32)
-    if vectors.shape[1] != DIM:
-        raise ValueError(f"lake {root} holds {vectors.shape[1]}-d vectors, expected {DIM}")
+    lists = frame["embedding"].to_arrow()
+    if not pc.all(pc.equal(pc.list_value_length(lists), DIM)).as_py():
+        raise ValueError(f"lake {root} holds vectors that are not {DIM}-d")
+    flat = pc.cast(pc.list_flatten(lists), pa.float32())
     table = frame.select([c for c in ROW_COLUMNS if c != "embedding"]).to_arrow()
-    flat = pa.array(vectors.ravel(), type=pa.float32())
+    # plain string columns: polars hands out large_string, which lancedb's BTree refuses
+    table = table.cast(pa.schema([pa.field(f.name, pa.string()) if f.type == pa.large_string()
+                                  else f for f in table.schema]))
     return table.append_column("embedding", pa.FixedSizeListArray.from_arrays(flat, DIM))
 
 

@@ -40,7 +40,7 @@ class TurnlakeSystem:
     """A lake's SearchService; user scope, no per-conversation cap, no snippets."""
 
     name = "turnlake"
-    arms = tuple(ARMS)
+    arms: tuple[str, ...] = tuple(ARMS)
 
     def __init__(self, root: Path, settings: SearchSettings, *,
                  fusion: FusionSettings | None = None) -> None:

