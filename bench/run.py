@@ -46,10 +46,11 @@ def bench_ingest(turns: int) -> dict[str, Any]:
     lines = list(generate_lines(users=max(12, turns // 150), turns=turns, seed=1,
                                 now=datetime(2026, 11, 1, tzinfo=UTC)))
     root = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    workers = min(4, os.cpu_count() or 1)  # as `turnlake ingest` does
     t = time.perf_counter()
-    report = Ingestor(Settings(lake=root / "lake")).ingest_records(lines)
+    report = Ingestor(Settings(lake=root / "lake"), workers=workers).ingest_records(lines)
     seconds = time.perf_counter() - t
-    return {"turns": report.accepted, "seconds": round(seconds, 2),
+    return {"turns": report.accepted, "workers": workers, "seconds": round(seconds, 2),
             "turns_per_s": round(report.accepted / seconds), "rows": report.rows_written}
 
 
@@ -243,7 +244,12 @@ def main() -> None:
     args = parser.parse_args()
     mode = "full" if args.full else "quick"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine()}
+    suffix = "" if mode == "quick" else "-full"
+    saved = RESULTS / f"results{suffix}.json"
+    # --only reruns some sections and keeps the others' last figures.
+    results: dict[str, Any] = (json.loads(saved.read_text()) if args.only and saved.exists()
+                               else {})
+    results["machine"] = machine()
     plan: list[tuple[str, Any]] = [
         ("ingest_100k", lambda: bench_ingest(100_000)),
         ("embedding", lambda: bench_embedding(1000 if mode == "quick" else 4000)),
@@ -263,7 +269,6 @@ def main() -> None:
         print(f"{name} ({time.perf_counter() - t:.0f}s): {json.dumps(results[name])}",
               flush=True)
     plots = plot(results)
-    suffix = "" if mode == "quick" else "-full"
     (RESULTS / f"results{suffix}.json").write_text(json.dumps(results, indent=2))
     (RESULTS / f"report{suffix}.md").write_text(report(results, plots, mode))
     print(f"saved bench/results/report{suffix}.md")

@@ -98,14 +98,14 @@ def encode_batches(
     """Encode ``texts`` in chunks, reporting progress, and return ``(len(texts), dim)`` float32.
 
     ``on_progress`` receives the cumulative number of texts encoded after each chunk.
-    ``chunk_size`` is how many texts go to one ``encode`` call (default ``8 * batch_size``):
+    ``chunk_size`` is how many texts go to one ``encode`` call (default ``32 * batch_size``):
     larger chunks let a provider sort by length to cut padding, smaller ones report progress
     more often. Any failure inside the provider is re-raised as :class:`EmbeddingError` with
     the original exception chained as its cause; errors from ``on_progress`` propagate as-is.
     """
     check_batch_size(batch_size)
     items = check_texts(texts)
-    step = 8 * batch_size if chunk_size is None else chunk_size
+    step = 32 * batch_size if chunk_size is None else chunk_size
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
         raise EmbeddingError(f"chunk_size must be a positive int, got {chunk_size!r}")
     provider = _provider_name(embedder)
