@@ -130,8 +130,8 @@ def test_encode_batches_matches_direct_encode_and_reports_progress() -> None:
 
 def test_encode_batches_default_chunk_and_empty_input() -> None:
     rec = _Recording(HashingEmbedder(dim=16))
-    encode_batches(rec, ["a"] * 20, batch_size=2)
-    assert rec.calls == [16, 4]
+    encode_batches(rec, ["a"] * 80, batch_size=2)
+    assert rec.calls == [64, 16]  # chunks of 32 batches
     empty = encode_batches(HashingEmbedder(dim=16), [], batch_size=4)
     assert empty.shape == (0, 16)
     assert empty.dtype == np.float32
