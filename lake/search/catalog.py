@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import polars as pl
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.errors import AccessDenied, QueryError
@@ -136,6 +137,12 @@ class TurnCatalog:
         if user is not None:
             expr &= ds.field("user_id") == user
         table = self._store.read(Table.TIMELINES, filter=expr)
+        if any((self._store.root / "_retention").glob("*.json")):
+            # A purge or erase deletes TurnLogs first and refreshes timelines later; until it
+            # finishes (or is re-run after a crash) a timeline may outlive its last turn.
+            live = self._store.read(Table.TURN_LOGS, columns=["conversation_id"], filter=expr)
+            table = table.filter(pc.is_in(table["conversation_id"],
+                                          value_set=pc.unique(live["conversation_id"])))
         entries = [ConversationEntry(
             tenant=r["tenant"], conversation_id=r["conversation_id"], user_id=r["user_id"],
             app=r["app"], agent=r["agent"], title=r["title"], started_at=r["started_at"],
