@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import multiprocessing
+import os
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -33,7 +34,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, Table
 from lake.timelines import conversation_filter
-from pipeline.prepare import PreparedChunk, Quarantined, prepare_chunk
+from pipeline.prepare import PreparedChunk, Quarantined, die_with_parent, prepare_chunk
 from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
 
 TurnKey = tuple[str, str, str]
@@ -136,7 +137,9 @@ class Ingestor:
             return
         # spawn, not fork: the parent may hold torch or tantivy threads.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self._workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(self._workers, mp_context=context,
+                                 initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             window: deque[Future[PreparedChunk]] = deque()
             for chunk in itertools.chain(head, chunks):
                 window.append(pool.submit(prepare_chunk, chunk, self._settings))

@@ -6,8 +6,12 @@ worker processes while the main process deduplicates, numbers and commits them i
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import os
+import signal
 import stat
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +57,16 @@ class PreparedChunk:
     quarantined: list[Quarantined] = field(default_factory=list)
     duplicates: int = 0
     lines: int = 0
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: on Linux, ask the kernel to SIGKILL this worker when its parent
+    (pid ``parent``) dies, so a killed ingest leaves no orphan workers behind."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died while this worker was starting
+        os._exit(1)
 
 
 def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:

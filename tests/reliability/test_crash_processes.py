@@ -289,9 +289,5 @@ def test_ingest_killed_while_its_worker_processes_run(worker_kill: WorkerKill,
                     f"{worker_kill.turns} turns each present once after re-run")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pipeline/ingest.py (Ingestor._prepared): the spawned ProcessPoolExecutor workers do not "
-    "notice their parent's death; a killed `turnlake ingest` leaves them (and the "
-    "multiprocessing resource tracker) running, about 200 MB each, until killed by hand"))
 def test_worker_processes_exit_with_a_killed_ingest(worker_kill: WorkerKill) -> None:
     assert worker_kill.workers and worker_kill.workers_exited
