@@ -80,6 +80,20 @@ def test_hnsw_chosen_above_threshold_with_good_recall(
     assert recall_at_k(hnsw, flat, _unit(200, seed=3), 10) >= 0.9
 
 
+def test_unstructured_high_dim_data_falls_back_to_exact(tmp_path: Path) -> None:
+    # Random 384-d vectors have no neighbourhood structure: the graph would need to visit about
+    # as many rows as an exact scan to find the true top 10, so build keeps the index exact.
+    vectors = _unit(5_000, seed=11, dim=384)
+    index = SemanticIndex.build(vectors, exact_max_rows=100)
+    assert index.kind == "flat"
+    assert "hnsw rejected" in index.describe()["note"]
+    index.save(tmp_path / "sem")
+    assert SemanticIndex.load(tmp_path / "sem").describe() == index.describe()
+    forced = SemanticIndex.build(vectors[:1_000], exact_max_rows=100, ef_search=64)
+    assert forced.kind == "hnsw"
+    assert forced.ef_search == 64
+
+
 def test_recall_at_k_detects_a_bad_index(
     tmp_path: Path, hnsw: SemanticIndex, flat: SemanticIndex
 ) -> None:
