@@ -16,6 +16,7 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
+from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
 from lake.index.manifest import PartitionManifest, partition_dir
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
@@ -35,6 +36,7 @@ from lake.timelines import conversation_filter
 
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
+_UNIFORM_ROLES = dict.fromkeys(ROLES, 1.0)
 
 
 @dataclass(frozen=True)
@@ -171,13 +173,19 @@ class SearchService:
         if on["lexical"]:
             # The lexical index filters by user / conversation / role itself; time and expiry
             # are checked against the allowed set afterwards, so over-fetch a little.
-            found = part.lexical.search(query, limit=depth * 2, user_id=scope.user_id,
+            # One BM25 pass with every role at weight 1, then the role weights multiply each
+            # row's score: weighting inside tantivy would evaluate the query once per weight.
+            found = part.lexical.search(query, limit=depth * 3, user_id=scope.user_id,
                                         conversation_id=scope.conversation_id,
-                                        roles=request.roles,
+                                        roles=request.roles, role_weights=_UNIFORM_ROLES,
                                         context={"user", "assistant"} <= set(request.roles))
-            in_scope = set(allowed[np.isin(allowed, [d for d, _ in found])].tolist()) \
+            cols = part.columns
+            allowed_set = set(allowed[np.isin(allowed, [d for d, _ in found])].tolist()) \
                 if found else set()
-            out["lexical"] = [_Candidate(part, d, s) for d, s in found if d in in_scope][:depth]
+            weighted = sorted(
+                ((d, s * DEFAULT_ROLE_WEIGHTS[cols.roles[cols.role_codes[d]]])
+                 for d, s in found if d in allowed_set), key=lambda item: (-item[1], item[0]))
+            out["lexical"] = [_Candidate(part, d, s) for d, s in weighted[:depth]]
         if on["trigram"]:
             found = part.trigram.search(query, allowed=allowed, limit=depth,
                                         threshold=request.trigram_threshold)
