@@ -196,14 +196,6 @@ class LakeStore:
         return {part: hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
                 for part, paths in grouped.items()}
 
-    def compact(self, table: Table) -> None:
-        """Rewrite small files into larger ones (readers keep working)."""
-        dt = self.open(table)
-        if dt is None:
-            return
-        with _translated(table, "optimize"):
-            dt.optimize.compact()
-
     def vacuum(self, table: Table, *, full: bool = False) -> list[str]:
         """Physically remove data files no longer referenced by the current version.
 
