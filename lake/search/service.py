@@ -21,7 +21,7 @@ from lake.index.manifest import PartitionManifest, partition_dir
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.fusion import GeneratorHit, RankedRow, fuse, recency_lift
+from lake.search.fusion import FusedTurn, GeneratorHit, RankedRow, fuse, recency_lift
 from lake.search.request import (
     GENERATORS,
     SNIPPET_CHARS,
@@ -44,6 +44,18 @@ class _Candidate:
     part: PartitionIndex
     doc: int
     score: float
+
+
+@dataclass(frozen=True)
+class _Scored:
+    final: float
+    turn: FusedTurn
+    best: _Candidate
+    lift: float
+
+
+def _name(part: PartitionIndex) -> str:
+    return f"{part.manifest.tenant}/{part.manifest.month}"
 
 
 class SearchService:
@@ -201,7 +213,7 @@ class SearchService:
             rows = []
             for c in candidates[:request.depth]:
                 cols = c.part.columns
-                key = f"{c.part.manifest.tenant}/{c.part.manifest.month}#{c.doc}"
+                key = f"{_name(c.part)}#{c.doc}"
                 by_row[key] = c
                 turn_key = (cols.conversations[cols.conversation_codes[c.doc]],
                             cols.turn_ids[c.doc])
@@ -215,33 +227,33 @@ class SearchService:
                      method=f.method, score_factor=f.score_factor, zscore_floor=f.zscore_floor)
         as_of_us = int(as_of.timestamp() * _US)
         half_life_s = request.half_life_days * 86400.0
-        scored = []
+        scored: list[_Scored] = []
         for turn in fused:
+            # The turn is shown by its best row in the generator that ranks it highest.
             best_gen = min(turn.hits, key=lambda g: (turn.hits[g].rank, g))
             best = by_row[turn.hits[best_gen].row_key]
             age_s = (as_of_us - int(best.part.columns.turn_at_us[best.doc])) / _US
             lift = recency_lift(age_s, half_life_s, request.recency_weight)
-            scored.append((turn.rrf * lift, turn, best, lift))
-        scored.sort(key=lambda item: (-item[0], item[1].turn_key))
+            scored.append(_Scored(turn.rrf * lift, turn, best, lift))
+        scored.sort(key=lambda s: (-s.final, s.turn.turn_key))
         if stale:
             # A stale index may still hold turns purged or erased since it was built: keep
             # only those whose TurnLog is live now.
-            suspects = {(s[2].part.manifest.tenant, s[1].turn_key[0]) for s in scored
-                        if f"{s[2].part.manifest.tenant}/{s[2].part.manifest.month}" in stale}
+            suspects = {(s.best.part.manifest.tenant, s.turn.turn_key[0]) for s in scored
+                        if _name(s.best.part) in stale}
             live = self._live_turns(suspects, as_of) if suspects else set()
-            scored = [s for s in scored
-                      if f"{s[2].part.manifest.tenant}/{s[2].part.manifest.month}" not in stale
-                      or (s[2].part.manifest.tenant, *s[1].turn_key) in live]
+            scored = [s for s in scored if _name(s.best.part) not in stale
+                      or (s.best.part.manifest.tenant, *s.turn.turn_key) in live]
         cap = _per_conversation_cap(request)
         per_conv: dict[str, int] = {}
         hits: list[Hit] = []
-        for final, turn, best, lift in scored:
-            cid = turn.turn_key[0]
+        for s in scored:
+            cid = s.turn.turn_key[0]
             if cap and per_conv.get(cid, 0) >= cap:
                 continue
             per_conv[cid] = per_conv.get(cid, 0) + 1
-            hits.append(self._hit(turn.turn_key, best, turn.hits, turn.rrf, lift, final,
-                                  request))
+            hits.append(self._hit(s.turn.turn_key, s.best, s.turn.hits, s.turn.rrf, s.lift,
+                                  s.final, request))
             if len(hits) >= request.k:
                 break
         return hits
