@@ -184,6 +184,8 @@ def plot(results: dict[str, Any]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from bench.plots import latency_bars
+
     made: list[str] = []
     if "locomo" in results:
         fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
@@ -209,13 +211,7 @@ def plot(results: dict[str, Any]) -> list[str]:
                     labels.append(f"{key[6:]}\n{arm}")
                     p50.append(lat["p50_ms"])
                     p95.append(lat["p95_ms"])
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, p50, 0.4, label="p50")
-        ax.bar(x + 0.2, p95, 0.4, label="p95")
-        ax.set_xticks(x, labels, fontsize=7)
-        ax.set_ylabel("ms")
-        ax.set_title("search latency (query embedding excluded)")
-        ax.legend()
+        latency_bars(ax, labels, p50, p95, title="search latency (query embedding excluded)")
         fig.tight_layout()
         fig.savefig(RESULTS / "search_latency.png", dpi=110)
         made.append("search_latency.png")

@@ -109,7 +109,8 @@ def plot(results: dict[str, Any], folder: Path) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
+
+    from bench.plots import latency_bars
 
     mode, made = results["mode"], []
     sets: list[tuple[str, Any, str | None, str]] = [(
@@ -126,14 +127,8 @@ def plot(results: dict[str, Any], folder: Path) -> list[str]:
                 labels.append(f"{name}\n{arm}")
                 p50.append(lat["p50_ms"])
                 p95.append(lat["p95_ms"])
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, p50, 0.4, label="p50")
-        ax.bar(x + 0.2, p95, 0.4, label="p95")
-        ax.set_xticks(x, labels, fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("ms per query (log)")
-        ax.set_title(f"search latency, user scope, {title} (query embedding excluded)")
-        ax.legend()
+        latency_bars(ax, labels, p50, p95, log=True, ylabel="ms per query (log)",
+                     title=f"search latency, user scope, {title} (query embedding excluded)")
         ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     name = f"compare-{mode}-latency.png"
