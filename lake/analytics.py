@@ -10,7 +10,7 @@ loaded whole: the wide columns (``payload``, ``text``, ``embedding``) are never 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 
 import polars as pl
 import pyarrow.dataset as ds
@@ -339,8 +339,3 @@ def index_health(store: LakeStore, principal: Principal,
             rebuild_command=(None if status.freshness == "fresh"
                              else status.rebuild_command)))
     return out
-
-
-def utc_day_start(day: date) -> datetime:
-    """Midnight UTC at the start of a calendar day (for window bounds from date pickers)."""
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)

@@ -257,10 +257,3 @@ def json_schema() -> dict[str, Any]:
     schema["$id"] = "https://turnlake.dev/schema/turn.v1.schema.json"
     schema["title"] = SCHEMA_ID
     return schema
-
-
-def utc(dt: datetime) -> datetime:
-    """The same instant expressed in UTC."""
-    from datetime import UTC
-
-    return dt.astimezone(UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,3 @@ def save_policy(settings: Settings) -> Path:
     tmp.write_text(json.dumps(body, indent=2))
     os.replace(tmp, root / POLICY_FILE)
     return root / POLICY_FILE
-
-
-def describe_settings() -> list[tuple[str, str, str]]:
-    """(name, default, help) for every setting, for documentation and ``turnlake settings``."""
-    return [(f.name, repr(f.default), str(f.metadata.get("help", ""))) for f in fields(Settings)]

@@ -187,7 +187,6 @@ class RowColumns:
     turn_at_us: np.ndarray
     expires_us: np.ndarray
     turn_ids: list[str]
-    row_ids: list[str]
 
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
@@ -208,4 +207,4 @@ class RowColumns:
 
         return cls(users, user_list, convs, conv_list, roles, role_list,
                    micros("turn_at"), micros("expires_at"),
-                   rows.column("turn_id").to_pylist(), rows.column("row_id").to_pylist())
+                   rows.column("turn_id").to_pylist())
