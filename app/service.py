@@ -21,6 +21,7 @@ from lake import analytics
 from lake.embedding.factory import embedder_for
 from lake.errors import AccessDenied, RefError
 from lake.index.manifest import list_partitions, read_current
+from lake.location import LakeLocation
 from lake.retention import AuditEntry, read_audit
 from lake.search.catalog import CatalogTurn, ConversationEntry, TurnCatalog
 from lake.search.materialize import FileCard, TurnMaterializer
@@ -42,7 +43,7 @@ class LakeVersion:
     index_builds: tuple[str, ...]
 
 
-def lake_version(root: Path) -> LakeVersion:
+def lake_version(root: Path | LakeLocation) -> LakeVersion:
     """The lake's current version, read cheaply from Delta log names and index pointers."""
     store = LakeStore(root)
     tables = tuple(store.latest_version(t) for t in Table)

@@ -18,11 +18,9 @@ visible and complete; ``recover()`` only refreshes their timelines.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +33,7 @@ from lake.tables import Table
 from lake.timelines import refresh_timelines
 
 ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
+_BATCHES = "_batches"  # manifests of batches in flight, under the lake root
 
 
 @dataclass
@@ -60,7 +59,7 @@ class BatchCommitter:
         self._store = store
         self._files = files
         self._faults = faults
-        self._dir = store.root / "_batches"
+        self._blobs = store.root.blobs
 
     def commit(self, batch_id: str, tables: dict[Table, pa.Table],
                pending_files: Sequence[PendingFile]) -> None:
@@ -87,19 +86,20 @@ class BatchCommitter:
         self._faults.hit("batch.after_turn_logs")
         refresh_timelines(self._store, conversations)
         self._faults.hit("batch.after_timelines")
-        self._manifest_path(batch_id).unlink(missing_ok=True)
+        self._blobs.delete(self._manifest_key(batch_id))
 
     def recover(self) -> RecoveryReport:
         """Finish or roll back batches a crashed writer left; caller holds the writer lock."""
         report = RecoveryReport()
-        if not self._dir.exists():
-            return report
-        for path in sorted(self._dir.glob("*.json")):
+        for name in self._blobs.children(_BATCHES):
+            if not name.endswith(".json"):
+                continue
+            key = f"{_BATCHES}/{name}"
             try:
-                manifest = json.loads(path.read_text())
+                manifest = json.loads(self._blobs.read_bytes(key))
             except (OSError, json.JSONDecodeError):
                 # A manifest torn mid-write means the crash came before any table write.
-                path.unlink(missing_ok=True)
+                self._blobs.delete(key)
                 continue
             batch_id = str(manifest["batch_id"])
             conversations = [(str(t), str(c)) for t, c in manifest["conversations"]]
@@ -109,10 +109,10 @@ class BatchCommitter:
             else:
                 for table in ROW_TABLES:
                     self._store.delete(table, f"batch_id = '{batch_id}'")
-                for key in manifest["file_keys"]:
-                    self._files.delete(str(key))
+                for file_key in manifest["file_keys"]:
+                    self._files.delete(str(file_key))
                 report.rolled_back.append(batch_id)
-            path.unlink(missing_ok=True)
+            self._blobs.delete(key)
         return report
 
     def _batch_committed(self, batch_id: str) -> bool:
@@ -120,18 +120,12 @@ class BatchCommitter:
                                  filter=ds.field("batch_id") == batch_id)
         return bool(found.num_rows) and bool(pc.any(pc.equal(found["batch_id"], batch_id)).as_py())
 
-    def _manifest_path(self, batch_id: str) -> Path:
-        return self._dir / f"{batch_id}.json"
+    @staticmethod
+    def _manifest_key(batch_id: str) -> str:
+        return f"{_BATCHES}/{batch_id}.json"
 
     def _write_manifest(self, batch_id: str, file_keys: list[str],
                         conversations: list[tuple[str, str]]) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        final = self._manifest_path(batch_id)
-        tmp = final.with_suffix(".tmp")
         body = json.dumps({"batch_id": batch_id, "file_keys": file_keys,
                            "conversations": conversations})
-        with open(tmp, "w") as fh:
-            fh.write(body)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
+        self._blobs.write_bytes(self._manifest_key(batch_id), body.encode(), durable=True)

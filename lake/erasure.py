@@ -24,13 +24,11 @@ manifest again from step 1 (``DeletionRunner.resume``), which every retention jo
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -42,11 +40,13 @@ from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.refs import validate_id
 from lake.retention import (
+    RETENTION_DIR,
     AuditEntry,
     DeletionPlan,
     ErasureTarget,
     TurnKey,
     in_chunks,
+    pending_manifests,
     quarantine_expiry,
     quarantine_matches,
     quarantine_tenant,
@@ -239,19 +239,18 @@ class DeletionRunner:
         self._rebuild = rebuild
         self._faults = faults
         self._on_step = on_step
-        self._dir = store.root / "_retention"
+        self._blobs = store.root.blobs
 
     def pending(self) -> list[DeletionPlan]:
         """Plans of jobs that were interrupted, oldest first."""
-        if not self._dir.exists():
-            return []
         plans = []
-        for path in sorted(self._dir.glob("*.json")):
+        for key in pending_manifests(self._store):
             try:
-                plans.append(DeletionPlan.from_json(path.read_text()))
+                plans.append(DeletionPlan.from_json(self._blobs.read_bytes(key).decode()))
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise LakeError(f"unreadable retention manifest {path}: {exc}; it lists what "
-                                "an interrupted job still has to delete, inspect it") from exc
+                raise LakeError(f"unreadable retention manifest "
+                                f"{self._store.root.child_uri(key)}: {exc}; it lists what an "
+                                "interrupted job still has to delete, inspect it") from exc
         return sorted(plans, key=lambda p: p.created_at)
 
     def resume(self) -> list[DeletionOutcome]:
@@ -260,9 +259,9 @@ class DeletionRunner:
 
     def run(self, plan: DeletionPlan) -> DeletionOutcome:
         """Write the plan's manifest (unless already there) and execute every step."""
-        path = self._dir / f"{plan.job_id}.json"
-        if not path.exists():
-            self._write_manifest(path, plan)
+        key = f"{RETENTION_DIR}/{plan.job_id}.json"
+        if not self._blobs.exists(key):
+            self._blobs.write_bytes(key, plan.to_json().encode(), durable=True)
         self._faults.hit(f"{plan.kind}.after_manifest")
         outcome = DeletionOutcome(plan)
         for i, step in enumerate(STEPS, start=1):
@@ -272,7 +271,7 @@ class DeletionRunner:
             if self._on_step is not None:
                 self._on_step(step, i, len(STEPS))
             self._faults.hit(f"{plan.kind}.after_{step}")
-        path.unlink(missing_ok=True)
+        self._blobs.delete(key)
         return outcome
 
     # -- steps ------------------------------------------------------------------------------
@@ -331,8 +330,11 @@ class DeletionRunner:
             removed += self._files.delete_prefix(tenant, cid, tid)
         for tenant, cid in plan.conversation_dirs:
             removed += self._files.delete_prefix(tenant, cid)
-        # Empty folders are named by ids only, but an erased conversation should not linger.
-        for tenant, cid in {(t, c) for t, c, _ in plan.turn_dirs} | set(plan.conversation_dirs):
+        # Empty folders are named by ids only, but an erased conversation should not linger
+        # (an object store has no folders to leave behind).
+        folders = set() if self._store.root.remote else \
+            {(t, c) for t, c, _ in plan.turn_dirs} | set(plan.conversation_dirs)
+        for tenant, cid in folders:
             for folder in (self._files.root / tenant / cid, self._files.root / tenant):
                 try:
                     folder.rmdir()
@@ -368,11 +370,3 @@ class DeletionRunner:
             tenant=plan.target.tenant if plan.target else None, target=plan.describe(),
             counts=plan.counts), job_id=plan.job_id)
 
-    def _write_manifest(self, path: Path, plan: DeletionPlan) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(plan.to_json())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)

@@ -26,6 +26,15 @@ from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from lake.tables import AUDIT, Table
 
+RETENTION_DIR = "_retention"  # manifests of purge / erase jobs still running, under the root
+
+
+def pending_manifests(store: LakeStore) -> list[str]:
+    """Lake keys of the manifests of purge or erase jobs that have not finished."""
+    return [f"{RETENTION_DIR}/{name}" for name in store.root.blobs.children(RETENTION_DIR)
+            if name.endswith(".json")]
+
+
 TurnKey = tuple[str, str, str]  # (tenant, conversation_id, turn_id)
 
 

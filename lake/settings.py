@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lake.location import LakeLocation, S3Config
+
 DEFAULT_LAKE = Path("data/lake")
 POLICY_FILE = "policy.json"  # the retention policy in force for a lake, under its root
 
@@ -26,7 +28,9 @@ class RetentionRule:
 class Settings:
     """Everything configurable in turnlake. Build it at the edge (CLI, app) and pass it down."""
 
-    lake: Path = field(default=DEFAULT_LAKE, metadata={"help": "lake root folder"})
+    lake: Path | LakeLocation = field(
+        default=DEFAULT_LAKE,
+        metadata={"help": "lake root: a folder or s3://bucket/prefix (S3-compatible stores)"})
     default_ttl_days: int = field(default=365, metadata={"help": "TTL when no rule applies"})
     retention: tuple[RetentionRule, ...] = field(
         default=(), metadata={"help": "TTL rules per tenant (and app / role)"}
@@ -46,6 +50,21 @@ class Settings:
     analyst_tenants: tuple[str, ...] = field(
         default=(), metadata={"help": "tenants the workbench analyst may read"}
     )
+    s3: S3Config = field(
+        default_factory=S3Config,
+        metadata={"help": "endpoint, region and credentials of an s3:// lake; unset fields "
+                          "come from the standard AWS_* environment variables"},
+    )
+
+    def __post_init__(self) -> None:
+        # An s3:// root becomes a location carrying its connection settings; a folder stays
+        # a Path (what local callers and tests join paths onto).
+        root = self.lake
+        if isinstance(root, LakeLocation) or str(root).startswith("s3://"):
+            location = LakeLocation.of(root, self.s3)
+            object.__setattr__(self, "lake", location if location.remote else location.local)
+        else:
+            object.__setattr__(self, "lake", Path(root))
 
     @classmethod
     def from_env(cls, lake: Path | str | None = None, **overrides: Any) -> Settings:
@@ -54,13 +73,14 @@ class Settings:
         ``TURNLAKE_EMBEDDING_MODEL`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
         """
         root = lake if lake is not None else os.environ.get("TURNLAKE_LAKE") or DEFAULT_LAKE
-        values: dict[str, Any] = {"lake": Path(root)}
+        values: dict[str, Any] = {"lake": root}
         if model := os.environ.get("TURNLAKE_EMBEDDING_MODEL"):
             values["embedding_model"] = model
         if tenants := os.environ.get("TURNLAKE_TENANTS"):
             values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
-        values.update(load_policy(Path(root)))
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(load_policy(LakeLocation.of(root, given.get("s3"))))
+        values.update(given)
         return cls(**values)
 
     def with_(self, **changes: Any) -> Settings:
@@ -83,13 +103,19 @@ class Settings:
         return best[1] if best else self.default_ttl_days
 
 
-def load_policy(root: Path) -> dict[str, Any]:
+def load_policy(root: Path | str | LakeLocation) -> dict[str, Any]:
     """The retention settings saved in ``<lake>/policy.json`` (empty when there is none)."""
-    path = Path(root) / POLICY_FILE
-    if not path.exists():
-        return {}
+    location = LakeLocation.of(root)
+    path = location.child_uri(POLICY_FILE)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(location.blobs.read_bytes(POLICY_FILE))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        from lake.errors import LakeError
+
+        raise LakeError(f"retention policy {path} is unreadable: {exc}") from exc
+    try:
         rules = tuple(RetentionRule(tenant=str(r["tenant"]), ttl_days=int(r["ttl_days"]),
                                     app=r.get("app"), role=r.get("role"))
                       for r in raw.get("rules", []))
@@ -103,14 +129,11 @@ def load_policy(root: Path) -> dict[str, Any]:
         raise LakeError(f"retention policy {path} is unreadable: {exc}") from exc
 
 
-def save_policy(settings: Settings) -> Path:
-    """Persist the settings' retention policy under the lake root (atomically)."""
-    root = Path(settings.lake)
-    root.mkdir(parents=True, exist_ok=True)
+def save_policy(settings: Settings) -> str:
+    """Persist the settings' retention policy under the lake root (atomically); returns where."""
+    location = LakeLocation.of(settings.lake)
     body = {"default_ttl_days": settings.default_ttl_days,
             "rules": [{"tenant": r.tenant, "app": r.app, "role": r.role,
                        "ttl_days": r.ttl_days} for r in settings.retention]}
-    tmp = root / f".{POLICY_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(body, indent=2))
-    os.replace(tmp, root / POLICY_FILE)
-    return root / POLICY_FILE
+    location.blobs.write_bytes(POLICY_FILE, json.dumps(body, indent=2).encode())
+    return location.child_uri(POLICY_FILE)

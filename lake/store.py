@@ -8,7 +8,6 @@ conversation text (its min/max statistics otherwise would).
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lake.errors import ConcurrentWriteError, LakeError
+from lake.location import LakeLocation
 from lake.tables import PARTITIONS, SCHEMAS, Table
 
 _STATS_COLUMNS: dict[Table, str] = {
@@ -69,25 +69,37 @@ def _row_count(dt: DeltaTable) -> int:
 
 
 class LakeStore:
-    """Delta tables under ``<root>/tables``; one instance per lake root, cheap to create."""
+    """Delta tables under ``<root>/tables``; one instance per lake root, cheap to create.
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+    The root is a local folder or an ``s3://bucket/prefix`` location (see lake.location).
+    """
+
+    def __init__(self, root: Path | str | LakeLocation) -> None:
+        self.root = LakeLocation.of(root)
+        self._options = self.root.delta_options()
 
     def path(self, table: Table) -> Path:
-        """The folder of a table."""
-        return self.root / "tables" / table.value
+        """The folder of a table in a local lake."""
+        return self.root.local / "tables" / table.value
+
+    def uri(self, table: Table) -> str:
+        """Where a table lives: a local path or an s3:// URI."""
+        return self.root.child_uri("tables", table.value)
 
     def exists(self, table: Table) -> bool:
         """Whether the table has been created."""
-        return DeltaTable.is_deltatable(str(self.path(table)))
+        with _translated(table, "look up"):
+            return DeltaTable.is_deltatable(self.uri(table), storage_options=self._options)
 
     def open(self, table: Table, version: int | None = None) -> DeltaTable | None:
         """The Delta table (at a version), or None when it does not exist yet."""
         if not self.exists(table):
             return None
         with _translated(table, "open"):
-            return DeltaTable(str(self.path(table)), version=version)
+            return DeltaTable(self.uri(table), version=version, storage_options=self._options)
+
+    def _log_names(self, table: Table) -> list[str]:
+        return self.root.blobs.children(f"tables/{table.value}/_delta_log")
 
     def version(self, table: Table) -> int | None:
         """The table's current version, or None when it does not exist yet."""
@@ -96,12 +108,8 @@ class LakeStore:
 
     def latest_version(self, table: Table) -> int | None:
         """The newest committed version, read cheaply from the log folder's file names."""
-        log = self.path(table) / "_delta_log"
-        try:
-            versions = [int(name[:-5]) for name in os.listdir(log)
-                        if name.endswith(".json") and name[:-5].isdigit()]
-        except FileNotFoundError:
-            return None
+        versions = [int(name[:-5]) for name in self._log_names(table)
+                    if name.endswith(".json") and name[:-5].isdigit()]
         return max(versions) if versions else None
 
     def ensure(self, table: Table) -> DeltaTable:
@@ -109,12 +117,14 @@ class LakeStore:
         existing = self.open(table)
         if existing is not None:
             return existing
-        self.path(table).mkdir(parents=True, exist_ok=True)
+        if not self.root.remote:
+            self.path(table).mkdir(parents=True, exist_ok=True)
         with _translated(table, "create"):
             return DeltaTable.create(
-                str(self.path(table)), SCHEMAS[table], mode="ignore",
+                self.uri(table), SCHEMAS[table], mode="ignore",
                 partition_by=PARTITIONS[table] or None,
                 configuration={"delta.dataSkippingStatsColumns": _STATS_COLUMNS[table]},
+                storage_options=self._options,
             )
 
     def append(self, table: Table, data: pa.Table) -> int | None:
@@ -218,12 +228,11 @@ class LakeStore:
         dt = self.open(table)
         if dt is None:
             return 0
-        log = self.path(table) / "_delta_log"
-        before = set(os.listdir(log))
+        before = set(self._log_names(table))
         with _translated(table, "log cleanup"):
             if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
                 dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
                 dt.update_incremental()
             dt.create_checkpoint()
             dt.cleanup_metadata()
-        return len(before - set(os.listdir(log)))
+        return len(before - set(self._log_names(table)))

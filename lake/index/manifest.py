@@ -3,6 +3,9 @@
 Layout under ``<lake>/indexes/<tenant>/<month>/``: one folder per build (``<build_id>/`` holding
 ``manifest.json`` and the artifacts) and ``current.json`` naming the live build. A new build is
 written beside the old one and made live by atomically replacing ``current.json``.
+
+In an object-store lake the same layout holds objects; builds are staged in, and opened from, a
+local cache folder per lake (``TURNLAKE_CACHE``, default ``~/.cache/turnlake``).
 """
 
 from __future__ import annotations
@@ -10,13 +13,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lake.errors import IndexError_
+from lake.location import LakeLocation
 
 MANIFEST_FILE = "manifest.json"
 CURRENT_FILE = "current.json"
+_INDEXES = "indexes"
+_COMPLETE = ".complete"  # marks a fully downloaded build in an object-store lake's cache
 
 
 @dataclass(frozen=True)
@@ -50,52 +57,139 @@ class PartitionManifest:
         return cls(**json.loads(text))
 
 
-def partition_dir(root: Path, tenant: str, month: str) -> Path:
-    """The folder holding every build of one partition's indexes."""
-    return Path(root) / "indexes" / tenant / month
+def partition_key(tenant: str, month: str) -> str:
+    """The blob prefix of one partition's index builds, relative to the lake root."""
+    return f"{_INDEXES}/{tenant}/{month}"
 
 
-def read_current(root: Path, tenant: str, month: str) -> tuple[Path, PartitionManifest] | None:
-    """The live build folder and its manifest, or None when the partition has no index."""
-    base = partition_dir(root, tenant, month)
-    pointer = base / CURRENT_FILE
-    if not pointer.exists():
+def partition_dir(root: Path | str | LakeLocation, tenant: str, month: str) -> Path:
+    """The local folder holding one partition's builds: under a local lake itself, else in the
+    lake's local cache (where builds are staged before upload and downloaded to be opened)."""
+    location = LakeLocation.of(root)
+    base = location.cache_dir if location.remote else location.local
+    return base / _INDEXES / tenant / month
+
+
+def read_current(root: Path | str | LakeLocation, tenant: str,
+                 month: str) -> tuple[Path, PartitionManifest] | None:
+    """The live build's local folder and its manifest, or None when the partition has no index.
+
+    For an object-store lake the folder is where :func:`local_build` puts the build; it may not
+    have been downloaded yet.
+    """
+    location = LakeLocation.of(root)
+    blobs = location.blobs
+    base = partition_key(tenant, month)
+    try:
+        pointer = blobs.read_bytes(f"{base}/{CURRENT_FILE}")
+    except FileNotFoundError:
         return None
     try:
-        build_id = json.loads(pointer.read_text())["build_id"]
-        folder = base / build_id
-        return folder, PartitionManifest.from_json((folder / MANIFEST_FILE).read_text())
+        build_id = str(json.loads(pointer)["build_id"])
+        manifest = PartitionManifest.from_json(
+            blobs.read_bytes(f"{base}/{build_id}/{MANIFEST_FILE}").decode())
     except (OSError, KeyError, ValueError, TypeError) as exc:
         raise IndexError_(f"index of partition {tenant}/{month} is unreadable: {exc}") from exc
+    return partition_dir(location, tenant, month) / build_id, manifest
 
 
-def publish(root: Path, manifest: PartitionManifest) -> None:
-    """Make a finished build live, then remove the partition's older builds."""
-    base = partition_dir(root, manifest.tenant, manifest.month)
-    tmp = base / f".{CURRENT_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"build_id": manifest.build_id}))
-    os.replace(tmp, base / CURRENT_FILE)
-    remove_other_builds(base, keep=manifest.build_id)
+def local_build(root: Path | str | LakeLocation, manifest: PartitionManifest) -> Path:
+    """A local folder holding the build a manifest describes, ready to open.
+
+    Object-store lakes keep a cache keyed by build id (a new manifest names a new build), filled
+    on first use and stripped of the partition's other builds, so a rebuilt partition is
+    downloaded afresh and the superseded copy does not linger.
+    """
+    location = LakeLocation.of(root)
+    base = partition_dir(location, manifest.tenant, manifest.month)
+    folder = base / manifest.build_id
+    if not location.remote or (folder / _COMPLETE).exists():
+        return folder
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{manifest.build_id}.", dir=base))
+    try:
+        location.blobs.download_dir(
+            f"{partition_key(manifest.tenant, manifest.month)}/{manifest.build_id}", staging)
+        (staging / _COMPLETE).touch()
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not (folder / _COMPLETE).exists():  # another process finished the same download
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _remove_local_builds(base, keep=manifest.build_id)
+    return folder
 
 
-def remove_other_builds(base: Path, keep: str | None) -> None:
+def publish(root: Path | str | LakeLocation, manifest: PartitionManifest) -> None:
+    """Make a finished build live (uploading it first for an object-store lake), then remove
+    the partition's older builds."""
+    location = LakeLocation.of(root)
+    base = partition_key(manifest.tenant, manifest.month)
+    local = partition_dir(location, manifest.tenant, manifest.month)
+    if location.remote:
+        location.blobs.upload_dir(local / manifest.build_id, f"{base}/{manifest.build_id}")
+        (local / manifest.build_id / _COMPLETE).touch()
+    location.blobs.write_bytes(f"{base}/{CURRENT_FILE}",
+                               json.dumps({"build_id": manifest.build_id}).encode())
+    remove_other_builds(location, manifest.tenant, manifest.month, keep=manifest.build_id)
+
+
+def remove_other_builds(root: Path | str | LakeLocation, tenant: str, month: str,
+                        keep: str | None) -> None:
     """Delete build folders other than ``keep`` (left by older builds or crashed ones)."""
+    location = LakeLocation.of(root)
+    base = partition_key(tenant, month)
+    for name in location.blobs.children(base):
+        if name != keep and name != CURRENT_FILE and not name.startswith("."):
+            location.blobs.delete_prefix(f"{base}/{name}")
+    _remove_local_builds(partition_dir(location, tenant, month), keep=keep)
+
+
+def _remove_local_builds(base: Path, keep: str | None) -> None:
     if not base.exists():
         return
     for child in base.iterdir():
-        if child.is_dir() and child.name != keep:
+        if child.is_dir() and child.name != keep and not child.name.startswith("."):
             shutil.rmtree(child, ignore_errors=True)
 
 
-def list_partitions(root: Path) -> list[tuple[str, str]]:
+def list_partitions(root: Path | str | LakeLocation) -> list[tuple[str, str]]:
     """Every (tenant, month) that has a live index."""
-    base = Path(root) / "indexes"
-    if not base.exists():
-        return []
-    return sorted((t.name, m.name) for t in base.iterdir() if t.is_dir()
-                  for m in t.iterdir() if (m / CURRENT_FILE).exists())
+    blobs = LakeLocation.of(root).blobs
+    return [(tenant, month) for tenant in blobs.children(_INDEXES)
+            for month in blobs.children(f"{_INDEXES}/{tenant}")
+            if blobs.exists(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")]
 
 
-def drop_partition(root: Path, tenant: str, month: str) -> None:
+def pointer_stamp(root: Path | str | LakeLocation, tenant: str, month: str) -> str | None:
+    """A token that changes whenever the partition's live build changes (None: no index)."""
+    return LakeLocation.of(root).blobs.stamp(f"{partition_key(tenant, month)}/{CURRENT_FILE}")
+
+
+def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> None:
     """Remove a partition's indexes entirely (its table rows are all gone)."""
-    shutil.rmtree(partition_dir(root, tenant, month), ignore_errors=True)
+    location = LakeLocation.of(root)
+    location.blobs.delete_prefix(partition_key(tenant, month))
+    if location.remote:
+        shutil.rmtree(partition_dir(location, tenant, month), ignore_errors=True)
+
+
+def prune_cache(root: Path | str | LakeLocation,
+                live: dict[tuple[str, str], str]) -> None:
+    """Drop cached builds of an object-store lake that are no longer live (``live`` maps each
+    indexed partition to its build id), so erased or expired content leaves search nodes too."""
+    location = LakeLocation.of(root)
+    if not location.remote:
+        return
+    base = location.cache_dir / _INDEXES
+    if not base.exists():
+        return
+    for tenant_dir in base.iterdir():
+        for month_dir in tenant_dir.iterdir() if tenant_dir.is_dir() else ():
+            keep = live.get((tenant_dir.name, month_dir.name))
+            if keep is None:
+                shutil.rmtree(month_dir, ignore_errors=True)
+            else:
+                _remove_local_builds(month_dir, keep=keep)

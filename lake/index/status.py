@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 from lake.errors import IndexError_
 from lake.index.manifest import (
-    CURRENT_FILE,
     PartitionManifest,
     list_partitions,
-    partition_dir,
+    pointer_stamp,
+    prune_cache,
     read_current,
 )
 from lake.store import LakeStore
@@ -41,34 +42,44 @@ class PartitionStatus:
 
 
 class StatusCache:
-    """Partition statuses, recomputed only when a table's latest version changes."""
+    """Partition statuses, recomputed only when a table's latest version changes.
 
-    def __init__(self, store: LakeStore) -> None:
+    Against an object-store lake every check costs requests, so it is made at most once per
+    ``remote_poll_s``; a local lake is checked on every call (a few directory listings).
+    """
+
+    def __init__(self, store: LakeStore, *, remote_poll_s: float = 2.0) -> None:
         self._store = store
-        self._key: tuple[int | None, int | None, tuple[tuple[str, str, int], ...]] | None = None
+        self._key: tuple[int | None, int | None, tuple[tuple[str, str, str], ...]] | None = None
         self._value: dict[tuple[str, str], PartitionStatus] = {}
+        self._poll_s = remote_poll_s if store.root.remote else 0.0
+        self._checked = float("-inf")
 
     def get(self) -> dict[tuple[str, str], PartitionStatus]:
         """Statuses by (tenant, month)."""
+        now = time.monotonic()
+        if self._key is not None and now - self._checked < self._poll_s:
+            return self._value
+        self._checked = now
         key = (self._store.latest_version(Table.CONTENT_ROWS),
                self._store.latest_version(Table.TURN_LOGS),
                tuple(_pointer_stamps(self._store)))
         if key != self._key:
             self._value = partition_statuses(self._store)
             self._key = key
+            prune_cache(self._store.root, {part: s.manifest.build_id
+                                           for part, s in self._value.items() if s.manifest})
         return self._value
 
 
-def _pointer_stamps(store: LakeStore) -> list[tuple[str, str, int]]:
-    """Each indexed partition with the modification time of its live-build pointer, so a
-    rebuild (which replaces the pointer) invalidates cached statuses."""
+def _pointer_stamps(store: LakeStore) -> list[tuple[str, str, str]]:
+    """Each indexed partition with a stamp of its live-build pointer, so a rebuild (which
+    replaces the pointer) invalidates cached statuses."""
     stamps = []
     for tenant, month in list_partitions(store.root):
-        pointer = partition_dir(store.root, tenant, month) / CURRENT_FILE
-        try:
-            stamps.append((tenant, month, pointer.stat().st_mtime_ns))
-        except FileNotFoundError:
-            continue
+        stamp = pointer_stamp(store.root, tenant, month)
+        if stamp is not None:
+            stamps.append((tenant, month, stamp))
     return stamps
 
 

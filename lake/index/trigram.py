@@ -321,7 +321,8 @@ class TrigramIndex:
         np.cumsum(np.fromiter(map(len, encoded), np.int64, n), out=text_offsets[1:])
         ntrgm = np.concatenate([np.zeros(0, np.int64)] + [c[3] for c in chunks]).astype(np.int32)
         text_bytes = np.frombuffer(b"".join(encoded), np.uint8)
-        arrays = (keys, offsets, postings, ntrgm, text_offsets, text_bytes)
+        arrays: tuple[np.ndarray, ...] = (keys, offsets, postings, ntrgm, text_offsets,
+                                          text_bytes)
         return cls({name: a for (name, _), a in zip(_FILES, arrays, strict=True)})
 
     def save(self, directory: Path) -> None:

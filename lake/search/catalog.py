@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 
 from lake.errors import AccessDenied, QueryError
 from lake.refs import validate_id
+from lake.retention import pending_manifests
 from lake.search.access import Principal
 from lake.search.when import OrdinalLookup, TimeRange, resolve_when
 from lake.store import LakeStore
@@ -137,7 +138,7 @@ class TurnCatalog:
         if user is not None:
             expr &= ds.field("user_id") == user
         table = self._store.read(Table.TIMELINES, filter=expr)
-        if any((self._store.root / "_retention").glob("*.json")):
+        if pending_manifests(self._store):
             # A purge or erase deletes TurnLogs first and refreshes timelines later; until it
             # finishes (or is re-run after a crash) a timeline may outlive its last turn.
             live = self._store.read(Table.TURN_LOGS, columns=["conversation_id"], filter=expr)

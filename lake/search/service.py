@@ -17,7 +17,7 @@ import numpy as np
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
 from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
-from lake.index.manifest import PartitionManifest, partition_dir
+from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
@@ -152,8 +152,7 @@ class SearchService:
         key = f"{manifest.tenant}/{manifest.month}"
         cached = self._open.get(key)
         if cached is None or cached.manifest.build_id != manifest.build_id:
-            folder = partition_dir(self.store.root, manifest.tenant, manifest.month)
-            cached = PartitionIndex(folder / manifest.build_id, manifest)
+            cached = PartitionIndex(local_build(self.store.root, manifest), manifest)
             self._open[key] = cached
         return cached
 

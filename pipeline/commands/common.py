@@ -16,13 +16,21 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 console = Console(stderr=True)
 out = Console()
 
-LakeOption = Annotated[Path | None, typer.Option(
-    "--lake", help="Lake root (default: $TURNLAKE_LAKE, else ./data/lake).")]
+# A str, not a Path: Path("s3://bucket/x") would collapse the scheme's double slash.
+LakeOption = Annotated[str | None, typer.Option(
+    "--lake", help="Lake root: a folder or s3://bucket/prefix (default: $TURNLAKE_LAKE, else "
+                   "./data/lake).")]
 
 
-def settings_from(lake: Path | None) -> Settings:
-    """Settings for a command: ``--lake``, else ``$TURNLAKE_LAKE``, else ``./data/lake``."""
-    return Settings.from_env(lake)
+def settings_from(lake: str | Path | None) -> Settings:
+    """Settings for a command: ``--lake``, else ``$TURNLAKE_LAKE``, else ``./data/lake``.
+
+    An unusable root (an unsupported scheme, an unreadable policy) exits with a clear error.
+    """
+    try:
+        return Settings.from_env(lake)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
 
 
 def fail(exc: TurnlakeError) -> typer.Exit:

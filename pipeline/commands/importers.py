@@ -23,7 +23,7 @@ TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant to import into.
 UserOpt = Annotated[str, typer.Option("--user", help="User id the turns belong to.")]
 
 
-def _run(stream: ImportStream, lake: Path | None, embed: bool, index: bool) -> None:
+def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool) -> None:
     settings = settings_from(lake)
     try:
         with job_progress() as progress:
