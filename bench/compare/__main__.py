@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["minimal", "rich"],
                         choices=["minimal", "rich"], help="LoCoMo lakes to score")
     parser.add_argument("--no-locomo", action="store_true", help="skip the recall runs")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="keep LanceDB/Postgres builds in this folder and reuse them")
     parser.add_argument("--report-only", type=Path, default=None,
                         help="re-render the report from a saved results JSON")
     args = parser.parse_args()
@@ -50,7 +52,8 @@ def main() -> None:
         mode = "full" if args.full else "quick"
         t = time.perf_counter()
         results = run(mode, rounds=args.rounds, n_queries=args.queries,
-                      variants=args.variants, skip_locomo=args.no_locomo)
+                      variants=args.variants, skip_locomo=args.no_locomo,
+                      work_dir=args.work)
         results["wall_s"] = round(time.perf_counter() - t, 1)
         (RESULTS / f"compare-{mode}.json").write_text(json.dumps(results, indent=1))
     path = write_report(results, RESULTS)

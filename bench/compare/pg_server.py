@@ -24,7 +24,7 @@ ACCOUNT = "turnlake-bench"
 SETTINGS = {
     "listen_addresses": "''",
     "shared_buffers": "1GB",
-    "maintenance_work_mem": "1GB",
+    "maintenance_work_mem": "4GB",  # a 1M-row HNSW graph must fit, or its build crawls
     "work_mem": "64MB",
     "max_parallel_maintenance_workers": "1",
     "max_parallel_workers_per_gather": "0",
@@ -82,13 +82,18 @@ class PgServer:
 
 
 @contextmanager
-def running(data: Path) -> Iterator[PgServer]:
-    """initdb a fresh cluster in ``data`` (must not exist), start it, stop it on exit."""
-    if data.exists():
+def running(data: Path, *, keep: bool = False) -> Iterator[PgServer]:
+    """initdb a fresh cluster in ``data`` (must not exist), start it, stop it on exit.
+
+    With ``keep`` the cluster survives the exit, and a cluster already in ``data`` is started
+    again instead of refused (so a long build can be reused by a later run).
+    """
+    reuse = keep and (data / "PG_VERSION").exists()
+    if data.exists() and not reuse:
         raise FileExistsError(f"postgres data folder {data} already exists; remove it first")
     binaries = bin_dir()
     account = _account()
-    data.mkdir(parents=True)
+    data.mkdir(parents=True, exist_ok=reuse)
     data.chmod(0o700)
     preexec = None
     user = pwd.getpwuid(os.geteuid()).pw_name
@@ -112,11 +117,12 @@ def running(data: Path) -> Iterator[PgServer]:
             raise RuntimeError(f"{Path(args[0]).name} failed ({done.returncode}): "
                                f"{done.stderr.strip() or done.stdout.strip()}")
 
-    call([str(binaries / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
-          "--encoding=UTF8", "--no-locale"])
-    conf = "\n".join(f"{k} = {v}" for k, v in SETTINGS.items())
-    with (data / "postgresql.conf").open("a") as f:
-        f.write(f"\n{conf}\nunix_socket_directories = '{data}'\n")
+    if not reuse:
+        call([str(binaries / "initdb"), "-D", str(data), "-U", user, "--auth=trust",
+              "--encoding=UTF8", "--no-locale"])
+        conf = "\n".join(f"{k} = {v}" for k, v in SETTINGS.items())
+        with (data / "postgresql.conf").open("a") as f:
+            f.write(f"\n{conf}\nunix_socket_directories = '{data}'\n")
     call([str(binaries / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log"),
           "-w", "-t", "60", "start"])
     try:
@@ -125,7 +131,7 @@ def running(data: Path) -> Iterator[PgServer]:
     finally:
         call([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
         # rmtree as root also removes files the account created
-        for _ in range(3):
+        for _ in range(0 if keep else 3):
             try:
                 shutil.rmtree(data)
                 break

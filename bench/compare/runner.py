@@ -3,6 +3,7 @@ a process of its own, pool rounds, compute the ratios pair by pair."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -115,11 +116,16 @@ def _build_others(rows_path: Path, lance: Path, server: PgServer, work: Path, ta
     out = {}
     for system, extra in (("lancedb", {"lance": str(lance)}),
                           ("postgres", {"conninfo": server.conninfo})):
+        kept = work / f"{tag}-build-{system}.kept.json"
+        if kept.exists():  # a kept work folder (--work) already holds this build
+            out[system] = json.loads(kept.read_text())
+            continue
         t = time.perf_counter()
         res = _worker({"task": "build", "system": system, "rows": str(rows_path), **extra},
                       work, f"{tag}-build-{system}")
         res["wall_s"] = time.perf_counter() - t
         out[system] = res
+        kept.write_text(json.dumps(res))
     out["postgres"]["data_dir_bytes"] = server.disk_bytes()
     return out
 
@@ -214,8 +220,12 @@ def compare_locomo(variants: list[str], server: PgServer, work: Path, log: Any
 
 
 def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
-        skip_locomo: bool = False) -> dict[str, Any]:
-    """The whole comparison; prints progress and returns every figure."""
+        skip_locomo: bool = False, work_dir: Path | None = None) -> dict[str, Any]:
+    """The whole comparison; prints progress and returns every figure.
+
+    ``work_dir`` keeps the other systems' builds (LanceDB tables, the Postgres cluster) for a
+    later run to reuse instead of a temporary folder; the 1M-row builds take most of an hour.
+    """
     rows = 1_000_000 if mode == "full" else 100_000
 
     def log(message: str) -> None:
@@ -223,9 +233,14 @@ def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
 
     results: dict[str, Any] = {"mode": mode, "machine": machine(),
                                "started": datetime.now(UTC).isoformat(timespec="seconds")}
-    with tempfile.TemporaryDirectory(prefix="turnlake-compare-") as tmp:
-        work = Path(tmp)
-        with running(work / "pgdata") as server:
+    with contextlib.ExitStack() as stack:
+        if work_dir is None:
+            work = Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="turnlake-compare-")))
+        else:
+            work = work_dir.resolve()
+            work.mkdir(parents=True, exist_ok=True)
+        with running(work / "pgdata", keep=work_dir is not None) as server:
             results["scale"] = compare_scale(rows, n_queries, rounds, server, work, log)
             if not skip_locomo:
                 results["locomo"] = compare_locomo(variants, server, work, log)

@@ -1,0 +1,173 @@
+"""How the design scales to 10^9 rows, on paper: arithmetic from figures measured on the 1M lake.
+
+``python -m bench.scale_paper`` reads the 1M-row bench lake's index manifests and table sizes
+plus the measured latencies and build times in ``bench/results/results-full.json``, and writes
+``bench/results/scale-1e9.md``. Every assumption is a named constant below; every derived
+figure shows its arithmetic, so a reader can redo it with other assumptions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lake.index.manifest import list_partitions, read_current
+from lake.index.semantic import EXACT_MAX_ROWS
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+LAKE_1M = BENCH / ".cache" / "scale-1000000"
+
+# -- assumptions (not measured) ------------------------------------------------------------
+TARGET_ROWS = 10**9
+TENANTS = 1_000
+MONTHS = 36                  # three years of history kept
+BIGGEST_TENANT_SHARE = 0.05  # skew: the largest tenant holds 5 % of all rows
+NODE_RAM_GIB = 128           # a search node
+NODE_CORES = 16
+RAY_CORES = 128              # a batch cluster
+EMBED_PER_CORE_S = 250       # MiniLM sentences/s per CPU core (this machine, short texts)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Figures read from the 1M-row bench lake and its benchmark run."""
+
+    rows: int
+    partitions: int
+    partitions_per_tenant: float
+    index_bytes_per_row: dict[str, float]
+    table_bytes_per_row: float
+    file_bytes_per_row: float
+    build_s: float
+    ingest_s: float
+    user_p50_ms: float
+    user_p95_ms: float
+    tenant_p50_ms: float
+    ray: dict[str, Any]
+
+
+def _folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def measure(lake: Path = LAKE_1M, results: Path = RESULTS / "results-full.json") -> Measured:
+    """Read the measured figures (the 1M lake must have been built by ``make bench-full``)."""
+    parts = list_partitions(lake)
+    if not parts:
+        raise FileNotFoundError(f"no indexed 1M-row lake at {lake}; run `make bench-full`")
+    rows = 0
+    index_bytes: dict[str, int] = {}
+    for tenant, month in parts:
+        current = read_current(lake, tenant, month)
+        assert current is not None
+        rows += current[1].row_count
+        for name, size in current[1].bytes.items():
+            index_bytes[name] = index_bytes.get(name, 0) + size
+    full = json.loads(results.read_text())
+    scale = full["scale_1m"]
+    tenants = {t for t, _ in parts}
+    return Measured(
+        rows=rows, partitions=len(parts), partitions_per_tenant=len(parts) / len(tenants),
+        index_bytes_per_row={k: v / rows for k, v in sorted(index_bytes.items())},
+        table_bytes_per_row=_folder_bytes(lake / "tables") / rows,
+        file_bytes_per_row=_folder_bytes(lake / "objects") / rows,
+        build_s=float(scale["index_build_s"]), ingest_s=float(scale["ingest_s"]),
+        user_p50_ms=float(scale["user/hybrid"]["p50_ms"]),
+        user_p95_ms=float(scale["user/hybrid"]["p95_ms"]),
+        tenant_p50_ms=float(scale["tenant/hybrid"]["p50_ms"]),
+        ray=full.get("ray_build", {}))
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n < 1e12 else f"{n / 1e12:,.2f} TB"
+
+
+def paper(m: Measured) -> str:
+    """The Markdown section: partitions, index sizes, memory per node, fan-out, batch time."""
+    n = TARGET_ROWS
+    per_row = sum(m.index_bytes_per_row.values())
+    sizes = ", ".join(f"{k} {v:,.0f}" for k, v in m.index_bytes_per_row.items())
+    parts = TENANTS * MONTHS
+    avg_part = n / parts
+    big_part = n * BIGGEST_TENANT_SHARE / MONTHS
+    vec = m.index_bytes_per_row.get("semantic", 0.0)
+    per_part_ms = m.user_p50_ms / m.partitions_per_tenant
+    build_per_row_s = m.build_s / m.rows
+    total_build_core_s = build_per_row_s * n
+    big_part_build_s = build_per_row_s * big_part
+    embed_core_s = n / EMBED_PER_CORE_S
+    node_bytes = NODE_RAM_GIB * 2**30 * 0.75  # a quarter left to the OS, Python and caches
+    hot_months = 3
+    hot_bytes = per_row * n * hot_months / MONTHS
+    ray_line = ""
+    if m.ray:
+        one, two = m.ray.get("ray_1_worker_s"), m.ray.get("ray_2_workers_s")
+        if one and two:
+            ray_line = (f" On this machine the partition-parallel build took {one:.0f} s with one "
+                        f"Ray worker and {two:.0f} s with two ({one / two:.2f}× faster), so "
+                        "tasks scale with cores until the largest partition is the critical "
+                        "path.")
+    lines = [
+        "## Scaling to 10^9 rows (on paper)",
+        "",
+        f"Measured on the 1M-row lake ({m.rows:,} rows, {m.partitions} tenant × month "
+        f"partitions): index artifacts take {per_row:,.0f} bytes per row ({sizes}); the Delta "
+        f"tables {m.table_bytes_per_row:,.0f} bytes per row (the 384-d float vector is "
+        f"1,536 of them) and hosted files {m.file_bytes_per_row:,.0f}. Assumed for 10^9 rows: "
+        f"{TENANTS:,} tenants, {MONTHS} months kept, the largest tenant holding "
+        f"{BIGGEST_TENANT_SHARE:.0%} of the rows.",
+        "",
+        f"- **Partitions.** {TENANTS:,} × {MONTHS} = {parts:,} partitions of "
+        f"10^9 / {parts:,} ≈ {avg_part:,.0f} rows on average; the largest tenant's are "
+        f"10^9 × {BIGGEST_TENANT_SHARE} / {MONTHS} ≈ {big_part:,.0f} rows each. Partitions stay "
+        "the unit of build, cache and fan-out; none is larger than one node's memory.",
+        f"- **Index size.** {per_row:,.0f} B × 10^9 ≈ {_gb(per_row * n)} of artifacts (vectors "
+        f"{_gb(vec * n)}), plus {_gb(m.table_bytes_per_row * n)} of Delta tables and "
+        f"{_gb(m.file_bytes_per_row * n)} of hosted files on the object store. The largest "
+        f"partition's build is {big_part:,.0f} × {per_row:,.0f} B ≈ {_gb(big_part * per_row)}.",
+        f"- **Memory per search node.** Flat vectors must sit in RAM ({vec:,.0f} B/row); rows, "
+        f"trigram and tantivy files are memory-mapped and paged on demand. A {NODE_RAM_GIB} GiB "
+        f"node with three quarters usable holds ≈ {node_bytes / per_row / 1e6:,.0f}M rows of "
+        f"artifacts. Keeping the last {hot_months} months hot needs "
+        f"{per_row:,.0f} B × 10^9 × {hot_months}/{MONTHS} ≈ {_gb(hot_bytes)}, i.e. "
+        f"{math.ceil(hot_bytes / node_bytes)} node(s), sharded by tenant; older "
+        "months load from the object store into the build-id cache on first use. Partitions "
+        f"past {EXACT_MAX_ROWS:,} rows get HNSW when its calibrated recall holds (real "
+        "embeddings; the bench's random vectors fall back to flat), which keeps per-query "
+        "vector work near-logarithmic instead of a scan of every row.",
+        f"- **Fan-out.** A query reads every partition of its tenant in the requested time "
+        f"range. Measured: user scope at 1M rows is {m.user_p50_ms:.1f} ms p50 over "
+        f"{m.partitions_per_tenant:.0f} partitions ≈ {per_part_ms:.1f} ms per partition. "
+        f"Without a time range a tenant's {MONTHS} months cost {MONTHS} × {per_part_ms:.1f} ≈ "
+        f"{MONTHS * per_part_ms:,.0f} ms on one core, or ≈ {MONTHS * per_part_ms / NODE_CORES:,.0f}"
+        f" ms spread over {NODE_CORES} cores; so the service must search partitions in "
+        "parallel and merge a tenant's cold months into quarter or year partitions (36 → "
+        "≈ 10 partitions) before this size. Tenant scope measured "
+        f"{m.tenant_p50_ms:.0f} ms p50 at 1M rows; it grows with the tenant's row count, not "
+        "with the lake's, because no call crosses tenants.",
+        f"- **Batch jobs.** Index builds measured {m.build_s:.0f} s for {m.rows:,} rows on one "
+        f"process ≈ {build_per_row_s * 1e6:,.0f} µs per row → {total_build_core_s / 3600:,.0f} "
+        f"core-hours for 10^9 rows, ≈ {total_build_core_s / RAY_CORES / 3600:,.1f} h on "
+        f"{RAY_CORES} Ray cores, bounded below by the largest partition "
+        f"({big_part_build_s / 60:,.0f} min as one task).{ray_line} Embedding at "
+        f"{EMBED_PER_CORE_S} sentences/s per core is {embed_core_s / 3600:,.0f} core-hours "
+        f"(≈ {embed_core_s / RAY_CORES / 3600:,.0f} h on {RAY_CORES} cores); that is the "
+        "cost that argues for GPUs, and incremental builds mean only changed partitions "
+        "(normally the current month) are rebuilt after the first load.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Write bench/results/scale-1e9.md and print it."""
+    text = paper(measure())
+    (RESULTS / "scale-1e9.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
