@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -227,3 +230,25 @@ def test_a_missing_bucket_is_a_clear_error(s3_endpoint: str, tmp_path: Path) -> 
     with pytest.raises(Exception, match="no-such-bucket-here") as err:
         run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", _records()[:1])])
     assert type(err.value).__module__.startswith("lake"), repr(err.value)
+
+
+def test_two_ingests_at_once_into_one_s3_lake_both_land(
+        s3_endpoint: str, tmp_path: Path) -> None:
+    lake = f"s3://{new_bucket(s3_endpoint)}/shared"
+    env = {**os.environ, **aws_env(s3_endpoint), "TURNLAKE_CACHE": str(tmp_path / "cache"),
+           "TURNLAKE_EMBEDDING_MODEL": "hashing-64"}
+    sources = [write_jsonl(tmp_path / f"in-{user}.jsonl", [
+        make_record(n, user=user, conversation=f"c-{user}-{n % 3}") for n in range(30)])
+        for user in ("u-one", "u-two")]
+    procs = [subprocess.Popen([sys.executable, "-m", "pipeline.cli", "ingest", str(src),
+                               "--lake", lake], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for src in sources]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    settings = Settings(lake=lake, s3=s3_config(s3_endpoint))
+    logs = LakeStore(settings.lake).read(Table.TURN_LOGS, columns=["user_id", "turn_id"])
+    assert logs.num_rows == 60
+    assert len(set(zip(logs["user_id"].to_pylist(), logs["turn_id"].to_pylist(),
+                       strict=True))) == 60
+    statuses = partition_statuses(LakeStore(settings.lake))
+    assert {s.freshness for s in statuses.values()} == {"fresh"}
