@@ -87,8 +87,8 @@ class SeededLake:
     now: datetime
 
 
-def seed(root: Path, *, demo_turns: int = 120, index: bool = True) -> SeededLake:
-    """Build a lake at ``root`` with the hashing-64 embedder."""
+def seed(root: Path | str, *, demo_turns: int = 120, index: bool = True) -> SeededLake:
+    """Build a lake at ``root`` (a folder or an s3:// URI) with the hashing-64 embedder."""
     now = datetime.now(UTC).replace(microsecond=0)
     settings = Settings(lake=root, embedding_model="hashing-64")
     lines: list[object] = list(generate_lines(users=6, turns=demo_turns, seed=7, now=now))
