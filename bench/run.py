@@ -1,7 +1,8 @@
 """`python -m bench.run --quick|--full`: every benchmark, printed and saved under bench/results.
 
 Sections: ingest throughput (embeddings off), embedding throughput (raw encode vs the row
-pipeline), LoCoMo recall per generator and fused, search latency at scale, ANN recall.
+pipeline), LoCoMo recall per generator and fused, search latency at scale, ANN recall; with
+--full also the partition-parallel index build on Ray (1 and 2 workers).
 """
 
 from __future__ import annotations
@@ -177,6 +178,13 @@ def bench_purge_section(rows: int) -> dict[str, Any]:
     return bench_purge(rows)
 
 
+def bench_ray_section(rows: int) -> dict[str, Any]:
+    """Partition-parallel index build on Ray with 1 and 2 workers, and in process."""
+    from bench.ray_bench import bench_ray_build
+
+    return bench_ray_build(rows, cache=CACHE)
+
+
 def plot(results: dict[str, Any]) -> list[str]:
     """PNG plots of the figures people read: recall by k and latency by arm."""
     import matplotlib
@@ -257,6 +265,9 @@ def main() -> None:
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))
+        # Not in --quick: three builds plus two Ray start-ups take over a minute even at 100k.
+        plan.append(("ray_build_100k", lambda: bench_ray_section(100_000)))
+        plan.append(("ray_build_1m", lambda: bench_ray_section(1_000_000)))
     for name, run in plan:
         if args.only and name not in args.only:
             continue

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lake.errors import TurnlakeError
 from lake.settings import Settings
@@ -35,7 +36,7 @@ def settings_from(lake: str | Path | None) -> Settings:
 
 def fail(exc: TurnlakeError) -> typer.Exit:
     """Print a turnlake error plainly (no traceback) and return the exit to raise."""
-    console.print(f"[bold red]error:[/] {exc}")
+    console.print(f"[bold red]error:[/] {escape(str(exc))}")
     return typer.Exit(2)
 
 

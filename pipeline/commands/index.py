@@ -1,41 +1,113 @@
-"""Commands that maintain derived data: index build / status, embed --backfill."""
+"""Commands that maintain derived data: index build / status, embed --backfill.
+
+``index build`` and ``embed --backfill`` take ``--ray [ADDRESS]`` to run one Ray task per
+partition (see pipeline.ray_jobs); without it they work in this process.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 from rich.table import Table as RichTable
+from typer._click import Context  # the vendored click whose Command TyperCommand is
+from typer.core import TyperCommand
 
 from lake.embedding.factory import embedder_for
 from lake.errors import TurnlakeError
 from lake.index.status import partition_statuses
 from lake.store import LakeStore
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
-from pipeline.embed import backfill
-from pipeline.index_build import build_indexes
-from pipeline.progress import job_progress
+from pipeline.embed import PartitionEmbedder, backfill
+from pipeline.index_build import PartitionBuilder, build_in_process, build_indexes
+from pipeline.progress import JobProgress, job_progress
+from pipeline.ray_jobs import LOCAL, EmbedOnRay, build_on_ray, ray_session
+
+RayOption = Annotated[str | None, typer.Option(
+    "--ray", metavar="[ADDRESS]",
+    help="Run one Ray task per partition: alone, on a local Ray instance; with an address "
+         "('auto', 'host:6379', 'ray://host:10001'), on that cluster. Needs the ray extra.")]
+RayCpusOption = Annotated[int | None, typer.Option(
+    "--ray-cpus", min=1, help="CPUs of the local Ray instance (default: every core).")]
+
+
+class RayFlagCommand(TyperCommand):
+    """A command whose ``--ray`` may stand alone, meaning ``--ray local``.
+
+    Typer has no optional-value options (it ignores click's ``flag_value``), so a bare
+    ``--ray`` (last, or followed by another option) gets the value ``local`` before parsing.
+    """
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        """Supply ``local`` to a bare ``--ray``, then parse as usual."""
+        return super().parse_args(ctx, with_ray_value(args))
+
+
+def with_ray_value(args: list[str]) -> list[str]:
+    """``args`` with ``local`` inserted after each ``--ray`` that has no value of its own."""
+    out_args: list[str] = []
+    for i, arg in enumerate(args):
+        out_args.append(arg)
+        if arg == "--":
+            return out_args + args[i + 1:]
+        if arg == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            out_args.append(LOCAL)
+    return out_args
+
+
+@contextmanager
+def _runners(ray: str | None, ray_cpus: int | None, model: str | None,
+             batch_size: int) -> Iterator[tuple[PartitionBuilder, PartitionEmbedder | None]]:
+    """Where partitions are built and embedded: in this process, or on Ray for the job."""
+    if ray is None:
+        if ray_cpus is not None:
+            raise TurnlakeError("--ray-cpus needs --ray")
+        yield build_in_process, None
+        return
+    with ray_session(ray, num_cpus=ray_cpus):
+        yield build_on_ray, EmbedOnRay(model, batch_size)
+
+
+def _per_partition(progress: JobProgress, label: str) -> Callable[[str, int, int], None]:
+    """The progress bar on a terminal; elsewhere (logs, CI) one line per finished partition."""
+    bar = progress.partitions(label)
+    plain = not sys.stderr.isatty()
+
+    def update(name: str, done: int, total: int) -> None:
+        bar(name, done, total)
+        if plain:
+            console.print(f"{label}: {name} done ({done}/{total})", highlight=False)
+
+    return update
+
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and inspect partition indexes.")
 app.add_typer(index_app, name="index")
 
 
-@index_app.command("build")
+@index_app.command("build", cls=RayFlagCommand)
 def index_build(
     full: Annotated[bool, typer.Option(help="Rebuild every partition, fresh or not.")] = False,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
     month: Annotated[str | None, typer.Option(help="Only this month (YYYY-MM).")] = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Rebuild the indexes of partitions whose tables changed since their manifest."""
     settings = settings_from(lake)
     try:
-        with job_progress() as progress:
+        with (_runners(ray, ray_cpus, settings.embedding_model,
+                       settings.embed_batch_size) as (builder, _),
+              job_progress() as progress):
             report = build_indexes(LakeStore(settings.lake),
                                    model=embedder_for(settings.embedding_model).name,
-                                   full=full, tenant=tenant, month=month,
-                                   on_partition=progress.partitions("building indexes"))
+                                   full=full, tenant=tenant, month=month, builder=builder,
+                                   on_partition=_per_partition(progress, "building indexes"))
     except TurnlakeError as exc:
         raise fail(exc) from exc
     for m in report.built:
@@ -74,11 +146,13 @@ def index_status(
     out.print(table)
 
 
-@app.command()
+@app.command(cls=RayFlagCommand)
 def embed(
     backfill_rows: Annotated[bool, typer.Option(
         "--backfill", help="Embed every row still pending or failed.")] = False,
     index: Annotated[bool, typer.Option(help="Rebuild the partitions that changed.")] = True,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Embed rows that were written without an embedding (provider down, --no-embed)."""
@@ -87,12 +161,16 @@ def embed(
     settings = settings_from(lake)
     embedder = embedder_for(settings.embedding_model)
     try:
-        with job_progress() as progress:
-            report = backfill(settings, embedder, on_progress=progress.total("embedding rows"))
+        with (_runners(ray, ray_cpus, settings.embedding_model,
+                       settings.embed_batch_size) as (builder, runner),
+              job_progress() as progress):
+            report = backfill(settings, embedder, runner=runner,
+                              on_progress=progress.total("embedding rows"),
+                              on_partition=_per_partition(progress, "embedding"))
             if index and report.partitions:
                 build_indexes(LakeStore(settings.lake), model=embedder.name,
-                              partitions=report.partitions,
-                              on_partition=progress.partitions("building indexes"))
+                              partitions=report.partitions, builder=builder,
+                              on_partition=_per_partition(progress, "building indexes"))
     except TurnlakeError as exc:
         raise fail(exc) from exc
     if report.error:
