@@ -14,7 +14,7 @@ from typing import Any
 from lake.errors import QueryError
 from lake.search.access import Principal, Scope
 from lake.search.materialize import FileCard, MaterializedTurn
-from lake.search.request import GENERATORS, Hit, SearchRequest
+from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, Hit, SearchRequest
 from lake.search.when import OrdinalLookup, resolve_when
 from lake.tables import DEFAULT_SEARCH_ROLES
 
@@ -58,9 +58,9 @@ class SearchForm:
     semantic: bool = True
     lexical: bool = True
     trigram: bool = True
-    semantic_weight: float = 1.0
-    lexical_weight: float = 1.0
-    trigram_weight: float = 0.5
+    semantic_weight: float = DEFAULT_WEIGHTS["semantic"]
+    lexical_weight: float = DEFAULT_WEIGHTS["lexical"]
+    trigram_weight: float = DEFAULT_WEIGHTS["trigram"]
     half_life_days: float = 7.0
     recency_weight: float = 1.0
     k: int = 10

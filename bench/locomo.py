@@ -20,7 +20,7 @@ from typing import Any
 
 from lake.embedding.base import Embedder
 from lake.search.access import Principal
-from lake.search.request import FusionSettings, SearchRequest
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -153,7 +153,7 @@ def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = 
         for q in questions:
             result = service.search(SearchRequest(
                 q.text, Principal(TENANT, q.user_id), k=max(KS), enabled=enabled,
-                weights=dict(weights or {"semantic": 1.0, "lexical": 1.0, "trigram": 0.5}),
+                weights=dict(weights or DEFAULT_WEIGHTS),
                 recency_weight=0.0, as_of=last, max_per_conversation=0, snippets="none",
                 fusion=fusion or FusionSettings()))
             ranked = [(h.conversation_id, h.turn_id) for h in result.hits]

@@ -9,6 +9,7 @@ from app.components.identity import page_context
 from app.models import SearchForm
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
+from lake.search.request import DEFAULT_WEIGHTS
 from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
 
 ANY = "(any)"
@@ -38,11 +39,14 @@ with st.form("search-form"):
     with st.expander("Generators, recency and limits"):
         g1, g2, g3 = st.columns(3)
         semantic = g1.toggle("Semantic", value=True)
-        semantic_w = g1.number_input("Semantic weight", 0.0, 10.0, 1.0, 0.1)
+        semantic_w = g1.number_input("Semantic weight", 0.0, 10.0,
+                                     DEFAULT_WEIGHTS["semantic"], 0.1)
         lexical = g2.toggle("Lexical (BM25)", value=True)
-        lexical_w = g2.number_input("Lexical weight", 0.0, 10.0, 1.0, 0.1)
+        lexical_w = g2.number_input("Lexical weight", 0.0, 10.0,
+                                    DEFAULT_WEIGHTS["lexical"], 0.1)
         trigram = g3.toggle("Trigram", value=True)
-        trigram_w = g3.number_input("Trigram weight", 0.0, 10.0, 0.5, 0.1)
+        trigram_w = g3.number_input("Trigram weight", 0.0, 10.0,
+                                    DEFAULT_WEIGHTS["trigram"], 0.1)
         r1, r2, r3, r4 = st.columns(4)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)

@@ -15,6 +15,7 @@ import numpy as np
 
 from bench.compare.rows import Query, TurnKey
 from lake.search.fusion import RankedRow, fuse, recency_lift
+from lake.search.request import DEFAULT_WEIGHTS
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class SearchSettings:
     recency_weight: float = 1.0
     half_life_days: float = 7.0
     weights: Mapping[str, float] = field(
-        default_factory=lambda: {"semantic": 1.0, "lexical": 1.0, "trigram": 0.5})
+        default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.depth < self.k:

@@ -15,7 +15,7 @@ from lake.errors import QueryError, TurnlakeError
 from lake.search.access import Principal
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
-from lake.search.request import FusionSettings, SearchRequest
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
@@ -70,7 +70,7 @@ def request_from(options: dict[str, Any]) -> SearchRequest:
     if isinstance(roles, str):
         roles = [roles]
     enabled = {g: not options.get(f"no_{g}", False) for g in ("semantic", "lexical", "trigram")}
-    weights = {"semantic": 1.0, "lexical": 1.0, "trigram": 0.5}
+    weights = dict(DEFAULT_WEIGHTS)
     weights.update({str(k): float(v) for k, v in (options.get("weights") or {}).items()})
     max_per = options.get("max_per_conversation")
     fusion = options.get("fusion")

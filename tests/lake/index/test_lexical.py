@@ -193,8 +193,12 @@ def test_long_query_is_capped_and_fast(index: LexicalIndex) -> None:
 
 def test_parse_user_query() -> None:
     parsed = parse_user_query('Fix "Module Not Found" in lake/index.py now now')
+    # Stop words leave the free words ("in") but stay in phrases ("not").
     assert parsed.phrases == [["module", "not", "found"]]
-    assert parsed.terms == ["fix", "in", "lake/index.py", "now"]
+    assert parsed.terms == ["fix", "lake/index.py", "now"]
+    assert parse_user_query("What did she say about it?").terms == ["say"]
+    assert parse_user_query("the who").terms == ["the", "who"]
+    assert parse_user_query("didn't work").terms == ["work"]
 
 
 def test_open_round_trip(index: LexicalIndex, tmp_path: Path) -> None:
