@@ -7,6 +7,15 @@ memory-mapped on load, so a search scoped to a small set of doc ids (one user's 
 exactly from just those rows, whatever the index kind; only wide or unscoped searches on a large
 partition go through the approximate graph.
 
+Wide exact searches (a quarter or more of a partition's rows, at least :data:`SKETCH_MIN_ROWS`,
+answered exactly: a flat partition, or a scope the graph cannot serve) read every vector: they are
+bound by memory bandwidth.  From the :data:`SKETCH_AFTER`-th such search on, an index answers
+them through an in-memory 8-bit copy of its rows (a "sketch", 1/4 of the bytes, never saved):
+the sketch ranks every row approximately, every row whose approximate score is within twice
+the sketch's largest error of the ``limit``-th is re-scored from the float32 vectors, and the top
+of those is the answer.  No row of the exact top can fall outside that set, so the answer is the
+exact one (scores equal up to float32 rounding).
+
 On-disk layout of a saved index directory::
 
     semantic.json   kind, sizes and search parameters (written last: its presence = complete)
@@ -51,6 +60,15 @@ SMALL_SCOPE_FRACTION: float = 0.05
 # Filtered graph search widens its beam by 1/selectivity; this bounds the cost before we fall
 # back to exact scoring of the scope.
 _MAX_FILTERED_EF: int = 4096
+# Exact searches over at least this many rows go through the sketch, once this index has had
+# SKETCH_AFTER of them (building it costs a few dozen full scans; a one-off search never does).
+SKETCH_MIN_ROWS: int = 20_000
+SKETCH_AFTER: int = 3
+_SKETCH_FIRST_K: int = 2048  # sketch candidates fetched first (more only when needed)
+# Margin for float32 rounding in the sketch's and the exact inner products (each below 1e-4 for
+# unit vectors of any dimension used here): a wider candidate set, never a wrong answer.
+_SKETCH_SLACK: float = 1e-3
+_SKETCH_CHUNK_ROWS: int = 32_768
 
 _META = "semantic.json"
 _VECTORS = "vectors.npy"
@@ -93,6 +111,8 @@ class SemanticIndex:
         self.note = note  # why a large partition ended up exact, for the manifest
         # Scopes up to this many rows (or under SMALL_SCOPE_FRACTION) are scored exactly.
         self.small_scope_rows: int = SMALL_SCOPE_ROWS
+        self._wide_searches = 0
+        self._sketch: _Sketch | None = None
 
     @property
     def dim(self) -> int:
@@ -252,10 +272,74 @@ class SemanticIndex:
             return []
         if ids.size * 4 < len(self):
             scores = np.asarray(self._vectors[ids] @ q, dtype=np.float32)
-        else:
-            # One sequential pass beats gathering most rows out of a memory map.
-            scores = np.asarray(self._vectors @ q, dtype=np.float32)[ids]
+            return _top(ids, scores, limit)
+        # A wide search reads every row: through the sketch once that pays (a quarter of the
+        # bytes), else in one sequential pass, which beats gathering most rows from a memory map.
+        if ids.size >= SKETCH_MIN_ROWS:
+            self._wide_searches += 1
+            if self._sketch is None and self._wide_searches >= SKETCH_AFTER:
+                self.build_sketch()
+            if self._sketch is not None:
+                found = self._sketched(q, ids, limit)
+                if found is not None:
+                    return found
+        scores = np.asarray(self._vectors @ q, dtype=np.float32)[ids]
         return _top(ids, scores, limit)
+
+    def build_sketch(self) -> None:
+        """Build the in-memory 8-bit copy that wide exact searches use (see the module notes).
+
+        Called by the :data:`SKETCH_AFTER`-th wide exact search; call it up front to keep that
+        cost (a few dozen full scans) out of a search."""
+        if self._sketch is None and self.valid_rows:
+            self._sketch = _Sketch.build(self._vectors, self._valid_ids)
+
+    def _sketched(
+        self, q: np.ndarray, ids: np.ndarray, limit: int
+    ) -> list[tuple[int, float]] | None:
+        """The exact top ``limit`` of ``ids`` (sorted valid doc ids) through the sketch, or None
+        when too many rows lie near the cut for that to pay."""
+        sketch = self._sketch
+        assert sketch is not None
+        bitmap = None
+        params = None
+        if ids.size < self.valid_rows:
+            member = np.zeros(self.valid_rows, dtype=np.bool_)
+            # sketch row i is doc _valid_ids[i]: the doc itself when every row is valid
+            every = self.valid_rows == len(self)
+            member[ids if every else np.searchsorted(self._valid_ids, ids)] = True
+            bitmap = np.packbits(member, bitorder="little")  # must outlive the search calls
+            selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
+            params = getattr(faiss, "SearchParameters")(sel=selector)  # noqa: B009 (stubs)
+        k = min(limit, int(ids.size))
+        margin = 2.0 * (sketch.error + _SKETCH_SLACK)
+        wanted = max(_SKETCH_FIRST_K, 4 * k)
+        while True:
+            # one thread: a single query's scan is short, and OpenMP workers contending for
+            # busy cores made it 2-3x slower than one thread on the 2-core bench machine
+            with _omp_threads(1):
+                approx, labels = sketch.index.search(q[None, :], min(wanted, int(ids.size)),
+                                                     params=params)
+            found = labels[0] >= 0
+            approx, rows = approx[0][found], labels[0][found]
+            if rows.size < k:
+                return None
+            # k rows score at least approx[k-1] - error exactly, so a row whose sketch score
+            # is under approx[k-1] - 2 * error scores under the k-th exactly
+            floor = float(approx[k - 1]) - margin
+            if rows.size < wanted or float(approx[-1]) < floor:
+                break
+            wanted *= 4
+            if wanted * 8 > ids.size:
+                return None  # most rows are near the cut: one exact pass is cheaper
+        cands = np.sort(self._valid_ids[rows[approx >= floor]])
+        # float64, then rounded: equal rows get equal float32 scores wherever they sit, so exact
+        # ties stay ties and break by doc id (a float32 BLAS call may round its tail rows
+        # differently); other scores equal the float32 ones up to their last bit.  einsum, not
+        # BLAS: a BLAS call leaves its worker threads spinning on the cores the scan needs.
+        exact = np.einsum("ij,j->i", self._vectors[cands].astype(np.float64),
+                          q.astype(np.float64))
+        return _top(cands, exact.astype(np.float32), limit)
 
     def _approximate(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -302,6 +386,44 @@ class SemanticIndex:
             return [self._valid_ids[row[row >= 0]] for row in labels]
         return [np.array([d for d, _ in self._exact(q, None, wanted)], dtype=np.int64)
                 for q in qs]
+
+
+class _Sketch:
+    """8-bit copy of an index's valid rows (FAISS scalar quantizer, one range for all values)
+    and ``error``: the largest distance between a row and its copy, so for a unit query the
+    sketch's inner product is within ``error`` of the exact one (Cauchy-Schwarz)."""
+
+    def __init__(self, index: faiss.Index, error: float) -> None:
+        self.index = index
+        self.error = error
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, valid_ids: np.ndarray) -> _Sketch:
+        """Quantize ``vectors[valid_ids]`` in chunks (the vectors may be a memory map)."""
+        dim = int(vectors.shape[1])
+        every = valid_ids.size == vectors.shape[0]
+
+        def chunks() -> Iterator[np.ndarray]:
+            for start in range(0, int(valid_ids.size), _SKETCH_CHUNK_ROWS):
+                if every:
+                    block = vectors[start : start + _SKETCH_CHUNK_ROWS]
+                else:
+                    block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
+                yield np.ascontiguousarray(block, dtype=np.float32)
+
+        low, high = np.inf, -np.inf
+        for block in chunks():
+            low, high = min(low, float(block.min())), max(high, float(block.max()))
+        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit_uniform,
+                                           faiss.METRIC_INNER_PRODUCT)
+        index.train(np.array([[low] * dim, [high] * dim], dtype=np.float32))  # min/max range
+        error = 0.0
+        for block in chunks():
+            index.add(block)
+            decoded = index.sa_decode(index.sa_encode(block))
+            error = max(error, float(np.linalg.norm(block.astype(np.float64) - decoded,
+                                                    axis=1).max()))
+        return cls(index, error)
 
 
 def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray, k: int) -> float:

@@ -24,6 +24,13 @@ candidates are too many, then all lists are counted once.  Top-k: ``floor`` star
 top ``limit``.  Similarity follows from counts (only ``floor*|Q| <= |D| <= |Q|/floor`` can pass);
 word mode scores texts best bound first until no bound can enter the top ``limit`` or
 ``max(EXACT_BUDGET, 4 * limit)`` texts were scored.  Docs with score 0 are never returned.
+
+Exact word similarity is the costly step (texts are read back and cut into trigrams).  A batch
+is only scored as far as the current cut needs (``threshold``, or the last score of a full top):
+texts whose shared count cannot reach it are not read, ASCII-only batches are cut into trigrams
+straight from the stored bytes, and per text only pairs of hit runs whose upper bound reaches
+the cut are scored exactly (see :func:`_extent_scores`).  The answer is the same as scoring
+every budgeted text in full.
 """
 
 from __future__ import annotations
@@ -172,6 +179,32 @@ def _sequences(texts: Sequence[str]) -> tuple[I64, I64, I64]:
     return keys, offsets, ids
 
 
+# ASCII byte -> lower-cased code point inside words, space outside (str methods decide)
+_ASCII_WORD = np.array([chr(c).isalnum() for c in range(0x80)], np.bool_)
+_ASCII_CODES = np.array(
+    [ord(chr(c).lower()) if chr(c).isalnum() else _SPACE for c in range(0x80)], np.int64
+)
+
+
+def _ascii_sequences(buf: npt.NDArray[np.uint8], starts: I64) -> tuple[I64, I64, I64]:
+    """:func:`_sequences` of ASCII texts laid out as ``buf`` = NUL text0 NUL text1 ... NUL, text
+    d starting at ``starts[d]``, without decoding them.
+
+    A trigram ends at each word character and at the separator after each word: with
+    separators read as spaces that is (two back, one back, here), where "two back" is a space
+    when "one back" starts the word.
+    """
+    word, codes = _ASCII_WORD[buf], _ASCII_CODES[buf]
+    at = np.flatnonzero(word[1:] | word[:-1]) + 1  # buf[0] is a separator
+    last, mid = codes[at], codes[at - 1]
+    first = np.where(word[at - 1], codes[at - 2], _SPACE)
+    keys = (first << 42) | (mid << 21) | last
+    ids = (first << 14) | (mid << 7) | last
+    # text d's trigrams end in [starts[d], starts[d + 1]): its last one on its closing NUL
+    offsets = np.append(np.searchsorted(at, starts), at.size).astype(np.int64)
+    return keys, offsets, ids
+
+
 def _stable_order(ids: I64) -> I64:
     """Stable argsort of non-negative ids: two 16-bit radix passes when they fit in 32 bits."""
     if ids.size == 0 or int(ids.max()) >= 1 << 32:
@@ -184,22 +217,41 @@ def _key_set(text: str) -> I64:
     return _distinct(_sequences([text])[0])
 
 
-def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64) -> F64:
-    """Exact word similarity of sorted distinct query keys ``qk`` to each text of a batch.
+def _groups(lengths: I64) -> list[int]:
+    """Bounds of consecutive runs of items whose ``lengths`` add up to about ``_CELLS`` each."""
+    if lengths.size == 0:
+        return []
+    group = (np.cumsum(lengths) - lengths) // _CELLS
+    return sorted(set(np.searchsorted(group, np.arange(int(group[-1]) + 2)).tolist()))
 
-    Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  A best extent [l, u]
-    starts and ends on query trigrams ("hits"), and if ``seq[l]`` recurs at some ``nxt(l) <= u``,
-    dropping ``l`` (then the non-query trigrams up to the next hit) loses nothing; so only
-    ``u < nxt(l)`` is scanned, at most one stretch per distinct query trigram over any position.
-    In [l, u] the distinct trigrams are the positions whose previous occurrence lies before ``l``:
-    a cumulative sum along each stretch.
+
+def _spans(starts: I64, lengths: I64) -> tuple[I64, I64]:
+    """Each span's items (``starts[i] .. starts[i] + lengths[i] - 1``, concatenated) and the
+    offset of each span in that concatenation."""
+    seg = np.cumsum(lengths) - lengths
+    return np.repeat(starts - seg, lengths) + np.arange(int(lengths.sum())), seg
+
+
+def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64, cutoff: float = 0.0) -> F64:
+    """Exact word similarity of sorted distinct query keys ``qk`` to each text of a batch that
+    scores at least ``cutoff``; NaN for the texts that score less.
+
+    Text d is ``seq[offs[d]:offs[d+1]]`` (``ids`` as in :func:`_sequences`).  Growing an extent by
+    a query trigram ("hit") never lowers its score, so a best extent starts where a run of
+    consecutive hits starts and ends where one ends.  If every trigram of the first run recurs
+    before the end, dropping that run (then the non-query trigrams up to the next run) loses
+    nothing: from run ``a`` only ends before ``lim(a)`` are needed.  Each such pair of runs gets
+    a cheap upper bound from prefix sums: at most ``min(q, hits)`` shared trigrams and at least as
+    many other distinct trigrams as non-query trigrams seen there for the first time.  Only pairs
+    whose bound reaches ``cutoff`` are scored exactly: in [l, u] the distinct trigrams are the
+    positions whose previous occurrence lies before ``l``, a cumulative sum along each stretch.
     """
     n_docs, q = offs.size - 1, qk.size
     best = np.zeros(n_docs)
     isq = _member(qk, seq)
     hits = np.flatnonzero(isq)
     if q == 0 or hits.size == 0:
-        return best
+        return best if cutoff <= 0 else np.full(n_docs, np.nan)
     doc = np.repeat(np.arange(n_docs), np.diff(offs))
     ends = np.flatnonzero(np.diff(np.append(doc[hits], n_docs)))  # last hit of each text
     edge = np.zeros(seq.size + 1, np.int64)
@@ -207,30 +259,51 @@ def _extent_scores(seq: I64, offs: I64, ids: I64, qk: I64) -> F64:
     edge[hits[ends] + 1] -= 1
     keep = np.flatnonzero(np.cumsum(edge[:-1]))  # only between each text's first and last hit
     ids, doc, isq = ids[keep], doc[keep], isq[keep]
+    size = ids.size
     order = _stable_order(ids)
-    a, b = order[:-1], order[1:]
-    same = (ids[a] == ids[b]) & (doc[a] == doc[b])
-    prv = np.full(ids.size, -1, np.int64)
-    nxt = np.full(ids.size, ids.size, np.int64)
-    prv[b[same]], nxt[a[same]] = a[same], b[same]
-    hits = np.flatnonzero(isq)
-    hit_doc = doc[hits]
-    last = hits[np.searchsorted(hit_doc, hit_doc, "right") - 1]
-    span = np.minimum(nxt[hits] - 1, last) - hits + 1
-    group = (np.cumsum(span) - span) // _CELLS  # bounds memory on long texts with many hits
-    bounds = np.searchsorted(group, np.arange(int(group[-1]) + 2)).tolist()
-    for g0, g1 in itertools.pairwise(bounds):
-        low, length = hits[g0:g1], span[g0:g1]
-        seg = np.cumsum(length) - length
-        lower = np.repeat(low, length)
-        pos = lower + np.arange(int(length.sum())) - np.repeat(seg, length)
-        new = np.stack([prv[pos] < lower, (prv[pos] < lower) & isq[pos]]).astype(np.int64)
-        run = new.cumsum(1)
-        run -= (run - new)[:, np.repeat(seg, length)]  # restart the sums at each stretch
-        distinct, shared = run
-        score = np.where(isq[pos], shared / (q + distinct - shared), 0.0)
-        np.maximum.at(best, hit_doc[g0:g1], np.maximum.reduceat(score, seg))
-    return best
+    by_id, by_doc = ids[order], doc[order]
+    same = np.flatnonzero((by_id[1:] == by_id[:-1]) & (by_doc[1:] == by_doc[:-1]))
+    earlier, later = order[same], order[same + 1]
+    prv = np.full(size, -1, np.int64)
+    nxt = np.full(size + 1, size, np.int64)  # one spare slot for reduceat below
+    prv[later], nxt[earlier] = earlier, later
+    # runs of hits: a text's kept stretch starts and ends with one
+    new_doc = np.ones(size + 1, np.bool_)  # [i]: position i starts a text, i - 1 ends one
+    np.not_equal(doc[1:], doc[:-1], out=new_doc[1:-1])
+    run_start = np.flatnonzero(isq & (new_doc[:-1] | ~np.append(False, isq[:-1])))
+    run_end = np.flatnonzero(isq & (new_doc[1:] | ~np.append(isq[1:], False)))
+    run_doc = doc[run_start]
+    bounds = np.empty(2 * run_start.size, np.int64)
+    bounds[0::2], bounds[1::2] = run_start, run_end + 1
+    lim = np.maximum.reduceat(nxt, bounds)[0::2]
+    last = np.minimum(np.searchsorted(run_end, lim) - 1,
+                      np.searchsorted(run_doc, run_doc, "right") - 1)
+    pairs = last - np.arange(run_start.size) + 1  # end runs per start run
+    hit_sum = np.append(0, np.cumsum(isq))
+    fresh_sum = np.append(0, np.cumsum(~isq & (prv < 0)))  # non-query, first in the stretch
+    reach = np.full(run_start.size, -1, np.int64)  # last position any surviving pair needs
+    for g0, g1 in itertools.pairwise(_groups(pairs)):
+        end_run, _ = _spans(np.arange(g0, g1), pairs[g0:g1])
+        start_run = np.repeat(np.arange(g0, g1), pairs[g0:g1])
+        lo, hi = run_start[start_run], run_end[end_run] + 1
+        shared = np.minimum(hit_sum[hi] - hit_sum[lo], q)
+        bound = shared / (q + fresh_sum[hi] - fresh_sum[lo])
+        alive = np.flatnonzero(bound >= cutoff)
+        np.maximum.at(reach, start_run[alive], hi[alive] - 1)
+    todo = np.flatnonzero(reach >= 0)
+    low, length = run_start[todo], reach[todo] - run_start[todo] + 1
+    for g0, g1 in itertools.pairwise(_groups(length)):
+        pos, seg = _spans(low[g0:g1], length[g0:g1])
+        new = prv[pos] < np.repeat(low[g0:g1], length[g0:g1])
+        inq = isq[pos]
+        new_q = new & inq
+        distinct, common = np.cumsum(new, dtype=np.int64), np.cumsum(new_q, dtype=np.int64)
+        # restart the sums at each stretch
+        distinct -= np.repeat(distinct[seg] - new[seg], length[g0:g1])
+        common -= np.repeat(common[seg] - new_q[seg], length[g0:g1])
+        score = np.where(inq, common / (q + distinct - common), 0.0)
+        np.maximum.at(best, doc[low[g0:g1]], np.maximum.reduceat(score, seg))
+    return np.where(best >= cutoff, best, np.nan)
 
 
 def trigrams(text: str) -> set[str]:
@@ -394,13 +467,14 @@ class TrigramIndex:
         qk = np.array(sorted(list(dict.fromkeys(seq))[:MAX_QUERY_TRIGRAMS]), np.int64)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
-        q, cache, memo = qk.size, dict[int, float](), dict[str, Any]()
+        q, cache, below, memo = qk.size, dict[int, float](), dict[int, float](), dict[str, Any]()
         top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
         for floor in [f for f in RAISED_FLOORS if f > threshold] + [float(threshold)]:
             need = _min_shared(floor, q)
             if mode == "word":
                 docs, shared = self._candidates(qk, need, scope, memo)
-                top, final = self._rank_exact(qk, docs, shared, float(threshold), limit, cache)
+                top, final = self._rank_exact(qk, docs, shared, float(threshold), limit, cache,
+                                              below)
             else:
                 narrow = self._length_scope(q, floor, scope)
                 docs, shared = self._candidates(qk, need, narrow, memo)
@@ -470,7 +544,10 @@ class TrigramIndex:
         else:
             docs, shared = _count(np.concatenate(lists[:counted]), n)
             if scope is not None:
-                inside = _member(scope, docs)
+                if "in_scope" not in memo:  # a flag per doc: wide scopes make lookups costly
+                    memo["in_scope"] = np.zeros(n, np.bool_)
+                    memo["in_scope"][scope] = True
+                inside = memo["in_scope"][docs]
                 docs, shared = docs[inside], shared[inside]
         for i in range(counted, m):  # the frequent lists, rarest first, only for candidates
             keep = shared + (m - i) >= need
@@ -486,19 +563,28 @@ class TrigramIndex:
         keep = shared >= need
         return docs[keep], shared[keep]
 
-    def _texts(self, docs: list[int]) -> list[str]:
+    def _doc_sequences(self, docs: list[int]) -> tuple[I64, I64, I64]:
+        """:func:`_sequences` of the docs' texts; ASCII-only batches skip decoding."""
         offsets, at = self._a["text_offsets"], np.array(docs, np.int64)
-        spans = zip(offsets[at].tolist(), offsets[at + 1].tolist(), strict=True)
+        lo, hi = offsets[at].tolist(), offsets[at + 1].tolist()
         raw = self._a["text_bytes"].data  # a memoryview: slicing a memmap per doc is 10x slower
-        return [str(raw[a:b], "utf-8", "surrogatepass") for a, b in spans]
+        spans = list(zip(lo, hi, strict=True))
+        blob = b"\x00".join([b"", *(raw[a:b] for a, b in spans), b""])
+        buf = np.frombuffer(blob, np.uint8)
+        if buf.size and int(buf.max()) >= 0x80:
+            return _sequences([str(raw[a:b], "utf-8", "surrogatepass") for a, b in spans])
+        lengths = np.array(hi, np.int64) - np.array(lo, np.int64)
+        return _ascii_sequences(buf, np.cumsum(lengths + 1) - lengths)
 
     def _rank_exact(
-        self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int, cache: dict[int, float]
+        self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int,
+        cache: dict[int, float], below: dict[int, float],
     ) -> tuple[list[tuple[float, int]], bool]:
         """Exact word similarity, best bound first, until no bound can enter the top ``limit``.
 
         Returns the top as (-score, doc) pairs and whether it is final for these candidates
-        (False when the budget ran out first).  ``cache`` keeps scores across floors."""
+        (False when the budget ran out first).  Across floors ``cache`` keeps exact scores and
+        ``below`` the cut each other scored doc was found under."""
         budget = max(EXACT_BUDGET, 4 * limit)
         level = np.cumsum(np.bincount(shared, minlength=qk.size + 1)[::-1])
         fewest = qk.size - int(np.searchsorted(level, budget))  # fewest shared we may need
@@ -508,13 +594,22 @@ class TrigramIndex:
         top: list[tuple[float, int]] = []
         start, batch = 0, max(64, limit)
         while start < len(ids):
-            todo = [d for d in ids[start : start + batch] if d not in cache]
-            scores = _extent_scores(*_sequences(self._texts(todo)), qk).tolist()
-            cache.update(zip(todo, scores, strict=True))
+            # a doc under the cut at the start of this batch cannot enter the top in it
+            cut = threshold if len(top) < limit else max(threshold, -top[limit - 1][0])
+            todo = [d for d, most in zip(ids[start : start + batch], bound[start : start + batch],
+                                         strict=True)
+                    if most >= cut and d not in cache and below.get(d, 2.0) > cut]
+            if todo:
+                scores = _extent_scores(*self._doc_sequences(todo), qk, cut).tolist()
+                for doc, score in zip(todo, scores, strict=True):
+                    if score == score:
+                        cache[doc] = score
+                    else:  # NaN: scores under the cut
+                        below[doc] = cut
             for doc, most in zip(ids[start:], bound[start : start + batch], strict=False):
                 if len(top) >= limit and top[limit - 1] < (-most, doc):
                     return top, True
-                if cache[doc] >= threshold:
+                if cache.get(doc, -1.0) >= threshold:
                     bisect.insort(top, (-cache[doc], doc))
                     del top[limit:]
             start, batch = start + batch, batch * 3 // 2

@@ -281,3 +281,116 @@ def test_bad_input_raises() -> None:
         index.search(None)  # type: ignore[arg-type]
     with pytest.raises(IndexError_, match=r"texts\[1\]"):
         TrigramIndex.build(["ok", 3])  # type: ignore[list-item]
+
+
+# -- bounded exact scoring and the ASCII tokenizer ------------------------------------------
+
+ASCII_ALPHABET = "abcAB  -_.,01\x00\t"
+CUTOFFS = [0.0, 0.1, 0.25, 0.3, 0.5, 0.6, 0.8, 1.0]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(
+    texts=st.lists(st.text(alphabet=ALPHABET, max_size=40), min_size=1, max_size=8),
+    query=st.text(alphabet=ALPHABET, min_size=1, max_size=12),
+    cutoff=st.sampled_from(CUTOFFS) | st.floats(0.0, 1.0),
+)
+def test_bounded_scorer_is_exact_at_or_above_the_cut(
+    tuning: None, texts: list[str], query: str, cutoff: float
+) -> None:
+    # texts scoring >= cutoff get their exact word similarity, all others NaN
+    qk = np.array(sorted(set(trigram_module._sequences([query])[0].tolist())), np.int64)
+    got = trigram_module._extent_scores(*trigram_module._sequences(texts), qk, cutoff)
+    for text, score in zip(texts, got.tolist(), strict=True):
+        expected = oracle_word_similarity(query, text)
+        if expected >= cutoff:
+            assert score == pytest.approx(expected)
+            assert score == word_similarity(query, text)  # bit for bit
+        else:
+            assert np.isnan(score)
+
+
+def test_bounded_scorer_on_long_texts_with_many_runs(tuning: None) -> None:
+    # hundreds of runs of hits, repeated junk between them: pruned pairs must still find the
+    # best extent; "beta .. gamma" spans everything: 17 / (17 + 3)
+    texts = ["beta " + "alpha zz " * 300 + "gamma", "alpha " * 50, "zz beta gamma zz alpha"]
+    qk = np.array(sorted(set(trigram_module._sequences(["beta alpha gamma"])[0].tolist())))
+    exact = [word_similarity("beta alpha gamma", t) for t in texts]
+    assert exact[0] == pytest.approx(17 / 20)
+    for cutoff in [0.0, 0.3, 0.5, 0.85, 0.86, 1.0]:
+        got = trigram_module._extent_scores(*trigram_module._sequences(texts), qk, cutoff)
+        assert [s if s >= cutoff else None for s in exact] == [
+            None if np.isnan(s) else s for s in got.tolist()
+        ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(
+    texts=st.lists(st.text(alphabet=ASCII_ALPHABET, max_size=40), max_size=20),
+    query=st.text(alphabet=ASCII_ALPHABET + "é", max_size=12),
+    threshold=st.sampled_from([0.0, 0.3, 0.5, 0.8]),
+    limit=st.integers(1, 25),
+)
+def test_ascii_corpus_search_equals_brute_force(
+    tuning: None, texts: list[str], query: str, threshold: float, limit: int
+) -> None:
+    # ASCII-only batches are tokenized from the stored bytes; they must agree with the
+    # Unicode tokenizer the public scorers use (NUL, tabs, digits, case, punctuation)
+    index = TrigramIndex.build(texts)
+    got = index.search(query, limit=limit, threshold=threshold)
+    assert got == brute_force(texts, query, threshold, "word", None)[:limit]
+
+
+def test_mixed_ascii_and_unicode_batches() -> None:
+    # one non-ASCII text in a batch sends it through the Unicode tokenizer; results agree
+    texts = [f"alpha beta {i} gamma" for i in range(150)] + ["alpha café beta"] * 3
+    texts += ["ALPHA\x00beta\tgamma", "alphabet gamma"]
+    index = TrigramIndex.build(texts)
+    for query in ["alpha beta", "alpha café", "gamma", "alpahbet"]:
+        for limit in (5, 200):
+            got = index.search(query, limit=limit, threshold=0.3)
+            assert got == brute_force(texts, query, 0.3, "word", None)[:limit]
+
+
+def test_budget_with_a_rising_cut_keeps_the_reference_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # with a small budget the answer depends on which docs get scored: the first `budget`
+    # candidates by shared trigrams (then doc id), exactly; a doc skipped because it could not
+    # reach the cut must not change that
+    monkeypatch.setattr(trigram_module, "EXACT_BUDGET", 8)
+    texts = corpus(400)
+    index = TrigramIndex.build(texts)
+    for query, limit in [("the error sheet", 3), ("openpxl the zeta", 2), ("w7x the", 1)]:
+        qk = np.array(sorted(set(trigram_module._sequences([query])[0].tolist())), np.int64)
+        shared = np.array([len(set(oracle_sequence(t)) & set(oracle_sequence(query)))
+                           for t in texts])
+        q = qk.size
+        floors = [f for f in trigram_module.RAISED_FLOORS if f > 0.1] + [0.1]
+        expected: list[tuple[int, float]] = []
+        for floor in floors:  # the documented algorithm, scoring every budgeted doc
+            need = trigram_module._min_shared(floor, q)
+            cands = np.flatnonzero(shared >= need)
+            budget = max(trigram_module.EXACT_BUDGET, 4 * limit)
+            order = cands[np.argsort(-shared[cands], kind="stable")][:budget]
+            scored = [(d, word_similarity(query, texts[d])) for d in order.tolist()]
+            expected = sorted([h for h in scored if h[1] >= 0.1],
+                              key=lambda h: (-h[1], h[0]))[:limit]
+            if cands.size > budget or (
+                len(expected) >= limit and expected[-1][1] > (need - 1) / q
+            ):
+                break
+        assert index.search(query, limit=limit, threshold=0.1) == expected
+
+
+def test_ties_at_the_cut_still_enter_by_doc_id() -> None:
+    # 120 docs share all of "alpha beta" far apart (bound 1, score 6/11: "alpha" alone), then 30
+    # lower-id docs hold only "alpha" (bound 6/11, score 6/11): scored in a later batch, when
+    # the top is full at exactly their score, they must still win the tie by doc id
+    far = "alpha qwertyuiopasdfgh beta"
+    texts = ["alpha"] * 30 + [f"x{i}" for i in range(50)] + [far] * 120
+    index = TrigramIndex.build(texts)
+    assert word_similarity("alpha beta", far) == word_similarity("alpha beta", "alpha") == 6 / 11
+    assert index.search("alpha beta", limit=2, threshold=0.3) == [(0, 6 / 11), (1, 6 / 11)]
+    assert index.search("alpha beta", limit=40, threshold=0.3) == brute_force(
+        texts, "alpha beta", 0.3, "word", None)[:40]
