@@ -54,8 +54,10 @@ def _folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def measure(lake: Path = LAKE_1M, results: Path = RESULTS / "results-full.json") -> Measured:
-    """Read the measured figures (the 1M lake must have been built by ``make bench-full``)."""
+def measure(lake: Path = LAKE_1M, results: Path | dict[str, Any] = RESULTS / "results-full.json"
+            ) -> Measured:
+    """Read the measured figures (the 1M lake must have been built by ``make bench-full``);
+    ``results`` is the full run's results, or the file they were saved to."""
     parts = list_partitions(lake)
     if not parts:
         raise FileNotFoundError(f"no indexed 1M-row lake at {lake}; run `make bench-full`")
@@ -67,7 +69,7 @@ def measure(lake: Path = LAKE_1M, results: Path = RESULTS / "results-full.json")
         rows += current[1].row_count
         for name, size in current[1].bytes.items():
             index_bytes[name] = index_bytes.get(name, 0) + size
-    full = json.loads(results.read_text())
+    full = results if isinstance(results, dict) else json.loads(results.read_text())
     scale = full["scale_1m"]
     tenants = {t for t, _ in parts}
     return Measured(
@@ -164,11 +166,19 @@ def paper(m: Measured) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write(results: Path | dict[str, Any] = RESULTS / "results-full.json") -> dict[str, Any]:
+    """Write bench/results/scale-1e9.md; returns its headline figures."""
+    m = measure(results=results)
+    (RESULTS / "scale-1e9.md").write_text(paper(m))
+    return {"index_bytes_per_row": round(sum(m.index_bytes_per_row.values())),
+            "table_bytes_per_row": round(m.table_bytes_per_row),
+            "report": "bench/results/scale-1e9.md"}
+
+
 def main() -> None:
     """Write bench/results/scale-1e9.md and print it."""
-    text = paper(measure())
-    (RESULTS / "scale-1e9.md").write_text(text)
-    print(text)
+    write()
+    print((RESULTS / "scale-1e9.md").read_text())
 
 
 if __name__ == "__main__":
