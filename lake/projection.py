@@ -2,26 +2,38 @@
 
 A minimal writer's turn yields one TurnLog, one ``user`` row per folded submission and one
 ``assistant`` row for the completion. A rich writer adds ``summary``, ``anchor``, ``note`` and
-``attachment`` rows and timeline blocks. Rows are accumulated column by column so a batch of
-tens of thousands of turns becomes one Arrow table per Delta table without per-row objects.
+``attachment`` rows and timeline blocks.
+
+Ingest projects tens of thousands of turns per batch, so the per-turn Python work is kept to
+what only Python can do (walking the record): each row becomes one tuple of the values that
+vary per row, and everything derivable (months, expiry instants, row ids, the per-turn columns
+repeated on every row of the turn) is computed column-wise in Arrow when ``tables()`` builds
+one Arrow table per Delta table.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake.records import TurnRecord
-from lake.tables import CONTENT_ROWS, EVENTS, FILES, TURN_LOGS, Table
+from lake.tables import CONTENT_ROWS, EVENTS, FILES, TS, TURN_LOGS, Table
 
 # (tenant, app, role or None) -> ttl days, from the settings' policy.
 TtlPolicy = Callable[[str, str, str | None], int]
+
+_DAY_US = 86_400_000_000
+_MAX_US = (datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+    microseconds=1)
+_STRING = pa.string()
+_INT32 = pa.int32()
+_INT64 = pa.int64()
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,11 @@ class StoredFile:
 def month_of(dt: datetime) -> str:
     """The partition month ("YYYY-MM", UTC) of a timestamp."""
     return dt.astimezone(UTC).strftime("%Y-%m")
+
+
+def months_of(instants: pa.Array) -> pa.Array:
+    """The partition months ("YYYY-MM", UTC) of an array of UTC timestamps."""
+    return pc.strftime(instants, format="%Y-%m")
 
 
 def row_id(conversation_id: str, turn_id: str, role: str, seq: int) -> str:
@@ -74,6 +91,14 @@ def timeline_blocks(record: TurnRecord, files: list[StoredFile]) -> list[dict[st
     return blocks
 
 
+# A content row: turn index, role, seq, event type, batch, time, text, ttl days.
+_ContentRow = tuple[int, str, int, str | None, int | None, datetime, str, int]
+# An event row: turn index, seq, source, type, time, data as JSON.
+_EventRow = tuple[int, int, str, str, datetime, str]
+# A files row: turn index, then the StoredFile's fields in FILES column order.
+_FileRow = tuple[int, str, str, str, int, str, str | None, str]
+
+
 class TurnProjector:
     """Accumulates the rows of many turns; ``tables()`` returns one Arrow table per Delta table."""
 
@@ -81,106 +106,118 @@ class TurnProjector:
         self._batch_id = batch_id
         self._ingested_at = ingested_at
         self._ttl = ttl
-        self._cols: dict[Table, defaultdict[str, list[Any]]] = {
-            t: defaultdict(list) for t in (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS,
-                                           Table.FILES)
-        }
+        # The policy is a pure function of the settings; most turns share (tenant, app).
+        self._ttl_cache: dict[tuple[str, str, str | None], int] = {}
+        self._turns: list[tuple[Any, ...]] = []
+        self._content: list[_ContentRow] = []
+        self._events: list[_EventRow] = []
+        self._files: list[_FileRow] = []
         self.turns = 0
 
     def add(self, record: TurnRecord, *, ordinal: int, files: list[StoredFile],
             payload: str) -> None:
         """Project one accepted record (its hosted files already stored) into rows."""
-        month = month_of(record.started_at)
-        turn_expiry = self._expiry(record, None)
-        self._add_content_rows(record, month)
-        self._add_events(record, month, turn_expiry)
-        self._add_files(record, month, files, turn_expiry)
+        turn = self.turns
+        self._add_content_rows(turn, record)
+        self._add_events(turn, record)
+        self._files += [(turn, f.ref, f.path, f.mime, f.size, f.sha256, f.description,
+                         f.storage_key) for f in files]
         blocks = timeline_blocks(record, files)
         usage, feedback = record.usage, record.feedback
-        c = self._cols[Table.TURN_LOGS]
-        for name, value in (
-            ("tenant", record.tenant), ("month", month), ("app", record.app),
-            ("agent", record.agent), ("user_id", record.user_id),
-            ("conversation_id", record.conversation_id), ("turn_id", record.turn_id),
-            ("writer", record.writer), ("started_at", record.started_at),
-            ("ended_at", record.ended_at), ("ordinal", ordinal),
-            ("submission_count", len(record.submissions)),
-            ("block_count", len(blocks)), ("attachment_count", len(record.attachments)),
-            ("hosted_file_count", len(files)),
-            ("tokens_in", usage.tokens_in if usage else None),
-            ("tokens_out", usage.tokens_out if usage else None),
-            ("cost_usd", usage.cost_usd if usage else None),
-            ("duration_ms", usage.duration_ms if usage else None),
-            ("feedback_rating", feedback.rating if feedback else None),
-            ("feedback_has_comment", bool(feedback and feedback.comment)),
-            ("blocks", orjson.dumps(blocks).decode() if blocks else "[]"),
-            ("title", record.conversation_title), ("expires_at", turn_expiry),
-            ("ingested_at", self._ingested_at), ("batch_id", self._batch_id),
-            ("payload", payload),
-        ):
-            c[name].append(value)
+        self._turns.append((
+            record.tenant, record.app, record.agent, record.user_id, record.conversation_id,
+            record.turn_id, record.writer, record.started_at, record.ended_at, ordinal,
+            len(record.submissions), len(blocks), len(record.attachments), len(files),
+            usage.tokens_in if usage else None, usage.tokens_out if usage else None,
+            usage.cost_usd if usage else None, usage.duration_ms if usage else None,
+            feedback.rating if feedback else None, bool(feedback and feedback.comment),
+            orjson.dumps(blocks).decode() if blocks else "[]", record.conversation_title,
+            self._days(record, None), payload))
         self.turns += 1
 
     def tables(self) -> dict[Table, pa.Table]:
         """The accumulated rows as Arrow tables in the lake's schemas."""
-        schemas = {Table.TURN_LOGS: TURN_LOGS, Table.CONTENT_ROWS: CONTENT_ROWS,
-                   Table.EVENTS: EVENTS, Table.FILES: FILES}
-        out: dict[Table, pa.Table] = {}
-        for table, schema in schemas.items():
-            cols = self._cols[table]
-            if not cols:
-                out[table] = schema.empty_table()
-                continue
-            out[table] = pa.Table.from_pydict({n: cols[n] for n in schema.names}, schema=schema)
-        return out
+        if not self._turns:
+            return {t: s.empty_table() for t, s in ((Table.TURN_LOGS, TURN_LOGS),
+                                                    (Table.CONTENT_ROWS, CONTENT_ROWS),
+                                                    (Table.EVENTS, EVENTS), (Table.FILES, FILES))}
+        (tenant, app, agent, user, cid, tid, writer, started, ended, ordinal, submissions,
+         blocks, attachments, hosted, tokens_in, tokens_out, cost, duration, rating, commented,
+         blocks_json, title, days, payload) = zip(*self._turns, strict=True)
+        started_at = pa.array(started, TS)
+        turn = _Turns(
+            tenant=pa.array(tenant, _STRING), month=months_of(started_at),
+            app=pa.array(app, _STRING), agent=pa.array(agent, _STRING),
+            user_id=pa.array(user, _STRING), conversation_id=pa.array(cid, _STRING),
+            turn_id=pa.array(tid, _STRING), started_at=started_at,
+            ended_at=pa.array(ended, TS))
+        expires_at = _plus_days(turn.ended_at, pa.array(days, _INT64))
+        n = len(self._turns)
+        logs = {
+            "tenant": turn.tenant, "month": turn.month, "app": turn.app, "agent": turn.agent,
+            "user_id": turn.user_id, "conversation_id": turn.conversation_id,
+            "turn_id": turn.turn_id, "writer": pa.array(writer, _STRING),
+            "started_at": turn.started_at, "ended_at": turn.ended_at,
+            "ordinal": pa.array(ordinal, _INT32),
+            "submission_count": pa.array(submissions, _INT32),
+            "block_count": pa.array(blocks, _INT32),
+            "attachment_count": pa.array(attachments, _INT32),
+            "hosted_file_count": pa.array(hosted, _INT32),
+            "tokens_in": pa.array(tokens_in, _INT64), "tokens_out": pa.array(tokens_out, _INT64),
+            "cost_usd": pa.array(cost, pa.float64()), "duration_ms": pa.array(duration, _INT64),
+            "feedback_rating": pa.array(rating, _INT32),
+            "feedback_has_comment": pa.array(commented, pa.bool_()),
+            "blocks": pa.array(blocks_json, _STRING), "title": pa.array(title, _STRING),
+            "expires_at": expires_at, "ingested_at": _constant(self._ingested_at, TS, n),
+            "batch_id": _constant(self._batch_id, _STRING, n),
+            "payload": pa.array(payload, _STRING),
+        }
+        return {
+            Table.TURN_LOGS: pa.Table.from_pydict(logs, schema=TURN_LOGS),
+            Table.CONTENT_ROWS: self._content_table(turn),
+            Table.EVENTS: self._events_table(turn, expires_at),
+            Table.FILES: self._files_table(turn, expires_at),
+        }
 
-    def _expiry(self, record: TurnRecord, role: str | None) -> datetime:
-        days = record.ttl_days or self._ttl(record.tenant, record.app, role)
-        return record.ended_at + timedelta(days=days)
+    def _days(self, record: TurnRecord, role: str | None) -> int:
+        if record.ttl_days:
+            return record.ttl_days
+        key = (record.tenant, record.app, role)
+        days = self._ttl_cache.get(key)
+        if days is None:
+            days = self._ttl_cache[key] = self._ttl(*key)
+        return days
 
-    def _add_content_rows(self, record: TurnRecord, month: str) -> None:
-        rows: list[tuple[str, int, str | None, int | None, datetime, str]] = [
-            ("user", i, s.event_type, s.batch, s.arrived_at, s.text)
-            for i, s in enumerate(record.submissions)
-        ]
-        rows.append(("assistant", 0, None, None, record.completion.at, record.completion.text))
+    def _add_content_rows(self, turn: int, record: TurnRecord) -> None:
+        days = self._days
+        user, assistant = days(record, "user"), days(record, "assistant")
+        rows = self._content
+        rows += [(turn, "user", i, s.event_type, s.batch, s.arrived_at, s.text, user)
+                 for i, s in enumerate(record.submissions)]
+        rows.append((turn, "assistant", 0, None, None, record.completion.at,
+                     record.completion.text, assistant))
         if record.writer == "rich":
+            ended = record.ended_at
             if record.summary:
-                rows.append(("summary", 0, None, None, record.ended_at, record.summary))
-            rows += [("anchor", i, None, None, record.ended_at, a)
-                     for i, a in enumerate(record.anchors)]
-            rows += [("note", i, None, None, record.ended_at, n)
-                     for i, n in enumerate(record.notes)]
+                rows.append((turn, "summary", 0, None, None, ended, record.summary,
+                             days(record, "summary")))
+            if record.anchors:
+                anchor = days(record, "anchor")
+                rows += [(turn, "anchor", i, None, None, ended, a, anchor)
+                         for i, a in enumerate(record.anchors)]
+            if record.notes:
+                note = days(record, "note")
+                rows += [(turn, "note", i, None, None, ended, n, note)
+                         for i, n in enumerate(record.notes)]
         # Attachment text is searchable whenever the writer extracted it.
-        rows += [("attachment", i, None, None, record.started_at, a.text)
-                 for i, a in enumerate(record.attachments) if a.text]
-        c = self._cols[Table.CONTENT_ROWS]
-        expiry_by_role: dict[str, datetime] = {}
-        for role, seq, event_type, batch, ts, text in rows:
-            if role not in expiry_by_role:
-                expiry_by_role[role] = self._expiry(record, role)
-            c["tenant"].append(record.tenant)
-            c["month"].append(month)
-            c["row_id"].append(row_id(record.conversation_id, record.turn_id, role, seq))
-            c["app"].append(record.app)
-            c["agent"].append(record.agent)
-            c["user_id"].append(record.user_id)
-            c["conversation_id"].append(record.conversation_id)
-            c["turn_id"].append(record.turn_id)
-            c["role"].append(role)
-            c["seq"].append(seq)
-            c["event_type"].append(event_type)
-            c["batch"].append(batch)
-            c["ts"].append(ts)
-            c["turn_at"].append(record.started_at)
-            c["text"].append(text)
-            c["expires_at"].append(expiry_by_role[role])
-            c["embedding"].append(None)
-            c["embedding_model"].append(None)
-            c["embedding_status"].append("pending")
-            c["batch_id"].append(self._batch_id)
+        if record.attachments:
+            started, attachment = record.started_at, days(record, "attachment")
+            rows += [(turn, "attachment", i, None, None, started, a.text, attachment)
+                     for i, a in enumerate(record.attachments) if a.text]
 
-    def _add_events(self, record: TurnRecord, month: str, expiry: datetime) -> None:
+    def _add_events(self, turn: int, record: TurnRecord) -> None:
+        if not (record.context_events or record.steps or record.events):
+            return
         items: list[tuple[datetime, str, str, dict[str, Any]]] = []
         items += [(e.at, "context", f"context.{e.kind}", e.data) for e in record.context_events]
         items += [(s.at, "step", "chat.step",
@@ -189,31 +226,95 @@ class TurnProjector:
         items += [(e.at, "event", e.type, e.data) for e in record.events]
         # Stable sort keeps the record's own order for events at the same instant.
         items.sort(key=lambda item: item[0])
-        c = self._cols[Table.EVENTS]
-        for seq, (at, source, type_, data) in enumerate(items):
-            c["tenant"].append(record.tenant)
-            c["month"].append(month)
-            c["user_id"].append(record.user_id)
-            c["conversation_id"].append(record.conversation_id)
-            c["turn_id"].append(record.turn_id)
-            c["seq"].append(seq)
-            c["source"].append(source)
-            c["type"].append(type_)
-            c["at"].append(at)
-            c["data"].append(orjson.dumps(data).decode())
-            c["expires_at"].append(expiry)
-            c["batch_id"].append(self._batch_id)
+        self._events += [(turn, seq, source, type_, at, orjson.dumps(data).decode())
+                         for seq, (at, source, type_, data) in enumerate(items)]
 
-    def _add_files(self, record: TurnRecord, month: str, files: list[StoredFile],
-                   expiry: datetime) -> None:
-        c = self._cols[Table.FILES]
-        for f in files:
-            for name, value in (
-                ("tenant", record.tenant), ("month", month), ("ref", f.ref),
-                ("user_id", record.user_id), ("conversation_id", record.conversation_id),
-                ("turn_id", record.turn_id), ("path", f.path), ("mime", f.mime),
-                ("size", f.size), ("sha256", f.sha256), ("description", f.description),
-                ("storage_key", f.storage_key), ("expires_at", expiry),
-                ("batch_id", self._batch_id),
-            ):
-                c[name].append(value)
+    def _content_table(self, turn: _Turns) -> pa.Table:
+        if not self._content:
+            return CONTENT_ROWS.empty_table()
+        index, role, seq, event_type, batch, ts, text, days = zip(*self._content, strict=True)
+        rows = turn.take(pa.array(index, _INT32))
+        role_array, seq_array = pa.array(role, _STRING), pa.array(seq, _INT32)
+        n = len(index)
+        return pa.Table.from_pydict({
+            "tenant": rows.tenant, "month": rows.month,
+            "row_id": pc.binary_join_element_wise(
+                rows.conversation_id, rows.turn_id, role_array, seq_array.cast(_STRING), "."),
+            "app": rows.app, "agent": rows.agent, "user_id": rows.user_id,
+            "conversation_id": rows.conversation_id, "turn_id": rows.turn_id,
+            "role": role_array, "seq": seq_array, "event_type": pa.array(event_type, _STRING),
+            "batch": pa.array(batch, _INT32), "ts": pa.array(ts, TS),
+            "turn_at": rows.started_at, "text": pa.array(text, _STRING),
+            "expires_at": _plus_days(rows.ended_at, pa.array(days, _INT64)),
+            "embedding": pa.nulls(n, CONTENT_ROWS.field("embedding").type),
+            "embedding_model": pa.nulls(n, _STRING),
+            "embedding_status": _constant("pending", _STRING, n),
+            "batch_id": _constant(self._batch_id, _STRING, n),
+        }, schema=CONTENT_ROWS)
+
+    def _events_table(self, turn: _Turns, expires_at: pa.Array) -> pa.Table:
+        if not self._events:
+            return EVENTS.empty_table()
+        index, seq, source, type_, at, data = zip(*self._events, strict=True)
+        take = pa.array(index, _INT32)
+        rows = turn.take(take)
+        return pa.Table.from_pydict({
+            "tenant": rows.tenant, "month": rows.month, "user_id": rows.user_id,
+            "conversation_id": rows.conversation_id, "turn_id": rows.turn_id,
+            "seq": pa.array(seq, _INT32), "source": pa.array(source, _STRING),
+            "type": pa.array(type_, _STRING), "at": pa.array(at, TS),
+            "data": pa.array(data, _STRING), "expires_at": expires_at.take(take),
+            "batch_id": _constant(self._batch_id, _STRING, len(index)),
+        }, schema=EVENTS)
+
+    def _files_table(self, turn: _Turns, expires_at: pa.Array) -> pa.Table:
+        if not self._files:
+            return FILES.empty_table()
+        index, ref, path, mime, size, sha256, description, key = zip(*self._files, strict=True)
+        take = pa.array(index, _INT32)
+        rows = turn.take(take)
+        return pa.Table.from_pydict({
+            "tenant": rows.tenant, "month": rows.month, "ref": pa.array(ref, _STRING),
+            "user_id": rows.user_id, "conversation_id": rows.conversation_id,
+            "turn_id": rows.turn_id, "path": pa.array(path, _STRING),
+            "mime": pa.array(mime, _STRING), "size": pa.array(size, _INT64),
+            "sha256": pa.array(sha256, _STRING), "description": pa.array(description, _STRING),
+            "storage_key": pa.array(key, _STRING), "expires_at": expires_at.take(take),
+            "batch_id": _constant(self._batch_id, _STRING, len(index)),
+        }, schema=FILES)
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """The per-turn columns every table repeats on each row of the turn."""
+
+    tenant: pa.Array
+    month: pa.Array
+    app: pa.Array
+    agent: pa.Array
+    user_id: pa.Array
+    conversation_id: pa.Array
+    turn_id: pa.Array
+    started_at: pa.Array
+    ended_at: pa.Array
+
+    def take(self, index: pa.Array) -> _Turns:
+        """These columns for a row per entry of ``index`` (a turn number)."""
+        return _Turns(*(getattr(self, f.name).take(index) for f in fields(self)))
+
+
+def _plus_days(instants: pa.Array, days: pa.Array) -> pa.Array:
+    """``instants`` + ``days`` whole days, as timestamps (what ``datetime + timedelta`` gives).
+
+    Like that addition, a result past year 9999 (only a TTL policy of millennia gets there)
+    raises OverflowError rather than storing an instant no reader could load.
+    """
+    total = pc.add_checked(instants.cast(_INT64), pc.multiply_checked(days, _DAY_US))
+    latest = pc.max(total).as_py()
+    if latest is not None and latest > _MAX_US:
+        raise OverflowError("date value out of range")
+    return total.cast(TS)
+
+
+def _constant(value: object, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)

@@ -219,13 +219,18 @@ class TurnRecord(_Model):
 
     def to_json(self) -> str:
         """The record as canonical JSON (field ``schema`` spelt as in the contract)."""
-        return self.model_dump_json(by_alias=True, exclude_none=True)
+        # What model_dump_json(by_alias=True, exclude_none=True) does, without its Python
+        # wrapper: ingest serializes every accepted record once.
+        return self.__pydantic_serializer__.to_json(
+            self, by_alias=True, exclude_none=True).decode()
 
 
 def parse_record(raw: str | bytes) -> TurnRecord:
     """Parse and validate one JSON record; raise RecordError naming the first bad field."""
     try:
-        return TurnRecord.model_validate_json(raw)
+        # TurnRecord.model_validate_json without its Python wrapper (ingest calls this per line).
+        record: TurnRecord = TurnRecord.__pydantic_validator__.validate_json(raw)
+        return record
     except ValidationError as exc:
         raise RecordError(describe_validation_error(exc),
                           field=_first_location(exc)) from None

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.store import LakeStore
@@ -55,8 +56,41 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     if gone:
         store.delete(Table.TIMELINES, sql_conversations(gone))
     if rows.num_rows:
-        store.replace_where(Table.TIMELINES, rows, sql_conversations(sorted(live)))
+        _write_rows(store, rows, live)
     return int(rows.num_rows)
+
+
+def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) -> None:
+    """Replace the timeline rows of conversations that have one and append the others.
+
+    A replace evaluates its predicate over every conversation it names (seconds for tens of
+    thousands of them), while most conversations of an ingest batch are new: those are simply
+    appended, which is safe because writers hold the writer lock between this check and the
+    write. A crash between the two commits leaves timelines to refresh, as any crash after the
+    TurnLog commit does.
+    """
+    present = _with_timeline(store, live)
+    if not present:
+        store.append(Table.TIMELINES, rows)
+        return
+    if len(present) == len(live):
+        store.replace_where(Table.TIMELINES, rows, sql_conversations(sorted(live)))
+        return
+    keys = pc.binary_join_element_wise(rows["tenant"], rows["conversation_id"], "\x1f")
+    known = pc.is_in(keys, value_set=pa.array([f"{t}\x1f{c}" for t, c in present]))
+    store.replace_where(Table.TIMELINES, rows.filter(known), sql_conversations(sorted(present)))
+    store.append(Table.TIMELINES, rows.filter(pc.invert(known)))
+
+
+def _with_timeline(store: LakeStore, conversations: set[tuple[str, str]]
+                   ) -> set[tuple[str, str]]:
+    """The conversations among ``conversations`` that have a timeline row."""
+    if not store.exists(Table.TIMELINES):
+        return set()
+    found = store.read(Table.TIMELINES, columns=["tenant", "conversation_id"],
+                       filter=conversation_filter(conversations))
+    return set(zip(found["tenant"].to_pylist(), found["conversation_id"].to_pylist(),
+                   strict=True))
 
 
 def sql_conversations(conversations: Iterable[tuple[str, str]]) -> str:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -34,13 +33,23 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, Table
 from lake.timelines import conversation_filter
-from pipeline.prepare import PreparedChunk, Quarantined, die_with_parent, prepare_chunk
+from pipeline.prepare import (
+    PreparedChunk,
+    Quarantined,
+    die_with_parent,
+    prepare_chunk,
+    raw_text,
+)
 from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
 
 TurnKey = tuple[str, str, str]
 RowsHook = Callable[[pa.Table], pa.Table]
+Item = SourceLine | SourceProblem
 CHUNK_LINES = 2000
 PARALLEL_MIN_LINES = 8000
+# How many lines workers may prepare ahead of the commits: enough for a whole batch, so they
+# keep working while the main process commits the previous one.
+AHEAD_LINES = 64_000
 _ROW_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 __all__ = ["IngestReport", "Ingestor", "Quarantined"]
 
@@ -63,8 +72,28 @@ class IngestReport:
 @dataclass
 class _Existing:
     keys: set[TurnKey] = field(default_factory=set)
-    starts: dict[tuple[str, str], list[datetime]] = field(default_factory=dict)
+    starts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # µs since epoch
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A prepared chunk, the lines it was prepared from and its turns' identities."""
+
+    items: list[Item]
+    chunk: PreparedChunk
+    keys: list[TurnKey]
+    users: list[str]
+    months: list[str]
+    starts: list[int]  # µs since epoch
+
+    @classmethod
+    def of(cls, items: list[Item], chunk: PreparedChunk) -> _Prepared:
+        logs = chunk.tables[Table.TURN_LOGS]
+        keys = list(zip(logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
+                        logs["turn_id"].to_pylist(), strict=True))
+        return cls(items, chunk, keys, logs["user_id"].to_pylist(), logs["month"].to_pylist(),
+                   logs["started_at"].cast(pa.int64()).to_pylist())
 
 
 class Ingestor:
@@ -95,13 +124,15 @@ class Ingestor:
     def ingest_records(self, records: Iterable[TurnRecord | str], *,
                        source: str = "<api>") -> IngestReport:
         """Ingest records given in memory (models or JSON strings), e.g. from the recorder."""
+        path = Path(source)
+
         def lines() -> Iterator[SourceLine]:
             for n, item in enumerate(records, start=1):
                 raw = item.to_json() if isinstance(item, TurnRecord) else item
-                yield SourceLine(Path(source), n, raw.encode())
+                yield SourceLine(path, n, raw.encode())
         return self.ingest_lines(lines())
 
-    def ingest_lines(self, lines: Iterable[SourceLine | SourceProblem]) -> IngestReport:
+    def ingest_lines(self, lines: Iterable[Item]) -> IngestReport:
         """Ingest raw lines; commits every ``ingest_batch_turns`` accepted turns."""
         started = datetime.now(UTC)
         report = IngestReport()
@@ -110,49 +141,66 @@ class Ingestor:
             recovery = self._committer.recover()
             report.recovered = recovery.rolled_back + recovery.completed
             seen: set[TurnKey] = set()
-            waiting: list[PreparedChunk] = []
-            for chunk in self._prepared(lines):
+            waiting: list[_Prepared] = []
+            turns = 0
+            for items, chunk in self._prepared(lines):
                 if self._progress is not None:
                     self._progress(chunk.lines)
-                waiting.append(chunk)
-                if sum(len(c.keys) for c in waiting) >= self._settings.ingest_batch_turns:
+                waiting.append(_Prepared.of(items, chunk))
+                turns += chunk.turns
+                if turns >= self._settings.ingest_batch_turns:
                     self._flush(waiting, seen, report)
-                    waiting = []
+                    waiting, turns = [], 0
             if waiting:
                 self._flush(waiting, seen, report)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
-    def _prepared(self, lines: Iterable[SourceLine | SourceProblem]
-                  ) -> Iterator[PreparedChunk]:
-        """Prepared chunks in input order; large inputs are prepared by worker processes."""
-        chunks = _chunked(lines, min(CHUNK_LINES, self._settings.ingest_batch_turns))
-        head: list[list[SourceLine | SourceProblem]] = []
+    def _prepared(self, lines: Iterable[Item]) -> Iterator[tuple[list[Item], PreparedChunk]]:
+        """Prepared chunks (with their lines) in input order; large inputs are prepared by
+        worker processes."""
+        size = min(CHUNK_LINES, self._settings.ingest_batch_turns)
+        chunks = _chunked(lines, size)
+        head: list[list[Item]] = []
         while sum(len(c) for c in head) < PARALLEL_MIN_LINES and (nxt := next(chunks, None)):
             head.append(nxt)
         # Starting worker processes costs about a second: only worth it for large inputs.
         if sum(len(c) for c in head) < PARALLEL_MIN_LINES or self._workers < 2:
-            for chunk in itertools.chain(head, chunks):
-                yield prepare_chunk(chunk, self._settings)
-            return
+            return self._prepare_here(itertools.chain(head, chunks))
+        return self._prepare_in_workers(itertools.chain(head, chunks), size)
+
+    def _prepare_here(self, chunks: Iterable[list[Item]]
+                      ) -> Iterator[tuple[list[Item], PreparedChunk]]:
+        for chunk in chunks:
+            yield chunk, prepare_chunk(chunk, self._settings)
+
+    def _prepare_in_workers(self, chunks: Iterable[list[Item]], size: int
+                            ) -> Iterator[tuple[list[Item], PreparedChunk]]:
         # spawn, not fork: the parent may hold torch or tantivy threads.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self._workers, mp_context=context,
-                                 initializer=die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            window: deque[Future[PreparedChunk]] = deque()
-            for chunk in itertools.chain(head, chunks):
-                window.append(pool.submit(prepare_chunk, chunk, self._settings))
-                if len(window) >= 2 * self._workers:
-                    yield window.popleft().result()
+        ahead = max(2 * self._workers, AHEAD_LINES // size)
+        pool = ProcessPoolExecutor(self._workers, mp_context=context,
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
+        try:
+            window: deque[tuple[list[Item], Future[PreparedChunk]]] = deque()
+            for chunk in chunks:
+                window.append((chunk, pool.submit(prepare_chunk, chunk, self._settings)))
+                if len(window) >= ahead:
+                    items, future = window.popleft()
+                    yield items, future.result()
             while window:
-                yield window.popleft().result()
+                items, future = window.popleft()
+                yield items, future.result()
+        finally:
+            # An ingest that stops early (a failed commit, an interrupt) must not first wait
+            # for the chunks still queued ahead, which nobody will commit.
+            pool.shutdown(wait=True, cancel_futures=True)
 
-    def _flush(self, chunks: list[PreparedChunk], seen: set[TurnKey],
+    def _flush(self, chunks: list[_Prepared], seen: set[TurnKey],
                report: IngestReport) -> None:
         batch_id = f"b{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
-        quarantine = [q for c in chunks for q in c.quarantined]
-        report.duplicates += sum(c.duplicates for c in chunks)
+        quarantine = [q for c in chunks for q in c.chunk.quarantined]
+        report.duplicates += sum(c.chunk.duplicates for c in chunks)
         if quarantine:
             report.quarantined.extend(quarantine)
             new = self._not_yet_quarantined(quarantine)
@@ -161,29 +209,29 @@ class Ingestor:
         existing = self._existing_turns({(k[0], k[1]) for c in chunks for k in c.keys})
         parts: dict[Table, list[pa.Table]] = {t: [] for t in _ROW_TABLES}
         pending: list[PendingFile] = []
-        kept: list[tuple[TurnKey, datetime]] = []
+        kept: list[tuple[TurnKey, int]] = []
         owners = existing.owners
         foreign: list[Quarantined] = []
-        for chunk in chunks:
-            drop = {k for k in chunk.keys if k in seen or k in existing.keys}
+        for prepared in chunks:
+            chunk, keys, users = prepared.chunk, prepared.keys, prepared.users
+            drop = {k for k in keys if k in seen or k in existing.keys}
             report.duplicates += len(drop)
-            for i, key in enumerate(chunk.keys):
+            kept_turns = [False] * len(keys)
+            for i, key in enumerate(keys):
                 if key in drop:
                     continue
-                owner = owners.setdefault((key[0], key[1]), chunk.users[i])
-                if owner != chunk.users[i]:
+                owner = owners.setdefault((key[0], key[1]), users[i])
+                if owner != users[i]:
                     # A conversation belongs to one user: another user's turn in it would show
                     # in the owner's history (and its timeline).
-                    source, line, raw = chunk.sources[i]
-                    foreign.append(Quarantined(source, line, (
-                        f"conversation_id: conversation {key[1]} of tenant {key[0]} belongs to "
-                        f"another user; user {chunk.users[i]} cannot add turns to it"), raw))
+                    foreign.append(_foreign(prepared.items[chunk.positions[i]], key, users[i]))
                     drop.add(key)
                     continue
                 seen.add(key)
-                pending.extend(chunk.pending[i])
-                kept.append((key, chunk.starts[i]))
-                report.partitions.add((key[0], chunk.months[i]))
+                kept_turns[i] = True
+                kept.append((key, prepared.starts[i]))
+                report.partitions.add((key[0], prepared.months[i]))
+            pending += [file for turn, file in chunk.pending if kept_turns[turn]]
             for table in _ROW_TABLES:
                 parts[table].append(_without_turns(chunk.tables[table], drop))
         if foreign:
@@ -232,23 +280,26 @@ class Ingestor:
         existing = _Existing()
         keys, starts = existing.keys, existing.starts
         if conversations and self._store.exists(Table.TURN_LOGS):
-            logs = pl.from_arrow(self._store.read(
+            logs = self._store.read(
                 Table.TURN_LOGS,
                 columns=["tenant", "conversation_id", "turn_id", "started_at", "user_id"],
-                filter=conversation_filter(conversations)))
-            assert isinstance(logs, pl.DataFrame)
-            for tenant, cid, tid, at, user in logs.iter_rows():
+                filter=conversation_filter(conversations))
+            for tenant, cid, tid, at, user in zip(
+                    logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
+                    logs["turn_id"].to_pylist(), logs["started_at"].cast(pa.int64()).to_pylist(),
+                    logs["user_id"].to_pylist(), strict=True):
                 keys.add((tenant, cid, tid))
                 starts.setdefault((tenant, cid), []).append(at)
                 existing.owners[(tenant, cid)] = user
         return existing
 
 
-def _ordinals(turns: list[tuple[TurnKey, datetime]],
-              existing: dict[tuple[str, str], list[datetime]]) -> list[int]:
-    """1-based position of each turn in its conversation by started_at, counting stored turns."""
+def _ordinals(turns: list[tuple[TurnKey, int]],
+              existing: dict[tuple[str, str], list[int]]) -> list[int]:
+    """1-based position of each turn in its conversation by started_at (µs since epoch),
+    counting stored turns."""
     by_conv = {k: sorted(v) for k, v in existing.items()}
-    new_by_conv: dict[tuple[str, str], list[tuple[datetime, str, int]]] = {}
+    new_by_conv: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
     for i, (key, at) in enumerate(turns):
         new_by_conv.setdefault((key[0], key[1]), []).append((at, key[2], i))
     ordinals = [0] * len(turns)
@@ -259,8 +310,15 @@ def _ordinals(turns: list[tuple[TurnKey, datetime]],
     return ordinals
 
 
-def _chunked(items: Iterable[SourceLine | SourceProblem],
-             size: int) -> Iterator[list[SourceLine | SourceProblem]]:
+def _foreign(item: Item, key: TurnKey, user: str) -> Quarantined:
+    """The quarantine entry of a turn another user's conversation refused."""
+    assert isinstance(item, SourceLine)  # only parsed lines become turns
+    return Quarantined(str(item.path), item.line, (
+        f"conversation_id: conversation {key[1]} of tenant {key[0]} belongs to "
+        f"another user; user {user} cannot add turns to it"), raw_text(item.raw))
+
+
+def _chunked(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     it = iter(items)
     while chunk := list(itertools.islice(it, size)):
         yield chunk

@@ -7,6 +7,7 @@ worker processes while the main process deduplicates, numbers and commits them i
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import os
 import signal
@@ -21,7 +22,7 @@ import pyarrow as pa
 from lake.batches import PendingFile
 from lake.errors import RecordError, RefError
 from lake.filestore import FileStore
-from lake.projection import StoredFile, TurnProjector, month_of
+from lake.projection import StoredFile, TurnProjector
 from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
 from lake.settings import Settings
@@ -45,18 +46,23 @@ class Quarantined:
 @dataclass
 class PreparedChunk:
     """The accepted records of a chunk of lines, projected into rows (ordinals and batch id
-    still unset), plus the lines that were refused."""
+    still unset), plus the lines that were refused.
 
-    keys: list[TurnKey] = field(default_factory=list)
-    users: list[str] = field(default_factory=list)
-    sources: list[tuple[str, int, str]] = field(default_factory=list)  # file, line, raw text
-    starts: list[datetime] = field(default_factory=list)
-    months: list[str] = field(default_factory=list)
-    pending: list[list[PendingFile]] = field(default_factory=list)
+    Accepted turn ``i`` is row ``i`` of the ``turn_logs`` table (its key, user, start and
+    month are read from there) and came from line ``positions[i]`` of the chunk's input.
+    """
+
+    positions: list[int] = field(default_factory=list)
+    pending: list[tuple[int, PendingFile]] = field(default_factory=list)  # (turn, bytes)
     tables: dict[Table, pa.Table] = field(default_factory=dict)
     quarantined: list[Quarantined] = field(default_factory=list)
     duplicates: int = 0
     lines: int = 0
+
+    @property
+    def turns(self) -> int:
+        """How many turns the chunk accepted."""
+        return len(self.positions)
 
 
 def die_with_parent(parent: int) -> None:
@@ -72,38 +78,63 @@ def die_with_parent(parent: int) -> None:
 def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
     """Parse, validate and project a chunk of lines; a turn repeated inside the chunk is kept
     once (the first)."""
+    # Nearly every object made here lives until the chunk is projected, so the cyclic
+    # collector would only rescan them again and again (about a tenth of the time); the few
+    # cycles (tracebacks of refused lines) wait for its next run.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _prepare(items, settings)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _prepare(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
     chunk = PreparedChunk(lines=len(items))
     files = FileStore(settings.lake)
     projector = TurnProjector(batch_id=UNSET_BATCH, ingested_at=datetime.now(UTC),
                               ttl=settings.ttl_days_for)
     seen: set[TurnKey] = set()
-    for item in items:
+    limit = settings.max_hosted_file_bytes
+    for position, item in enumerate(items):
         if isinstance(item, SourceProblem):
             chunk.quarantined.append(Quarantined(str(item.path), item.line, item.reason, ""))
             continue
-        raw_text = item.raw.decode("utf-8", errors="replace")
         try:
-            if "\ufffd" in raw_text and b"\xef\xbf\xbd" not in item.raw:
-                raise RecordError("line is not valid UTF-8")
+            if not item.raw.isascii():
+                _check_utf8(item.raw)
             record = parse_record(item.raw)
-            stored, pending = _resolve_files(record, item.path, files,
-                                             settings.max_hosted_file_bytes)
+            stored, pending = _resolve_files(record, item.path, files, limit)
         except (RecordError, RefError) as exc:
-            chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc), raw_text))
+            chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc),
+                                                 raw_text(item.raw)))
             continue
-        if record.key in seen:
+        key = (record.tenant, record.conversation_id, record.turn_id)
+        if key in seen:
             chunk.duplicates += 1
             continue
-        seen.add(record.key)
+        seen.add(key)
+        if pending:
+            chunk.pending += [(projector.turns, p) for p in pending]
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
-        chunk.keys.append(record.key)
-        chunk.users.append(record.user_id)
-        chunk.sources.append((str(item.path), item.line, raw_text))
-        chunk.starts.append(record.started_at)
-        chunk.months.append(month_of(record.started_at))
-        chunk.pending.append(pending)
+        chunk.positions.append(position)
     chunk.tables = projector.tables()
     return chunk
+
+
+def raw_text(raw: bytes) -> str:
+    """A line as text for the quarantine table (undecodable bytes become U+FFFD)."""
+    return raw.decode("utf-8", errors="replace")
+
+
+def _check_utf8(raw: bytes) -> None:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # A line that already holds U+FFFD itself is left to the parser, as it always was.
+        if "\ufffd" in raw_text(raw) and b"\xef\xbf\xbd" not in raw:
+            raise RecordError("line is not valid UTF-8") from None
 
 
 def _resolve_files(record: TurnRecord, source: Path, files: FileStore,

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from factories import make_record, rich_record
+
+from lake.projection import StoredFile, TurnProjector, month_of, row_id, timeline_blocks
+from lake.records import TurnRecord
+from lake.settings import RetentionRule, Settings
+from lake.tables import CONTENT_ROWS, EVENTS, FILES, TURN_LOGS, Table
+
+NOW = datetime(2026, 4, 1, tzinfo=UTC)
+
+
+def _record(data: dict[str, object]) -> TurnRecord:
+    return TurnRecord.model_validate(data)
+
+
+def _projector(settings: Settings, batch_id: str = "b-1") -> TurnProjector:
+    return TurnProjector(batch_id=batch_id, ingested_at=NOW, ttl=settings.ttl_days_for)
+
+
+def _file(record: TurnRecord) -> StoredFile:
+    return StoredFile(ref=f"conv:fi:conv_{record.conversation_id}.turn_{record.turn_id}."
+                          "files/forecast.csv",
+                      path="files/forecast.csv", mime="text/csv", size=17, sha256="ab" * 32,
+                      storage_key=f"acme/{record.conversation_id}/{record.turn_id}/"
+                                  "files/forecast.csv",
+                      description="corrected forecast")
+
+
+def test_rich_turn_rows_carry_ids_times_and_role_ttls(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path, retention=(
+        RetentionRule(tenant="acme", ttl_days=30, role="user"),
+        RetentionRule(tenant="acme", app="support-desk", ttl_days=90)))
+    record = _record(rich_record(3))
+    projector = _projector(settings)
+    projector.add(record, ordinal=4, files=[_file(record)], payload=record.to_json())
+    tables = projector.tables()
+    rows = tables[Table.CONTENT_ROWS].to_pylist()
+    assert [(r["role"], r["seq"]) for r in rows] == [
+        ("user", 0), ("user", 1), ("user", 2), ("assistant", 0), ("summary", 0),
+        ("anchor", 0), ("anchor", 1), ("note", 0), ("attachment", 0)]
+    assert [r["row_id"] for r in rows[:2]] == [row_id("c-1", "t-0003", "user", 0),
+                                               row_id("c-1", "t-0003", "user", 1)]
+    ended = record.ended_at.astimezone(UTC)
+    by_role = {r["role"]: r["expires_at"] for r in rows}
+    assert by_role["user"] == ended + timedelta(days=30)  # the role rule is the most specific
+    assert by_role["assistant"] == ended + timedelta(days=90)
+    assert {r["turn_at"] for r in rows} == {record.started_at.astimezone(UTC)}
+    assert rows[-1]["text"] == "March forecast sheet hours column"  # only the attachment with text
+    assert {r["embedding_status"] for r in rows} == {"pending"}
+    assert {r["batch_id"] for r in rows} == {"b-1"}
+    assert all(r["embedding"] is None and r["embedding_model"] is None for r in rows)
+    log = tables[Table.TURN_LOGS].to_pylist()[0]
+    assert log["ordinal"] == 4 and log["hosted_file_count"] == 1
+    assert log["expires_at"] == ended + timedelta(days=90)
+    assert json.loads(log["blocks"]) == timeline_blocks(record, [_file(record)])
+    assert log["block_count"] == len(json.loads(log["blocks"]))
+    assert json.loads(log["payload"]) == json.loads(record.to_json())
+    files = tables[Table.FILES].to_pylist()
+    assert files[0]["storage_key"] == "acme/c-1/t-0003/files/forecast.csv"
+    assert files[0]["expires_at"] == log["expires_at"] and files[0]["month"] == "2026-03"
+
+
+def test_record_ttl_days_overrides_the_policy(settings: Settings) -> None:
+    record = _record(make_record(0, ttl_days=7))
+    projector = _projector(settings)
+    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    tables = projector.tables()
+    week = record.ended_at.astimezone(UTC) + timedelta(days=7)
+    assert {r["expires_at"] for r in tables[Table.CONTENT_ROWS].to_pylist()} == {week}
+    assert tables[Table.TURN_LOGS]["expires_at"].to_pylist() == [week]
+
+
+def test_month_is_the_utc_month_of_started_at(settings: Settings) -> None:
+    late = _record(make_record(0, at=datetime(2026, 3, 31, 23, 30, tzinfo=UTC),
+                               started_at="2026-03-31T20:30:00-05:00",
+                               ended_at="2026-04-01T02:00:00+00:00"))
+    projector = _projector(settings)
+    projector.add(late, ordinal=1, files=[], payload=late.to_json())
+    tables = projector.tables()
+    assert month_of(late.started_at) == "2026-04"
+    for table in (Table.TURN_LOGS, Table.CONTENT_ROWS):
+        assert set(tables[table]["month"].to_pylist()) == {"2026-04"}
+
+
+def test_events_are_ordered_by_time_keeping_the_record_order_on_ties(
+        settings: Settings) -> None:
+    at = "2026-03-10T09:00:05+00:00"
+    record = _record(make_record(
+        0,
+        context_events=[{"kind": "page_opened", "at": at, "data": {"page": "a"}}],
+        steps=[{"name": "run", "status": "started", "at": "2026-03-10T09:00:01+00:00"}],
+        events=[{"type": "badge.cost", "at": at, "data": {"usd": 0.5}},
+                {"type": "panel.code", "at": "2026-03-10T09:00:00+00:00", "data": {}}]))
+    projector = _projector(settings)
+    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    events = projector.tables()[Table.EVENTS].to_pylist()
+    assert [(e["seq"], e["source"], e["type"]) for e in events] == [
+        (0, "event", "panel.code"), (1, "step", "chat.step"),
+        (2, "context", "context.page_opened"), (3, "event", "badge.cost")]
+    assert json.loads(events[1]["data"]) == {"name": "run", "status": "started", "detail": None}
+    assert json.loads(events[3]["data"]) == {"usd": 0.5}
+
+
+def test_many_turns_keep_their_own_rows(settings: Settings) -> None:
+    records = [_record(make_record(i, conversation=f"c-{i % 3}", user=f"u-{i % 3}"))
+               for i in range(10)]
+    projector = _projector(settings)
+    for i, record in enumerate(records):
+        projector.add(record, ordinal=i, files=[], payload=record.to_json())
+    tables = projector.tables()
+    logs = tables[Table.TURN_LOGS]
+    assert logs["turn_id"].to_pylist() == [r.turn_id for r in records]
+    rows = tables[Table.CONTENT_ROWS].to_pylist()
+    for row in rows:
+        turn = int(row["turn_id"][2:])
+        assert row["conversation_id"] == f"c-{turn % 3}" and row["user_id"] == f"u-{turn % 3}"
+        assert row["row_id"].startswith(f"{row['conversation_id']}.{row['turn_id']}.")
+    assert len(rows) == 2 * len(records)
+
+
+def test_no_turns_give_empty_tables_in_the_lake_schemas(settings: Settings) -> None:
+    tables = _projector(settings).tables()
+    for table, schema in ((Table.TURN_LOGS, TURN_LOGS), (Table.CONTENT_ROWS, CONTENT_ROWS),
+                          (Table.EVENTS, EVENTS), (Table.FILES, FILES)):
+        assert tables[table].num_rows == 0 and tables[table].schema == schema
+
+
+def test_a_policy_ttl_past_year_9999_is_refused(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path, default_ttl_days=3_000_000)
+    record = _record(make_record(0))
+    projector = _projector(settings)
+    with pytest.raises(OverflowError):
+        projector.add(record, ordinal=1, files=[], payload=record.to_json())
+        projector.tables()
