@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from lake.errors import LakeError, RefError, RefNotFound
-from lake.location import LakeLocation
+from lake.location import LakeLocation, atomic_write
 from lake.refs import normalize_relative_path, validate_id
 
 _PREFIX = "objects"
@@ -53,16 +53,9 @@ class FileStore:
         if target.parent not in self._made:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._made.add(target.parent)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                if durable:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, target)
+            atomic_write(target, data, durable=durable)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise LakeError(f"could not store hosted file {key}: {exc}") from exc
         return hashlib.sha256(data).hexdigest()
 

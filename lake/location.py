@@ -190,6 +190,23 @@ class Blobs(Protocol):
         """Copy every blob under a prefix into a local folder."""
 
 
+def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to a temp file beside ``target`` and rename it over the target, so
+    readers see the old bytes or the new ones; fsync'd first when ``durable``. The folder
+    must exist."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def _check_key(key: str) -> str:
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
         raise LakeError(f"malformed lake key {key!r}")
@@ -214,17 +231,7 @@ class LocalBlobs:
         """Write to a temp file then rename over the target (fsync'd when ``durable``)."""
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                if durable:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write(target, data, durable=durable)
 
     def exists(self, key: str) -> bool:
         """Whether a file exists under the key."""
