@@ -144,7 +144,8 @@ def remove_other_builds(root: Path | str | LakeLocation, tenant: str, month: str
     for name in location.blobs.children(base):
         if name != keep and name != CURRENT_FILE and not name.startswith("."):
             location.blobs.delete_prefix(f"{base}/{name}")
-    _remove_local_builds(partition_dir(location, tenant, month), keep=keep)
+    if location.remote:  # a local lake's builds are the blobs just removed
+        _remove_local_builds(partition_dir(location, tenant, month), keep=keep)
 
 
 def _remove_local_builds(base: Path, keep: str | None) -> None:
