@@ -54,14 +54,19 @@ def _search(at: AppTest, query: str) -> AppTest:
     return at.form_submit_button[0].click().run()
 
 
-def test_every_page_renders(seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = _app(seeded.settings.lake, monkeypatch).run()
+def assert_every_page_renders(at: AppTest) -> None:
+    """Visit each page of a started app: no exception, its title, no error box."""
     assert not at.exception
     for page, title in PAGES.items():
         at.switch_page(page).run()
         assert not at.exception, (page, at.exception)
         assert [t.value for t in at.title] == [title]
         assert not at.error, (page, [e.value for e in at.error])
+
+
+def test_every_page_renders(seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    assert_every_page_renders(at)
     # the sidebar names the tenants the analyst acts for
     assert "`acme`, `globex`, `initech`" in _texts(at)
 

@@ -9,7 +9,7 @@ import pytest
 from s3_server import aws_env, new_bucket, s3_endpoint
 from streamlit.testing.v1 import AppTest
 
-from tests.app.test_pages import MAIN, PAGES, TIMEOUT
+from tests.app.test_pages import MAIN, TIMEOUT, assert_every_page_renders
 from tests.app.workbench_lake import QUERY, seed
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
@@ -26,12 +26,7 @@ def test_every_page_renders_and_search_works_on_an_s3_lake(
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT).run()
-    assert not at.exception
-    for page, title in PAGES.items():
-        at.switch_page(page).run()
-        assert not at.exception, (page, at.exception)
-        assert [t.value for t in at.title] == [title]
-        assert not at.error, (page, [e.value for e in at.error])
+    assert_every_page_renders(at)
     at.switch_page("screens/search.py").run()
     at.text_input[0].input(QUERY)
     at = at.form_submit_button[0].click().run()
