@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -176,7 +177,10 @@ class PartitionIndex:
 
 @dataclass(frozen=True)
 class RowColumns:
-    """Row attributes as numpy arrays (dictionary-coded strings, int64 microsecond times)."""
+    """Row attributes as numpy arrays (dictionary-coded strings, int64 microsecond times).
+
+    ``user_docs[user_bounds[c]:user_bounds[c + 1]]`` are the doc ids (ascending) of the user
+    whose code is ``c``: a user-scoped search touches only those rows, not the partition."""
 
     user_codes: np.ndarray
     users: list[str]
@@ -187,6 +191,10 @@ class RowColumns:
     turn_at_us: np.ndarray
     expires_us: np.ndarray
     turn_ids: list[str]
+    user_docs: np.ndarray
+    user_bounds: np.ndarray
+    user_index: dict[str, int]
+    conversation_index: dict[str, int]
 
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
@@ -205,6 +213,24 @@ class RowColumns:
                 zero_copy_only=False)
             return values
 
+        user_docs = np.argsort(users, kind="stable").astype(np.int64)
+        user_bounds = np.zeros(len(user_list) + 1, np.int64)
+        np.cumsum(np.bincount(users, minlength=len(user_list)), out=user_bounds[1:])
         return cls(users, user_list, convs, conv_list, roles, role_list,
                    micros("turn_at"), micros("expires_at"),
-                   rows.column("turn_id").to_pylist())
+                   rows.column("turn_id").to_pylist(), user_docs, user_bounds,
+                   {u: i for i, u in enumerate(user_list)},
+                   {c: i for i, c in enumerate(conv_list)})
+
+    def docs_of_user(self, user_id: str) -> np.ndarray:
+        """Ascending doc ids of one user's rows (empty when the user has none here)."""
+        code = self.user_index.get(user_id)
+        if code is None:
+            return np.empty(0, dtype=np.int64)
+        docs: np.ndarray = self.user_docs[self.user_bounds[code]:self.user_bounds[code + 1]]
+        return docs
+
+    def role_mask(self, roles: Collection[str]) -> np.ndarray | None:
+        """Per role code, whether it is one of ``roles``; None when every role here is."""
+        wanted = [r in roles for r in self.roles]
+        return None if all(wanted) else np.array(wanted, dtype=np.bool_)

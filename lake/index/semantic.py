@@ -226,7 +226,9 @@ class SemanticIndex:
                               f"{meta.get('format') if isinstance(meta, dict) else meta!r}")
         kind = meta.get("kind")
         try:
-            vectors = np.load(directory / _VECTORS, mmap_mode="r")
+            # a plain ndarray over the map: np.memmap's indexing hooks cost more than a
+            # scoped search's arithmetic
+            vectors = np.asarray(np.load(directory / _VECTORS, mmap_mode="r"))
             valid = np.load(directory / _VALID)
             graph = faiss.read_index(str(directory / _GRAPH)) if kind == "hnsw" else None
         except (OSError, ValueError, RuntimeError) as exc:
@@ -445,7 +447,7 @@ def _top(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, flo
         keep = np.flatnonzero(scores >= cutoff)
         ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:limit]
-    return [(int(ids[i]), float(scores[i])) for i in order]
+    return list(zip(ids[order].tolist(), scores[order].astype(np.float64).tolist(), strict=True))
 
 
 def _calibrate_ef(graph: faiss.Index, rows: np.ndarray) -> tuple[int, float]:

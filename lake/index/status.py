@@ -10,7 +10,7 @@ from lake.errors import IndexError_
 from lake.index.manifest import (
     PartitionManifest,
     list_partitions,
-    pointer_stamp,
+    pointer_stamps,
     prune_cache,
     read_current,
 )
@@ -63,24 +63,13 @@ class StatusCache:
         self._checked = now
         key = (self._store.latest_version(Table.CONTENT_ROWS),
                self._store.latest_version(Table.TURN_LOGS),
-               tuple(_pointer_stamps(self._store)))
+               tuple(pointer_stamps(self._store.root)))
         if key != self._key:
             self._value = partition_statuses(self._store)
             self._key = key
             prune_cache(self._store.root, {part: s.manifest.build_id
                                            for part, s in self._value.items() if s.manifest})
         return self._value
-
-
-def _pointer_stamps(store: LakeStore) -> list[tuple[str, str, str]]:
-    """Each indexed partition with a stamp of its live-build pointer, so a rebuild (which
-    replaces the pointer) invalidates cached statuses."""
-    stamps = []
-    for tenant, month in list_partitions(store.root):
-        stamp = pointer_stamp(store.root, tenant, month)
-        if stamp is not None:
-            stamps.append((tenant, month, stamp))
-    return stamps
 
 
 def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatus]:

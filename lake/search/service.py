@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from lake.timelines import conversation_filter
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
 _UNIFORM_ROLES = dict.fromkeys(ROLES, 1.0)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class SearchService:
         self._embedder: Embedder | None = None
         self._statuses = StatusCache(store)
         self._open: dict[str, PartitionIndex] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -93,14 +96,23 @@ class SearchService:
         t = time.perf_counter()
         in_scope = [(part, allowed) for part in parts
                     if (allowed := _allowed_docs(part, scope, request, as_of)).size]
-        scales = _bm25_scales([p for p, _ in in_scope], query) if len(in_scope) > 1 else {}
+        on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
+              for g in GENERATORS}
+        # The lexical arm runs on a worker thread while this one runs the other two: tantivy
+        # releases the GIL while it searches, so on two cores the arms overlap.
+        lexical = self._workers().submit(self._lexical, in_scope, scope, request, query) \
+            if on["lexical"] and in_scope else None
         for part, allowed in in_scope:
-            for name, found in self._generate(part, allowed, scope, request, query,
-                                              query_vector).items():
-                if name == "lexical" and part.manifest.build_id in scales:
-                    factor = scales[part.manifest.build_id]
-                    found = [_Candidate(c.part, c.doc, c.score * factor) for c in found]
-                lists[name].extend(found)
+            if on["semantic"] and query_vector is not None and part.semantic is not None \
+                    and part.manifest.dim == query_vector.shape[0]:
+                found = part.semantic.search(query_vector, allowed=allowed, limit=request.depth)
+                lists["semantic"] += [_Candidate(part, d, s) for d, s in found]
+            if on["trigram"]:
+                found = part.trigram.search(query, allowed=allowed, limit=request.depth,
+                                            threshold=request.trigram_threshold)
+                lists["trigram"] += [_Candidate(part, d, s) for d, s in found]
+        if lexical is not None:
+            lists["lexical"] = lexical.result()
         timings["generate"] = _ms(t)
         t = time.perf_counter()
         hits = self._fuse(lists, request, as_of, set(stale))
@@ -170,38 +182,38 @@ class SearchService:
             return None, None
         return query_vector, None
 
-    def _generate(self, part: PartitionIndex, allowed: np.ndarray, scope: ResolvedScope,
-                  request: SearchRequest, query: str, query_vector: np.ndarray | None
-                  ) -> dict[str, list[_Candidate]]:
-        out: dict[str, list[_Candidate]] = {}
-        depth = request.depth
-        on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
-              for g in GENERATORS}
-        if on["semantic"] and query_vector is not None and part.semantic is not None \
-                and part.manifest.dim == query_vector.shape[0]:
-            found = part.semantic.search(query_vector, allowed=allowed, limit=depth)
-            out["semantic"] = [_Candidate(part, d, s) for d, s in found]
-        if on["lexical"]:
+    def _lexical(self, in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
+                 request: SearchRequest, query: str) -> list[_Candidate]:
+        """BM25 candidates of every partition, on one score scale."""
+        scales = _bm25_scales([p for p, _ in in_scope], query) if len(in_scope) > 1 else {}
+        out: list[_Candidate] = []
+        for part, allowed in in_scope:
             # The lexical index filters by user / conversation / role itself; time and expiry
             # are checked against the allowed set afterwards, so over-fetch a little.
             # One BM25 pass with every role at weight 1, then the role weights multiply each
             # row's score: weighting inside tantivy would evaluate the query once per weight.
-            found = part.lexical.search(query, limit=depth * 3, user_id=scope.user_id,
+            found = part.lexical.search(query, limit=request.depth * 3, user_id=scope.user_id,
                                         conversation_id=scope.conversation_id,
                                         roles=request.roles, role_weights=_UNIFORM_ROLES,
                                         context={"user", "assistant"} <= set(request.roles))
+            if not found:
+                continue
             cols = part.columns
-            allowed_set = set(allowed[np.isin(allowed, [d for d, _ in found])].tolist()) \
-                if found else set()
+            docs = np.fromiter((d for d, _ in found), np.int64, len(found))
+            slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
+            visible = (allowed[slot] == docs).tolist()
+            factor = scales.get(part.manifest.build_id, 1.0)
             weighted = sorted(
-                ((d, s * DEFAULT_ROLE_WEIGHTS[cols.roles[cols.role_codes[d]]])
-                 for d, s in found if d in allowed_set), key=lambda item: (-item[1], item[0]))
-            out["lexical"] = [_Candidate(part, d, s) for d, s in weighted[:depth]]
-        if on["trigram"]:
-            found = part.trigram.search(query, allowed=allowed, limit=depth,
-                                        threshold=request.trigram_threshold)
-            out["trigram"] = [_Candidate(part, d, s) for d, s in found]
+                ((d, s * DEFAULT_ROLE_WEIGHTS[cols.roles[cols.role_codes[d]]] * factor)
+                 for (d, s), ok in zip(found, visible, strict=True) if ok),
+                key=lambda item: (-item[1], item[0]))
+            out += [_Candidate(part, d, s) for d, s in weighted[:request.depth]]
         return out
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-search")
+        return self._pool
 
     def _fuse(self, lists: dict[str, list[_Candidate]], request: SearchRequest,
               as_of: datetime, stale: set[str]) -> list[Hit]:
@@ -271,16 +283,19 @@ class SearchService:
              gen_hits: Mapping[str, GeneratorHit], rrf: float, lift: float, final: float,
              request: SearchRequest) -> Hit:
         part, doc = best.part, best.doc
-        row = part.rows.slice(doc, 1).to_pylist()[0]
+        cols = part.columns
         ranks: dict[str, GeneratorRank | None] = {g: None for g in GENERATORS}
         for g, h in gen_hits.items():
             ranks[g] = GeneratorRank(h.rank, h.score)
+        # single values from the decoded columns: slicing a row out of the Arrow table and
+        # converting it whole costs ten times more
+        turn_at = _EPOCH + timedelta(microseconds=int(cols.turn_at_us[doc]))
         return Hit(
-            tenant=part.manifest.tenant, user_id=row["user_id"],
-            conversation_id=turn_key[0], turn_id=turn_key[1],
-            turn_at=row["turn_at"].astimezone(UTC), role=row["role"], text=row["text"],
-            row_id=row["row_id"], ranks=ranks, rrf=rrf, lift=lift, score=final,
-            snippets=_snippets(part, doc, request.snippets))
+            tenant=part.manifest.tenant, user_id=cols.users[cols.user_codes[doc]],
+            conversation_id=turn_key[0], turn_id=turn_key[1], turn_at=turn_at,
+            role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
+            row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
+            score=final, snippets=_snippets(part, doc, request.snippets))
 
 
 def _validate(request: SearchRequest) -> None:
@@ -337,25 +352,35 @@ def _per_conversation_cap(request: SearchRequest) -> int:
 
 def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchRequest,
                   as_of: datetime) -> np.ndarray:
-    """Sorted doc ids of the partition rows the request may see."""
+    """Sorted doc ids of the partition rows the request may see.
+
+    A user scope starts from that user's rows (a few hundred of a partition's ~100k), so the
+    per-row checks below cost next to nothing; a tenant scope checks every row."""
     cols = part.columns
-    mask = cols.expires_us > int(as_of.timestamp() * _US)
+    docs: np.ndarray | None = None
     if scope.user_id is not None:
-        if scope.user_id not in cols.users:
+        docs = cols.docs_of_user(scope.user_id)
+        if docs.size == 0:
             return np.empty(0, dtype=np.int64)
-        mask &= cols.user_codes == cols.users.index(scope.user_id)
+
+    def pick(column: np.ndarray) -> np.ndarray:
+        return column if docs is None else column[docs]
+
+    mask = pick(cols.expires_us) > int(as_of.timestamp() * _US)
     if scope.conversation_id is not None:
-        if scope.conversation_id not in cols.conversations:
+        code = cols.conversation_index.get(scope.conversation_id)
+        if code is None:
             return np.empty(0, dtype=np.int64)
-        mask &= cols.conversation_codes == cols.conversations.index(scope.conversation_id)
-    if set(request.roles) != set(cols.roles):
-        codes = [i for i, r in enumerate(cols.roles) if r in request.roles]
-        mask &= np.isin(cols.role_codes, codes)
+        mask &= pick(cols.conversation_codes) == code
+    roles = cols.role_mask(request.roles)
+    if roles is not None:
+        mask &= roles[pick(cols.role_codes)]
     if request.since is not None:
-        mask &= cols.turn_at_us >= int(request.since.timestamp() * _US)
+        mask &= pick(cols.turn_at_us) >= int(request.since.timestamp() * _US)
     if request.until is not None:
-        mask &= cols.turn_at_us < int(request.until.timestamp() * _US)
-    return np.flatnonzero(mask).astype(np.int64)
+        mask &= pick(cols.turn_at_us) < int(request.until.timestamp() * _US)
+    found = np.flatnonzero(mask) if docs is None else docs[mask]
+    return found.astype(np.int64, copy=False)
 
 
 def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
