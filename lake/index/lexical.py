@@ -44,6 +44,7 @@ import json
 import math
 import os
 import re
+import threading
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -382,7 +383,7 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored([value], name)))
         if roles is not None:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
-        content = self._content_query(parse_user_query(query), context=context)
+        content = self._cached_content_query(query, context)
         if content is None:
             return []
         scored = self._weighted(content, allowed, weights)
@@ -408,6 +409,20 @@ class LexicalIndex:
         tokens = list(dict.fromkeys(t for w in words for t in self._an.stem.analyze(
             _without_cjk(w))))[:MAX_FIELD_TOKENS]
         return searcher.num_docs, [searcher.doc_freq("text_stem", t) for t in tokens]
+
+    def _cached_content_query(self, query: str, context: bool) -> Query | None:
+        # A search asks every partition the same query; every index has the same schema and
+        # analyzers, so the query built for one serves all of them.
+        key = (query, context)
+        with _CONTENT_LOCK:
+            cached = _CONTENT_QUERIES.get(key)
+        if cached is None:
+            cached = (self._content_query(parse_user_query(query), context=context),)
+            with _CONTENT_LOCK:
+                while len(_CONTENT_QUERIES) >= _CONTENT_CACHE_SIZE:
+                    del _CONTENT_QUERIES[next(iter(_CONTENT_QUERIES))]
+                _CONTENT_QUERIES[key] = cached
+        return cached[0]
 
     def _unscored(self, values: list[str], field: str) -> Query:
         # Filters must not add to the BM25 score, or role boosts would scale them.
@@ -514,6 +529,11 @@ class LexicalIndex:
             # CJK code point, never a regex metacharacter.
             return Query.regex_query(self._schema, "text_cjk", f"(?:{gram}.?|.{gram})")
         return Query.term_query(self._schema, "text_cjk", gram)
+
+
+_CONTENT_CACHE_SIZE = 64
+_CONTENT_QUERIES: dict[tuple[str, bool], tuple[Query | None]] = {}  # oldest first
+_CONTENT_LOCK = threading.Lock()
 
 
 def _encodable(value: str) -> bool:

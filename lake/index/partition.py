@@ -2,7 +2,9 @@
 
 ``build_partition`` is a pure function of (partition, content_rows version, turn_logs version):
 it reads only those snapshots, so it can run anywhere (a process, a Ray task) and give the same
-artifacts. Rows are sorted by (conversation, turn, role, seq) so a turn's rows are contiguous.
+artifacts. Rows are sorted by (user, conversation, turn, role, seq): a turn's rows are contiguous,
+and so are a user's, so a user-scoped search reads one stretch of every index (tantivy skips
+whole posting blocks, vector gathers are sequential, trigram probes are narrow slices).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
              .with_columns(pl.min_horizontal("expires_at", "turn_expires_at").alias("expires_at"),
                            pl.col("role").replace_strict(ROLE_ORDER, default=99)
                            .alias("_role_order"))
-             .sort(["conversation_id", "turn_id", "_role_order", "seq"]))
+             .sort(["user_id", "conversation_id", "turn_id", "_role_order", "seq"]))
     usable = (frame["embedding_status"] == "done") & (frame["embedding_model"] == model) \
         if model is not None else pl.Series([False] * frame.height)
     dim = 0
@@ -143,6 +145,11 @@ class PartitionIndex:
 
     folder: Path
     manifest: PartitionManifest
+
+    @cached_property
+    def name(self) -> str:
+        """``tenant/month``."""
+        return f"{self.manifest.tenant}/{self.manifest.month}"
 
     @cached_property
     def rows(self) -> pa.Table:

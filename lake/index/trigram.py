@@ -55,6 +55,7 @@ __all__ = [
     "MAX_QUERY_TRIGRAMS",
     "RAISED_FLOORS",
     "TrigramIndex",
+    "search_scoped",
     "similarity",
     "trigrams",
     "word_similarity",
@@ -71,6 +72,7 @@ MAX_QUERY_TRIGRAMS = 256
 EXACT_BUDGET = 512
 RAISED_FLOORS = (0.8, 0.6, 0.45)
 _PROBE_RATIO = 16  # binary-search a list for candidates when that is this much cheaper per item
+_SPAN_RATIO = 4  # a scope is clustered when its doc ids span under this many times its size
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
@@ -224,6 +226,66 @@ def _query_keys(query: str) -> I64:
     """Sorted distinct keys of the query's first trigrams; cached, since one search asks every
     partition with the same query."""
     return np.frombuffer(_cached_query_keys(query), np.int64)
+
+
+def _text_sequences(texts: Sequence[bytes | memoryview]) -> tuple[I64, I64, I64]:
+    """:func:`_sequences` of UTF-8 encoded texts; ASCII-only batches are cut without decoding."""
+    buf = np.frombuffer(b"\x00".join([b"", *texts, b""]), np.uint8)
+    if buf.size and int(buf.max()) >= 0x80:
+        return _sequences([str(t, "utf-8", "surrogatepass") for t in texts])
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    return _ascii_sequences(buf, np.cumsum(lengths + 1) - lengths)
+
+
+def _check_arguments(query: object, limit: object, threshold: object, mode: object) -> None:
+    if not isinstance(query, str):
+        raise QueryError(f"trigram search: query must be str, not {type(query).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise QueryError(f"trigram search: limit must be a positive int, got {limit!r}")
+    if not (isinstance(threshold, int | float) and 0.0 <= threshold <= 1.0):
+        raise QueryError(f"trigram search: threshold must be in [0, 1], got {threshold!r}")
+    if mode not in ("word", "similarity"):
+        raise QueryError(f"trigram search: mode must be 'word' or 'similarity', got {mode!r}")
+
+
+def search_scoped(
+    scoped: Sequence[tuple[TrigramIndex, npt.NDArray[np.int64]]], query: str, *,
+    limit: int = 50, threshold: float = 0.3,
+) -> list[list[tuple[int, float]]]:
+    """:meth:`TrigramIndex.search` in word mode over several indexes, each limited to sorted doc
+    ids; one result list per index, exactly as that method returns it.
+
+    Scopes within :data:`EXACT_BUDGET` (one user's rows of a partition) are scored together:
+    their candidates from every index go through one exact word-similarity pass, which costs
+    about what one index's pass does. Wider scopes are searched index by index.
+    """
+    _check_arguments(query, limit, threshold, "word")
+    qk = _query_keys(query)
+    out: list[list[tuple[int, float]]] = [[] for _ in scoped]
+    narrow: list[tuple[int, I64]] = []  # (position in scoped, candidate docs)
+    texts: list[memoryview] = []
+    for i, (index, allowed) in enumerate(scoped):
+        scope = index._scope(allowed)
+        if scope is None or scope.size > EXACT_BUDGET:
+            out[i] = index.search(query, allowed=allowed, limit=limit, threshold=threshold)
+            continue
+        if qk.size == 0 or len(index) == 0 or (scope is not None and scope.size == 0):
+            continue
+        docs, _ = index._candidates(qk, _min_shared(float(threshold), qk.size), scope, {})
+        if docs.size:
+            narrow.append((i, docs))
+            texts += index._doc_texts(docs.tolist())
+    if not texts:
+        return out
+    scores = _extent_scores(*_text_sequences(texts), qk, float(threshold))
+    start = 0
+    for i, docs in narrow:
+        mine = scores[start:start + docs.size]
+        start += docs.size
+        keep = np.flatnonzero(mine >= threshold)  # NaN: under the threshold
+        order = keep[np.lexsort((docs[keep], -mine[keep]))][:limit]
+        out[i] = list(zip(docs[order].tolist(), mine[order].tolist(), strict=True))
+    return out
 
 
 def _key_set(text: str) -> I64:
@@ -469,25 +531,16 @@ class TrigramIndex:
         ``mode="word"`` scores ``word_similarity(query, text)``, ``"similarity"`` scores
         ``similarity(query, text)``; ``allowed`` (sorted doc ids) limits the scope.
         """
-        if not isinstance(query, str):
-            raise QueryError(f"trigram search: query must be str, not {type(query).__name__}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise QueryError(f"trigram search: limit must be a positive int, got {limit!r}")
-        if not (isinstance(threshold, int | float) and 0.0 <= threshold <= 1.0):
-            raise QueryError(f"trigram search: threshold must be in [0, 1], got {threshold!r}")
-        if mode not in ("word", "similarity"):
-            raise QueryError(f"trigram search: mode must be 'word' or 'similarity', got {mode!r}")
+        _check_arguments(query, limit, threshold, mode)
         scope = self._scope(allowed)
         qk = _query_keys(query)
         if qk.size == 0 or len(self) == 0 or (scope is not None and scope.size == 0):
             return []
         q, cache, below, memo = qk.size, dict[int, float](), dict[int, float](), dict[str, Any]()
         if mode == "word" and scope is not None and scope.size <= EXACT_BUDGET:
-            # A narrow scope (one user's rows) fits the exact budget whole: count its shared
-            # trigrams once and score every candidate exactly, with no floors to step through.
-            docs, shared = self._candidates(qk, _min_shared(float(threshold), q), scope, memo)
-            top, _ = self._rank_exact(qk, docs, shared, float(threshold), limit, cache, below)
-            return [(d, -s) for s, d in top]
+            # A narrow scope (one user's rows) fits the exact budget whole: its candidates are
+            # scored exactly in one pass, with no floors to step through.
+            return search_scoped([(self, scope)], query, limit=limit, threshold=threshold)[0]
         top: list[tuple[float, int]] = []  # (-score, doc): ascending is best first
         for floor in [f for f in RAISED_FLOORS if f > threshold] + [float(threshold)]:
             need = _min_shared(floor, q)
@@ -550,6 +603,16 @@ class TrigramIndex:
         m = len(lists)
         if m < need or (scope is not None and scope.size == 0):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if scope is not None and int(scope[-1]) - int(scope[0]) < _SPAN_RATIO * scope.size:
+            # A clustered scope (one user's rows, stored together): each list's entries inside
+            # the scope's span are two binary searches away, so nothing is probed doc by doc.
+            span = np.array([scope[0], scope[-1] + 1], np.int32)
+            pieces = [p[a:b] for p in lists for a, b in [p.searchsorted(span).tolist()] if b > a]
+            if not pieces:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            docs, shared = _count(np.concatenate(pieces), n)
+            keep = (shared >= need) & _member(scope, docs)
+            return docs[keep], shared[keep]
         counted = m - need + 1  # every doc with `need` of the m lists is in one of these
         head = sum(p.size for p in lists[:counted])
         if scope is not None and scope.size * _PROBE_RATIO < head:
@@ -583,18 +646,16 @@ class TrigramIndex:
         keep = shared >= need
         return docs[keep], shared[keep]
 
+    def _doc_texts(self, docs: list[int]) -> list[memoryview]:
+        """The stored UTF-8 bytes of each doc (views, not copies)."""
+        offsets, at = self._a["text_offsets"], np.array(docs, np.int64)
+        raw = self._a["text_bytes"].data  # a memoryview: slicing an array per doc is 10x slower
+        return [raw[a:b] for a, b in zip(offsets[at].tolist(), offsets[at + 1].tolist(),
+                                         strict=True)]
+
     def _doc_sequences(self, docs: list[int]) -> tuple[I64, I64, I64]:
         """:func:`_sequences` of the docs' texts; ASCII-only batches skip decoding."""
-        offsets, at = self._a["text_offsets"], np.array(docs, np.int64)
-        lo, hi = offsets[at].tolist(), offsets[at + 1].tolist()
-        raw = self._a["text_bytes"].data  # a memoryview: slicing a memmap per doc is 10x slower
-        spans = list(zip(lo, hi, strict=True))
-        blob = b"\x00".join([b"", *(raw[a:b] for a, b in spans), b""])
-        buf = np.frombuffer(blob, np.uint8)
-        if buf.size and int(buf.max()) >= 0x80:
-            return _sequences([str(raw[a:b], "utf-8", "surrogatepass") for a, b in spans])
-        lengths = np.array(hi, np.int64) - np.array(lo, np.int64)
-        return _ascii_sequences(buf, np.cumsum(lengths + 1) - lengths)
+        return _text_sequences(self._doc_texts(docs))
 
     def _rank_exact(
         self, qk: I64, docs: I64, shared: I64, threshold: float, limit: int,

@@ -50,7 +50,7 @@ ScoreNormalization = Literal["zscore", "minmax", "max"]
 TurnKey = tuple[str, str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankedRow:
     """One generator's hit on one row; ``turn_key`` is ``(conversation_id, turn_id)``."""
 
@@ -59,7 +59,7 @@ class RankedRow:
     score: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GeneratorHit:
     """A turn's best row in one generator; ``rank`` is 1-based within that generator's turn list."""
 
@@ -68,7 +68,7 @@ class GeneratorHit:
     score: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FusedTurn:
     """One fused turn.
 

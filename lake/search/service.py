@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,11 +21,13 @@ from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
+from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.fusion import FusedTurn, GeneratorHit, RankedRow, fuse, recency_lift
 from lake.search.request import (
     GENERATORS,
     SNIPPET_CHARS,
+    Generator,
     GeneratorRank,
     Hit,
     SearchRequest,
@@ -41,23 +43,18 @@ _UNIFORM_ROLES = dict.fromkeys(ROLES, 1.0)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
+    # a tuple: a query creates hundreds of these
     part: PartitionIndex
     doc: int
     score: float
 
 
-@dataclass(frozen=True)
-class _Scored:
+class _Scored(NamedTuple):
     final: float
     turn: FusedTurn
     best: _Candidate
     lift: float
-
-
-def _name(part: PartitionIndex) -> str:
-    return f"{part.manifest.tenant}/{part.manifest.month}"
 
 
 class SearchService:
@@ -70,7 +67,6 @@ class SearchService:
         self._embedder: Embedder | None = None
         self._statuses = StatusCache(store)
         self._open: dict[str, PartitionIndex] = {}
-        self._pool: ThreadPoolExecutor | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -98,21 +94,15 @@ class SearchService:
                     if (allowed := _allowed_docs(part, scope, request, as_of)).size]
         on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
               for g in GENERATORS}
-        # The lexical arm runs on a worker thread while this one runs the other two: tantivy
-        # releases the GIL while it searches, so on two cores the arms overlap.
-        lexical = self._workers().submit(self._lexical, in_scope, scope, request, query) \
-            if on["lexical"] and in_scope else None
-        for part, allowed in in_scope:
-            if on["semantic"] and query_vector is not None and part.semantic is not None \
-                    and part.manifest.dim == query_vector.shape[0]:
-                found = part.semantic.search(query_vector, allowed=allowed, limit=request.depth)
-                lists["semantic"] += [_Candidate(part, d, s) for d, s in found]
-            if on["trigram"]:
-                found = part.trigram.search(query, allowed=allowed, limit=request.depth,
-                                            threshold=request.trigram_threshold)
-                lists["trigram"] += [_Candidate(part, d, s) for d, s in found]
-        if lexical is not None:
-            lists["lexical"] = lexical.result()
+        arms: dict[Generator, Callable[[], list[_Candidate]]] = {
+            "semantic": lambda: _semantic(in_scope, query_vector, request.depth),
+            "lexical": lambda: self._lexical(in_scope, scope, request, query),
+            "trigram": lambda: _trigram(in_scope, query, request)}
+        for name, run in arms.items():
+            if on[name] and in_scope and (name != "semantic" or query_vector is not None):
+                started = time.perf_counter()
+                lists[name] = run()
+                timings[name] = _ms(started)
         timings["generate"] = _ms(t)
         t = time.perf_counter()
         hits = self._fuse(lists, request, as_of, set(stale))
@@ -192,13 +182,17 @@ class SearchService:
             # are checked against the allowed set afterwards, so over-fetch a little.
             # One BM25 pass with every role at weight 1, then the role weights multiply each
             # row's score: weighting inside tantivy would evaluate the query once per weight.
-            found = part.lexical.search(query, limit=request.depth * 3, user_id=scope.user_id,
-                                        conversation_id=scope.conversation_id,
-                                        roles=request.roles, role_weights=_UNIFORM_ROLES,
+            limit, cols = request.depth * 3, part.columns
+            # When all of the user's rows fit in the limit, the role filter can be left to the
+            # allowed set below: fewer clauses for tantivy, the same rows in the end.
+            roles = None if scope.user_id is not None and \
+                cols.docs_of_user(scope.user_id).size <= limit else request.roles
+            found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
+                                        conversation_id=scope.conversation_id, roles=roles,
+                                        role_weights=_UNIFORM_ROLES,
                                         context={"user", "assistant"} <= set(request.roles))
             if not found:
                 continue
-            cols = part.columns
             docs = np.fromiter((d for d, _ in found), np.int64, len(found))
             slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
             visible = (allowed[slot] == docs).tolist()
@@ -210,25 +204,20 @@ class SearchService:
             out += [_Candidate(part, d, s) for d, s in weighted[:request.depth]]
         return out
 
-    def _workers(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-search")
-        return self._pool
-
     def _fuse(self, lists: dict[str, list[_Candidate]], request: SearchRequest,
               as_of: datetime, stale: set[str]) -> list[Hit]:
         ranked: dict[str, list[RankedRow]] = {}
         by_row: dict[str, _Candidate] = {}
         for name, candidates in lists.items():
-            candidates.sort(key=lambda c: -c.score)
+            candidates.sort(key=itemgetter(2), reverse=True)  # stable, like key=-score
             rows = []
             for c in candidates[:request.depth]:
-                cols = c.part.columns
-                key = f"{_name(c.part)}#{c.doc}"
+                part, doc, score = c
+                cols = part.columns
+                key = f"{part.name}#{doc}"
                 by_row[key] = c
-                turn_key = (cols.conversations[cols.conversation_codes[c.doc]],
-                            cols.turn_ids[c.doc])
-                rows.append(RankedRow(row_key=key, turn_key=turn_key, score=c.score))
+                turn_key = (cols.conversations[cols.conversation_codes[doc]], cols.turn_ids[doc])
+                rows.append(RankedRow(key, turn_key, score))
             if rows:
                 ranked[name] = rows
         if not ranked:
@@ -241,7 +230,7 @@ class SearchService:
         scored: list[_Scored] = []
         for turn in fused:
             # The turn is shown by its best row in the generator that ranks it highest.
-            best_gen = min(turn.hits, key=lambda g: (turn.hits[g].rank, g))
+            _, best_gen = min((h.rank, g) for g, h in turn.hits.items())
             best = by_row[turn.hits[best_gen].row_key]
             age_s = (as_of_us - int(best.part.columns.turn_at_us[best.doc])) / _US
             lift = recency_lift(age_s, half_life_s, request.recency_weight)
@@ -251,9 +240,9 @@ class SearchService:
             # A stale index may still hold turns purged or erased since it was built: keep
             # only those whose TurnLog is live now.
             suspects = {(s.best.part.manifest.tenant, s.turn.turn_key[0]) for s in scored
-                        if _name(s.best.part) in stale}
+                        if s.best.part.name in stale}
             live = self._live_turns(suspects, as_of) if suspects else set()
-            scored = [s for s in scored if _name(s.best.part) not in stale
+            scored = [s for s in scored if s.best.part.name not in stale
                       or (s.best.part.manifest.tenant, *s.turn.turn_key) in live]
         cap = _per_conversation_cap(request)
         per_conv: dict[str, int] = {}
@@ -296,6 +285,26 @@ class SearchService:
             role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
             row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
             score=final, snippets=_snippets(part, doc, request.snippets))
+
+
+def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
+              depth: int) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for part, allowed in in_scope:
+        if query_vector is not None and part.semantic is not None \
+                and part.manifest.dim == query_vector.shape[0]:
+            found = part.semantic.search(query_vector, allowed=allowed, limit=depth)
+            out += [_Candidate(part, d, s) for d, s in found]
+    return out
+
+
+def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
+             request: SearchRequest) -> list[_Candidate]:
+    # all partitions at once: narrow scopes share one exact-scoring pass
+    per_part = search_scoped([(p.trigram, allowed) for p, allowed in in_scope], query,
+                             limit=request.depth, threshold=request.trigram_threshold)
+    return [_Candidate(part, d, s) for (part, _), found in zip(in_scope, per_part, strict=True)
+            for d, s in found]
 
 
 def _validate(request: SearchRequest) -> None:

@@ -193,6 +193,60 @@ def test_large_corpus_equals_brute_force() -> None:
                 assert got == inside[:40]
 
 
+def test_clustered_scopes_equal_brute_force() -> None:
+    # a user's rows stored together: the scope spans a short stretch of doc ids, with holes
+    texts = corpus(1200)
+    index = TrigramIndex.build(texts)
+    rng = np.random.default_rng(5)
+    stretch = np.arange(300, 420)
+    scopes = [stretch, stretch[rng.random(stretch.size) < 0.7], np.arange(0, 3), np.array([1199])]
+    for query in ["the error sheet", "openpxl eror", "w7x the", "zeta"]:
+        every = brute_force(texts, query, 0.3, "word", None)
+        for scope in scopes:
+            inside = [h for h in every if h[0] in set(scope.tolist())]
+            assert index.search(query, allowed=scope, limit=40, threshold=0.3) == inside[:40]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(
+    corpora=st.lists(st.lists(texts_st, max_size=12), min_size=1, max_size=4),
+    query=texts_st,
+    threshold=st.sampled_from([0.0, 0.3, 0.5, 0.8]),
+    picks=st.lists(st.none() | st.sets(st.integers(0, 11)), min_size=4, max_size=4),
+    limit=st.integers(1, 10),
+)
+def test_search_scoped_equals_each_index_alone(
+    tuning: None, corpora: list[list[str]], query: str, threshold: float,
+    picks: list[set[int] | None], limit: int,
+) -> None:
+    indexes = [TrigramIndex.build(texts) for texts in corpora]
+    scopes = [None if pick is None else np.array(sorted(d for d in pick if d < len(texts)),
+                                                  np.int64)
+              for texts, pick in zip(corpora, picks, strict=False)]
+    got = trigram_module.search_scoped(list(zip(indexes, scopes, strict=True)), query,
+                                       limit=limit, threshold=threshold)
+    for index, texts, scope, found in zip(indexes, corpora, scopes, got, strict=True):
+        allowed = None if scope is None else scope.tolist()
+        assert found == index.search(query, allowed=scope, limit=limit, threshold=threshold)
+        assert found == brute_force(texts, query, threshold, "word", allowed)[:limit]
+
+
+def test_search_scoped_mixes_narrow_and_wide_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the exact budget an index is searched on its own; the answers stay per index
+    monkeypatch.setattr(trigram_module, "EXACT_BUDGET", 50)
+    texts = corpus(400)
+    a, b = TrigramIndex.build(texts), TrigramIndex.build(texts[::-1])
+    narrow, wide = np.arange(10, 40), np.arange(0, 400, 2)
+    got = trigram_module.search_scoped([(a, narrow), (b, wide), (a, None)], "the error sheet",
+                                       limit=15, threshold=0.3)
+    assert got == [a.search("the error sheet", allowed=narrow, limit=15, threshold=0.3),
+                   b.search("the error sheet", allowed=wide, limit=15, threshold=0.3),
+                   a.search("the error sheet", limit=15, threshold=0.3)]
+    assert all(got)
+    with pytest.raises(QueryError, match="limit"):
+        trigram_module.search_scoped([(a, narrow)], "the", limit=0)
+
+
 def test_exact_scoring_budget_keeps_scores_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     # past the budget the list may miss docs, but what it returns is scored and ordered exactly
     monkeypatch.setattr(trigram_module, "EXACT_BUDGET", 5)

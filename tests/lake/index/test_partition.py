@@ -1,0 +1,61 @@
+"""A partition's rows and their decoded columns: order, per-user doc ids, role masks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import make_record, rich_record, write_jsonl
+
+from lake.index.manifest import local_build
+from lake.index.partition import PartitionIndex
+from lake.index.status import partition_statuses
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.jobs import run_ingest
+
+
+@pytest.fixture
+def part(hashing_settings: Settings, tmp_path: Path) -> PartitionIndex:
+    # three users whose turns arrive interleaved and whose conversation ids sort interleaved,
+    # so neither input order nor conversation order is user order
+    records = []
+    for turn in range(12):
+        user = ("u-cy", "u-ana", "u-ben")[turn % 3]
+        maker = rich_record if turn % 4 == 0 else make_record
+        records.append(maker(turn, user=user, conversation=f"c-{turn % 4}{user}"))
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    store = LakeStore(hashing_settings.lake)
+    (status,) = partition_statuses(store).values()
+    assert status.manifest is not None
+    return PartitionIndex(local_build(store.root, status.manifest), status.manifest)
+
+
+def test_rows_of_a_user_and_of_a_turn_are_contiguous(part: PartitionIndex) -> None:
+    users = part.rows.column("user_id").to_pylist()
+    turns = list(zip(part.rows.column("conversation_id").to_pylist(),
+                     part.rows.column("turn_id").to_pylist(), strict=True))
+    assert users == sorted(users)
+    for values in (users, turns):
+        runs = [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+        assert len(runs) == len(set(values))  # each value forms one run
+
+
+def test_docs_of_user_are_exactly_that_users_rows(part: PartitionIndex) -> None:
+    cols = part.columns
+    users = np.array(part.rows.column("user_id").to_pylist())
+    for user in ("u-ana", "u-ben", "u-cy"):
+        docs = cols.docs_of_user(user)
+        assert docs.dtype == np.int64
+        assert docs.tolist() == np.flatnonzero(users == user).tolist()
+    assert cols.docs_of_user("u-nobody").size == 0
+
+
+def test_role_mask(part: PartitionIndex) -> None:
+    cols = part.columns
+    assert cols.role_mask(cols.roles) is None
+    mask = cols.role_mask(["user"])
+    assert mask is not None
+    assert [r for r, ok in zip(cols.roles, mask.tolist(), strict=True) if ok] == ["user"]
+    assert not cols.role_mask([]).any()  # type: ignore[union-attr]
