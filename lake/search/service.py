@@ -6,11 +6,12 @@ partition statuses by table version, and loads the embedding model at most once.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -44,10 +45,17 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class _Candidate(NamedTuple):
-    # a tuple: a query creates hundreds of these
     part: PartitionIndex
     doc: int
     score: float
+
+
+class _PartHits(NamedTuple):
+    """One generator's hits in one partition, best first (ties by doc id)."""
+
+    part: PartitionIndex
+    docs: list[int]
+    scores: list[float]
 
 
 class _Scored(NamedTuple):
@@ -88,13 +96,13 @@ class SearchService:
             t = time.perf_counter()
             query_vector, semantic_error = self._embed_query(query)
             timings["embed_query"] = _ms(t)
-        lists: dict[str, list[_Candidate]] = {g: [] for g in GENERATORS}
+        lists: dict[str, list[_PartHits]] = {g: [] for g in GENERATORS}
         t = time.perf_counter()
         in_scope = [(part, allowed) for part in parts
                     if (allowed := _allowed_docs(part, scope, request, as_of)).size]
         on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
               for g in GENERATORS}
-        arms: dict[Generator, Callable[[], list[_Candidate]]] = {
+        arms: dict[Generator, Callable[[], list[_PartHits]]] = {
             "semantic": lambda: _semantic(in_scope, query_vector, request.depth),
             "lexical": lambda: self._lexical(in_scope, scope, request, query),
             "trigram": lambda: _trigram(in_scope, query, request)}
@@ -173,10 +181,10 @@ class SearchService:
         return query_vector, None
 
     def _lexical(self, in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
-                 request: SearchRequest, query: str) -> list[_Candidate]:
-        """BM25 candidates of every partition, on one score scale."""
+                 request: SearchRequest, query: str) -> list[_PartHits]:
+        """BM25 hits of every partition, on one score scale."""
         scales = _bm25_scales([p for p, _ in in_scope], query) if len(in_scope) > 1 else {}
-        out: list[_Candidate] = []
+        out: list[_PartHits] = []
         for part, allowed in in_scope:
             # The lexical index filters by user / conversation / role itself; time and expiry
             # are checked against the allowed set afterwards, so over-fetch a little.
@@ -201,17 +209,17 @@ class SearchService:
                 ((d, s * DEFAULT_ROLE_WEIGHTS[cols.roles[cols.role_codes[d]]] * factor)
                  for (d, s), ok in zip(found, visible, strict=True) if ok),
                 key=lambda item: (-item[1], item[0]))
-            out += [_Candidate(part, d, s) for d, s in weighted[:request.depth]]
+            top = weighted[:request.depth]
+            out.append(_PartHits(part, [d for d, _ in top], [s for _, s in top]))
         return out
 
-    def _fuse(self, lists: dict[str, list[_Candidate]], request: SearchRequest,
+    def _fuse(self, lists: dict[str, list[_PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str]) -> list[Hit]:
         ranked: dict[str, list[RankedRow]] = {}
         by_row: dict[str, _Candidate] = {}
-        for name, candidates in lists.items():
-            candidates.sort(key=itemgetter(2), reverse=True)  # stable, like key=-score
+        for name, per_part in lists.items():
             rows = []
-            for c in candidates[:request.depth]:
+            for c in _best_rows(per_part, request.depth):
                 part, doc, score = c
                 cols = part.columns
                 key = f"{part.name}#{doc}"
@@ -288,23 +296,41 @@ class SearchService:
 
 
 def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
-              depth: int) -> list[_Candidate]:
-    out: list[_Candidate] = []
+              depth: int) -> list[_PartHits]:
+    out: list[_PartHits] = []
     for part, allowed in in_scope:
         if query_vector is not None and part.semantic is not None \
                 and part.manifest.dim == query_vector.shape[0]:
             found = part.semantic.search(query_vector, allowed=allowed, limit=depth)
-            out += [_Candidate(part, d, s) for d, s in found]
+            out.append(_PartHits(part, [d for d, _ in found], [s for _, s in found]))
     return out
 
 
 def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
-             request: SearchRequest) -> list[_Candidate]:
+             request: SearchRequest) -> list[_PartHits]:
     # all partitions at once: narrow scopes share one exact-scoring pass
     per_part = search_scoped([(p.trigram, allowed) for p, allowed in in_scope], query,
                              limit=request.depth, threshold=request.trigram_threshold)
-    return [_Candidate(part, d, s) for (part, _), found in zip(in_scope, per_part, strict=True)
-            for d, s in found]
+    return [_PartHits(part, [d for d, _ in found], [s for _, s in found])
+            for (part, _), found in zip(in_scope, per_part, strict=True)]
+
+
+def _best_rows(hits: list[_PartHits], depth: int) -> list[_Candidate]:
+    """A generator's best ``depth`` rows over all partitions, best first; equal scores keep
+    partition order, then their order within the partition."""
+    hits = [h for h in hits if h.docs]
+    if len(hits) == 1:
+        (part, docs, scores), = hits
+        return [_Candidate(part, d, s) for d, s in zip(docs[:depth], scores[:depth], strict=True)]
+    starts = list(itertools.accumulate((len(h.docs) for h in hits), initial=0))
+    merged = np.fromiter(itertools.chain.from_iterable(h.scores for h in hits), np.float64,
+                         starts[-1])
+    out = []
+    for i in np.argsort(-merged, kind="stable")[:depth].tolist():
+        which = bisect.bisect_right(starts, i) - 1
+        h, j = hits[which], i - starts[which]
+        out.append(_Candidate(h.part, h.docs[j], h.scores[j]))
+    return out
 
 
 def _validate(request: SearchRequest) -> None:

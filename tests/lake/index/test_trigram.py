@@ -395,6 +395,21 @@ def test_ascii_corpus_search_equals_brute_force(
     assert got == brute_force(texts, query, threshold, "word", None)[:limit]
 
 
+@settings(max_examples=150, deadline=None)
+@given(query=st.text(alphabet=ASCII_ALPHABET + "é漢", max_size=40))
+def test_query_keys_take_the_first_distinct_trigrams_in_order(query: str) -> None:
+    seq = trigram_module._sequences([query])[0].tolist()
+    expected = sorted(dict.fromkeys(seq))
+    assert trigram_module._query_keys(query).tolist() == expected
+
+
+def test_query_keys_of_a_long_query_keep_the_first_256() -> None:
+    query = " ".join(f"w{i}x{i * 7}" for i in range(400))
+    seq = trigram_module._sequences([query])[0].tolist()
+    expected = sorted(list(dict.fromkeys(seq))[:trigram_module.MAX_QUERY_TRIGRAMS])
+    assert trigram_module._query_keys(query).tolist() == expected
+
+
 def test_mixed_ascii_and_unicode_batches() -> None:
     # one non-ASCII text in a batch sends it through the Unicode tokenizer; results agree
     texts = [f"alpha beta {i} gamma" for i in range(150)] + ["alpha café beta"] * 3
