@@ -3,7 +3,8 @@
 Delta commits are atomic per table, not across tables, so a batch is written in this order::
 
     1. manifest   <lake>/_batches/<batch_id>.json  (fsync'd: the batch's file keys, conversations)
-    2. bytes      hosted files into the file store
+    2. bytes      hosted files into the file store (moved there from <lake>/_staging/ when
+                  ingest workers wrote them ahead; their folders may exist already, empty)
     3. rows       content_rows, events, files           (each row tagged with batch_id)
     4. TurnLogs   turn_logs                              <- the commit point
     5. timelines  recomputed for the batch's conversations
@@ -11,14 +12,14 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
 
 Readers only see turns that have a TurnLog (search, catalog and materialization join on it), so a
 crash before step 4 leaves nothing visible, and ``recover()`` (run under the writer lock before any
-new write) deletes the batch's orphan rows and bytes. A crash after step 4 leaves the turns
-visible and complete; ``recover()`` only refreshes their timelines.
+new write) deletes the batch's orphan rows and bytes, and whatever was still staged. A crash
+after step 4 leaves the turns visible and complete; ``recover()`` only refreshes their timelines.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -26,12 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.faults import NO_FAULTS, Faults
-from lake.filestore import FileStore
+from lake.filestore import FileStore, PendingFile
 from lake.store import LakeStore
 from lake.tables import Table
-from lake.timelines import refresh_timelines
+from lake.timelines import TIMELINE_SOURCE_COLUMNS, refresh_timelines
 
 ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
+__all__ = ["ROW_TABLES", "BatchCommitter", "PendingFile", "RecoveryReport"]
 _BATCHES = "_batches"  # manifests of batches in flight, under the lake root
 
 
@@ -41,14 +43,6 @@ class RecoveryReport:
 
     rolled_back: list[str] = field(default_factory=list)
     completed: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class PendingFile:
-    """Hosted file bytes to store as part of a batch."""
-
-    key: str
-    data: bytes
 
 
 class BatchCommitter:
@@ -61,18 +55,22 @@ class BatchCommitter:
         self._blobs = store.root.blobs
 
     def commit(self, batch_id: str, tables: dict[Table, pa.Table],
-               pending_files: Sequence[PendingFile]) -> None:
-        """Write one batch in the crash-safe order above. Caller holds the writer lock."""
+               pending_files: Sequence[PendingFile], *,
+               new_conversations: Collection[tuple[str, str]] = ()) -> None:
+        """Write one batch in the crash-safe order above. Caller holds the writer lock.
+
+        ``new_conversations`` are (tenant, conversation_id) pairs that had no TurnLog before
+        this batch: their timelines come from the batch's own TurnLogs, not a table scan.
+        """
         logs = tables[Table.TURN_LOGS]
         conversations = sorted({(t, c) for t, c in zip(
             logs.column("tenant").to_pylist(), logs.column("conversation_id").to_pylist(),
             strict=True)})
         self._write_manifest(batch_id, [f.key for f in pending_files], conversations)
         self._faults.hit("batch.after_manifest")
-        # One thread: each put is a few short system calls, and threads taking turns with the
+        # One thread: each file is a few short system calls, and threads taking turns with the
         # GIL between them cost more than the calls (twice the time on two cores).
-        for pending in pending_files:
-            self._files.put(pending.key, pending.data, durable=False)
+        self._files.put_new(pending_files)
         if pending_files:
             self._files.sync()  # the bytes must be on disk before any row points at them
         # Not "after_files": that name marks the files table below, and a kill by name
@@ -83,13 +81,15 @@ class BatchCommitter:
             self._faults.hit(f"batch.after_{table.value}")
         self._store.append(Table.TURN_LOGS, logs)
         self._faults.hit("batch.after_turn_logs")
-        refresh_timelines(self._store, conversations)
+        refresh_timelines(self._store, conversations,
+                          complete=_of_conversations(logs, conversations, new_conversations))
         self._faults.hit("batch.after_timelines")
         self._blobs.delete(self._manifest_key(batch_id))
 
     def recover(self) -> RecoveryReport:
         """Finish or roll back batches a crashed writer left; caller holds the writer lock."""
         report = RecoveryReport()
+        self._files.clear_staging()  # bytes no manifest named yet: no row points at them
         for name in self._blobs.children(_BATCHES):
             if not name.endswith(".json"):
                 continue
@@ -128,3 +128,18 @@ class BatchCommitter:
         body = json.dumps({"batch_id": batch_id, "file_keys": file_keys,
                            "conversations": conversations})
         self._blobs.write_bytes(self._manifest_key(batch_id), body.encode(), durable=True)
+
+
+def _of_conversations(logs: pa.Table, conversations: list[tuple[str, str]],
+                      wanted: Collection[tuple[str, str]]) -> pa.Table | None:
+    """The timeline columns of the rows of ``logs`` (which holds ``conversations``) that belong
+    to the ``wanted`` conversations; None when there are none."""
+    if not wanted:
+        return None
+    # Selected first: filtering copies every column, and the payloads are most of the bytes.
+    logs = logs.select(TIMELINE_SOURCE_COLUMNS)
+    if len(wanted) == len(conversations) and set(wanted) >= set(conversations):
+        return logs  # a batch of new conversations only (filtering would copy the rows)
+    keys = pc.binary_join_element_wise(logs["tenant"], logs["conversation_id"], "\x1f")
+    value_set = pa.array([f"{t}\x1f{c}" for t, c in wanted], pa.string())
+    return logs.filter(pc.is_in(keys, value_set=value_set))

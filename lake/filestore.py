@@ -7,9 +7,16 @@ object-store lake the same keys name objects under the lake prefix.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import itertools
 import os
 import shutil
+import stat
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from lake.errors import LakeError, RefError, RefNotFound
@@ -17,6 +24,21 @@ from lake.location import LakeLocation, atomic_write
 from lake.refs import normalize_relative_path, validate_id
 
 _PREFIX = "objects"
+# Hosted bytes that ingest workers wrote ahead of their batch, under the lake root.
+_STAGING = "_staging"
+# O_EXCL: a new file only (an existing one, or a symlink, takes the atomic path instead).
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_staged_names = itertools.count()  # unique within a process; the pid makes them unique
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """Hosted file bytes to store under a storage key (as part of a batch): ``data``, or the
+    file ``staged`` holding them (see :meth:`FileStore.staging`)."""
+
+    key: str
+    data: bytes = b""
+    staged: str | None = None
 
 
 class FileStore:
@@ -25,7 +47,8 @@ class FileStore:
     def __init__(self, root: Path | str | LakeLocation) -> None:
         self.location = LakeLocation.of(root)
         self._remote = self.location.remote
-        self._made: set[Path] = set()  # folders this instance created (mkdir is costly)
+        # The objects folder as text, for the batch paths that build one path per file.
+        self._root = "" if self._remote else str(self.root)
 
     @property
     def root(self) -> Path:
@@ -43,21 +66,122 @@ class FileStore:
     def put(self, key: str, data: bytes, *, durable: bool = True) -> str:
         """Write bytes atomically (temp file, rename); returns their sha256.
 
-        With ``durable`` the file is fsync'd; batch writers pass False and call
-        :meth:`sync` once after many puts, which is far cheaper than one fsync per file.
+        With ``durable`` the file is fsync'd; batch writers use :meth:`put_new` and call
+        :meth:`sync` once after many files, which is far cheaper than one fsync per file.
         """
         if self._remote:
             self.location.blobs.write_bytes(self._object_key(key), data)
             return hashlib.sha256(data).hexdigest()
-        target = self._path(key)
-        if target.parent not in self._made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(target.parent)
+        target = self._local_target(key, set())
         try:
-            atomic_write(target, data, durable=durable)
+            atomic_write(Path(target), data, durable=durable)
         except OSError as exc:
             raise LakeError(f"could not store hosted file {key}: {exc}") from exc
         return hashlib.sha256(data).hexdigest()
+
+    def put_new(self, files: Iterable[PendingFile]) -> None:
+        """Store the bytes of turns that are not visible yet (a batch before its commit point);
+        not fsync'd: call :meth:`sync` before anything points at them.
+
+        Nobody reads a key before its turn is committed, so a key that does not exist yet is
+        written in place rather than through a temp file and a rename; an existing one (left
+        by a rolled-back batch, or a symlink) is replaced atomically as :meth:`put` does. A
+        staged file is moved into place (one rename), which replaces atomically too.
+        """
+        if self._remote:
+            for file in files:
+                self.location.blobs.write_bytes(self._object_key(file.key), _bytes_of(file))
+            return
+        folders: set[str] = set()  # folders checked during this call: each costs syscalls
+        for file in files:
+            target = self._local_target(file.key, folders)
+            try:
+                if file.staged is not None:
+                    _move_staged(file.staged, target)
+                else:
+                    _write_new(target, file.data)
+            except FileExistsError:
+                self._replace(file.key, target, file.data)
+            except OSError as exc:
+                raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
+
+    def _replace(self, key: str, target: str, data: bytes) -> None:
+        try:
+            atomic_write(Path(target), data, durable=False)
+        except OSError as exc:
+            raise LakeError(f"could not store hosted file {key}: {exc}") from exc
+
+    @contextmanager
+    def staging(self) -> Iterator[str | None]:
+        """A new folder in which ingest workers write hosted bytes ahead of their batch (None
+        for an object-store lake); removed on exit with whatever no batch moved out of it.
+
+        Creating a file is the costly part of storing one (far more than renaming it), and the
+        workers do it in parallel while the serial commit only moves files into place. The
+        bytes sit outside ``objects`` until their batch's manifest names their keys, so a
+        crash leaves them where :meth:`clear_staging` finds them.
+        """
+        if self._remote:
+            yield None
+            return
+        base = self.location.local / _STAGING
+        folder = base / uuid.uuid4().hex
+        folder.mkdir(parents=True)
+        try:
+            yield str(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            with suppress(OSError):
+                base.rmdir()  # only when no other run's folder is left in it
+
+    def clear_staging(self) -> None:
+        """Remove the bytes crashed ingests staged; call under the writer lock, before any
+        new write (no other ingest can be staging then)."""
+        if not self._remote:
+            shutil.rmtree(self.location.local / _STAGING, ignore_errors=True)
+
+    @staticmethod
+    def stage(data: bytes, folder: str) -> str:
+        """Write bytes into a new file of a :meth:`staging` folder; returns its path."""
+        path = f"{folder}/{os.getpid()}-{next(_staged_names)}"
+        try:
+            _write_new(path, data)
+        except OSError as exc:
+            raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
+        return path
+
+    def make_folders(self, keys: Iterable[str]) -> None:
+        """Create the folders of keys whose bytes a batch will store (a no-op in an object
+        store); a symlinked folder on the way is refused (RefError).
+
+        Ingest workers call this while they prepare turns: creating folders is most of the
+        cost of storing small files, and empty folders are harmless (nothing points at them),
+        so it is done in parallel, ahead of the batch whose commit order governs the bytes.
+        """
+        if self._remote:
+            return
+        folders: set[str] = set()
+        for key in keys:
+            self._local_target(key, folders, make=_make_folder)
+
+    def _local_target(self, key: str, folders: set[str], *,
+                      make: Callable[[str, str], None] | None = None) -> str:
+        """The file path of a key, each folder on the way checked (a symlink is refused) or
+        created by ``make``; ``folders`` holds those already done (the caller's cache, so that
+        one a later call finds deleted is made again)."""
+        (tenant, conversation, turn), relative = self._check(key)
+        root = self._root
+        if root not in folders:
+            os.makedirs(root, exist_ok=True)
+            folders.add(root)
+        folder, _, name = f"{tenant}/{conversation}/{turn}/{relative}".rpartition("/")
+        path = root
+        for part in folder.split("/"):
+            path = f"{path}/{part}"
+            if path not in folders:
+                (make or _check_folder)(path, key)
+                folders.add(path)
+        return f"{path}/{name}"
 
     def sync(self) -> None:
         """Flush every written file to disk (one call for a whole batch of puts); object-store
@@ -123,3 +247,64 @@ class FileStore:
             if probe.is_symlink():
                 raise RefError(f"storage key {key!r} passes through a symlink")
         return path
+
+
+def _make_folder(path: str, key: str) -> None:
+    """Create one folder of a storage key's path, or check the one that exists (mkdir first:
+    the folders of a new turn usually do not exist yet)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        _check_folder(path, key)
+    except OSError as exc:
+        raise LakeError(f"could not store hosted file {key}: {exc}") from exc
+
+
+def _check_folder(path: str, key: str) -> None:
+    """Check one folder of a storage key's path, creating it when missing: bytes must stay
+    inside the store, so a symlinked folder is refused (lstat first: ingest workers have
+    usually made the folders already)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        _make_folder(path, key)
+        return
+    if stat.S_ISLNK(mode):
+        raise RefError(f"storage key {key!r} passes through a symlink")
+    if not stat.S_ISDIR(mode):
+        raise LakeError(f"could not store hosted file {key}: {path} is not a folder")
+
+
+def _bytes_of(file: PendingFile) -> bytes:
+    if file.staged is None:
+        return file.data
+    with open(file.staged, "rb") as fh:
+        return fh.read()
+
+
+def _move_staged(staged: str, target: str) -> None:
+    """Move a staged file to ``target``, replacing whatever is there (a symlink included:
+    rename replaces the link itself)."""
+    try:
+        os.replace(staged, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        # The staging folder is on another file system than the store: copy instead.
+        with open(staged, "rb") as fh:
+            atomic_write(Path(target), fh.read(), durable=False)
+        os.unlink(staged)
+
+
+def _write_new(target: str, data: bytes) -> None:
+    """Create ``target`` (FileExistsError when it exists) and write ``data`` into it."""
+    fd = os.open(target, _NEW_FILE, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.close(fd)
+        os.unlink(target)  # a torn file must not look stored
+        raise
+    os.close(fd)

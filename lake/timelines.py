@@ -18,8 +18,8 @@ from lake.store import LakeStore
 from lake.tables import TIMELINES, Table
 
 TIMELINE_SCHEMA_ID = "conv.timeline.v1"
-_TIMELINE_SOURCE_COLUMNS = ["tenant", "conversation_id", "turn_id", "app", "agent", "user_id",
-                            "title", "started_at", "ended_at", "blocks", "expires_at"]
+TIMELINE_SOURCE_COLUMNS = ["tenant", "conversation_id", "turn_id", "app", "agent", "user_id",
+                           "title", "started_at", "ended_at", "blocks", "expires_at"]
 
 
 def conversation_filter(conversations: Iterable[tuple[str, str]]) -> ds.Expression | None:
@@ -35,18 +35,21 @@ def conversation_filter(conversations: Iterable[tuple[str, str]]) -> ds.Expressi
 
 
 def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]],
-                      *, as_of: datetime | None = None) -> int:
+                      *, as_of: datetime | None = None,
+                      complete: pa.Table | None = None) -> int:
     """Recompute the timelines of some conversations from their live TurnLogs.
 
     A conversation whose TurnLogs are all gone (or expired as of ``as_of``) loses its timeline
     row. Returns the number of timeline rows written.
+
+    ``complete`` holds TurnLogs (at least the timeline's source columns) of conversations
+    whose every TurnLog it holds, for example those an ingest batch just started: they are
+    taken from there rather than read back from the table, a scan that grows with the table.
     """
     wanted = sorted(set(conversations))
     if not wanted:
         return 0
-    expr = conversation_filter(wanted)
-    logs = pl.from_arrow(store.read(Table.TURN_LOGS, columns=_TIMELINE_SOURCE_COLUMNS, filter=expr))
-    assert isinstance(logs, pl.DataFrame)
+    logs = _live_logs(store, wanted, complete)
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
@@ -58,6 +61,30 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     if rows.num_rows:
         _write_rows(store, rows, live)
     return int(rows.num_rows)
+
+
+def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
+               complete: pa.Table | None) -> pl.DataFrame:
+    """The timeline source columns of the wanted conversations' TurnLogs: from ``complete``
+    for the conversations it holds, from the table for the others."""
+    parts: list[pa.Table] = []
+    rest = wanted
+    if complete is not None and complete.num_rows:
+        held = complete.select(TIMELINE_SOURCE_COLUMNS)
+        keys = pc.binary_join_element_wise(held["tenant"], held["conversation_id"], "\x1f")
+        wanted_keys = {f"{t}\x1f{c}" for t, c in wanted}
+        inside = set(pc.unique(keys).to_pylist())
+        if not inside <= wanted_keys:  # only what was asked for (filtering copies the rows)
+            held = held.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted_keys))))
+            inside &= wanted_keys
+        parts.append(held)
+        rest = [(t, c) for t, c in wanted if f"{t}\x1f{c}" not in inside]
+    if rest or not parts:
+        parts.append(store.read(Table.TURN_LOGS, columns=TIMELINE_SOURCE_COLUMNS,
+                                filter=conversation_filter(rest)))
+    logs = pl.from_arrow(pa.concat_tables(parts) if len(parts) > 1 else parts[0])
+    assert isinstance(logs, pl.DataFrame)
+    return logs
 
 
 def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) -> None:

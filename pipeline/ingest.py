@@ -14,8 +14,9 @@ import multiprocessing
 import os
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lake.batches import BatchCommitter, PendingFile
+from lake.batches import BatchCommitter
 from lake.faults import NO_FAULTS, Faults
-from lake.filestore import FileStore
+from lake.filestore import FileStore, PendingFile
 from lake.locks import writer_lock
 from lake.records import TurnRecord
 from lake.settings import Settings
@@ -34,10 +35,13 @@ from lake.store import LakeStore
 from lake.tables import QUARANTINE, Table
 from lake.timelines import conversation_filter
 from pipeline.prepare import (
+    PackedLines,
     PreparedChunk,
     Quarantined,
+    cyclic_gc_paused,
     die_with_parent,
     prepare_chunk,
+    prepare_packed,
     raw_text,
 )
 from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
@@ -137,13 +141,25 @@ class Ingestor:
         started = datetime.now(UTC)
         report = IngestReport()
         with writer_lock(self._store.root, timeout_s=self._settings.lock_timeout_s,
-                         job="turnlake ingest"):
+                         job="turnlake ingest"), cyclic_gc_paused():
             recovery = self._committer.recover()
             report.recovered = recovery.rolled_back + recovery.completed
-            seen: set[TurnKey] = set()
-            waiting: list[_Prepared] = []
-            turns = 0
-            for items, chunk in self._prepared(lines):
+            # Opened after recovery, which sweeps what crashed runs staged; closed after the
+            # last batch has moved its files out.
+            with self._files.staging() as staging:
+                self._ingest(lines, staging, report)
+        report.seconds = (datetime.now(UTC) - started).total_seconds()
+        return report
+
+    def _ingest(self, lines: Iterable[Item], staging: str | None,
+                report: IngestReport) -> None:
+        seen: set[TurnKey] = set()
+        waiting: list[_Prepared] = []
+        turns = 0
+        # Closed here, not whenever the generator is collected: a failed batch must stop the
+        # workers before the staging folder they write into goes.
+        with closing(self._prepared(lines, staging)) as prepared:
+            for items, chunk in prepared:
                 if self._progress is not None:
                     self._progress(chunk.lines)
                 waiting.append(_Prepared.of(items, chunk))
@@ -151,14 +167,13 @@ class Ingestor:
                 if turns >= self._settings.ingest_batch_turns:
                     self._flush(waiting, seen, report)
                     waiting, turns = [], 0
-            if waiting:
-                self._flush(waiting, seen, report)
-        report.seconds = (datetime.now(UTC) - started).total_seconds()
-        return report
+        if waiting:
+            self._flush(waiting, seen, report)
 
-    def _prepared(self, lines: Iterable[Item]) -> Iterator[tuple[list[Item], PreparedChunk]]:
+    def _prepared(self, lines: Iterable[Item], staging: str | None
+                  ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
         """Prepared chunks (with their lines) in input order; large inputs are prepared by
-        worker processes."""
+        worker processes, which write hosted bytes into ``staging`` when it is given."""
         size = min(CHUNK_LINES, self._settings.ingest_batch_turns)
         chunks = _chunked(lines, size)
         head: list[list[Item]] = []
@@ -167,15 +182,16 @@ class Ingestor:
         # Starting worker processes costs about a second: only worth it for large inputs.
         if sum(len(c) for c in head) < PARALLEL_MIN_LINES or self._workers < 2:
             return self._prepare_here(itertools.chain(head, chunks))
-        return self._prepare_in_workers(itertools.chain(head, chunks), size)
+        return self._prepare_in_workers(itertools.chain(head, chunks), size, staging)
 
     def _prepare_here(self, chunks: Iterable[list[Item]]
-                      ) -> Iterator[tuple[list[Item], PreparedChunk]]:
+                      ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
         for chunk in chunks:
             yield chunk, prepare_chunk(chunk, self._settings)
 
-    def _prepare_in_workers(self, chunks: Iterable[list[Item]], size: int
-                            ) -> Iterator[tuple[list[Item], PreparedChunk]]:
+    def _prepare_in_workers(self, chunks: Iterable[list[Item]], size: int,
+                            staging: str | None
+                            ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
         # spawn, not fork: the parent may hold torch or tantivy threads.
         context = multiprocessing.get_context("spawn")
         ahead = max(2 * self._workers, AHEAD_LINES // size)
@@ -184,7 +200,8 @@ class Ingestor:
         try:
             window: deque[tuple[list[Item], Future[PreparedChunk]]] = deque()
             for chunk in chunks:
-                window.append((chunk, pool.submit(prepare_chunk, chunk, self._settings)))
+                window.append((chunk, pool.submit(prepare_packed, PackedLines.of(chunk),
+                                                  self._settings, staging)))
                 if len(window) >= ahead:
                     items, future = window.popleft()
                     yield items, future.result()
@@ -248,7 +265,8 @@ class Ingestor:
             logs.schema.get_field_index("ordinal"), "ordinal", pa.array(ordinals, pa.int32()))
         if self._rows_hook is not None:
             tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
-        self._committer.commit(batch_id, tables, pending)
+        new_conversations = {(k[0], k[1]) for k, _ in kept} - existing.starts.keys()
+        self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations)
         report.accepted += len(kept)
         report.files_stored += len(pending)
         report.batches += 1
@@ -337,7 +355,7 @@ def _without_turns(table: pa.Table, drop: set[TurnKey]) -> pa.Table:
 def _with_batch_id(table: pa.Table, batch_id: str) -> pa.Table:
     index = table.schema.get_field_index("batch_id")
     return table.set_column(index, "batch_id",
-                            pa.array([batch_id] * table.num_rows, pa.string()))
+                            pa.repeat(pa.scalar(batch_id, pa.string()), table.num_rows))
 
 
 def _quarantine_table(items: list[Quarantined], batch_id: str) -> pa.Table:

@@ -1,7 +1,10 @@
 """Preparing ingest input: parse, validate, resolve hosted files and project rows for a chunk.
 
-This is the CPU-heavy half of ingest and has no side effects, so chunks can be prepared in
-worker processes while the main process deduplicates, numbers and commits them in order.
+This is the CPU-heavy half of ingest and changes nothing a reader or a later batch can see, so
+chunks can be prepared in worker processes while the main process deduplicates, numbers and
+commits them in order. Its only writes are the costly file-system half of storing hosted
+bytes: the (empty) folders of their storage keys, and, in worker processes, the bytes in the
+run's staging folder, from which a batch's commit moves them into place.
 """
 
 from __future__ import annotations
@@ -13,15 +16,16 @@ import os
 import signal
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 
-from lake.batches import PendingFile
 from lake.errors import RecordError, RefError
-from lake.filestore import FileStore
+from lake.filestore import FileStore, PendingFile
 from lake.projection import StoredFile, TurnProjector
 from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
@@ -75,22 +79,79 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
-    """Parse, validate and project a chunk of lines; a turn repeated inside the chunk is kept
-    once (the first)."""
-    # Nearly every object made here lives until the chunk is projected, so the cyclic
-    # collector would only rescan them again and again (about a tenth of the time); the few
-    # cycles (tracebacks of refused lines) wait for its next run.
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a stretch that allocates many long-lived objects.
+
+    Nearly every object made while a chunk is prepared or a batch is committed lives until the
+    end of that work, so the collector would only rescan them again and again (about a tenth
+    of a worker's time, and more in the main process, which holds whole batches); the few
+    cycles (tracebacks of refused lines) wait for its next run.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _prepare(items, settings)
+        yield
     finally:
         if collecting:
             gc.enable()
 
 
-def _prepare(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
+@dataclass(frozen=True)
+class PackedLines:
+    """A chunk of input in the form sent to a worker process: each path once, then one
+    (path index, line, raw) per line; a problem is a line with ``raw`` None and its reason in
+    ``reasons``. The main process, the serial part of an ingest, pickles this in half the
+    time it takes to pickle the lines themselves (a dataclass per line)."""
+
+    paths: list[Path]
+    lines: list[tuple[int, int, bytes | None]]
+    reasons: dict[int, str]
+
+    @classmethod
+    def of(cls, items: list[SourceLine | SourceProblem]) -> PackedLines:
+        """Pack a chunk of lines."""
+        index: dict[Path, int] = {}
+        lines: list[tuple[int, int, bytes | None]] = []
+        reasons: dict[int, str] = {}
+        last, number = None, -1
+        for position, item in enumerate(items):
+            if item.path is not last:  # runs of lines share one Path object
+                last = item.path
+                number = index.setdefault(last, len(index))
+            if isinstance(item, SourceLine):
+                lines.append((number, item.line, item.raw))
+            else:
+                lines.append((number, item.line, None))
+                reasons[position] = item.reason
+        return cls(list(index), lines, reasons)
+
+    def items(self) -> list[SourceLine | SourceProblem]:
+        """The chunk's lines as read."""
+        paths, reasons = self.paths, self.reasons
+        return [SourceLine(paths[p], line, raw) if raw is not None
+                else SourceProblem(paths[p], line, reasons[position])
+                for position, (p, line, raw) in enumerate(self.lines)]
+
+
+def prepare_packed(packed: PackedLines, settings: Settings,
+                   staging: str | None = None) -> PreparedChunk:
+    """:func:`prepare_chunk` for a chunk packed for a worker process; with ``staging`` (a
+    folder of :meth:`FileStore.staging`) hosted bytes are written there rather than returned.
+    """
+    with cyclic_gc_paused():
+        return _prepare(packed.items(), settings, staging)
+
+
+def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:
+    """Parse, validate and project a chunk of lines; a turn repeated inside the chunk is kept
+    once (the first)."""
+    with cyclic_gc_paused():
+        return _prepare(items, settings)
+
+
+def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
+             staging: str | None = None) -> PreparedChunk:
     chunk = PreparedChunk(lines=len(items))
     files = FileStore(settings.lake)
     projector = TurnProjector(batch_id=UNSET_BATCH, ingested_at=datetime.now(UTC),
@@ -116,10 +177,16 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings) -> Pre
             continue
         seen.add(key)
         if pending:
+            if staging is not None:
+                pending = [PendingFile(p.key, staged=files.stage(p.data, staging))
+                           for p in pending]
             chunk.pending += [(projector.turns, p) for p in pending]
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
         chunk.positions.append(position)
     chunk.tables = projector.tables()
+    # Outside the per-line handling: a symlinked folder in the store is the lake's problem,
+    # not the line's, and fails the ingest as storing the bytes would.
+    files.make_folders(file.key for _, file in chunk.pending)
     return chunk
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 from factories import make_record, write_jsonl
@@ -13,6 +16,8 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
+from pipeline.prepare import PackedLines, prepare_packed
+from pipeline.sources import SourceLine, SourceProblem
 
 
 def _hosted(text: str) -> list[dict[str, str]]:
@@ -65,3 +70,61 @@ def test_a_duplicate_turn_never_rewrites_the_stored_bytes(tmp_path: Path) -> Non
     files = FileStore(settings.lake)
     assert files.get("acme/c-x/t-0000/files/notes.md") == b"original"
     assert files.get("acme/c-x/t-0001/files/notes.md") == b"kept"
+    # The workers staged every copy; what no batch moved into place went with the run.
+    assert not (settings.lake / "_staging").exists()
+
+
+def test_bytes_a_crashed_run_staged_are_swept_by_the_next_writer(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake")
+    left = settings.lake / "_staging" / "0123abcd"
+    left.mkdir(parents=True)
+    (left / "4242-0").write_bytes(b"staged by a killed worker")
+    records = [make_record(i, conversation=f"c-{i // 300}",
+                           hosted_files=_hosted(f"n{i}") if i % 1000 == 0 else [])
+               for i in range(PARALLEL_MIN_LINES)]
+    report = Ingestor(settings, workers=2).ingest_paths(
+        [write_jsonl(tmp_path / "in.jsonl", records)])
+    assert report.files_stored == PARALLEL_MIN_LINES // 1000
+    assert not (settings.lake / "_staging").exists()
+    files = FileStore(settings.lake)
+    assert files.get("acme/c-10/t-3000/files/notes.md") == b"n3000"
+    stored = sorted(p for p in (settings.lake / "objects").rglob("*") if p.is_file())
+    assert len(stored) == PARALLEL_MIN_LINES // 1000
+
+
+def test_packed_lines_come_back_as_read(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    items: list[SourceLine | SourceProblem] = [
+        SourceLine(a, 1, b'{"x": 1}'), SourceLine(b, 1, b"\xff"), SourceLine(a, 3, b"{}"),
+        SourceProblem(b, 2, "file could not be read past line 1: truncated")]
+    packed = pickle.loads(pickle.dumps(PackedLines.of(items)))
+    assert packed.paths == [a, b]
+    assert packed.items() == items
+
+
+def test_workers_import_neither_the_search_service_nor_the_table_writer() -> None:
+    # A worker imports pipeline.prepare on start (once per ingest and worker): what it pulls
+    # in is start-up time on every large ingest.
+    code = ("import sys, pipeline.prepare; "
+            "print(sorted(m for m in ('deltalake', 'polars', 'pyarrow.dataset', 'faiss', "
+            "'tantivy', 'lake.search', 'lake.store', 'lake.batches') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_worker_stages_hosted_bytes_instead_of_returning_them(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake")
+    record = make_record(0, conversation="c-x", hosted_files=_hosted("staged"))
+    items: list[SourceLine | SourceProblem] = [
+        SourceLine(tmp_path / "in.jsonl", 1, json.dumps(record).encode())]
+    files = FileStore(settings.lake)
+    with files.staging() as folder:
+        assert folder is not None
+        chunk = prepare_packed(PackedLines.of(items), settings, folder)
+        [(turn, pending)] = chunk.pending
+        assert (turn, pending.key, pending.data) == (0, "acme/c-x/t-0000/files/notes.md", b"")
+        assert pending.staged is not None and pending.staged.startswith(folder)
+        assert Path(pending.staged).read_bytes() == b"staged"
+        # The worker also made the turn's folders, so the commit only moves the file.
+        assert (settings.lake / "objects" / "acme" / "c-x" / "t-0000" / "files").is_dir()
