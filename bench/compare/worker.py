@@ -28,9 +28,9 @@ STAGES = {
     "_partitions": "partition status + open",
     "_allowed_docs": "scope mask (allowed docs)",
     "_embed_query": "query vector (pinned)",
-    "semantic.py:search": "semantic generator",
-    "lexical.py:search": "lexical generator (tantivy)",
-    "trigram.py:search": "trigram generator",
+    "service.py:_semantic": "semantic generator",
+    "service.py:_lexical": "lexical generator (tantivy)",
+    "service.py:_trigram": "trigram generator",
     "service.py:_fuse": "fusion + recency + hit rows",
     "fusion.py:fuse": "  of which RRF fuse()",
     "service.py:_hit": "  of which hit materialization",
@@ -132,7 +132,8 @@ def profile(system: System, qs: QuerySet, arm: str, *, limit: int = PROFILE_QUER
         top.append((tt, f"{Path(path).name}:{line}:{func}"))
     top.sort(reverse=True)
     total = sum(tt for tt, _ in top)
-    return {"ms_per_query_by_stage": stages,
+    return {"ms_per_query_by_stage": {label: stages[label] for label in STAGES.values()
+                                      if label in stages},
             "top_self_time": [{"function": f, "ms_per_query": round(tt * 1000 / n, 3)}
                               for tt, f in top[:12]],
             "profiled_ms_per_query": round(total * 1000 / n, 3)}

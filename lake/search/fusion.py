@@ -121,13 +121,7 @@ def weighted_rrf(
     descending, ties by ``turn_key`` ascending. Raises :class:`QueryError` for a negative or
     non-finite weight, a negative ``k``, or invalid rows.
     """
-    _check_k(k)
-    turn_lists = _turn_lists(lists, weights)
-    rrf = _rrf_sums(turn_lists, k)
-    hits = _hits(turn_lists)
-    fused = [FusedTurn(turn_key=t, rrf=value, hits=hits[t]) for t, value in rrf.items()]
-    fused.sort(key=lambda f: (-f.rrf, f.turn_key))
-    return fused
+    return fuse(lists, weights, k, "rrf")
 
 
 def fuse(
@@ -180,18 +174,30 @@ def fuse(
         raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
     if not math.isfinite(zscore_floor):
         raise QueryError(f"zscore_floor must be a finite number, got {zscore_floor!r}")
-    turn_lists = _turn_lists(lists, weights)
-    rrf = _rrf_sums(turn_lists, k)
-    hits = _hits(turn_lists)
+    # One pass over the collapsed lists, in name order (a fixed summation order keeps the
+    # floating-point sums independent of mapping order): each turn's RRF sum, its weighted
+    # normalized-score sum, and its best row per generator.
+    rrf: dict[TurnKey, float] = {}
+    score_sums: dict[TurnKey, float] = {}
+    hits: dict[TurnKey, dict[str, GeneratorHit]] = {}
+    for name, w, collapsed in _turn_lists(lists, weights):
+        normalized = None if method == "rrf" else _normalize(
+            [row.score for _, row in collapsed], normalization, zscore_floor)
+        for index, (turn, row) in enumerate(collapsed):
+            rrf[turn] = rrf.get(turn, 0.0) + w / (k + index + 1)
+            if normalized is not None:
+                score_sums[turn] = score_sums.get(turn, 0.0) + w * normalized[index]
+            turn_hits = hits.get(turn)
+            if turn_hits is None:
+                turn_hits = hits[turn] = {}
+            turn_hits[name] = GeneratorHit(row.row_key, index + 1, row.score)
     if method == "rrf":
         fused_values = rrf
+    elif method == "score":
+        fused_values = {t: score_sums.get(t, 0.0) for t in rrf}
     else:
-        score_sums = _normalized_score_sums(turn_lists, normalization, zscore_floor)
-        if method == "score":
-            fused_values = {t: score_sums.get(t, 0.0) for t in rrf}
-        else:
-            scale = score_factor / (k + 1)
-            fused_values = {t: rrf[t] + scale * score_sums.get(t, 0.0) for t in rrf}
+        scale = score_factor / (k + 1)
+        fused_values = {t: rrf[t] + scale * score_sums.get(t, 0.0) for t in rrf}
     fused = [FusedTurn(turn_key=t, rrf=value, hits=hits[t]) for t, value in fused_values.items()]
     fused.sort(key=lambda f: (-f.rrf, -rrf[f.turn_key], f.turn_key))
     return fused
@@ -265,43 +271,6 @@ def _turn_lists(
             raise QueryError(f"generator {name!r}: {exc}") from exc
         out.append((name, w, collapsed))
     return out
-
-
-def _rrf_sums(
-    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]], k: int
-) -> dict[TurnKey, float]:
-    """Sum ``w / (k + rank)`` per turn over the collapsed lists."""
-    sums: dict[TurnKey, float] = {}
-    for _, w, collapsed in turn_lists:
-        for index, (turn, _row) in enumerate(collapsed):
-            sums[turn] = sums.get(turn, 0.0) + w / (k + index + 1)
-    return sums
-
-
-def _hits(
-    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]],
-) -> dict[TurnKey, dict[str, GeneratorHit]]:
-    """Gather each turn's best row per generator, with its 1-based turn rank."""
-    hits: dict[TurnKey, dict[str, GeneratorHit]] = {}
-    for name, _, collapsed in turn_lists:
-        for index, (turn, row) in enumerate(collapsed):
-            hit = GeneratorHit(row_key=row.row_key, rank=index + 1, score=row.score)
-            hits.setdefault(turn, {})[name] = hit
-    return hits
-
-
-def _normalized_score_sums(
-    turn_lists: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]],
-    normalization: ScoreNormalization,
-    zscore_floor: float,
-) -> dict[TurnKey, float]:
-    """Sum ``w_g × n_g(t)`` per turn, normalizing each generator's turn scores on their own."""
-    sums: dict[TurnKey, float] = {}
-    for _, w, collapsed in turn_lists:
-        normalized = _normalize([row.score for _, row in collapsed], normalization, zscore_floor)
-        for (turn, _row), n in zip(collapsed, normalized, strict=True):
-            sums[turn] = sums.get(turn, 0.0) + w * n
-    return sums
 
 
 def _normalize(

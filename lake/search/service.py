@@ -42,6 +42,7 @@ EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
 _UNIFORM_ROLES = dict.fromkeys(ROLES, 1.0)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
 
 
 class _Candidate(NamedTuple):
@@ -236,7 +237,15 @@ class SearchService:
         as_of_us = int(as_of.timestamp() * _US)
         half_life_s = request.half_life_days * 86400.0
         scored: list[_Scored] = []
-        for turn in fused:
+        most = recency_lift(0.0, half_life_s, request.recency_weight)  # the largest lift
+        cap = _per_conversation_cap(request)
+        for position, turn in enumerate(fused):
+            # Fused values only fall from here on, so no later turn can end above this bound;
+            # once the hits above it are settled, the rest need no lift (a stale partition's
+            # hits may still be dropped below, so then every turn is lifted).
+            if position >= request.k and position % _SETTLE_EVERY == 0 and not stale \
+                    and turn.rrf >= 0 and _settled(scored, turn.rrf * most, request.k, cap):
+                break
             # The turn is shown by its best row in the generator that ranks it highest.
             _, best_gen = min((h.rank, g) for g, h in turn.hits.items())
             best = by_row[turn.hits[best_gen].row_key]
@@ -252,7 +261,6 @@ class SearchService:
             live = self._live_turns(suspects, as_of) if suspects else set()
             scored = [s for s in scored if s.best.part.name not in stale
                       or (s.best.part.manifest.tenant, *s.turn.turn_key) in live]
-        cap = _per_conversation_cap(request)
         per_conv: dict[str, int] = {}
         hits: list[Hit] = []
         for s in scored:
@@ -377,6 +385,27 @@ def _bm25_scales(parts: list[PartitionIndex], query: str) -> dict[str, float]:
 
 def _idf(docs: int, df: int) -> float:
     return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+
+
+def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:
+    """Whether the turns scoring above ``ceiling`` already fill the top ``k`` under the
+    per-conversation ``cap`` (0: none); a turn's place under the cap depends only on the
+    turns ranked above it."""
+    above = sorted((s for s in scored if s.final > ceiling),
+                   key=lambda s: (-s.final, s.turn.turn_key))
+    if len(above) < k:
+        return False
+    taken = 0
+    per_conv: dict[str, int] = {}
+    for s in above:
+        cid = s.turn.turn_key[0]
+        if cap and per_conv.get(cid, 0) >= cap:
+            continue
+        per_conv[cid] = per_conv.get(cid, 0) + 1
+        taken += 1
+        if taken >= k:
+            return True
+    return False
 
 
 def _per_conversation_cap(request: SearchRequest) -> int:

@@ -214,3 +214,40 @@ def test_service_follows_index_rebuilds(lake: Settings, service: SearchService,
     build_indexes(LakeStore(lake.lake), model="hashing-64", full=True)
     after = service.search(SearchRequest("deploy", ANA, as_of=AS_OF)).hits
     assert [(h.turn_id, h.score) for h in before] == [(h.turn_id, h.score) for h in after]
+
+
+def test_lifting_only_until_the_top_is_settled_changes_no_hit(
+        hashing_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many turns share the query words, spread over weeks and a few conversations, so the
+    # recency lift reorders them and the per-conversation cap bites.
+    records = [make_record(i, conversation=f"c-{i % 5}",
+                           prompt=f"deploy pipeline step {i} failed on node {i % 3}",
+                           answer=f"retried the deploy, node {i % 3} is fine",
+                           at=BASE_TIME + timedelta(days=2 * i, hours=i % 7))
+               for i in range(60)]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "many.jsonl", records)])
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+    as_of = BASE_TIME + timedelta(days=130)
+    import lake.search.service as service_module
+
+    def hits(**kw: object) -> list[tuple[str, str, float]]:
+        result = service.search(SearchRequest("deploy failed node", ANA, as_of=as_of, **kw))  # type: ignore[arg-type]
+        return [(h.conversation_id, h.turn_id, h.score) for h in result.hits]
+
+    cases: list[dict[str, object]] = [
+        {}, {"k": 3}, {"k": 25}, {"max_per_conversation": 0, "k": 7},
+        {"max_per_conversation": 1}, {"recency_weight": 4.0, "k": 5},
+        {"half_life_days": 1.0, "max_per_conversation": 3, "k": 12}]
+    verdicts: list[bool] = []
+    real_settled = service_module._settled
+
+    def spy(*args: object) -> bool:
+        verdicts.append(real_settled(*args))  # type: ignore[arg-type]
+        return verdicts[-1]
+
+    monkeypatch.setattr(service_module, "_settled", spy)
+    settled = [hits(**case) for case in cases]
+    assert True in verdicts  # the early stop was taken
+    monkeypatch.setattr(service_module, "_SETTLE_EVERY", 10**9)  # lift every turn
+    assert settled == [hits(**case) for case in cases]
+    assert all(settled) and len({tuple(h) for h in settled}) > 3
