@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from lake.errors import QueryError
 
@@ -50,8 +49,7 @@ ScoreNormalization = Literal["zscore", "minmax", "max"]
 TurnKey = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class RankedRow:
+class RankedRow(NamedTuple):
     """One generator's hit on one row; ``turn_key`` is ``(conversation_id, turn_id)``."""
 
     row_key: str
@@ -59,8 +57,7 @@ class RankedRow:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class GeneratorHit:
+class GeneratorHit(NamedTuple):
     """A turn's best row in one generator; ``rank`` is 1-based within that generator's turn list."""
 
     row_key: str
@@ -68,8 +65,7 @@ class GeneratorHit:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class FusedTurn:
+class FusedTurn(NamedTuple):
     """One fused turn.
 
     ``rrf`` is the fused value before recency: the weighted RRF sum for :func:`weighted_rrf`,
