@@ -171,8 +171,9 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
              "Versions: `" + json.dumps(m["versions"]) + "`", "",
              "Same rows in every system (turnlake's committed, unexpired rows of the default "
              "search roles, with their vectors), same seeded queries, same user scope, k=10 "
-             "turns, candidate depth 100 per arm, warm (20 warm-up queries per arm), one "
-             "client, each system in a process of its own. Query embedding is excluded "
+             "turns, candidate depth 100 per arm, warm caches (one unmeasured pass over every "
+             "query before each arm is timed), one client, each system in a process of its "
+             "own. Query embedding is excluded "
              "everywhere (the same precomputed vector is handed to each system).", "",
              f"## Latency at {scale['rows']} rows ({scale['queries']} generated queries × "
              f"{scale['rounds']} interleaved rounds, pooled)", ""]
