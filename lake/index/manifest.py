@@ -167,30 +167,10 @@ def list_partitions(root: Path | str | LakeLocation) -> list[tuple[str, str]]:
 def pointer_stamps(root: Path | str | LakeLocation) -> list[tuple[str, str, str]]:
     """(tenant, month, pointer stamp) of every indexed partition, in order: a token list that
     changes whenever any partition's live build does, or a partition appears or goes."""
-    location = LakeLocation.of(root)
-    if location.remote:
-        return [(tenant, month, stamp) for tenant, month in list_partitions(location)
-                if (stamp := pointer_stamp(location, tenant, month)) is not None]
-    # A search checks this before every query: plain os calls on a local lake (tens of µs)
-    # instead of Path objects per entry.
-    base = os.path.join(location.local, _INDEXES)
-    stamps = []
-    for tenant in _sorted_dirs(base):
-        for month in _sorted_dirs(os.path.join(base, tenant)):
-            try:
-                stat = os.stat(os.path.join(base, tenant, month, CURRENT_FILE))
-            except FileNotFoundError:
-                continue
-            stamps.append((tenant, month, str(stat.st_mtime_ns)))
-    return stamps
-
-
-def _sorted_dirs(path: str) -> list[str]:
-    try:
-        with os.scandir(path) as entries:
-            return sorted(e.name for e in entries if e.is_dir() and not e.name.endswith(".tmp"))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    blobs = LakeLocation.of(root).blobs
+    return [(tenant, month, stamp) for tenant in blobs.children(_INDEXES)
+            for month in blobs.children(f"{_INDEXES}/{tenant}")
+            if (stamp := blobs.stamp(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")) is not None]
 
 
 def pointer_stamp(root: Path | str | LakeLocation, tenant: str, month: str) -> str | None:
