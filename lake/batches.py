@@ -30,7 +30,7 @@ from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore, PendingFile
 from lake.store import LakeStore
 from lake.tables import Table
-from lake.timelines import TIMELINE_SOURCE_COLUMNS, refresh_timelines
+from lake.timelines import TIMELINE_SOURCE_COLUMNS, refresh_timelines, rows_of_conversations
 
 ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 __all__ = ["ROW_TABLES", "BatchCommitter", "PendingFile", "RecoveryReport"]
@@ -81,8 +81,10 @@ class BatchCommitter:
             self._faults.hit(f"batch.after_{table.value}")
         self._store.append(Table.TURN_LOGS, logs)
         self._faults.hit("batch.after_turn_logs")
-        refresh_timelines(self._store, conversations,
-                          complete=_of_conversations(logs, conversations, new_conversations))
+        # Selected first: filtering copies every column, and the payloads are most of the bytes.
+        new_logs = rows_of_conversations(logs.select(TIMELINE_SOURCE_COLUMNS),
+                                         new_conversations) if new_conversations else None
+        refresh_timelines(self._store, conversations, complete=new_logs)
         self._faults.hit("batch.after_timelines")
         self._blobs.delete(self._manifest_key(batch_id))
 
@@ -129,17 +131,3 @@ class BatchCommitter:
                            "conversations": conversations})
         self._blobs.write_bytes(self._manifest_key(batch_id), body.encode(), durable=True)
 
-
-def _of_conversations(logs: pa.Table, conversations: list[tuple[str, str]],
-                      wanted: Collection[tuple[str, str]]) -> pa.Table | None:
-    """The timeline columns of the rows of ``logs`` (which holds ``conversations``) that belong
-    to the ``wanted`` conversations; None when there are none."""
-    if not wanted:
-        return None
-    # Selected first: filtering copies every column, and the payloads are most of the bytes.
-    logs = logs.select(TIMELINE_SOURCE_COLUMNS)
-    if len(wanted) == len(conversations) and set(wanted) >= set(conversations):
-        return logs  # a batch of new conversations only (filtering would copy the rows)
-    keys = pc.binary_join_element_wise(logs["tenant"], logs["conversation_id"], "\x1f")
-    value_set = pa.array([f"{t}\x1f{c}" for t, c in wanted], pa.string())
-    return logs.filter(pc.is_in(keys, value_set=value_set))

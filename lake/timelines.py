@@ -6,7 +6,7 @@ a crash between the TurnLog commit and the timeline commit is repaired by refres
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 
 import polars as pl
@@ -63,6 +63,21 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     return int(rows.num_rows)
 
 
+def rows_of_conversations(table: pa.Table,
+                          conversations: Collection[tuple[str, str]]) -> pa.Table:
+    """The rows of ``table`` (with tenant and conversation_id columns) that belong to the
+    (tenant, conversation_id) pairs; the table itself when all do (filtering copies rows)."""
+    inside = _in_conversations(table, conversations)
+    return table if pc.all(inside).as_py() is not False else table.filter(inside)
+
+
+def _in_conversations(table: pa.Table,
+                      conversations: Collection[tuple[str, str]]) -> pa.ChunkedArray:
+    keys = pc.binary_join_element_wise(table["tenant"], table["conversation_id"], "\x1f")
+    wanted = pa.array(sorted(f"{t}\x1f{c}" for t, c in conversations), pa.string())
+    return pc.is_in(keys, value_set=wanted)
+
+
 def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
                complete: pa.Table | None) -> pl.DataFrame:
     """The timeline source columns of the wanted conversations' TurnLogs: from ``complete``
@@ -70,15 +85,11 @@ def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
     parts: list[pa.Table] = []
     rest = wanted
     if complete is not None and complete.num_rows:
-        held = complete.select(TIMELINE_SOURCE_COLUMNS)
-        keys = pc.binary_join_element_wise(held["tenant"], held["conversation_id"], "\x1f")
-        wanted_keys = {f"{t}\x1f{c}" for t, c in wanted}
-        inside = set(pc.unique(keys).to_pylist())
-        if not inside <= wanted_keys:  # only what was asked for (filtering copies the rows)
-            held = held.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted_keys))))
-            inside &= wanted_keys
+        held = rows_of_conversations(complete.select(TIMELINE_SOURCE_COLUMNS), wanted)
+        inside = set(zip(held["tenant"].to_pylist(), held["conversation_id"].to_pylist(),
+                         strict=True))
         parts.append(held)
-        rest = [(t, c) for t, c in wanted if f"{t}\x1f{c}" not in inside]
+        rest = [pair for pair in wanted if pair not in inside]
     if rest or not parts:
         parts.append(store.read(Table.TURN_LOGS, columns=TIMELINE_SOURCE_COLUMNS,
                                 filter=conversation_filter(rest)))
@@ -103,8 +114,7 @@ def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) ->
     if len(present) == len(live):
         store.replace_where(Table.TIMELINES, rows, sql_conversations(sorted(live)))
         return
-    keys = pc.binary_join_element_wise(rows["tenant"], rows["conversation_id"], "\x1f")
-    known = pc.is_in(keys, value_set=pa.array([f"{t}\x1f{c}" for t, c in present]))
+    known = _in_conversations(rows, present)
     store.replace_where(Table.TIMELINES, rows.filter(known), sql_conversations(sorted(present)))
     store.append(Table.TIMELINES, rows.filter(pc.invert(known)))
 
