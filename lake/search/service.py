@@ -10,7 +10,7 @@ import bisect
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -261,18 +261,9 @@ class SearchService:
             live = self._live_turns(suspects, as_of) if suspects else set()
             scored = [s for s in scored if s.best.part.name not in stale
                       or (s.best.part.manifest.tenant, *s.turn.turn_key) in live]
-        per_conv: dict[str, int] = {}
-        hits: list[Hit] = []
-        for s in scored:
-            cid = s.turn.turn_key[0]
-            if cap and per_conv.get(cid, 0) >= cap:
-                continue
-            per_conv[cid] = per_conv.get(cid, 0) + 1
-            hits.append(self._hit(s.turn.turn_key, s.best, s.turn.hits, s.turn.rrf, s.lift,
-                                  s.final, request))
-            if len(hits) >= request.k:
-                break
-        return hits
+        return [self._hit(s.turn.turn_key, s.best, s.turn.hits, s.turn.rrf, s.lift, s.final,
+                          request)
+                for s in itertools.islice(_under_cap(scored, cap), request.k)]
 
     def _live_turns(self, conversations: set[tuple[str, str]],
                     as_of: datetime) -> set[tuple[str, str, str]]:
@@ -393,19 +384,18 @@ def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:
     turns ranked above it."""
     above = sorted((s for s in scored if s.final > ceiling),
                    key=lambda s: (-s.final, s.turn.turn_key))
-    if len(above) < k:
-        return False
-    taken = 0
+    return len(above) >= k and sum(1 for _ in itertools.islice(_under_cap(above, cap), k)) >= k
+
+
+def _under_cap(scored: list[_Scored], cap: int) -> Iterator[_Scored]:
+    """The turns, best first, that the per-conversation ``cap`` (0: none) lets through."""
     per_conv: dict[str, int] = {}
-    for s in above:
+    for s in scored:
         cid = s.turn.turn_key[0]
         if cap and per_conv.get(cid, 0) >= cap:
             continue
         per_conv[cid] = per_conv.get(cid, 0) + 1
-        taken += 1
-        if taken >= k:
-            return True
-    return False
+        yield s
 
 
 def _per_conversation_cap(request: SearchRequest) -> int:
