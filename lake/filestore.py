@@ -72,11 +72,7 @@ class FileStore:
         if self._remote:
             self.location.blobs.write_bytes(self._object_key(key), data)
             return hashlib.sha256(data).hexdigest()
-        target = self._local_target(key, set())
-        try:
-            atomic_write(Path(target), data, durable=durable)
-        except OSError as exc:
-            raise LakeError(f"could not store hosted file {key}: {exc}") from exc
+        self._replace(key, self._local_target(key, set()), data, durable=durable)
         return hashlib.sha256(data).hexdigest()
 
     def put_new(self, files: Iterable[PendingFile]) -> None:
@@ -101,13 +97,16 @@ class FileStore:
                 else:
                     _write_new(target, file.data)
             except FileExistsError:
-                self._replace(file.key, target, file.data)
+                self._replace(file.key, target, file.data, durable=False)
             except OSError as exc:
                 raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
 
-    def _replace(self, key: str, target: str, data: bytes) -> None:
+    @staticmethod
+    def _replace(key: str, target: str, data: bytes, *, durable: bool) -> None:
+        """Write ``target`` through a temp file and a rename (an existing file or symlink is
+        replaced, never written through)."""
         try:
-            atomic_write(Path(target), data, durable=False)
+            atomic_write(Path(target), data, durable=durable)
         except OSError as exc:
             raise LakeError(f"could not store hosted file {key}: {exc}") from exc
 

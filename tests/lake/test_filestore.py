@@ -49,13 +49,17 @@ def test_an_existing_file_is_replaced_whole(tmp_path: Path) -> None:
     assert store.get(KEY) == b"new"
 
 
-def test_a_symlinked_file_is_replaced_not_followed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("staged", [False, True])
+def test_a_symlinked_file_is_replaced_not_followed(tmp_path: Path, staged: bool) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"secret")
     store = FileStore(tmp_path / "lake")
     store.make_folders([KEY])
     (tmp_path / "lake" / "objects" / KEY).symlink_to(outside)
-    store.put_new([PendingFile(KEY, b"new")])
+    with store.staging() as folder:
+        assert folder is not None
+        store.put_new([PendingFile(KEY, staged=store.stage(b"new", folder)) if staged
+                       else PendingFile(KEY, b"new")])
     assert outside.read_bytes() == b"secret"
     assert store.get(KEY) == b"new"
 
@@ -93,19 +97,6 @@ def test_staged_bytes_are_moved_into_place_and_the_rest_removed(tmp_path: Path) 
         assert store.get(KEY) == b"kept"
         assert not Path(used).exists() and Path(unused).exists()
     assert not (tmp_path / "_staging").exists()
-
-
-def test_a_staged_file_replaces_a_symlink_at_its_key(tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
-    outside.write_bytes(b"secret")
-    store = FileStore(tmp_path / "lake")
-    store.make_folders([KEY])
-    (tmp_path / "lake" / "objects" / KEY).symlink_to(outside)
-    with store.staging() as folder:
-        assert folder is not None
-        store.put_new([PendingFile(KEY, staged=store.stage(b"new", folder))])
-    assert outside.read_bytes() == b"secret"
-    assert store.get(KEY) == b"new"
 
 
 def test_clear_staging_removes_what_crashed_runs_left(tmp_path: Path) -> None:
