@@ -173,11 +173,6 @@ def pointer_stamps(root: Path | str | LakeLocation) -> list[tuple[str, str, str]
             if (stamp := blobs.stamp(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")) is not None]
 
 
-def pointer_stamp(root: Path | str | LakeLocation, tenant: str, month: str) -> str | None:
-    """A token that changes whenever the partition's live build changes (None: no index)."""
-    return LakeLocation.of(root).blobs.stamp(f"{partition_key(tenant, month)}/{CURRENT_FILE}")
-
-
 def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> None:
     """Remove a partition's indexes entirely (its table rows are all gone)."""
     location = LakeLocation.of(root)
