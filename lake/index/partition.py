@@ -187,7 +187,9 @@ class RowColumns:
     """Row attributes as numpy arrays (dictionary-coded strings, int64 microsecond times).
 
     ``user_docs[user_bounds[c]:user_bounds[c + 1]]`` are the doc ids (ascending) of the user
-    whose code is ``c``: a user-scoped search touches only those rows, not the partition."""
+    whose code is ``c``: a user-scoped search touches only those rows, not the partition.
+    ``turn_numbers[d]`` numbers the turn of doc ``d`` within the partition, and
+    ``turn_first_docs[n]`` is the first doc of turn ``n``: fusion works on these numbers."""
 
     user_codes: np.ndarray
     users: list[str]
@@ -202,6 +204,8 @@ class RowColumns:
     user_bounds: np.ndarray
     user_index: dict[str, int]
     conversation_index: dict[str, int]
+    turn_numbers: np.ndarray
+    turn_first_docs: np.ndarray
 
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
@@ -223,11 +227,16 @@ class RowColumns:
         user_docs = np.argsort(users, kind="stable").astype(np.int64)
         user_bounds = np.zeros(len(user_list) + 1, np.int64)
         np.cumsum(np.bincount(users, minlength=len(user_list)), out=user_bounds[1:])
+        turn_codes, turn_list = coded("turn_id")
+        # a turn is a (conversation, turn id) pair; its rows need not be adjacent
+        pairs = convs.astype(np.int64) * max(len(turn_list), 1) + turn_codes
+        _, first_docs, turn_numbers = np.unique(pairs, return_index=True, return_inverse=True)
         return cls(users, user_list, convs, conv_list, roles, role_list,
                    micros("turn_at"), micros("expires_at"),
-                   rows.column("turn_id").to_pylist(), user_docs, user_bounds,
+                   [turn_list[c] for c in turn_codes.tolist()], user_docs, user_bounds,
                    {u: i for i, u in enumerate(user_list)},
-                   {c: i for i, c in enumerate(conv_list)})
+                   {c: i for i, c in enumerate(conv_list)},
+                   turn_numbers.astype(np.int64).ravel(), first_docs.astype(np.int64))
 
     def docs_of_user(self, user_id: str) -> np.ndarray:
         """Ascending doc ids of one user's rows (empty when the user has none here)."""

@@ -20,14 +20,17 @@ Everything here is pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
 
 from lake.errors import QueryError
 
 __all__ = [
     "DEFAULT_HALF_LIFE_SECONDS",
     "DEFAULT_K",
+    "FusedIds",
     "FusedTurn",
     "FusionMethod",
     "GeneratorHit",
@@ -36,6 +39,7 @@ __all__ = [
     "apply_recency",
     "collapse_to_turns",
     "fuse",
+    "fuse_ids",
     "recency_lift",
     "weighted_rrf",
 ]
@@ -47,6 +51,7 @@ FusionMethod = Literal["rrf", "rrf_score", "score"]
 ScoreNormalization = Literal["zscore", "minmax", "max"]
 
 TurnKey = tuple[str, str]
+IdList = tuple[np.ndarray, np.ndarray]  # (turn ids, scores), best row first
 
 
 class RankedRow(NamedTuple):
@@ -159,44 +164,142 @@ def fuse(
     non-finite ``score_factor``, a non-finite ``zscore_floor``, plus everything
     :func:`weighted_rrf` rejects.
     """
-    _check_k(k)
-    if method not in ("rrf", "rrf_score", "score"):
-        raise QueryError(f"unknown fusion method {method!r}; use 'rrf', 'rrf_score' or 'score'")
-    if normalization not in ("zscore", "minmax", "max"):
-        raise QueryError(
-            f"unknown score normalization {normalization!r}; use 'zscore', 'minmax' or 'max'"
-        )
-    if not math.isfinite(score_factor) or score_factor < 0:
-        raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
-    if not math.isfinite(zscore_floor):
-        raise QueryError(f"zscore_floor must be a finite number, got {zscore_floor!r}")
-    # One pass over the collapsed lists, in name order (a fixed summation order keeps the
-    # floating-point sums independent of mapping order): each turn's RRF sum, its weighted
-    # normalized-score sum, and its best row per generator.
-    rrf: dict[TurnKey, float] = {}
-    score_sums: dict[TurnKey, float] = {}
-    hits: dict[TurnKey, dict[str, GeneratorHit]] = {}
-    for name, w, collapsed in _turn_lists(lists, weights):
-        normalized = None if method == "rrf" else _normalize(
-            [row.score for _, row in collapsed], normalization, zscore_floor)
-        for index, (turn, row) in enumerate(collapsed):
-            rrf[turn] = rrf.get(turn, 0.0) + w / (k + index + 1)
-            if normalized is not None:
-                score_sums[turn] = score_sums.get(turn, 0.0) + w * normalized[index]
-            turn_hits = hits.get(turn)
-            if turn_hits is None:
-                turn_hits = hits[turn] = {}
-            turn_hits[name] = GeneratorHit(row.row_key, index + 1, row.score)
-    if method == "rrf":
-        fused_values = rrf
-    elif method == "score":
-        fused_values = {t: score_sums.get(t, 0.0) for t in rrf}
-    else:
-        scale = score_factor / (k + 1)
-        fused_values = {t: rrf[t] + scale * score_sums.get(t, 0.0) for t in rrf}
-    fused = [FusedTurn(turn_key=t, rrf=value, hits=hits[t]) for t, value in fused_values.items()]
-    fused.sort(key=lambda f: (-f.rrf, -rrf[f.turn_key], f.turn_key))
+    _check_fusion(k, method, normalization, score_factor, zscore_floor)
+    checked = _turn_lists(lists, weights)
+    # Number the turns, then fuse the numbers: every list is already collapsed, so each id
+    # names one turn and each position one row.
+    ids: dict[TurnKey, int] = {}
+    keys: list[TurnKey] = []
+    numbered: dict[str, IdList] = {}
+    for name, _, collapsed in checked:
+        turn_ids = []
+        for turn, _row in collapsed:
+            number = ids.get(turn)
+            if number is None:
+                number = ids[turn] = len(keys)
+                keys.append(turn)
+            turn_ids.append(number)
+        numbered[name] = (np.array(turn_ids, np.int64),
+                          np.array([row.score for _, row in collapsed], np.float64))
+    result = fuse_ids(numbered, {name: w for name, w, _ in checked}, k, method,
+                      score_factor=score_factor, normalization=normalization,
+                      zscore_floor=zscore_floor, tie_key=keys.__getitem__)
+    rows = [collapsed for _, _, collapsed in checked]
+    fused = []
+    for j, (number, value) in enumerate(zip(result.turns.tolist(), result.values.tolist(),
+                                            strict=True)):
+        hits = {}
+        for g, name in enumerate(result.names):
+            rank = int(result.ranks[g, j])
+            if rank:
+                row = rows[g][int(result.rows[g, j])][1]
+                hits[name] = GeneratorHit(row.row_key, rank, row.score)
+        fused.append(FusedTurn(turn_key=keys[number], rrf=value, hits=hits))
     return fused
+
+
+class FusedIds(NamedTuple):
+    """The result of :func:`fuse_ids`: fused turns as arrays, best first.
+
+    Column ``j`` describes turn ``turns[j]``; row ``g`` of ``ranks`` and ``rows`` describes
+    generator ``names[g]`` (names sorted, weight-0 generators left out): the turn's 1-based
+    rank in that generator's turn list (0 where absent) and the position of its best row in
+    that generator's input (-1 where absent).
+    """
+
+    turns: np.ndarray
+    values: np.ndarray
+    names: tuple[str, ...]
+    ranks: np.ndarray
+    rows: np.ndarray
+
+
+def fuse_ids(
+    lists: Mapping[str, IdList],
+    weights: Mapping[str, float] | None = None,
+    k: int = DEFAULT_K,
+    method: FusionMethod = "rrf",
+    *,
+    score_factor: float = 1.0,
+    normalization: ScoreNormalization = "zscore",
+    zscore_floor: float = 1.0,
+    tie_key: Callable[[int], Any] | None = None,
+) -> FusedIds:
+    """:func:`fuse` over integer turn ids, computed column-wise.
+
+    Each list is ``(turn ids, scores)`` of one generator's rows, best first; a turn may own
+    several rows, and its first row counts (as :func:`collapse_to_turns` keeps it). Values,
+    order and ranks are exactly those of :func:`fuse` on the same lists, with ``tie_key(id)``
+    (turn id when None) ordering turns whose fused and plain RRF values are both equal.
+    Raises :class:`QueryError` for everything :func:`fuse` rejects, and for lists whose two
+    arrays differ in length.
+    """
+    _check_fusion(k, method, normalization, score_factor, zscore_floor)
+    given = _checked_weights(weights)
+    names: list[str] = []
+    collapsed: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
+    for name in sorted(lists):  # a fixed summation order, independent of mapping order
+        w = given.get(name, 1.0)
+        if w == 0:
+            continue
+        turns, scores = (np.asarray(a).ravel() for a in lists[name])
+        if turns.size != scores.size:
+            raise QueryError(f"generator {name!r}: {turns.size} turn ids but "
+                             f"{scores.size} scores")
+        scores = scores.astype(np.float64, copy=False)
+        bad = np.flatnonzero(~np.isfinite(scores))
+        if bad.size:
+            raise QueryError(f"generator {name!r}: row at position {int(bad[0])} has a "
+                             f"non-finite score {float(scores[bad[0]])!r}")
+        # each turn's first (best) row, in list order
+        first = np.sort(np.unique(turns.astype(np.int64, copy=False), return_index=True)[1])
+        names.append(name)
+        collapsed.append((w, turns[first].astype(np.int64, copy=False), scores[first], first))
+    every = np.concatenate([c[1] for c in collapsed]) if collapsed else np.zeros(0, np.int64)
+    unique, where = np.unique(every, return_inverse=True)
+    rrf = np.zeros(unique.size)
+    score_sums = np.zeros(unique.size)
+    ranks = np.zeros((len(names), unique.size), np.int64)
+    rows = np.full((len(names), unique.size), -1, np.int64)
+    start = 0
+    for g, (w, turns, scores, first) in enumerate(collapsed):
+        at = where[start:start + turns.size]
+        start += turns.size
+        rank = np.arange(1, turns.size + 1)
+        # w / (k + rank) and w * n in float64, as the scalar arithmetic of the formulas does
+        rrf[at] += w / (k + rank)
+        if method != "rrf":
+            score_sums[at] += w * np.array(
+                _normalize(scores.tolist(), normalization, zscore_floor), np.float64)
+        ranks[g, at] = rank
+        rows[g, at] = first
+    if method == "rrf":
+        values = rrf
+    elif method == "score":
+        values = score_sums
+    else:
+        values = rrf + (score_factor / (k + 1)) * score_sums
+    order = np.lexsort((-rrf, -values))  # stable: ties stay in ascending id order
+    if tie_key is not None:
+        order = _order_ties(order, values, rrf, unique, tie_key)
+    return FusedIds(unique[order], values[order], tuple(names), ranks[:, order], rows[:, order])
+
+
+def _order_ties(order: np.ndarray, values: np.ndarray, rrf: np.ndarray, turns: np.ndarray,
+                tie_key: Callable[[int], Any]) -> np.ndarray:
+    """``order`` with each run of equal (value, rrf) re-sorted by ``tie_key`` of its turns."""
+    v, r = values[order], rrf[order]
+    tied = np.flatnonzero((v[1:] == v[:-1]) & (r[1:] == r[:-1]))
+    if tied.size == 0:
+        return order
+    order = order.copy()
+    # runs of consecutive tied neighbours: [run start, run end)
+    breaks = np.flatnonzero(np.diff(tied) > 1)
+    for a, b in zip(np.r_[tied[0], tied[breaks + 1]].tolist(),
+                    (np.r_[tied[breaks], tied[-1]] + 2).tolist(), strict=True):
+        run = order[a:b].tolist()
+        order[a:b] = sorted(run, key=lambda i: tie_key(int(turns[i])))
+    return order
 
 
 def recency_lift(age_seconds: float, half_life_seconds: float, weight: float) -> float:
@@ -247,14 +350,36 @@ def _check_k(k: int) -> None:
         raise QueryError(f"RRF constant k must be an integer >= 0, got {k!r}")
 
 
-def _turn_lists(
-    lists: Mapping[str, Sequence[RankedRow]], weights: Mapping[str, float] | None
-) -> list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]]:
-    """Validate weights and collapse every weighted list; sorted by name for stable summation."""
+def _check_fusion(k: int, method: str, normalization: str, score_factor: float,
+                  zscore_floor: float) -> None:
+    """Reject fusion settings that :func:`fuse` does not define."""
+    _check_k(k)
+    if method not in ("rrf", "rrf_score", "score"):
+        raise QueryError(f"unknown fusion method {method!r}; use 'rrf', 'rrf_score' or 'score'")
+    if normalization not in ("zscore", "minmax", "max"):
+        raise QueryError(
+            f"unknown score normalization {normalization!r}; use 'zscore', 'minmax' or 'max'"
+        )
+    if not math.isfinite(score_factor) or score_factor < 0:
+        raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
+    if not math.isfinite(zscore_floor):
+        raise QueryError(f"zscore_floor must be a finite number, got {zscore_floor!r}")
+
+
+def _checked_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
+    """The weights, each checked to be finite and >= 0."""
     given = dict(weights or {})
     for name, w in given.items():
         if not math.isfinite(w) or w < 0:
             raise QueryError(f"weight of generator {name!r} must be finite and >= 0, got {w!r}")
+    return given
+
+
+def _turn_lists(
+    lists: Mapping[str, Sequence[RankedRow]], weights: Mapping[str, float] | None
+) -> list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]]:
+    """Validate weights and collapse every weighted list; sorted by name for stable summation."""
+    given = _checked_weights(weights)
     out: list[tuple[str, float, list[tuple[TurnKey, RankedRow]]]] = []
     # a fixed summation order keeps floating-point results independent of mapping order
     for name in sorted(lists):

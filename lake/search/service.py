@@ -6,11 +6,10 @@ partition statuses by table version, and loads the embedding model at most once.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -24,7 +23,7 @@ from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.fusion import FusedTurn, GeneratorHit, RankedRow, fuse, recency_lift
+from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.request import (
     GENERATORS,
     SNIPPET_CHARS,
@@ -45,12 +44,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
 
 
-class _Candidate(NamedTuple):
-    part: PartitionIndex
-    doc: int
-    score: float
-
-
 class _PartHits(NamedTuple):
     """One generator's hits in one partition, best first (ties by doc id)."""
 
@@ -60,9 +53,11 @@ class _PartHits(NamedTuple):
 
 
 class _Scored(NamedTuple):
+    """A lifted turn: its final score, key, position in the fused order and lift."""
+
     final: float
-    turn: FusedTurn
-    best: _Candidate
+    turn_key: tuple[str, str]
+    position: int
     lift: float
 
 
@@ -216,54 +211,61 @@ class SearchService:
 
     def _fuse(self, lists: dict[str, list[_PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str]) -> list[Hit]:
-        ranked: dict[str, list[RankedRow]] = {}
-        by_row: dict[str, _Candidate] = {}
-        for name, per_part in lists.items():
-            rows = []
-            for c in _best_rows(per_part, request.depth):
-                part, doc, score = c
-                cols = part.columns
-                key = f"{part.name}#{doc}"
-                by_row[key] = c
-                turn_key = (cols.conversations[cols.conversation_codes[doc]], cols.turn_ids[doc])
-                rows.append(RankedRow(key, turn_key, score))
-            if rows:
-                ranked[name] = rows
+        parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
+        ranked = {name: rows for name, per_part in lists.items()
+                  if (rows := _best_rows(per_part, request.depth, parts)).docs.size}
         if not ranked:
             return []
         f = request.fusion
-        fused = fuse(ranked, {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
-                     method=f.method, score_factor=f.score_factor, zscore_floor=f.zscore_floor)
+        fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
+                         {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
+                         method=f.method, score_factor=f.score_factor,
+                         zscore_floor=f.zscore_floor, tie_key=parts.turn_key)
+        # Each turn is shown by its best row in the generator that ranks it highest (the
+        # first such generator by name on equal ranks).
+        best = _shown_rows(fused, [ranked[name] for name in fused.names], parts)
         as_of_us = int(as_of.timestamp() * _US)
+        ages = ((as_of_us - parts.turn_at_us(best.slots, best.docs)) / _US).tolist()
         half_life_s = request.half_life_days * 86400.0
         scored: list[_Scored] = []
         most = recency_lift(0.0, half_life_s, request.recency_weight)  # the largest lift
         cap = _per_conversation_cap(request)
-        for position, turn in enumerate(fused):
+        turns, values = fused.turns.tolist(), fused.values.tolist()
+        for position, value in enumerate(values):
             # Fused values only fall from here on, so no later turn can end above this bound;
             # once the hits above it are settled, the rest need no lift (a stale partition's
             # hits may still be dropped below, so then every turn is lifted).
             if position >= request.k and position % _SETTLE_EVERY == 0 and not stale \
-                    and turn.rrf >= 0 and _settled(scored, turn.rrf * most, request.k, cap):
+                    and value >= 0 and _settled(scored, value * most, request.k, cap):
                 break
-            # The turn is shown by its best row in the generator that ranks it highest.
-            _, best_gen = min((h.rank, g) for g, h in turn.hits.items())
-            best = by_row[turn.hits[best_gen].row_key]
-            age_s = (as_of_us - int(best.part.columns.turn_at_us[best.doc])) / _US
-            lift = recency_lift(age_s, half_life_s, request.recency_weight)
-            scored.append(_Scored(turn.rrf * lift, turn, best, lift))
-        scored.sort(key=lambda s: (-s.final, s.turn.turn_key))
+            lift = recency_lift(ages[position], half_life_s, request.recency_weight)
+            scored.append(_Scored(value * lift, parts.turn_key(turns[position]), position,
+                                  lift))
+        scored.sort(key=lambda s: (-s.final, s.turn_key))
         if stale:
             # A stale index may still hold turns purged or erased since it was built: keep
             # only those whose TurnLog is live now.
-            suspects = {(s.best.part.manifest.tenant, s.turn.turn_key[0]) for s in scored
-                        if s.best.part.name in stale}
+            def part_of(s: _Scored) -> PartitionIndex:
+                return parts.parts[int(best.slots[s.position])]
+
+            suspects = {(part_of(s).manifest.tenant, s.turn_key[0]) for s in scored
+                        if part_of(s).name in stale}
             live = self._live_turns(suspects, as_of) if suspects else set()
-            scored = [s for s in scored if s.best.part.name not in stale
-                      or (s.best.part.manifest.tenant, *s.turn.turn_key) in live]
-        return [self._hit(s.turn.turn_key, s.best, s.turn.hits, s.turn.rrf, s.lift, s.final,
-                          request)
-                for s in itertools.islice(_under_cap(scored, cap), request.k)]
+            scored = [s for s in scored if part_of(s).name not in stale
+                      or (part_of(s).manifest.tenant, *s.turn_key) in live]
+        hits = []
+        for s in itertools.islice(_under_cap(scored, cap), request.k):
+            j = s.position
+            ranks: dict[str, GeneratorRank | None] = dict.fromkeys(GENERATORS)
+            for g, name in enumerate(fused.names):
+                rank = int(fused.ranks[g, j])
+                if rank:
+                    ranks[name] = GeneratorRank(
+                        rank, float(ranked[name].scores[fused.rows[g, j]]))
+            hits.append(self._hit(s.turn_key, parts.parts[int(best.slots[j])],
+                                  int(best.docs[j]), ranks, values[j], s.lift, s.final,
+                                  request))
+        return hits
 
     def _live_turns(self, conversations: set[tuple[str, str]],
                     as_of: datetime) -> set[tuple[str, str, str]]:
@@ -275,14 +277,10 @@ class SearchService:
             logs["turn_id"].to_pylist(), logs["expires_at"].to_pylist(), strict=True)
             if e > as_of}
 
-    def _hit(self, turn_key: tuple[str, str], best: _Candidate,
-             gen_hits: Mapping[str, GeneratorHit], rrf: float, lift: float, final: float,
+    def _hit(self, turn_key: tuple[str, str], part: PartitionIndex, doc: int,
+             ranks: dict[str, GeneratorRank | None], rrf: float, lift: float, final: float,
              request: SearchRequest) -> Hit:
-        part, doc = best.part, best.doc
         cols = part.columns
-        ranks: dict[str, GeneratorRank | None] = {g: None for g in GENERATORS}
-        for g, h in gen_hits.items():
-            ranks[g] = GeneratorRank(h.rank, h.score)
         # single values from the decoded columns: slicing a row out of the Arrow table and
         # converting it whole costs ten times more
         turn_at = _EPOCH + timedelta(microseconds=int(cols.turn_at_us[doc]))
@@ -314,22 +312,79 @@ def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
             for (part, _), found in zip(in_scope, per_part, strict=True)]
 
 
-def _best_rows(hits: list[_PartHits], depth: int) -> list[_Candidate]:
+class _Parts:
+    """The partitions of one search, numbered; a turn's id is (slot << 32) | its number in
+    the partition (:attr:`RowColumns.turn_numbers`), so ids are unique across partitions."""
+
+    def __init__(self, parts: list[PartitionIndex]) -> None:
+        self.parts = list({id(p): p for p in parts}.values())
+        self._slot = {id(p): i for i, p in enumerate(self.parts)}
+
+    def slot(self, part: PartitionIndex) -> int:
+        """The partition's number in this search."""
+        return self._slot[id(part)]
+
+    def turn_key(self, turn: int) -> tuple[str, str]:
+        """(conversation id, turn id) of a turn id."""
+        cols = self.parts[turn >> 32].columns
+        doc = int(cols.turn_first_docs[turn & 0xFFFFFFFF])
+        return cols.conversations[cols.conversation_codes[doc]], cols.turn_ids[doc]
+
+    def turn_at_us(self, slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """The turn times (µs since the epoch) of rows given as (slot, doc) pairs."""
+        out = np.empty(docs.size, np.int64)
+        for slot in np.unique(slots).tolist():
+            at = slots == slot
+            out[at] = self.parts[slot].columns.turn_at_us[docs[at]]
+        return out
+
+
+class _Rows(NamedTuple):
+    """One generator's best rows over all partitions, best first, as columns."""
+
+    slots: np.ndarray
+    docs: np.ndarray
+    scores: np.ndarray
+    turns: np.ndarray
+
+
+def _best_rows(hits: list[_PartHits], depth: int, parts: _Parts) -> _Rows:
     """A generator's best ``depth`` rows over all partitions, best first; equal scores keep
     partition order, then their order within the partition."""
     hits = [h for h in hits if h.docs]
-    if len(hits) == 1:
-        (part, docs, scores), = hits
-        return [_Candidate(part, d, s) for d, s in zip(docs[:depth], scores[:depth], strict=True)]
-    starts = list(itertools.accumulate((len(h.docs) for h in hits), initial=0))
-    merged = np.fromiter(itertools.chain.from_iterable(h.scores for h in hits), np.float64,
-                         starts[-1])
-    out = []
-    for i in np.argsort(-merged, kind="stable")[:depth].tolist():
-        which = bisect.bisect_right(starts, i) - 1
-        h, j = hits[which], i - starts[which]
-        out.append(_Candidate(h.part, h.docs[j], h.scores[j]))
-    return out
+    slots = np.concatenate([np.full(len(h.docs), parts.slot(h.part), np.int64) for h in hits]
+                           or [np.zeros(0, np.int64)])
+    docs = np.fromiter(itertools.chain.from_iterable(h.docs for h in hits), np.int64,
+                       slots.size)
+    scores = np.fromiter(itertools.chain.from_iterable(h.scores for h in hits), np.float64,
+                         slots.size)
+    turns = np.concatenate([parts.slot(h.part) << 32 | h.part.columns.turn_numbers[h.docs]
+                            for h in hits] or [np.zeros(0, np.int64)])
+    if len(hits) > 1:
+        top = np.argsort(-scores, kind="stable")[:depth]
+        return _Rows(slots[top], docs[top], scores[top], turns[top])
+    return _Rows(slots[:depth], docs[:depth], scores[:depth], turns[:depth])
+
+
+class _Shown(NamedTuple):
+    """Per fused turn, the (slot, doc) of the row that shows it."""
+
+    slots: np.ndarray
+    docs: np.ndarray
+
+
+def _shown_rows(fused: FusedIds, rows: list[_Rows], parts: _Parts) -> _Shown:
+    """Each fused turn's best row in the generator that ranks it highest, ties to the
+    generator first by name (fused.names are sorted)."""
+    ranks = np.where(fused.ranks > 0, fused.ranks, np.iinfo(np.int64).max)
+    which = ranks.argmin(axis=0)
+    slots = np.empty(which.size, np.int64)
+    docs = np.empty(which.size, np.int64)
+    for g, generator in enumerate(rows):
+        at = which == g
+        picked = fused.rows[g, at]
+        slots[at], docs[at] = generator.slots[picked], generator.docs[picked]
+    return _Shown(slots, docs)
 
 
 def _validate(request: SearchRequest) -> None:
@@ -383,7 +438,7 @@ def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:
     per-conversation ``cap`` (0: none); a turn's place under the cap depends only on the
     turns ranked above it."""
     above = sorted((s for s in scored if s.final > ceiling),
-                   key=lambda s: (-s.final, s.turn.turn_key))
+                   key=lambda s: (-s.final, s.turn_key))
     return len(above) >= k and sum(1 for _ in itertools.islice(_under_cap(above, cap), k)) >= k
 
 
@@ -391,7 +446,7 @@ def _under_cap(scored: list[_Scored], cap: int) -> Iterator[_Scored]:
     """The turns, best first, that the per-conversation ``cap`` (0: none) lets through."""
     per_conv: dict[str, int] = {}
     for s in scored:
-        cid = s.turn.turn_key[0]
+        cid = s.turn_key[0]
         if cap and per_conv.get(cid, 0) >= cap:
             continue
         per_conv[cid] = per_conv.get(cid, 0) + 1
@@ -440,14 +495,12 @@ def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchReq
 def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
     if choice == "none":
         return {}
-    cols = part.columns
-    conv, turn = cols.conversation_codes[doc], cols.turn_ids[doc]
+    numbers = part.columns.turn_numbers
+    turn = numbers[doc]
     start, end = doc, doc + 1
-    while start > 0 and cols.conversation_codes[start - 1] == conv and \
-            cols.turn_ids[start - 1] == turn:
+    while start > 0 and numbers[start - 1] == turn:
         start -= 1
-    while end < len(cols.turn_ids) and cols.conversation_codes[end] == conv and \
-            cols.turn_ids[end] == turn:
+    while end < numbers.size and numbers[end] == turn:
         end += 1
     rows = part.rows.slice(start, end - start).select(["role", "text"])
     roles, texts = rows.column("role").to_pylist(), rows.column("text").to_pylist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from lake.search.fusion import (
     apply_recency,
     collapse_to_turns,
     fuse,
+    fuse_ids,
     recency_lift,
     weighted_rrf,
 )
@@ -358,3 +360,96 @@ def test_apply_recency_reorders_once() -> None:
     assert [(t.turn_key[1], v) for t, v in unlifted] == [("OLD", 1 / 61), ("NEW", 1 / 62)]
     with pytest.raises(QueryError, match="NEW"):
         apply_recency(fused, {("c", "OLD"): 0.0})
+
+
+# --- fuse against its formulas; fuse_ids against fuse --------------------------------------
+
+tied_scores = st.sampled_from([0.5, 1.0, 2.0])  # few values: equal fused values are common
+
+
+@st.composite
+def tied_lists(draw: st.DrawFn) -> dict[str, list[RankedRow]]:
+    """Lists whose scores repeat, so that fused values tie and the tie order is exercised."""
+    out: dict[str, list[RankedRow]] = {}
+    for name in draw(st.lists(st.sampled_from(GENERATORS), min_size=1, max_size=3, unique=True)):
+        turns = draw(st.lists(turn_ids, max_size=8))
+        scores = sorted(draw(st.lists(tied_scores, min_size=len(turns), max_size=len(turns))),
+                        reverse=True)
+        out[name] = [RankedRow(f"{name}:{i}", ("c", t), s)
+                     for i, (t, s) in enumerate(zip(turns, scores, strict=True))]
+    return out
+
+
+def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float], k: int,
+                   method: str, factor: float, normalization: str) -> list[tuple[str, float]]:
+    """fuse's documented formulas, one turn at a time: (turn id, fused value), best first."""
+    from lake.search.fusion import _normalize
+
+    rrf: dict[tuple[str, str], float] = {}
+    sums: dict[tuple[str, str], float] = {}
+    for name in sorted(lists):
+        w = weights.get(name, 1.0)
+        if w == 0:
+            continue
+        collapsed = collapse_to_turns(lists[name])
+        normalized = _normalize([r.score for _, r in collapsed], normalization, 1.0)  # type: ignore[arg-type]
+        for i, (turn, _) in enumerate(collapsed):
+            rrf[turn] = rrf.get(turn, 0.0) + w / (k + i + 1)
+            sums[turn] = sums.get(turn, 0.0) + w * normalized[i]
+    value = {t: rrf[t] if method == "rrf" else sums.get(t, 0.0) if method == "score"
+             else rrf[t] + factor / (k + 1) * sums.get(t, 0.0) for t in rrf}
+    order = sorted(rrf, key=lambda t: (-value[t], -rrf[t], t))
+    return [(t[1], value[t]) for t in order]
+
+
+@given(tied_lists(), st.sampled_from(["rrf", "rrf_score", "score"]),
+       st.sampled_from(["zscore", "minmax", "max"]),
+       st.dictionaries(st.sampled_from(GENERATORS), st.sampled_from([0.0, 0.5, 1.0, 2.0])),
+       st.sampled_from([0, 1, 60]))
+def test_fuse_follows_its_formulas_exactly(lists: dict[str, list[RankedRow]], method: str,
+                                           normalization: str, weights: dict[str, float],
+                                           k: int) -> None:
+    fused = fuse(lists, weights, k, method, normalization=normalization)  # type: ignore[arg-type]
+    expected = reference_fuse(lists, weights, k, method, 1.0, normalization)
+    assert [(f.turn_key[1], f.rrf) for f in fused] == expected
+
+
+@given(tied_lists(), st.sampled_from(["rrf", "rrf_score", "score"]))
+def test_fuse_ids_equals_fuse_on_row_lists(lists: dict[str, list[RankedRow]],
+                                           method: str) -> None:
+    # ids numbered against the key order, so only tie_key can put ties in fuse's order
+    number = {t: 100 - i for i, t in enumerate("ABCDEFG")}
+    key_of = {n: ("c", t) for t, n in number.items()}
+    arrays = {g: (np.array([number[r.turn_key[1]] for r in rs], np.int64),
+                  np.array([r.score for r in rs])) for g, rs in lists.items()}
+    result = fuse_ids(arrays, None, 60, method, tie_key=key_of.__getitem__)  # type: ignore[arg-type]
+    expected = fuse(lists, None, 60, method)  # type: ignore[arg-type]
+    assert [key_of[t] for t in result.turns.tolist()] == [f.turn_key for f in expected]
+    assert result.values.tolist() == [f.rrf for f in expected]
+    for j, f in enumerate(expected):
+        for g, name in enumerate(result.names):
+            hit = f.hits.get(name)
+            assert result.ranks[g, j] == (hit.rank if hit else 0)
+            row = int(result.rows[g, j])
+            assert (lists[name][row].row_key if row >= 0 else None) == \
+                (hit.row_key if hit else None)
+
+
+def test_fuse_ids_without_tie_key_orders_ties_by_id() -> None:
+    result = fuse_ids({"lexical": (np.array([7]), np.array([1.0])),
+                       "trigram": (np.array([3]), np.array([1.0]))})
+    assert result.turns.tolist() == [3, 7]
+
+
+def test_fuse_ids_rejects_bad_lists() -> None:
+    with pytest.raises(QueryError, match="2 turn ids but 1 scores"):
+        fuse_ids({"lexical": (np.array([1, 2]), np.array([1.0]))})
+    with pytest.raises(QueryError, match="'trigram': row at position 1 has a non-finite"):
+        fuse_ids({"trigram": (np.array([1, 2]), np.array([1.0, math.inf]))})
+    with pytest.raises(QueryError, match="unknown fusion method"):
+        fuse_ids({}, method="best")  # type: ignore[arg-type]
+
+
+def test_fuse_ids_of_nothing_is_empty() -> None:
+    result = fuse_ids({"lexical": (np.zeros(0, np.int64), np.zeros(0))})
+    assert result.turns.size == 0 and result.ranks.shape == (1, 0)
