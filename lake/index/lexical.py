@@ -46,10 +46,11 @@ import os
 import re
 import threading
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from tantivy import (
     Document,
@@ -404,25 +405,20 @@ class LexicalIndex:
         Lets a caller that merges several partitions' BM25 scores put them on one scale:
         each partition's IDF reflects only its own rows."""
         searcher = self._index.searcher()
-        parsed = parse_user_query(query)
-        words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
-        tokens = list(dict.fromkeys(t for w in words for t in self._an.stem.analyze(
-            _without_cjk(w))))[:MAX_FIELD_TOKENS]
+        tokens: tuple[str, ...] = _query_derived(("stems", query), lambda: self._stems(query))
         return searcher.num_docs, [searcher.doc_freq("text_stem", t) for t in tokens]
 
+    def _stems(self, query: str) -> tuple[str, ...]:
+        parsed = parse_user_query(query)
+        words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
+        return tuple(dict.fromkeys(t for w in words for t in self._an.stem.analyze(
+            _without_cjk(w))))[:MAX_FIELD_TOKENS]
+
     def _cached_content_query(self, query: str, context: bool) -> Query | None:
-        # A search asks every partition the same query; every index has the same schema and
-        # analyzers, so the query built for one serves all of them.
-        key = (query, context)
-        with _CONTENT_LOCK:
-            cached = _CONTENT_QUERIES.get(key)
-        if cached is None:
-            cached = (self._content_query(parse_user_query(query), context=context),)
-            with _CONTENT_LOCK:
-                while len(_CONTENT_QUERIES) >= _CONTENT_CACHE_SIZE:
-                    del _CONTENT_QUERIES[next(iter(_CONTENT_QUERIES))]
-                _CONTENT_QUERIES[key] = cached
-        return cached[0]
+        content: Query | None = _query_derived(
+            ("content", query, context),
+            lambda: self._content_query(parse_user_query(query), context=context))
+        return content
 
     def _unscored(self, values: list[str], field: str) -> Query:
         # Filters must not add to the BM25 score, or role boosts would scale them.
@@ -531,9 +527,24 @@ class LexicalIndex:
         return Query.term_query(self._schema, "text_cjk", gram)
 
 
-_CONTENT_CACHE_SIZE = 64
-_CONTENT_QUERIES: dict[tuple[str, bool], tuple[Query | None]] = {}  # oldest first
-_CONTENT_LOCK = threading.Lock()
+_DERIVED_CACHE_SIZE = 128
+_DERIVED: dict[tuple[Any, ...], Any] = {}  # oldest first
+_DERIVED_LOCK = threading.Lock()
+
+
+def _query_derived(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """What ``build`` derives from a query's text alone (its content query, its stems), kept
+    for the last queries: a search asks every partition the same query, and every index has
+    the same schema and analyzers, so what is built for one serves all of them."""
+    with _DERIVED_LOCK:
+        if key in _DERIVED:
+            return _DERIVED[key]
+    value = build()
+    with _DERIVED_LOCK:
+        while len(_DERIVED) >= _DERIVED_CACHE_SIZE:
+            del _DERIVED[next(iter(_DERIVED))]
+        _DERIVED[key] = value
+    return value
 
 
 def _encodable(value: str) -> bool:

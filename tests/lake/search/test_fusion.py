@@ -380,11 +380,28 @@ def tied_lists(draw: st.DrawFn) -> dict[str, list[RankedRow]]:
     return out
 
 
+def reference_normalize(scores: list[float], normalization: str) -> list[float]:
+    """fuse's documented normalizations (z-score floor 1), one score at a time."""
+    if not scores:
+        return []
+    if normalization == "max":
+        high = max(scores)
+        return [max(s, 0.0) / high if high > 0 else 0.0 for s in scores]
+    magnitude = max(abs(s) for s in scores)
+    if magnitude == 0:
+        return [1.0 if normalization == "minmax" else 0.0] * len(scores)
+    scaled = [s / magnitude for s in scores]
+    if normalization == "minmax":
+        low, high = min(scaled), max(scaled)
+        return [(s - low) / (high - low) if high > low else 1.0 for s in scaled]
+    mean = math.fsum(scaled) / len(scaled)
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scaled) / len(scaled))
+    return [max(0.0, (s - mean) / std - 1.0) if std > 1e-12 else 0.0 for s in scaled]
+
+
 def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float], k: int,
                    method: str, factor: float, normalization: str) -> list[tuple[str, float]]:
     """fuse's documented formulas, one turn at a time: (turn id, fused value), best first."""
-    from lake.search.fusion import _normalize
-
     rrf: dict[tuple[str, str], float] = {}
     sums: dict[tuple[str, str], float] = {}
     for name in sorted(lists):
@@ -392,7 +409,7 @@ def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float],
         if w == 0:
             continue
         collapsed = collapse_to_turns(lists[name])
-        normalized = _normalize([r.score for _, r in collapsed], normalization, 1.0)  # type: ignore[arg-type]
+        normalized = reference_normalize([r.score for _, r in collapsed], normalization)
         for i, (turn, _) in enumerate(collapsed):
             rrf[turn] = rrf.get(turn, 0.0) + w / (k + i + 1)
             sums[turn] = sums.get(turn, 0.0) + w * normalized[i]
