@@ -256,3 +256,13 @@ def test_turn_context_field_matches_the_exchange_and_can_be_switched_off(tmp_pat
     index = LexicalIndex.build(tmp_path / "ctx", docs)
     assert [d for d, _ in index.search("ingress timeout")] == [0]
     assert index.search("ingress timeout", context=False) == []
+
+
+def test_a_partition_that_fits_the_heap_is_one_segment(tmp_path: Path) -> None:
+    # Several indexing threads would each write a segment, and every search visits each.
+    rows = [LexicalDoc(i, f"row {i} about a deploy error", "user", f"u{i % 7}", f"c{i % 40}")
+            for i in range(2000)]
+    index = LexicalIndex.build(tmp_path / "ix", rows)
+    assert index.segments == 1
+    assert len(index) == 2000
+    assert docs(index.search("deploy", limit=5, user_id="u3")) == [3, 10, 17, 24, 31]
