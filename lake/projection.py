@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake.records import TurnRecord
-from lake.tables import CONTENT_ROWS, EVENTS, FILES, TS, TURN_LOGS, Table
+from lake.tables import CONTENT_ROWS, EVENTS, FILES, ROLES, TS, TURN_LOGS, Table
 
 # (tenant, app, role or None) -> ttl days, from the settings' policy.
 TtlPolicy = Callable[[str, str, str | None], int]
@@ -34,6 +35,9 @@ _MAX_US = (datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) 
 _STRING = pa.string()
 _INT32 = pa.int32()
 _INT64 = pa.int64()
+# The roles a TTL is looked up for; None is the TurnLog's own (and its events' and files').
+_TTL_ROLES: tuple[str | None, ...] = (None, *ROLES)
+_first = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -71,21 +75,25 @@ def timeline_blocks(record: TurnRecord, files: list[StoredFile]) -> list[dict[st
     """
     if record.writer != "rich":
         return []
-    cid, tid = record.conversation_id, record.turn_id
-    base = f"conv_{cid}.turn_{tid}"
+    tid = record.turn_id
+    base = f"conv_{record.conversation_id}.turn_{tid}"
     blocks: list[dict[str, Any]] = [
         {"turn_id": tid, "type": f"user.{s.event_type}", "at": s.arrived_at.isoformat(),
          "ref": f"conv:ar:{base}.submissions/{i}"}
         for i, s in enumerate(record.submissions)
     ]
-    blocks += [{"turn_id": tid, "type": "attachment", "at": record.started_at.isoformat(),
-                "ref": a.ref or f"conv:ar:{base}.attachments/{i}"}
-               for i, a in enumerate(record.attachments)]
-    blocks += [{"turn_id": tid, "type": "file", "at": record.ended_at.isoformat(), "ref": f.ref}
-               for f in files]
-    if record.summary:
-        blocks.append({"turn_id": tid, "type": "summary", "at": record.ended_at.isoformat(),
-                       "ref": f"conv:ws:{base}.summary"})
+    # Several blocks share the turn's start or end: each instant is formatted once.
+    if record.attachments:
+        started = record.started_at.isoformat()
+        blocks += [{"turn_id": tid, "type": "attachment", "at": started,
+                    "ref": a.ref or f"conv:ar:{base}.attachments/{i}"}
+                   for i, a in enumerate(record.attachments)]
+    if files or record.summary:
+        ended = record.ended_at.isoformat()
+        blocks += [{"turn_id": tid, "type": "file", "at": ended, "ref": f.ref} for f in files]
+        if record.summary:
+            blocks.append({"turn_id": tid, "type": "summary", "at": ended,
+                           "ref": f"conv:ws:{base}.summary"})
     blocks.append({"turn_id": tid, "type": "assistant.completion",
                    "at": record.completion.at.isoformat(), "ref": f"conv:ar:{base}.completion"})
     return blocks
@@ -106,8 +114,10 @@ class TurnProjector:
         self._batch_id = batch_id
         self._ingested_at = ingested_at
         self._ttl = ttl
-        # The policy is a pure function of the settings; most turns share (tenant, app).
-        self._ttl_cache: dict[tuple[str, str, str | None], int] = {}
+        # The policy is a pure function of the settings; most turns share (tenant, app), and
+        # records with their own ttl_days share a few values: role -> days, cached per each.
+        self._policy_days: dict[tuple[str, str], dict[str | None, int]] = {}
+        self._own_days: dict[int, dict[str | None, int]] = {}
         self._turns: list[tuple[Any, ...]] = []
         self._content: list[_ContentRow] = []
         self._events: list[_EventRow] = []
@@ -118,7 +128,8 @@ class TurnProjector:
             payload: str) -> None:
         """Project one accepted record (its hosted files already stored) into rows."""
         turn = self.turns
-        self._add_content_rows(turn, record)
+        days = self._days_by_role(record)
+        self._add_content_rows(turn, record, days)
         self._add_events(turn, record)
         self._files += [(turn, f.ref, f.path, f.mime, f.size, f.sha256, f.description,
                          f.storage_key) for f in files]
@@ -132,7 +143,7 @@ class TurnProjector:
             usage.cost_usd if usage else None, usage.duration_ms if usage else None,
             feedback.rating if feedback else None, bool(feedback and feedback.comment),
             orjson.dumps(blocks).decode() if blocks else "[]", record.conversation_title,
-            self._days(record, None), payload))
+            days[None], payload))
         self.turns += 1
 
     def tables(self) -> dict[Table, pa.Table]:
@@ -179,18 +190,24 @@ class TurnProjector:
             Table.FILES: self._files_table(turn, expires_at),
         }
 
-    def _days(self, record: TurnRecord, role: str | None) -> int:
-        if record.ttl_days:
-            return record.ttl_days
-        key = (record.tenant, record.app, role)
-        days = self._ttl_cache.get(key)
+    def _days_by_role(self, record: TurnRecord) -> dict[str | None, int]:
+        """The TTL in days of each role's rows (None: the TurnLog's) for a record: its own
+        ``ttl_days``, else the policy's for its tenant and app."""
+        own = record.ttl_days
+        if own:
+            days = self._own_days.get(own)
+            if days is None:
+                days = self._own_days[own] = dict.fromkeys(_TTL_ROLES, own)
+            return days
+        key = (record.tenant, record.app)
+        days = self._policy_days.get(key)
         if days is None:
-            days = self._ttl_cache[key] = self._ttl(*key)
+            days = self._policy_days[key] = {role: self._ttl(*key, role) for role in _TTL_ROLES}
         return days
 
-    def _add_content_rows(self, turn: int, record: TurnRecord) -> None:
-        days = self._days
-        user, assistant = days(record, "user"), days(record, "assistant")
+    def _add_content_rows(self, turn: int, record: TurnRecord,
+                          days: dict[str | None, int]) -> None:
+        user, assistant = days["user"], days["assistant"]
         rows = self._content
         rows += [(turn, "user", i, s.event_type, s.batch, s.arrived_at, s.text, user)
                  for i, s in enumerate(record.submissions)]
@@ -200,18 +217,18 @@ class TurnProjector:
             ended = record.ended_at
             if record.summary:
                 rows.append((turn, "summary", 0, None, None, ended, record.summary,
-                             days(record, "summary")))
+                             days["summary"]))
             if record.anchors:
-                anchor = days(record, "anchor")
+                anchor = days["anchor"]
                 rows += [(turn, "anchor", i, None, None, ended, a, anchor)
                          for i, a in enumerate(record.anchors)]
             if record.notes:
-                note = days(record, "note")
+                note = days["note"]
                 rows += [(turn, "note", i, None, None, ended, n, note)
                          for i, n in enumerate(record.notes)]
         # Attachment text is searchable whenever the writer extracted it.
         if record.attachments:
-            started, attachment = record.started_at, days(record, "attachment")
+            started, attachment = record.started_at, days["attachment"]
             rows += [(turn, "attachment", i, None, None, started, a.text, attachment)
                      for i, a in enumerate(record.attachments) if a.text]
 
@@ -225,7 +242,7 @@ class TurnProjector:
                   for s in record.steps]
         items += [(e.at, "event", e.type, e.data) for e in record.events]
         # Stable sort keeps the record's own order for events at the same instant.
-        items.sort(key=lambda item: item[0])
+        items.sort(key=_first)
         self._events += [(turn, seq, source, type_, at, orjson.dumps(data).decode())
                          for seq, (at, source, type_, data) in enumerate(items)]
 
