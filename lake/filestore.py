@@ -29,6 +29,7 @@ _STAGING = "_staging"
 # O_EXCL: a new file only (an existing one, or a symlink, takes the atomic path instead).
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _staged_names = itertools.count()  # unique within a process; the pid makes them unique
+_own_staging: set[str] = set()  # this process's subfolders of staging folders, made already
 
 
 @dataclass(frozen=True)
@@ -141,9 +142,19 @@ class FileStore:
 
     @staticmethod
     def stage(data: bytes, folder: str) -> str:
-        """Write bytes into a new file of a :meth:`staging` folder; returns its path."""
-        path = f"{folder}/{os.getpid()}-{next(_staged_names)}"
+        """Write bytes into a new file of a :meth:`staging` folder; returns its path.
+
+        Each process writes into a subfolder of its own: processes creating files in one
+        folder queue on that folder's lock (about half again the kernel time per file with
+        two ingest workers).
+        """
+        own = f"{folder}/{os.getpid()}"
+        path = f"{own}/{next(_staged_names)}"
         try:
+            if own not in _own_staging:
+                with suppress(FileExistsError):
+                    os.mkdir(own)
+                _own_staging.add(own)
             _write_new(path, data)
         except OSError as exc:
             raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
