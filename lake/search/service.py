@@ -223,7 +223,7 @@ class SearchService:
                          zscore_floor=f.zscore_floor, tie_key=parts.turn_key)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
-        best = _shown_rows(fused, [ranked[name] for name in fused.names], parts)
+        best = _shown_rows(fused, [ranked[name] for name in fused.names])
         as_of_us = int(as_of.timestamp() * _US)
         ages = ((as_of_us - parts.turn_at_us(best.slots, best.docs)) / _US).tolist()
         half_life_s = request.half_life_days * 86400.0
@@ -373,7 +373,7 @@ class _Shown(NamedTuple):
     docs: np.ndarray
 
 
-def _shown_rows(fused: FusedIds, rows: list[_Rows], parts: _Parts) -> _Shown:
+def _shown_rows(fused: FusedIds, rows: list[_Rows]) -> _Shown:
     """Each fused turn's best row in the generator that ranks it highest, ties to the
     generator first by name (fused.names are sorted)."""
     ranks = np.where(fused.ranks > 0, fused.ranks, np.iinfo(np.int64).max)
