@@ -39,7 +39,7 @@ from pipeline.prepare import (
     PreparedChunk,
     Quarantined,
     cyclic_gc_paused,
-    die_with_parent,
+    init_worker,
     prepare_chunk,
     prepare_packed,
     raw_text,
@@ -196,7 +196,7 @@ class Ingestor:
         context = multiprocessing.get_context("spawn")
         ahead = max(2 * self._workers, AHEAD_LINES // size)
         pool = ProcessPoolExecutor(self._workers, mp_context=context,
-                                   initializer=die_with_parent, initargs=(os.getpid(),))
+                                   initializer=init_worker, initargs=(os.getpid(),))
         try:
             window: deque[tuple[list[Item], Future[PreparedChunk]]] = deque()
             for chunk in chunks:

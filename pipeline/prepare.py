@@ -35,6 +35,10 @@ from pipeline.sources import SourceLine, SourceProblem
 
 TurnKey = tuple[str, str, str]
 UNSET_BATCH = ""
+# Worker malloc settings (see keep_freed_memory): blocks up to 32 MiB (the most glibc
+# accepts) come from the heap, and the heap is only trimmed past 1 GiB free.
+_MMAP_THRESHOLD = 32 * 2**20
+_TRIM_THRESHOLD = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,42 @@ class PreparedChunk:
         return len(self.positions)
 
 
+def init_worker(parent: int) -> None:
+    """Worker initializer: the worker dies with its parent (pid ``parent``) and keeps the
+    memory it frees for the next chunk."""
+    die_with_parent(parent)
+    keep_freed_memory()
+
+
 def die_with_parent(parent: int) -> None:
-    """Worker initializer: on Linux, ask the kernel to SIGKILL this worker when its parent
-    (pid ``parent``) dies, so a killed ingest leaves no orphan workers behind."""
+    """On Linux, ask the kernel to SIGKILL this worker when its parent (pid ``parent``) dies,
+    so a killed ingest leaves no orphan workers behind."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died while this worker was starting
         os._exit(1)
+
+
+def keep_freed_memory() -> None:
+    """Have glibc's malloc keep freed memory in the process rather than hand it back.
+
+    A worker allocates and frees the same tens of megabytes for every chunk (records, rows,
+    the pickled result). By default glibc maps large blocks afresh and trims the heap on
+    free, so every chunk touches new pages again: measured on the 100k-turn ingest bench,
+    3.3 page faults per turn, 0.8 with these settings, each fault ~3 us of kernel time on
+    a virtual machine. Workers live only as long as their ingest, so holding their peak
+    memory costs nothing lasting. A no-op outside glibc.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except AttributeError:  # not glibc (musl has no mallopt)
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, _MMAP_THRESHOLD)
+    mallopt(m_trim_threshold, _TRIM_THRESHOLD)
 
 
 @contextmanager
