@@ -40,6 +40,8 @@ StepStatus = Literal["started", "completed", "failed"]
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 INT64_MAX = 2**63 - 1
+# The fields of every hosted file that carry its bytes (see TurnRecord.to_json).
+_HOSTED_BYTES = {"hosted_files": {"__all__": {"content_b64", "source_path"}}}
 
 
 def _json_storable(value: dict[str, Any]) -> dict[str, Any]:
@@ -217,12 +219,15 @@ class TurnRecord(_Model):
         """The turn's identity: (tenant, conversation_id, turn_id)."""
         return (self.tenant, self.conversation_id, self.turn_id)
 
-    def to_json(self) -> str:
-        """The record as canonical JSON (field ``schema`` spelt as in the contract)."""
+    def to_json(self, *, without_hosted_bytes: bool = False) -> str:
+        """The record as canonical JSON (field ``schema`` spelt as in the contract); with
+        ``without_hosted_bytes``, its hosted files without ``content_b64`` and
+        ``source_path`` (as a TurnLog payload stores them: refs replace the bytes)."""
         # What model_dump_json(by_alias=True, exclude_none=True) does, without its Python
         # wrapper: ingest serializes every accepted record once.
+        exclude = _HOSTED_BYTES if without_hosted_bytes and self.hosted_files else None
         return self.__pydantic_serializer__.to_json(
-            self, by_alias=True, exclude_none=True).decode()
+            self, by_alias=True, exclude_none=True, exclude=exclude).decode()
 
 
 def parse_record(raw: str | bytes) -> TurnRecord:

@@ -264,12 +264,7 @@ def _resolve_files(record: TurnRecord, source: Path, files: FileStore,
 
 def _payload(record: TurnRecord) -> str:
     """The TurnLog payload: the accepted record, with hosted bytes replaced by their refs."""
-    if not record.hosted_files:
-        return record.to_json()
-    hosted = [f.model_copy(update={"content_b64": None, "source_path": None})
-              for f in record.hosted_files]
-    # model_copy skips validation, so the "exactly one source" rule does not fire here.
-    return record.model_copy(update={"hosted_files": hosted}).to_json()
+    return record.to_json(without_hosted_bytes=True)
 
 
 def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:
