@@ -207,7 +207,12 @@ class Ingestor:
                     yield items, future.result()
             while window:
                 items, future = window.popleft()
-                yield items, future.result()
+                prepared = future.result()
+                if not window:
+                    # Nothing is left to prepare: the workers exit while the last batch
+                    # commits rather than after it (a quarter of a second of teardown).
+                    pool.shutdown(wait=False)
+                yield items, prepared
         finally:
             # An ingest that stops early (a failed commit, an interrupt) must not first wait
             # for the chunks still queued ahead, which nobody will commit.
