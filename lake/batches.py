@@ -6,6 +6,7 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
     2. bytes      hosted files into the file store (moved there from <lake>/_staging/ when
                   ingest workers wrote them ahead; their folders may exist already, empty)
     3. rows       content_rows, events, files           (each row tagged with batch_id)
+                  while the bytes are synced to disk, which ends before step 4
     4. TurnLogs   turn_logs                              <- the commit point
     5. timelines  recomputed for the batch's conversations
     6. manifest removed
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -71,14 +73,19 @@ class BatchCommitter:
         # One thread: each file is a few short system calls, and threads taking turns with the
         # GIL between them cost more than the calls (twice the time on two cores).
         self._files.put_new(pending_files)
-        if pending_files:
-            self._files.sync()  # the bytes must be on disk before any row points at them
-        # Not "after_files": that name marks the files table below, and a kill by name
-        # (TURNLAKE_FAULT_AT) would never reach the second of two equal points.
-        self._faults.hit("batch.after_bytes")
-        for table in ROW_TABLES:
-            self._store.append(table, tables[table])
-            self._faults.hit(f"batch.after_{table.value}")
+        # The bytes must be on disk before a TurnLog points at them. The rows may come first:
+        # nobody sees them before their TurnLogs, and a crash rolls them back with the bytes.
+        # So the sync (mostly waiting for the disk) runs while the rows are appended.
+        with ThreadPoolExecutor(1, thread_name_prefix="turnlake-sync") as syncer:
+            synced = syncer.submit(self._files.sync) if pending_files else None
+            # Not "after_files": that name marks the files table below, and a kill by name
+            # (TURNLAKE_FAULT_AT) would never reach the second of two equal points.
+            self._faults.hit("batch.after_bytes")
+            for table in ROW_TABLES:
+                self._store.append(table, tables[table])
+                self._faults.hit(f"batch.after_{table.value}")
+            if synced is not None:
+                synced.result()
         self._store.append(Table.TURN_LOGS, logs)
         self._faults.hit("batch.after_turn_logs")
         # Selected first: filtering copies every column, and the payloads are most of the bytes.
