@@ -4,9 +4,9 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
 
     1. manifest   <lake>/_batches/<batch_id>.json  (fsync'd: the batch's file keys, conversations)
     2. bytes      hosted files into the file store (moved there from <lake>/_staging/ when
-                  ingest workers wrote them ahead; their folders may exist already, empty)
+                  ingest workers wrote them ahead; their folders may exist already, empty),
+                  then synced to disk: in a thread, while step 3 runs; done before step 4
     3. rows       content_rows, events, files           (each row tagged with batch_id)
-                  while the bytes are synced to disk, which ends before step 4
     4. TurnLogs   turn_logs                              <- the commit point
     5. timelines  recomputed for the batch's conversations
     6. manifest removed
@@ -70,22 +70,20 @@ class BatchCommitter:
             strict=True)})
         self._write_manifest(batch_id, [f.key for f in pending_files], conversations)
         self._faults.hit("batch.after_manifest")
-        # One thread: each file is a few short system calls, and threads taking turns with the
-        # GIL between them cost more than the calls (twice the time on two cores).
-        self._files.put_new(pending_files)
-        # The bytes must be on disk before a TurnLog points at them. The rows may come first:
-        # nobody sees them before their TurnLogs, and a crash rolls them back with the bytes.
-        # So the sync (mostly waiting for the disk) runs while the rows are appended.
-        with ThreadPoolExecutor(1, thread_name_prefix="turnlake-sync") as syncer:
-            synced = syncer.submit(self._files.sync) if pending_files else None
-            # Not "after_files": that name marks the files table below, and a kill by name
-            # (TURNLAKE_FAULT_AT) would never reach the second of two equal points.
-            self._faults.hit("batch.after_bytes")
+        # The bytes must be in place and on disk before a TurnLog points at them. The rows may
+        # come first: nobody sees them before their TurnLogs, and a crash rolls them back with
+        # the bytes. So the bytes are stored in a thread while the rows are appended: moving
+        # files is short system calls and the sync waits for the disk, while the appends run
+        # in deltalake without the GIL.
+        with ThreadPoolExecutor(1, thread_name_prefix="turnlake-bytes") as mover:
+            stored = mover.submit(self._store_bytes, pending_files)
             for table in ROW_TABLES:
                 self._store.append(table, tables[table])
                 self._faults.hit(f"batch.after_{table.value}")
-            if synced is not None:
-                synced.result()
+            stored.result()
+        # Not "after_files": that name marks the files table above, and a kill by name
+        # (TURNLAKE_FAULT_AT) would never reach the second of two equal points.
+        self._faults.hit("batch.after_bytes")
         self._store.append(Table.TURN_LOGS, logs)
         self._faults.hit("batch.after_turn_logs")
         # Selected first: filtering copies every column, and the payloads are most of the bytes.
@@ -94,6 +92,14 @@ class BatchCommitter:
         refresh_timelines(self._store, conversations, complete=new_logs)
         self._faults.hit("batch.after_timelines")
         self._blobs.delete(self._manifest_key(batch_id))
+
+    def _store_bytes(self, pending_files: Sequence[PendingFile]) -> None:
+        """Move a batch's hosted bytes into place and flush them to disk."""
+        # One thread: each file is a few short system calls, and threads taking turns with the
+        # GIL between them cost more than the calls (twice the time on two cores).
+        self._files.put_new(pending_files)
+        if pending_files:
+            self._files.sync()
 
     def recover(self) -> RecoveryReport:
         """Finish or roll back batches a crashed writer left; caller holds the writer lock."""
