@@ -31,7 +31,7 @@ STAGES = {
     "service.py:_lexical": "lexical generator (tantivy)",
     "service.py:_trigram": "trigram generator",
     "service.py:_fuse": "fusion + recency + hit rows",
-    "fusion.py:fuse": "  of which RRF fuse()",
+    "fusion.py:fuse_ids": "  of which RRF fusion (fuse_ids)",
     "service.py:_hit": "  of which hit materialization",
 }
 
