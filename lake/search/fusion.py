@@ -286,24 +286,27 @@ def fuse_ids(
 # Sorting replaces np.unique below: for the few hundred ids of a search it costs a fraction.
 
 
-def _first_rows(turns: np.ndarray) -> np.ndarray:
-    """Ascending positions of each turn's first (best) row."""
-    order = np.argsort(turns, kind="stable")
-    ordered = turns[order]
+def _runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A stable sorting order of ``ids`` and, along it, where each run of equal ids starts."""
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
     starts = np.ones(ordered.size, np.bool_)
     np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return order, starts
+
+
+def _first_rows(turns: np.ndarray) -> np.ndarray:
+    """Ascending positions of each turn's first (best) row."""
+    order, starts = _runs(turns)
     return np.sort(order[starts])
 
 
 def _numbered(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct ``ids`` and, for each id, its position among them."""
-    order = np.argsort(ids, kind="stable")
-    ordered = ids[order]
-    starts = np.ones(ordered.size, np.bool_)
-    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    order, starts = _runs(ids)
     where = np.empty(ids.size, np.int64)
     where[order] = np.cumsum(starts) - 1
-    return ordered[starts], where
+    return ids[order][starts], where
 
 
 def _order_ties(order: np.ndarray, values: np.ndarray, rrf: np.ndarray, turns: np.ndarray,
