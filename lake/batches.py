@@ -4,8 +4,9 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
 
     1. manifest   <lake>/_batches/<batch_id>.json  (fsync'd: the batch's file keys, conversations)
     2. bytes      hosted files into the file store (moved there from <lake>/_staging/ when
-                  ingest workers wrote them ahead; their folders may exist already, empty),
-                  then synced to disk: in a thread, while step 3 runs; done before step 4
+                  ingest workers wrote them ahead, small ones packed; their folders may exist
+                  already, empty), then synced to disk: in a thread, while step 3 runs; done
+                  before step 4
     3. rows       content_rows, events, files           (each row tagged with batch_id)
     4. TurnLogs   turn_logs                              <- the commit point
     5. timelines  recomputed for the batch's conversations
@@ -123,8 +124,7 @@ class BatchCommitter:
             else:
                 for table in ROW_TABLES:
                     self._store.delete(table, f"batch_id = '{batch_id}'")
-                for file_key in manifest["file_keys"]:
-                    self._files.delete(str(file_key))
+                self._files.discard(str(key) for key in manifest["file_keys"])
                 report.rolled_back.append(batch_id)
             self._blobs.delete(key)
         return report

@@ -11,7 +11,8 @@ executed step by step, the caller holding the writer lock::
     3. indexes       the affected partitions rebuilt (dropped when no row is left)
     4. events        rows deleted
     5. files         file catalog rows deleted
-    6. bytes         hosted file bytes deleted from the file store
+    6. bytes         hosted file bytes deleted from the file store (a packed file's range
+                     overwritten with zeros; a pack nothing points into is removed)
     7. quarantine    the job's quarantined lines deleted
     8. timelines     recomputed for the affected conversations (emptied ones disappear)
     9. vacuum        unreferenced data files removed; Delta logs checkpointed and truncated
@@ -33,11 +34,12 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.errors import LakeError
 from lake.faults import NO_FAULTS, Faults
-from lake.filestore import FileStore
+from lake.filestore import PACKED_PREFIX, FileStore, packs_of
 from lake.refs import validate_id
 from lake.retention import (
     RETENTION_DIR,
@@ -220,6 +222,15 @@ def plan_erase(store: LakeStore, settings: Settings, target: ErasureTarget, *,
     return plan
 
 
+def _referenced_packs(store: LakeStore, packs: set[str]) -> set[str]:
+    """Those of ``packs`` that some row of the files catalog still points into."""
+    if not packs or not store.exists(Table.FILES):
+        return set()
+    keys = store.read(Table.FILES, columns=["storage_key"],
+                      filter=pc.starts_with(ds.field("storage_key"), PACKED_PREFIX))
+    return packs & packs_of(keys["storage_key"].to_pylist())
+
+
 def _count(store: LakeStore, table: Table, expr: ds.Expression) -> int:
     return int(store.read(table, columns=["tenant"], filter=expr).num_rows)
 
@@ -325,7 +336,10 @@ class DeletionRunner:
         self._delete(Table.FILES, plan, outcome)
 
     def _step_bytes(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:
-        removed = sum(1 for key in plan.storage_keys if self._files.delete(key))
+        # After the files step: a pack no catalog row points into any more goes whole.
+        packs = packs_of(plan.storage_keys)
+        unreferenced = packs - _referenced_packs(self._store, packs)
+        removed = self._files.erase(plan.storage_keys, unreferenced_packs=unreferenced)
         for tenant, cid, tid in plan.turn_dirs:
             removed += self._files.delete_prefix(tenant, cid, tid)
         for tenant, cid in plan.conversation_dirs:

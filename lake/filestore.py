@@ -1,6 +1,13 @@
-"""Hosted file bytes, stored under ``<lake>/objects/<tenant>/<conversation>/<turn>/files/...``.
+"""Hosted file bytes, stored under ``<lake>/objects/``: loose or packed.
 
-One object per (turn, path) so that erasing a turn or conversation removes exactly its bytes.
+A loose file is one object per (turn, path), ``objects/<tenant>/<conversation>/<turn>/files/...``.
+A bulk ingest packs the small files of each chunk of input into one pack object,
+``objects/@packs/<name>.pack``, and a packed file's storage key names its pack and byte range
+(``@packs/<name>.pack#<offset>+<length>``): creating a file is what storing a small one costs
+(a new inode, and folders for a new turn), so one pack per chunk replaces thousands of them.
+Erasing a packed file overwrites its range with zeros, and a pack nothing points at any more
+is removed whole, so erasure still removes exactly the erased bytes.
+
 Paths are validated by the refs module; symlinks inside a local store are never followed. In an
 object-store lake the same keys name objects under the lake prefix.
 """
@@ -12,10 +19,11 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +33,12 @@ from lake.location import LakeLocation, atomic_write
 from lake.refs import normalize_relative_path, validate_id
 
 _PREFIX = "objects"
+_PACKS = "@packs"  # "@" is not allowed in ids, so no tenant folder can have this name
+PACKED_PREFIX = f"{_PACKS}/"  # how every packed storage key starts
+_PACK_KEY = re.compile(r"@packs/([0-9a-f]{32}\.pack)#([0-9]+)\+([0-9]+)")
+# Files up to this size are packed by bulk ingests; a pack is closed once it holds this much.
+PACKED_FILE_BYTES = 1 << 20
+PACK_BYTES = 64 << 20
 # Hosted bytes that ingest workers wrote ahead of their batch, under the lake root.
 _STAGING = "_staging"
 # O_EXCL: a new file only (an existing one, or a symlink, takes the atomic path instead).
@@ -39,7 +53,8 @@ _normalized = functools.lru_cache(maxsize=4096)(normalize_relative_path)
 @dataclass(frozen=True)
 class PendingFile:
     """Hosted file bytes to store under a storage key (as part of a batch): ``data``, or the
-    file ``staged`` holding them (see :meth:`FileStore.staging`)."""
+    file ``staged`` holding them (see :meth:`FileStore.staging`); for a packed key, ``staged``
+    is the staged pack, which holds the bytes of other pending files too."""
 
     key: str
     data: bytes = b""
@@ -90,11 +105,21 @@ class FileStore:
         staged file is moved into place (one rename), which replaces atomically too.
         """
         if self._remote:
+            uploaded: set[str] = set()
             for file in files:
-                self.location.blobs.write_bytes(self._object_key(file.key), _bytes_of(file))
+                packed = _packed(file.key)
+                if packed is None:
+                    self.location.blobs.write_bytes(self._object_key(file.key), _bytes_of(file))
+                elif packed.pack not in uploaded:
+                    uploaded.add(packed.pack)
+                    self.location.blobs.write_bytes(f"{_PREFIX}/{_PACKS}/{packed.pack}",
+                                                    _bytes_of(file))
             return
         folders: set[str] = set()  # folders checked during this call: each costs syscalls
         for file in files:
+            if _packed(file.key) is not None:
+                self._move_pack(file, folders)
+                continue
             target = self._local_target(file.key, folders)
             try:
                 if file.staged is not None:
@@ -105,6 +130,26 @@ class FileStore:
                 self._replace(file.key, target, file.data, durable=False)
             except OSError as exc:
                 raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
+
+    def _move_pack(self, file: PendingFile, folders: set[str]) -> None:
+        """Move a staged pack into place, once for all the pending files it holds."""
+        packed = _packed(file.key)
+        assert packed is not None
+        if file.staged is None:
+            raise LakeError(f"packed file {file.key} has no staged pack")
+        folder = f"{self._root}/{_PACKS}"
+        target = f"{folder}/{packed.pack}"
+        if target in folders:
+            return
+        if folder not in folders:
+            os.makedirs(self._root, exist_ok=True)
+            _make_folder(folder, file.key)
+            folders.add(folder)
+        try:
+            _move_staged(file.staged, target)
+        except OSError as exc:
+            raise LakeError(f"could not store pack {packed.pack}: {exc}") from exc
+        folders.add(target)
 
     @staticmethod
     def _replace(key: str, target: str, data: bytes, *, durable: bool) -> None:
@@ -152,17 +197,26 @@ class FileStore:
         folder queue on that folder's lock (about half again the kernel time per file with
         two ingest workers).
         """
-        own = f"{folder}/{os.getpid()}"
-        path = f"{own}/{next(_staged_names)}"
         try:
-            if own not in _own_staging:
-                with suppress(FileExistsError):
-                    os.mkdir(own)
-                _own_staging.add(own)
+            path = FileStore.stage_path(folder, str(next(_staged_names)))
             _write_new(path, data)
         except OSError as exc:
             raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
         return path
+
+    @staticmethod
+    def stage_path(folder: str, name: str) -> str:
+        """The path of a new staged file in this process's subfolder of a staging folder."""
+        own = f"{folder}/{os.getpid()}"
+        if own not in _own_staging:
+            try:
+                os.mkdir(own)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
+            _own_staging.add(own)
+        return f"{own}/{name}"
 
     def make_folders(self, keys: Iterable[str]) -> None:
         """Create the folders of keys whose bytes a batch will store (a no-op in an object
@@ -176,7 +230,8 @@ class FileStore:
             return
         folders: set[str] = set()
         for key in keys:
-            self._local_target(key, folders, make=_make_folder)
+            if _packed(key) is None:  # a pack needs no folder of its own
+                self._local_target(key, folders, make=_make_folder)
 
     def _local_target(self, key: str, folders: set[str], *,
                       make: Callable[[str, str], None] | None = None) -> str:
@@ -203,8 +258,15 @@ class FileStore:
         if not self._remote:
             os.sync()
 
+    def pack_writer(self, folder: str) -> PackWriter:
+        """A writer that packs small files into new packs in a :meth:`staging` folder."""
+        return PackWriter(folder)
+
     def get(self, key: str) -> bytes:
         """The bytes stored under a key."""
+        packed = _packed(key)
+        if packed is not None:
+            return self._read_packed(key, packed)
         if self._remote:
             try:
                 return self.location.blobs.read_bytes(self._object_key(key))
@@ -215,8 +277,103 @@ class FileStore:
             raise RefNotFound(f"no stored bytes for {key}")
         return path.read_bytes()
 
+    def _read_packed(self, key: str, packed: _Packed) -> bytes:
+        if self._remote:
+            try:
+                pack = self.location.blobs.read_bytes(f"{_PREFIX}/{_PACKS}/{packed.pack}")
+            except FileNotFoundError:
+                raise RefNotFound(f"no stored bytes for {key}") from None
+            data = pack[packed.offset:packed.offset + packed.length]
+        else:
+            path = self._pack_path(key, packed.pack)
+            try:
+                with open(path, "rb") as fh:
+                    data = os.pread(fh.fileno(), packed.length, packed.offset)
+            except FileNotFoundError:
+                raise RefNotFound(f"no stored bytes for {key}") from None
+        if len(data) != packed.length:
+            raise RefNotFound(f"no stored bytes for {key}: its pack is shorter than its range")
+        return data
+
+    def _pack_path(self, key: str, pack: str) -> str:
+        """The local path of a pack; a symlinked pack or packs folder is refused."""
+        folder = f"{self._root}/{_PACKS}"
+        path = f"{folder}/{pack}"
+        for probe in (folder, path):
+            with suppress(FileNotFoundError):
+                if stat.S_ISLNK(os.lstat(probe).st_mode):
+                    raise RefError(f"storage key {key!r} passes through a symlink")
+        return path
+
+    def erase(self, keys: Iterable[str], *, unreferenced_packs: Collection[str] = ()) -> int:
+        """Remove the bytes of these keys; returns how many were removed.
+
+        A loose file is deleted. A packed file's range is overwritten with zeros (each pack
+        rewritten once, atomically), except in ``unreferenced_packs`` (packs no catalog row
+        points at any more, see :func:`packs_of`), which are removed whole.
+        """
+        removed = 0
+        ranges: dict[str, list[_Packed]] = {}
+        for key in keys:
+            packed = _packed(key)
+            if packed is None:
+                removed += self.delete(key)
+            else:
+                ranges.setdefault(packed.pack, []).append(packed)
+        for pack, parts in sorted(ranges.items()):
+            if pack in unreferenced_packs:
+                removed += len(parts) if self._remove_pack(pack) else 0
+            else:
+                removed += self._blank(pack, parts)
+        return removed
+
+    def discard(self, keys: Iterable[str]) -> int:
+        """Remove the objects of a rolled-back batch: loose files, and the packs its packed
+        keys name (whole: a pack holds one batch's bytes only). Returns objects removed."""
+        removed, packs = 0, set()
+        for key in keys:
+            packed = _packed(key)
+            if packed is None:
+                removed += self.delete(key)
+            else:
+                packs.add(packed.pack)
+        return removed + sum(self._remove_pack(pack) for pack in sorted(packs))
+
+    def _remove_pack(self, pack: str) -> bool:
+        key = f"{_PREFIX}/{_PACKS}/{pack}"
+        if self._remote:
+            return self.location.blobs.delete(key)
+        path = self._pack_path(key, pack)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _blank(self, pack: str, parts: list[_Packed]) -> int:
+        """Overwrite ranges of a pack with zeros (an atomic rewrite); returns ranges blanked."""
+        key = f"{_PREFIX}/{_PACKS}/{pack}"
+        try:
+            if self._remote:
+                data = bytearray(self.location.blobs.read_bytes(key))
+            else:
+                with open(self._pack_path(key, pack), "rb") as fh:
+                    data = bytearray(fh.read())
+        except FileNotFoundError:
+            return 0  # removed already (a resumed erasure)
+        for part in parts:
+            data[part.offset:part.offset + part.length] = bytes(part.length)
+        if self._remote:
+            self.location.blobs.write_bytes(key, bytes(data))
+        else:
+            atomic_write(Path(self._pack_path(key, pack)), bytes(data), durable=True)
+        return len(parts)
+
     def delete(self, key: str) -> bool:
-        """Remove one object; True when something was removed."""
+        """Remove one object (a packed file: blank its range); True when something was
+        removed."""
+        if _packed(key) is not None:
+            return self.erase([key]) == 1
         if self._remote:
             return self.location.blobs.delete(self._object_key(key))
         path = self._path(key)
@@ -261,6 +418,89 @@ class FileStore:
             if probe.is_symlink():
                 raise RefError(f"storage key {key!r} passes through a symlink")
         return path
+
+
+def pack_key(pack: str, offset: int, length: int) -> str:
+    """The storage key of ``length`` bytes at ``offset`` in a pack."""
+    return f"{_PACKS}/{pack}#{offset}+{length}"
+
+
+def packs_of(keys: Iterable[str]) -> set[str]:
+    """The packs that packed storage keys point into (loose keys are skipped)."""
+    return {packed.pack for key in keys if (packed := _packed(key)) is not None}
+
+
+@dataclass(frozen=True)
+class _Packed:
+    pack: str
+    offset: int
+    length: int
+
+
+def _packed(key: str) -> _Packed | None:
+    """A packed key's pack and range; None for a loose key."""
+    if not key.startswith(PACKED_PREFIX):
+        return None
+    match = _PACK_KEY.fullmatch(key)
+    if match is None:
+        raise RefError(f"malformed storage key {key!r}")
+    return _Packed(match[1], int(match[2]), int(match[3]))
+
+
+class PackWriter:
+    """Packs the bytes of small files into new pack files in a staging folder, one pack per
+    :data:`PACK_BYTES`; :meth:`close` writes the last one. Used by one process at a time."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._name = ""
+        self._staged = ""
+
+    def add(self, data: bytes) -> PendingFile:
+        """Pack bytes; returns the pending file that stores them (its staged pack is written
+        by :meth:`add` or :meth:`close` later)."""
+        if not self._name or (self._parts and self._size + len(data) > PACK_BYTES):
+            self._flush()
+            self._name = f"{uuid.uuid4().hex}.pack"
+            self._staged = FileStore.stage_path(self._folder, self._name)
+        offset = self._size
+        self._parts.append(data)
+        self._size += len(data)
+        return PendingFile(pack_key(self._name, offset, len(data)), staged=self._staged)
+
+    def close(self) -> None:
+        """Write the pack still open."""
+        self._flush()
+        self._name = ""
+
+    def _flush(self) -> None:
+        if not self._parts:
+            return
+        try:
+            _write_new(self._staged, b"".join(self._parts))
+        except OSError as exc:
+            raise LakeError(f"could not stage a pack of hosted files in {self._folder}: "
+                            f"{exc}") from exc
+        self._parts, self._size = [], 0
+
+
+def blank_staged(pending: Iterable[PendingFile]) -> None:
+    """Zero the ranges of packed pending files in their staged packs: bytes a batch does not
+    store (turns it dropped as duplicates) must not ride along in a pack it does store."""
+    by_pack: dict[str, list[_Packed]] = {}
+    for file in pending:
+        packed = _packed(file.key)
+        if packed is not None and file.staged is not None:
+            by_pack.setdefault(file.staged, []).append(packed)
+    for staged, parts in by_pack.items():
+        fd = os.open(staged, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            for part in parts:
+                os.pwrite(fd, bytes(part.length), part.offset)
+        finally:
+            os.close(fd)
 
 
 def _make_folder(path: str, key: str) -> None:

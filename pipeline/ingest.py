@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 
 from lake.batches import BatchCommitter
 from lake.faults import NO_FAULTS, Faults
-from lake.filestore import FileStore, PendingFile
+from lake.filestore import FileStore, PendingFile, blank_staged
 from lake.locks import writer_lock
 from lake.records import TurnRecord
 from lake.settings import Settings
@@ -231,6 +231,7 @@ class Ingestor:
         existing = self._existing_turns({(k[0], k[1]) for c in chunks for k in c.keys})
         parts: dict[Table, list[pa.Table]] = {t: [] for t in _ROW_TABLES}
         pending: list[PendingFile] = []
+        not_stored: list[PendingFile] = []
         kept: list[tuple[TurnKey, int]] = []
         owners = existing.owners
         foreign: list[Quarantined] = []
@@ -253,7 +254,8 @@ class Ingestor:
                 kept_turns[i] = True
                 kept.append((key, prepared.starts[i]))
                 report.partitions.add((key[0], prepared.months[i]))
-            pending += [file for turn, file in chunk.pending if kept_turns[turn]]
+            for turn, file in chunk.pending:
+                (pending if kept_turns[turn] else not_stored).append(file)
             for table in _ROW_TABLES:
                 parts[table].append(_without_turns(chunk.tables[table], drop))
         if foreign:
@@ -261,6 +263,8 @@ class Ingestor:
             new = self._not_yet_quarantined(foreign)
             if new:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
+        # Dropped turns' bytes may share a pack with kept ones: blanked before it is stored.
+        blank_staged(not_stored)
         if not kept:
             return
         tables = {t: _with_batch_id(pa.concat_tables(parts[t]), batch_id) for t in _ROW_TABLES}

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lake.errors import RecordError, RefError
-from lake.filestore import FileStore, PendingFile
+from lake.filestore import PACKED_FILE_BYTES, FileStore, PackWriter, PendingFile
 from lake.projection import StoredFile, TurnProjector
 from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
@@ -190,6 +190,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                               ttl=settings.ttl_days_for)
     seen: set[TurnKey] = set()
     limit = settings.max_hosted_file_bytes
+    packs = files.pack_writer(staging) if staging is not None else None
     for position, item in enumerate(items):
         if isinstance(item, SourceProblem):
             chunk.quarantined.append(Quarantined(str(item.path), item.line, item.reason, ""))
@@ -198,7 +199,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
             if not item.raw.isascii():
                 _check_utf8(item.raw)
             record = parse_record(item.raw)
-            stored, pending = _resolve_files(record, item.path, files, limit)
+            hosted = _read_hosted_files(record, item.path, files, limit)
         except (RecordError, RefError) as exc:
             chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc),
                                                  raw_text(item.raw)))
@@ -208,13 +209,16 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
             chunk.duplicates += 1
             continue
         seen.add(key)
-        if pending:
-            if staging is not None:
-                pending = [PendingFile(p.key, staged=files.stage(p.data, staging))
-                           for p in pending]
-            chunk.pending += [(projector.turns, p) for p in pending]
+        stored: list[StoredFile] = []
+        for file in hosted:
+            # Only now, with the turn accepted: nothing is staged for a refused line.
+            pending = _place(file, files, staging, packs)
+            stored.append(file.stored(pending.key))
+            chunk.pending.append((projector.turns, pending))
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
         chunk.positions.append(position)
+    if packs is not None:
+        packs.close()
     chunk.tables = projector.tables()
     # Outside the per-line handling: a symlinked folder in the store is the lake's problem,
     # not the line's, and fails the ingest as storing the bytes would.
@@ -236,10 +240,38 @@ def _check_utf8(raw: bytes) -> None:
             raise RecordError("line is not valid UTF-8") from None
 
 
-def _resolve_files(record: TurnRecord, source: Path, files: FileStore,
-                   limit: int) -> tuple[list[StoredFile], list[PendingFile]]:
-    stored: list[StoredFile] = []
-    pending: list[PendingFile] = []
+@dataclass(frozen=True)
+class _HostedBytes:
+    """A hosted file of a record, checked and read, not yet placed in the store."""
+
+    ref: str
+    path: str
+    mime: str
+    description: str | None
+    data: bytes
+    loose_key: str  # its key as a loose object
+
+    def stored(self, storage_key: str) -> StoredFile:
+        """Its catalog entry once stored under ``storage_key``."""
+        return StoredFile(ref=self.ref, path=self.path, mime=self.mime, size=len(self.data),
+                          sha256=hashlib.sha256(self.data).hexdigest(),
+                          storage_key=storage_key, description=self.description)
+
+
+def _place(file: _HostedBytes, files: FileStore, staging: str | None,
+           packs: PackWriter | None) -> PendingFile:
+    """Where a hosted file's bytes go: into a pack (small files, in a worker), a staged file
+    of their own (large ones, in a worker), or to the commit as they are (no staging)."""
+    if staging is None or packs is None:
+        return PendingFile(file.loose_key, file.data)
+    if len(file.data) <= PACKED_FILE_BYTES:
+        return packs.add(file.data)
+    return PendingFile(file.loose_key, staged=files.stage(file.data, staging))
+
+
+def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
+                       limit: int) -> list[_HostedBytes]:
+    hosted_bytes: list[_HostedBytes] = []
     seen_paths: set[str] = set()
     for hosted in record.hosted_files:
         key = files.key_for(record.tenant, record.conversation_id, record.turn_id, hosted.path)
@@ -253,13 +285,11 @@ def _resolve_files(record: TurnRecord, source: Path, files: FileStore,
         if len(data) > limit:
             raise RecordError(f"hosted file {hosted.path} is {len(data)} bytes, over the "
                               f"{limit}-byte limit", field="hosted_files")
-        stored.append(StoredFile(
+        hosted_bytes.append(_HostedBytes(
             ref=file_ref(record.conversation_id, record.turn_id, hosted.path),
-            path=hosted.path, mime=hosted.mime, size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(), storage_key=key,
-            description=hosted.description))
-        pending.append(PendingFile(key, data))
-    return stored, pending
+            path=hosted.path, mime=hosted.mime, description=hosted.description, data=data,
+            loose_key=key))
+    return hosted_bytes
 
 
 def _payload(record: TurnRecord) -> str:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lake.errors import RefError
-from lake.filestore import FileStore, PendingFile
+from lake import filestore
+from lake.errors import RefError, RefNotFound
+from lake.filestore import FileStore, PendingFile, blank_staged, packs_of
 
 KEY = "acme/c-1/t-0001/files/sub/a.csv"
 
@@ -107,3 +108,99 @@ def test_clear_staging_removes_what_crashed_runs_left(tmp_path: Path) -> None:
     store.clear_staging()
     assert not (tmp_path / "_staging").exists()
     store.clear_staging()  # nothing to clear is fine
+
+
+def _packed(store: FileStore, folder: str, blobs: list[bytes]) -> list[PendingFile]:
+    writer = store.pack_writer(folder)
+    pending = [writer.add(data) for data in blobs]
+    writer.close()
+    return pending
+
+
+def test_small_files_share_one_pack_and_read_back_by_range(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    with store.staging() as folder:
+        assert folder is not None
+        pending = _packed(store, folder, [b"first", b"", b"third file"])
+        assert len({p.staged for p in pending}) == 1
+        store.put_new(pending)
+    assert [store.get(p.key) for p in pending] == [b"first", b"", b"third file"]
+    [pack] = (tmp_path / "objects" / "@packs").iterdir()
+    assert pack.read_bytes() == b"firstthird file"
+    assert packs_of([p.key for p in pending] + [KEY]) == {pack.name}
+
+
+def test_a_full_pack_is_closed_and_a_new_one_begun(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(filestore, "PACK_BYTES", 8)
+    store = FileStore(tmp_path)
+    with store.staging() as folder:
+        assert folder is not None
+        pending = _packed(store, folder, [b"12345", b"678", b"9abcdef", b"0"])
+        store.put_new(pending)
+    assert len({p.staged for p in pending}) == 2  # 5+3 fill the first, 7+1 the second
+    assert [store.get(p.key) for p in pending] == [b"12345", b"678", b"9abcdef", b"0"]
+
+
+def test_erasing_a_packed_file_zeroes_its_range_and_keeps_the_rest(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    with store.staging() as folder:
+        assert folder is not None
+        secret, kept = _packed(store, folder, [b"secret", b"kept"])
+        store.put_new([secret, kept])
+    assert store.erase([secret.key]) == 1
+    [pack] = (tmp_path / "objects" / "@packs").iterdir()
+    assert pack.read_bytes() == bytes(6) + b"kept"
+    assert store.get(kept.key) == b"kept"
+    assert store.erase([secret.key]) == 1  # a resumed erasure blanks it again, harmlessly
+    # A pack no catalog row points into any more is removed whole.
+    assert store.erase([kept.key], unreferenced_packs=packs_of([kept.key])) == 1
+    assert not list((tmp_path / "objects" / "@packs").iterdir())
+    assert store.erase([kept.key]) == 0
+    with pytest.raises(RefNotFound):
+        store.get(kept.key)
+
+
+def test_a_rolled_back_batch_discards_its_packs_and_loose_files(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    with store.staging() as folder:
+        assert folder is not None
+        pending = [*_packed(store, folder, [b"a", b"b"]), PendingFile(KEY, b"loose")]
+        store.put_new(pending)
+    assert store.discard(p.key for p in pending) == 2
+    assert [p for p in (tmp_path / "objects").rglob("*") if p.is_file()] == []
+
+
+def test_staged_ranges_of_dropped_files_are_blanked(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    with store.staging() as folder:
+        assert folder is not None
+        dropped, kept = _packed(store, folder, [b"dropped", b"kept"])
+        blank_staged([dropped])
+        store.put_new([kept])
+    [pack] = (tmp_path / "objects" / "@packs").iterdir()
+    assert pack.read_bytes() == bytes(7) + b"kept"
+
+
+@pytest.mark.parametrize("key", ["@packs/abc.pack#0+1", "@packs/" + "0" * 32 + ".pack#0",
+                                 "@packs/" + "0" * 32 + ".pack#-1+2",
+                                 "@packs/../" + "0" * 32 + ".pack#0+1"])
+def test_a_malformed_packed_key_is_refused(tmp_path: Path, key: str) -> None:
+    with pytest.raises(RefError, match="malformed storage key"):
+        FileStore(tmp_path).get(key)
+
+
+def test_a_symlinked_pack_is_refused_and_a_short_one_not_found(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    packs = tmp_path / "objects" / "@packs"
+    packs.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not the lake's")
+    name = "0" * 32 + ".pack"
+    (packs / name).symlink_to(outside)
+    with pytest.raises(RefError, match="symlink"):
+        store.get(f"@packs/{name}#0+3")
+    (packs / name).unlink()
+    (packs / name).write_bytes(b"ab")
+    with pytest.raises(RefNotFound, match="shorter"):
+        store.get(f"@packs/{name}#1+5")

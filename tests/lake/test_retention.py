@@ -3,6 +3,7 @@ plans and their runner, and the store operations purges rely on."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ from factories import make_record, rich_record, write_jsonl
 
 from lake.erasure import DeletionRunner, plan_erase, plan_purge
 from lake.errors import QueryError, RefError
+from lake.filestore import FileStore
 from lake.retention import (
     AuditEntry,
     DeletionPlan,
@@ -30,7 +32,7 @@ from lake.retention import (
 from lake.settings import RetentionRule, Settings
 from lake.store import LakeStore, Partition
 from lake.tables import Table
-from pipeline.ingest import Ingestor
+from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
@@ -238,3 +240,38 @@ def _shifted(record: dict[str, Any], delta: timedelta) -> dict[str, Any]:
             return (datetime.fromisoformat(value) + delta).isoformat()
         return value
     return {k: move(v) for k, v in record.items()}
+
+
+def test_erasing_packed_files_blanks_their_bytes_and_drops_emptied_packs(
+        tmp_path: Path) -> None:
+    # A large input is prepared by workers, which pack small hosted files: the two
+    # conversations' files share one pack.
+    settings = Settings(lake=tmp_path / "lake")
+
+    def hosted(text: str) -> list[dict[str, str]]:
+        return [{"path": "files/notes.md", "mime": "text/markdown",
+                 "content_b64": base64.b64encode(text.encode()).decode()}]
+
+    records = [make_record(i, conversation=f"c-{i % 2}",
+                           hosted_files=hosted(f"marker-{i}") if i < 4 else [])
+               for i in range(PARALLEL_MIN_LINES)]
+    Ingestor(settings, workers=2).ingest_paths([write_jsonl(tmp_path / "in.jsonl", records)])
+    store = LakeStore(settings.lake)
+    packs = settings.lake / "objects" / "@packs"
+    [pack] = packs.iterdir()
+
+    def erase(conversation: str) -> None:
+        plan = plan_erase(store, settings, ErasureTarget.parse("acme", conversation=conversation),
+                          actor="dpo")
+        DeletionRunner(store, settings, rebuild=lambda _: None).run(plan)
+
+    erase("c-0")
+    data = pack.read_bytes()
+    assert b"marker-0" not in data and b"marker-2" not in data
+    assert b"marker-1" in data and b"marker-3" in data
+    files = FileStore(settings.lake)
+    left = store.read(Table.FILES, columns=["turn_id", "storage_key"]).to_pylist()
+    assert {r["turn_id"]: files.get(r["storage_key"]) for r in left} == {
+        "t-0001": b"marker-1", "t-0003": b"marker-3"}
+    erase("c-1")
+    assert list(packs.iterdir()) == []

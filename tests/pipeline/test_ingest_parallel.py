@@ -5,17 +5,19 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.dataset as ds
 from factories import make_record, write_jsonl
 
-from lake.filestore import FileStore
+from lake.filestore import PACKED_FILE_BYTES, FileStore
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
-from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
+from pipeline.ingest import CHUNK_LINES, PARALLEL_MIN_LINES, Ingestor
 from pipeline.prepare import PackedLines, prepare_packed
 from pipeline.sources import SourceLine, SourceProblem
 
@@ -23,6 +25,21 @@ from pipeline.sources import SourceLine, SourceProblem
 def _hosted(text: str) -> list[dict[str, str]]:
     return [{"path": "files/notes.md", "mime": "text/markdown",
              "content_b64": base64.b64encode(text.encode()).decode()}]
+
+
+def _stored(settings: Settings, conversation: str, turn: str) -> bytes:
+    """The bytes the catalog names for a turn's notes.md."""
+    rows = LakeStore(settings.lake).read(
+        Table.FILES, columns=["storage_key"],
+        filter=(ds.field("conversation_id") == conversation) & (ds.field("turn_id") == turn))
+    [key] = rows["storage_key"].to_pylist()
+    return FileStore(settings.lake).get(key)
+
+
+def _object_bytes(settings: Settings) -> bytes:
+    """Everything stored under objects/, concatenated."""
+    return b"".join(p.read_bytes() for p in sorted((settings.lake / "objects").rglob("*"))
+                    if p.is_file())
 
 
 def test_foreign_turns_and_duplicates_are_handled_alike_with_and_without_workers(
@@ -67,10 +84,11 @@ def test_a_duplicate_turn_never_rewrites_the_stored_bytes(tmp_path: Path) -> Non
     report = Ingestor(settings, workers=2).ingest_paths([path])
     assert (report.accepted, report.duplicates, report.files_stored) == (
         PARALLEL_MIN_LINES + 1, 2, 1)
-    files = FileStore(settings.lake)
-    assert files.get("acme/c-x/t-0000/files/notes.md") == b"original"
-    assert files.get("acme/c-x/t-0001/files/notes.md") == b"kept"
-    # The workers staged every copy; what no batch moved into place went with the run.
+    assert _stored(settings, "c-x", "t-0000") == b"original"
+    assert _stored(settings, "c-x", "t-0001") == b"kept"
+    # The workers staged every copy: the refused one shared a pack with "kept", and was
+    # blanked before that pack was stored; what no batch moved into place went with the run.
+    assert b"changed" not in _object_bytes(settings)
     assert not (settings.lake / "_staging").exists()
 
 
@@ -86,10 +104,12 @@ def test_bytes_a_crashed_run_staged_are_swept_by_the_next_writer(tmp_path: Path)
         [write_jsonl(tmp_path / "in.jsonl", records)])
     assert report.files_stored == PARALLEL_MIN_LINES // 1000
     assert not (settings.lake / "_staging").exists()
-    files = FileStore(settings.lake)
-    assert files.get("acme/c-10/t-3000/files/notes.md") == b"n3000"
+    assert _stored(settings, "c-10", "t-3000") == b"n3000"
+    # Small files are packed: one pack per chunk of input, nothing loose.
     stored = sorted(p for p in (settings.lake / "objects").rglob("*") if p.is_file())
-    assert len(stored) == PARALLEL_MIN_LINES // 1000
+    assert len(stored) == PARALLEL_MIN_LINES // CHUNK_LINES
+    assert {p.parent.name for p in stored} == {"@packs"}
+    assert b"staged by a killed worker" not in _object_bytes(settings)
 
 
 def test_packed_lines_come_back_as_read(tmp_path: Path) -> None:
@@ -123,8 +143,30 @@ def test_a_worker_stages_hosted_bytes_instead_of_returning_them(tmp_path: Path) 
         assert folder is not None
         chunk = prepare_packed(PackedLines.of(items), settings, folder)
         [(turn, pending)] = chunk.pending
-        assert (turn, pending.key, pending.data) == (0, "acme/c-x/t-0000/files/notes.md", b"")
+        assert (turn, pending.data) == (0, b"")
+        assert re.fullmatch(r"@packs/[0-9a-f]{32}\.pack#0\+6", pending.key)
         assert pending.staged is not None and pending.staged.startswith(folder)
         assert Path(pending.staged).read_bytes() == b"staged"
-        # The worker also made the turn's folders, so the commit only moves the file.
+        [key] = chunk.tables[Table.FILES]["storage_key"].to_pylist()
+        assert key == pending.key
+        # A pack needs no folders of the turn's.
+        assert not (settings.lake / "objects" / "acme").exists()
+
+
+def test_a_worker_stages_a_large_file_on_its_own(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake")
+    big = b"x" * (PACKED_FILE_BYTES + 1)
+    record = make_record(0, conversation="c-x", hosted_files=[
+        {"path": "files/big.bin", "mime": "application/octet-stream",
+         "content_b64": base64.b64encode(big).decode()}, *_hosted("small")])
+    items: list[SourceLine | SourceProblem] = [
+        SourceLine(tmp_path / "in.jsonl", 1, json.dumps(record).encode())]
+    with FileStore(settings.lake).staging() as folder:
+        assert folder is not None
+        chunk = prepare_packed(PackedLines.of(items), settings, folder)
+        [(_, large), (_, small)] = chunk.pending
+        assert large.key == "acme/c-x/t-0000/files/big.bin"
+        assert large.staged is not None and Path(large.staged).read_bytes() == big
+        assert small.key.startswith("@packs/")
+        # The large file's folders are made ahead, as its commit only moves it.
         assert (settings.lake / "objects" / "acme" / "c-x" / "t-0000" / "files").is_dir()
