@@ -22,7 +22,7 @@ import pyarrow.feather as feather
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import TurnlakeError
-from lake.filestore import FileStore
+from lake.filestore import FileStore, packs_of
 from lake.index.manifest import read_current
 from lake.index.partition import ROWS_FILE
 from lake.index.status import partition_statuses
@@ -140,6 +140,7 @@ def audit_lake(root: Path, *, query: str = COMMON_WORD) -> Audit:
     dup_rows = live_rows.group_by(["tenant", "row_id"]).len().filter(pl.col("len") > 1)
     audit.problems += [f"row {t}/{r} stored {n} times" for t, r, n in dup_rows.iter_rows()]
     _check_complete(store, logs, live_rows, events, files, audit)
+    _check_objects(root, files, audit)
     now = datetime.now(UTC)
     live = logs.filter(pl.col("expires_at") > now)
     listed = _frame(store, Table.TIMELINES, ["tenant"])["tenant"].to_list()
@@ -180,6 +181,22 @@ def _check_complete(store: LakeStore, logs: pl.DataFrame, rows: pl.DataFrame,
                     audit.problems.append(f"bytes of {skey} do not match their sha256")
             except TurnlakeError as exc:
                 audit.problems.append(f"bytes of {skey} missing: {exc}")
+
+
+def _check_objects(root: Path, files: pl.DataFrame, audit: Audit) -> None:
+    """Every stored object, loose file or pack, is one the file catalog points at (unless a
+    crashed job is still to be finished or rolled back)."""
+    objects = root / "objects"
+    if audit.pending or list((root / "_batches").glob("*.json")) or not objects.is_dir():
+        return
+    keys = files["storage_key"].to_list()
+    packs = packs_of(keys)
+    for path in sorted(p for p in objects.rglob("*") if p.is_file()):
+        key = path.relative_to(objects).as_posix()
+        if path.parent.name == "@packs" and path.name not in packs:
+            audit.problems.append(f"pack {key} holds no file of the catalog")
+        elif path.parent.name != "@packs" and key not in keys:
+            audit.problems.append(f"object {key} is no file of the catalog")
 
 
 def _check_readers(store: LakeStore, tenant: str, live: pl.DataFrame, audit: Audit) -> None:

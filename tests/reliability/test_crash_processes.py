@@ -244,6 +244,7 @@ class WorkerKill:
     visible_after_kill: int
     stored_after_rerun: list[tuple[str, str]]
     pending_after_rerun: list[str]
+    problems_after_rerun: list[str]
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +253,8 @@ def worker_kill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerKill
     root = tmp_path_factory.mktemp("workers")
     lake, n = root / "lake", PARALLEL_MIN_LINES + 100
     path = write_records(root / "big.jsonl",
-                         [turn_record(i, conversation=f"c-{i % 40}") for i in range(n)])
+                         [turn_record(i, conversation=f"c-{i % 40}", rich=i % 50 == 0)
+                          for i in range(n)])
     proc = subprocess.Popen(cli_argv(lake, ("ingest", path, "--no-embed", "--no-index")),
                             env=cli_env(None), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -275,7 +277,8 @@ def worker_kill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerKill
     logs = store.read(Table.TURN_LOGS, columns=["conversation_id", "turn_id"])
     yield WorkerKill(n, workers, exited, visible,
                      list(zip(logs["conversation_id"].to_pylist(), logs["turn_id"].to_pylist(),
-                              strict=True)), pending_manifests(lake))
+                              strict=True)), pending_manifests(lake),
+                     audit_lake(lake).problems)
 
 
 def test_ingest_killed_while_its_worker_processes_run(worker_kill: WorkerKill,
@@ -285,6 +288,8 @@ def test_ingest_killed_while_its_worker_processes_run(worker_kill: WorkerKill,
     stored = worker_kill.stored_after_rerun
     assert len(stored) == len(set(stored)) == worker_kill.turns
     assert worker_kill.pending_after_rerun == []
+    # Every turn whole, every packed file readable, no pack of the killed run left behind.
+    assert worker_kill.problems_after_rerun == []
     kill_log.record("ingest (worker processes)", 1, 1,
                     f"{worker_kill.turns} turns each present once after re-run")
 
