@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -48,9 +49,12 @@ def bench_ingest(turns: int) -> dict[str, Any]:
                                 now=datetime(2026, 11, 1, tzinfo=UTC)))
     root = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     workers = min(4, os.cpu_count() or 1)  # as `turnlake ingest` does
-    t = time.perf_counter()
-    report = Ingestor(Settings(lake=root / "lake"), workers=workers).ingest_records(lines)
-    seconds = time.perf_counter() - t
+    try:
+        t = time.perf_counter()
+        report = Ingestor(Settings(lake=root / "lake"), workers=workers).ingest_records(lines)
+        seconds = time.perf_counter() - t
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     return {"turns": report.accepted, "workers": workers, "seconds": round(seconds, 2),
             "turns_per_s": round(report.accepted / seconds), "rows": report.rows_written}
 
