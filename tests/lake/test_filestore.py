@@ -204,3 +204,17 @@ def test_a_symlinked_pack_is_refused_and_a_short_one_not_found(tmp_path: Path) -
     (packs / name).write_bytes(b"ab")
     with pytest.raises(RefNotFound, match="shorter"):
         store.get(f"@packs/{name}#1+5")
+
+
+def test_a_symlinked_packs_folder_is_refused_when_a_pack_is_stored(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "lake")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "lake" / "objects").mkdir(parents=True)
+    (tmp_path / "lake" / "objects" / "@packs").symlink_to(elsewhere)
+    with store.staging() as folder:
+        assert folder is not None
+        pending = _packed(store, folder, [b"bytes"])
+        with pytest.raises(RefError, match="symlink"):
+            store.put_new(pending)
+    assert list(elsewhere.iterdir()) == []
