@@ -495,12 +495,16 @@ def blank_staged(pending: Iterable[PendingFile]) -> None:
         if packed is not None and file.staged is not None:
             by_pack.setdefault(file.staged, []).append(packed)
     for staged, parts in by_pack.items():
-        fd = os.open(staged, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            for part in parts:
-                os.pwrite(fd, bytes(part.length), part.offset)
-        finally:
-            os.close(fd)
+            fd = os.open(staged, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                for part in parts:
+                    os.pwrite(fd, bytes(part.length), part.offset)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise LakeError(f"could not blank refused bytes in staged pack {staged}: "
+                            f"{exc}") from exc
 
 
 def _make_folder(path: str, key: str) -> None:

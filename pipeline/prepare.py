@@ -3,8 +3,9 @@
 This is the CPU-heavy half of ingest and changes nothing a reader or a later batch can see, so
 chunks can be prepared in worker processes while the main process deduplicates, numbers and
 commits them in order. Its only writes are the costly file-system half of storing hosted
-bytes: the (empty) folders of their storage keys, and, in worker processes, the bytes in the
-run's staging folder, from which a batch's commit moves them into place.
+bytes: in worker processes, the bytes in the run's staging folder (small files packed, one pack
+per chunk, large ones each in a file of its own, whose key's folders are made too), from which
+a batch's commit moves them into place.
 """
 
 from __future__ import annotations
