@@ -112,13 +112,14 @@ class FileStore:
                     self.location.blobs.write_bytes(self._object_key(file.key), _bytes_of(file))
                 elif packed.pack not in uploaded:
                     uploaded.add(packed.pack)
-                    self.location.blobs.write_bytes(f"{_PREFIX}/{_PACKS}/{packed.pack}",
+                    self.location.blobs.write_bytes(_pack_object(packed.pack),
                                                     _bytes_of(file))
             return
         folders: set[str] = set()  # folders checked during this call: each costs syscalls
         for file in files:
-            if _packed(file.key) is not None:
-                self._move_pack(file, folders)
+            packed = _packed(file.key)
+            if packed is not None:
+                self._move_pack(file, packed, folders)
                 continue
             target = self._local_target(file.key, folders)
             try:
@@ -131,10 +132,8 @@ class FileStore:
             except OSError as exc:
                 raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
 
-    def _move_pack(self, file: PendingFile, folders: set[str]) -> None:
+    def _move_pack(self, file: PendingFile, packed: _Packed, folders: set[str]) -> None:
         """Move a staged pack into place, once for all the pending files it holds."""
-        packed = _packed(file.key)
-        assert packed is not None
         if file.staged is None:
             raise LakeError(f"packed file {file.key} has no staged pack")
         folder = f"{self._root}/{_PACKS}"
@@ -258,10 +257,6 @@ class FileStore:
         if not self._remote:
             os.sync()
 
-    def pack_writer(self, folder: str) -> PackWriter:
-        """A writer that packs small files into new packs in a :meth:`staging` folder."""
-        return PackWriter(folder)
-
     def get(self, key: str) -> bytes:
         """The bytes stored under a key."""
         packed = _packed(key)
@@ -280,7 +275,7 @@ class FileStore:
     def _read_packed(self, key: str, packed: _Packed) -> bytes:
         if self._remote:
             try:
-                pack = self.location.blobs.read_bytes(f"{_PREFIX}/{_PACKS}/{packed.pack}")
+                pack = self.location.blobs.read_bytes(_pack_object(packed.pack))
             except FileNotFoundError:
                 raise RefNotFound(f"no stored bytes for {key}") from None
             data = pack[packed.offset:packed.offset + packed.length]
@@ -340,7 +335,7 @@ class FileStore:
         return removed + sum(self._remove_pack(pack) for pack in sorted(packs))
 
     def _remove_pack(self, pack: str) -> bool:
-        key = f"{_PREFIX}/{_PACKS}/{pack}"
+        key = _pack_object(pack)
         if self._remote:
             return self.location.blobs.delete(key)
         path = self._pack_path(key, pack)
@@ -352,7 +347,7 @@ class FileStore:
 
     def _blank(self, pack: str, parts: list[_Packed]) -> int:
         """Overwrite ranges of a pack with zeros (an atomic rewrite); returns ranges blanked."""
-        key = f"{_PREFIX}/{_PACKS}/{pack}"
+        key = _pack_object(pack)
         try:
             if self._remote:
                 data = bytearray(self.location.blobs.read_bytes(key))
@@ -423,6 +418,11 @@ class FileStore:
 def pack_key(pack: str, offset: int, length: int) -> str:
     """The storage key of ``length`` bytes at ``offset`` in a pack."""
     return f"{_PACKS}/{pack}#{offset}+{length}"
+
+
+def _pack_object(pack: str) -> str:
+    """A pack's object key under the lake root."""
+    return f"{_PREFIX}/{_PACKS}/{pack}"
 
 
 def packs_of(keys: Iterable[str]) -> set[str]:

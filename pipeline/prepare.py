@@ -19,7 +19,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -191,7 +191,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                               ttl=settings.ttl_days_for)
     seen: set[TurnKey] = set()
     limit = settings.max_hosted_file_bytes
-    packs = files.pack_writer(staging) if staging is not None else None
+    packs = PackWriter(staging) if staging is not None else None
     for position, item in enumerate(items):
         if isinstance(item, SourceProblem):
             chunk.quarantined.append(Quarantined(str(item.path), item.line, item.reason, ""))
@@ -211,10 +211,10 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
             continue
         seen.add(key)
         stored: list[StoredFile] = []
-        for file in hosted:
+        for file, data in hosted:
             # Only now, with the turn accepted: nothing is staged for a refused line.
-            pending = _place(file, files, staging, packs)
-            stored.append(file.stored(pending.key))
+            pending = _place(file.storage_key, data, files, staging, packs)
+            stored.append(replace(file, storage_key=pending.key))
             chunk.pending.append((projector.turns, pending))
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
         chunk.positions.append(position)
@@ -241,38 +241,23 @@ def _check_utf8(raw: bytes) -> None:
             raise RecordError("line is not valid UTF-8") from None
 
 
-@dataclass(frozen=True)
-class _HostedBytes:
-    """A hosted file of a record, checked and read, not yet placed in the store."""
-
-    ref: str
-    path: str
-    mime: str
-    description: str | None
-    data: bytes
-    loose_key: str  # its key as a loose object
-
-    def stored(self, storage_key: str) -> StoredFile:
-        """Its catalog entry once stored under ``storage_key``."""
-        return StoredFile(ref=self.ref, path=self.path, mime=self.mime, size=len(self.data),
-                          sha256=hashlib.sha256(self.data).hexdigest(),
-                          storage_key=storage_key, description=self.description)
-
-
-def _place(file: _HostedBytes, files: FileStore, staging: str | None,
+def _place(loose_key: str, data: bytes, files: FileStore, staging: str | None,
            packs: PackWriter | None) -> PendingFile:
     """Where a hosted file's bytes go: into a pack (small files, in a worker), a staged file
-    of their own (large ones, in a worker), or to the commit as they are (no staging)."""
+    of their own under ``loose_key`` (large ones, in a worker), or to the commit as they are
+    (no staging)."""
     if staging is None or packs is None:
-        return PendingFile(file.loose_key, file.data)
-    if len(file.data) <= PACKED_FILE_BYTES:
-        return packs.add(file.data)
-    return PendingFile(file.loose_key, staged=files.stage(file.data, staging))
+        return PendingFile(loose_key, data)
+    if len(data) <= PACKED_FILE_BYTES:
+        return packs.add(data)
+    return PendingFile(loose_key, staged=files.stage(data, staging))
 
 
 def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
-                       limit: int) -> list[_HostedBytes]:
-    hosted_bytes: list[_HostedBytes] = []
+                       limit: int) -> list[tuple[StoredFile, bytes]]:
+    """A record's hosted files, checked and read: each catalog entry (keyed as a loose
+    object until placed) with its bytes."""
+    hosted_bytes: list[tuple[StoredFile, bytes]] = []
     seen_paths: set[str] = set()
     for hosted in record.hosted_files:
         key = files.key_for(record.tenant, record.conversation_id, record.turn_id, hosted.path)
@@ -286,10 +271,11 @@ def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
         if len(data) > limit:
             raise RecordError(f"hosted file {hosted.path} is {len(data)} bytes, over the "
                               f"{limit}-byte limit", field="hosted_files")
-        hosted_bytes.append(_HostedBytes(
+        hosted_bytes.append((StoredFile(
             ref=file_ref(record.conversation_id, record.turn_id, hosted.path),
-            path=hosted.path, mime=hosted.mime, description=hosted.description, data=data,
-            loose_key=key))
+            path=hosted.path, mime=hosted.mime, size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(), storage_key=key,
+            description=hosted.description), data))
     return hosted_bytes
 
 

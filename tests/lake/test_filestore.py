@@ -9,7 +9,7 @@ import pytest
 
 from lake import filestore
 from lake.errors import RefError, RefNotFound
-from lake.filestore import FileStore, PendingFile, blank_staged, packs_of
+from lake.filestore import FileStore, PackWriter, PendingFile, blank_staged, packs_of
 
 KEY = "acme/c-1/t-0001/files/sub/a.csv"
 
@@ -111,7 +111,7 @@ def test_clear_staging_removes_what_crashed_runs_left(tmp_path: Path) -> None:
 
 
 def _packed(store: FileStore, folder: str, blobs: list[bytes]) -> list[PendingFile]:
-    writer = store.pack_writer(folder)
+    writer = PackWriter(folder)
     pending = [writer.add(data) for data in blobs]
     writer.close()
     return pending
