@@ -93,6 +93,7 @@ class _Prepared:
 
     @classmethod
     def of(cls, items: list[Item], chunk: PreparedChunk) -> _Prepared:
+        chunk.unspill()
         logs = chunk.tables[Table.TURN_LOGS]
         keys = list(zip(logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
                         logs["turn_id"].to_pylist(), strict=True))

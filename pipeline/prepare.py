@@ -2,10 +2,11 @@
 
 This is the CPU-heavy half of ingest and changes nothing a reader or a later batch can see, so
 chunks can be prepared in worker processes while the main process deduplicates, numbers and
-commits them in order. Its only writes are the costly file-system half of storing hosted
-bytes: in worker processes, the bytes in the run's staging folder (small files packed, one pack
-per chunk, large ones each in a file of its own, whose key's folders are made too), from which
-a batch's commit moves them into place.
+commits them in order. Its only writes go to the run's staging folder, in worker processes:
+the costly file-system half of storing hosted bytes (small files packed, one pack per chunk,
+large ones each in a file of its own, whose key's folders are made too), from which a batch's
+commit moves them into place, and each chunk's rows, handed to the main process as an Arrow
+file it maps rather than through the pipe (see PreparedChunk.spill).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import signal
 import stat
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lake.errors import RecordError, RefError
+from lake.errors import LakeError, RecordError, RefError
 from lake.filestore import PACKED_FILE_BYTES, FileStore, PackWriter, PendingFile
 from lake.projection import StoredFile, TurnProjector
 from lake.records import TurnRecord, parse_record
@@ -36,6 +38,7 @@ from pipeline.sources import SourceLine, SourceProblem
 
 TurnKey = tuple[str, str, str]
 UNSET_BATCH = ""
+_SPILLED = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 # Worker malloc settings (see keep_freed_memory): blocks up to 32 MiB (the most glibc
 # accepts) come from the heap, and the heap is only trimmed past 1 GiB free.
 _MMAP_THRESHOLD = 32 * 2**20
@@ -67,11 +70,47 @@ class PreparedChunk:
     quarantined: list[Quarantined] = field(default_factory=list)
     duplicates: int = 0
     lines: int = 0
+    spilled: str | None = None  # the Arrow file holding ``tables`` (see spill)
 
     @property
     def turns(self) -> int:
         """How many turns the chunk accepted."""
         return len(self.positions)
+
+    def spill(self, folder: str) -> None:
+        """Move the tables into a new Arrow IPC file of a staging folder.
+
+        A worker's chunk reaches the main process through a pipe: pickled, its tables (about
+        4 kB per turn) are copied into the pipe, out of it and into new memory again, with a
+        page fault for every 4 kB, all in the serial half of an ingest. Written to a file once
+        and memory-mapped by :meth:`unspill`, they are read in place from the page cache.
+        """
+        path = FileStore.stage_path(folder, f"{uuid.uuid4().hex}.arrows")
+        try:
+            with pa.OSFile(path, "wb") as sink:
+                for table in _SPILLED:
+                    with pa.ipc.new_stream(sink, self.tables[table].schema) as stream:
+                        stream.write_table(self.tables[table])
+        except OSError as exc:
+            raise LakeError(f"could not stage a prepared chunk in {folder}: {exc}") from exc
+        self.tables, self.spilled = {}, path
+
+    def unspill(self) -> None:
+        """Map the tables :meth:`spill` wrote (zero-copy) and remove their file, whose pages
+        the mapping keeps until the tables are freed."""
+        if self.spilled is None:
+            return
+        path, self.spilled = self.spilled, None
+        try:
+            source = pa.memory_map(path)
+            os.unlink(path)
+            tables: dict[Table, pa.Table] = {}
+            for table in _SPILLED:
+                with pa.ipc.open_stream(source) as stream:
+                    tables[table] = stream.read_all()
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise LakeError(f"could not read the prepared chunk staged in {path}: {exc}") from exc
+        self.tables = tables
 
 
 def init_worker(parent: int) -> None:
@@ -170,10 +209,14 @@ class PackedLines:
 def prepare_packed(packed: PackedLines, settings: Settings,
                    staging: str | None = None) -> PreparedChunk:
     """:func:`prepare_chunk` for a chunk packed for a worker process; with ``staging`` (a
-    folder of :meth:`FileStore.staging`) hosted bytes are written there rather than returned.
+    folder of :meth:`FileStore.staging`) hosted bytes and the rows are written there rather
+    than returned (:meth:`PreparedChunk.unspill` reads the rows back).
     """
     with cyclic_gc_paused():
-        return _prepare(packed.items(), settings, staging)
+        chunk = _prepare(packed.items(), settings, staging)
+    if staging is not None:
+        chunk.spill(staging)
+    return chunk
 
 
 def prepare_chunk(items: list[SourceLine | SourceProblem], settings: Settings) -> PreparedChunk:

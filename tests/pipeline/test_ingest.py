@@ -12,6 +12,7 @@ from factories import make_record, rich_record, write_jsonl
 
 from lake.faults import Faults
 from lake.filestore import FileStore
+from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import TURN_LOG_INDEX_COLUMNS, Table
@@ -67,6 +68,31 @@ def test_rich_record_adds_summary_anchor_note_attachment_rows(settings: Settings
     payload = json.loads(log["payload"])
     assert payload["hosted_files"][0]["path"] == "files/forecast.csv"
     assert "content_b64" not in payload["hosted_files"][0]
+
+
+def test_the_payload_is_the_canonical_record_whatever_the_line_looked_like(
+        settings: Settings, tmp_path: Path) -> None:
+    # Readers json.loads payloads: a timestamp given as unix seconds in a string (which the
+    # validator accepts even in strict mode), a lowercase t/z, a number given as a string,
+    # an explicit null or inline bytes must not reach them as they came.
+    odd = make_record(0, conversation="c-a", conversation_title=None,
+                      usage={"tokens_in": "7", "tokens_out": 3})
+    odd["started_at"] = "1773133200"
+    odd["ended_at"] = odd["ended_at"].replace("T", "t").replace("+00:00", "z")
+    hosted = rich_record(1)
+    lines = [json.dumps(r, ensure_ascii=False) for r in (odd, hosted)]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert Ingestor(settings).ingest_paths([path]).accepted == 2
+    payloads = {row["turn_id"]: row["payload"] for row in LakeStore(settings.lake).read(
+        Table.TURN_LOGS, columns=["turn_id", "payload"]).to_pylist()}
+    canonical = TurnRecord.model_validate_json(lines[0])
+    assert payloads[odd["turn_id"]] == canonical.to_json()
+    stored = json.loads(payloads[odd["turn_id"]])
+    assert stored["started_at"] == "2026-03-10T09:00:00Z" and stored["ended_at"].endswith("Z")
+    assert stored["usage"]["tokens_in"] == 7 and "conversation_title" not in stored
+    assert payloads[hosted["turn_id"]] == TurnRecord.model_validate(hosted).to_json(
+        without_hosted_bytes=True)
 
 
 def test_turn_log_index_columns_hold_no_text(settings: Settings, tmp_path: Path) -> None:

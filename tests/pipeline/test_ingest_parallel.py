@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 from factories import make_record, write_jsonl
 
+from lake.errors import LakeError
 from lake.filestore import PACKED_FILE_BYTES, FileStore
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -147,10 +149,29 @@ def test_a_worker_stages_hosted_bytes_instead_of_returning_them(tmp_path: Path) 
         assert re.fullmatch(r"@packs/[0-9a-f]{32}\.pack#0\+6", pending.key)
         assert pending.staged is not None and pending.staged.startswith(folder)
         assert Path(pending.staged).read_bytes() == b"staged"
+        # The rows come back in a staged Arrow file, mapped and removed when unspilled.
+        assert chunk.tables == {} and chunk.spilled is not None
+        spilled = Path(chunk.spilled)
+        assert spilled.is_relative_to(folder)
+        chunk.unspill()
+        assert not spilled.exists() and chunk.spilled is None
         [key] = chunk.tables[Table.FILES]["storage_key"].to_pylist()
         assert key == pending.key
         # A pack needs no folders of the turn's.
         assert not (settings.lake / "objects" / "acme").exists()
+
+
+def test_an_unreadable_spilled_chunk_is_a_lake_error_naming_its_file(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake")
+    items: list[SourceLine | SourceProblem] = [
+        SourceLine(tmp_path / "in.jsonl", 1, json.dumps(make_record(0)).encode())]
+    with FileStore(settings.lake).staging() as folder:
+        assert folder is not None
+        chunk = prepare_packed(PackedLines.of(items), settings, folder)
+        assert chunk.spilled is not None
+        Path(chunk.spilled).write_bytes(b"not arrow")
+        with pytest.raises(LakeError, match=re.escape(chunk.spilled)):
+            chunk.unspill()
 
 
 def test_a_worker_stages_a_large_file_on_its_own(tmp_path: Path) -> None:
