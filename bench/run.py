@@ -8,6 +8,7 @@ pipeline), LoCoMo recall per generator and fused, search latency at scale, ANN r
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -26,7 +27,6 @@ CACHE = Path(__file__).parent / ".cache"
 
 def machine() -> dict[str, Any]:
     """Cores, memory and versions, saved beside every figure."""
-    import deltalake
     import faiss
     import polars
     import tantivy  # noqa: F401
@@ -35,7 +35,7 @@ def machine() -> dict[str, Any]:
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cores": os.cpu_count(), "memory_gib": round(mem, 1),
             "python": platform.python_version(), "torch": torch.__version__,
-            "deltalake": deltalake.__version__, "polars": polars.__version__,
+            "deltalake": importlib.metadata.version("deltalake"), "polars": polars.__version__,
             "faiss": faiss.__version__, "load_avg_at_start": os.getloadavg()[0]}
 
 

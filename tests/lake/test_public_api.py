@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import lake
 
 EXPECTED = {
@@ -28,3 +32,16 @@ def test_lake_never_imports_app_or_pipeline() -> None:
         text = path.read_text()
         assert "from pipeline" not in text and "import pipeline" not in text, path
         assert "from app" not in text and "import app" not in text, path
+
+
+def test_deltalakes_allocator_keeps_freed_pages_unless_the_user_said_otherwise() -> None:
+    code = "import os, lake.store; print(os.environ['_RJEM_MALLOC_CONF'])"
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    ours = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    # polars puts its own defaults first; later options win in jemalloc's parsing.
+    assert ours.endswith(",dirty_decay_ms:30000,muzzy_decay_ms:30000")
+    theirs = subprocess.run([sys.executable, "-c", code],
+                            env={**env, "_RJEM_MALLOC_CONF": "narenas:2"},
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert theirs.endswith(",narenas:2") and "30000" not in theirs
