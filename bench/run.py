@@ -26,17 +26,18 @@ CACHE = Path(__file__).parent / ".cache"
 
 
 def machine() -> dict[str, Any]:
-    """Cores, memory and versions, saved beside every figure."""
-    import faiss
-    import polars
-    import tantivy  # noqa: F401
-    import torch
+    """Cores, memory and versions, saved beside every figure.
 
+    Versions come from the installed distributions: importing the libraries here would load
+    them into every section's process before the code measured does (polars, for one, sets
+    the allocator options deltalake then reads, see lake/__init__.py).
+    """
+    version = importlib.metadata.version
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cores": os.cpu_count(), "memory_gib": round(mem, 1),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "deltalake": importlib.metadata.version("deltalake"), "polars": polars.__version__,
-            "faiss": faiss.__version__, "load_avg_at_start": os.getloadavg()[0]}
+            "python": platform.python_version(), "torch": version("torch"),
+            "deltalake": version("deltalake"), "polars": version("polars"),
+            "faiss": version("faiss-cpu"), "load_avg_at_start": os.getloadavg()[0]}
 
 
 def bench_ingest(turns: int) -> dict[str, Any]:
