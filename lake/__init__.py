@@ -33,9 +33,14 @@ from lake.errors import (
 # any value set before, whose options win). A batch commit allocates and frees the same
 # hundreds of megabytes for every table it writes, so each commit took those pages again, one
 # fault per 4 kB: a third of the main process's page faults on the 100k-turn ingest bench, and
-# about 5% of its time. Freed pages are kept for 30 s instead. This file runs before lake.store
-# imports either library; a value the user set is left alone.
-os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:30000,muzzy_decay_ms:30000")
+# about 5% of its time. Freed pages are kept for 30 s instead. lake.store imports deltalake
+# after this file runs; if polars came first, its own value is extended (its allocator is
+# loaded already, deltalake's is not). A value the user set is left alone.
+_KEEP_FREED_PAGES = "dirty_decay_ms:30000,muzzy_decay_ms:30000"
+_POLARS_OWN_DECAY = "dirty_decay_ms:500,muzzy_decay_ms:1000"
+_allocator = os.environ.get("_RJEM_MALLOC_CONF")
+if _allocator is None or _allocator == _POLARS_OWN_DECAY:
+    os.environ["_RJEM_MALLOC_CONF"] = ",".join(filter(None, (_allocator, _KEEP_FREED_PAGES)))
 
 if TYPE_CHECKING:
     from lake.records import TurnRecord, json_schema, parse_record

@@ -45,3 +45,7 @@ def test_deltalakes_allocator_keeps_freed_pages_unless_the_user_said_otherwise()
                             env={**env, "_RJEM_MALLOC_CONF": "narenas:2"},
                             capture_output=True, text=True, check=True).stdout.strip()
     assert theirs.endswith(",narenas:2") and "30000" not in theirs
+    polars_first = subprocess.run(
+        [sys.executable, "-c", code.replace("import os,", "import os, polars,")], env=env,
+        capture_output=True, text=True, check=True).stdout.strip()
+    assert polars_first.endswith(",dirty_decay_ms:30000,muzzy_decay_ms:30000")
