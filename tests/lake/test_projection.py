@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 from factories import make_record, rich_record
 
@@ -105,6 +106,43 @@ def test_events_are_ordered_by_time_keeping_the_record_order_on_ties(
         (2, "context", "context.page_opened"), (3, "event", "badge.cost")]
     assert json.loads(events[1]["data"]) == {"name": "run", "status": "started", "detail": None}
     assert json.loads(events[3]["data"]) == {"usd": 0.5}
+
+
+def test_a_payload_of_several_megabytes_is_projected(settings: Settings) -> None:
+    answer = "long answer " * 300_000  # 3.6 MB, past the JSON reader's default block
+    records = [_record(make_record(0, answer=answer)), _record(make_record(1))]
+    projector = _projector(settings)
+    for record in records:
+        projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    rows = projector.tables()[Table.CONTENT_ROWS]
+    assert rows.filter(pc.equal(rows["role"], "assistant"))["text"].to_pylist()[0] == answer
+
+
+def test_attachment_rows_keep_their_position_and_skip_empty_texts(settings: Settings) -> None:
+    record = _record(make_record(0, attachments=[
+        {"name": "a.pdf", "mime": "application/pdf", "size": 1},
+        {"name": "b.txt", "mime": "text/plain", "size": 2, "text": "second"},
+        {"name": "c.txt", "mime": "text/plain", "size": 3, "text": ""},
+        {"name": "d.txt", "mime": "text/plain", "size": 4, "text": "fourth"}],
+        feedback={"rating": 1, "comment": ""}))
+    projector = _projector(settings)
+    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    tables = projector.tables()
+    rows = [(r["seq"], r["text"]) for r in tables[Table.CONTENT_ROWS].to_pylist()
+            if r["role"] == "attachment"]
+    assert rows == [(1, "second"), (3, "fourth")]
+    log = tables[Table.TURN_LOGS].to_pylist()[0]
+    assert (log["attachment_count"], log["feedback_has_comment"]) == (4, False)
+    assert log["tokens_in"] is None and log["feedback_rating"] == 1
+
+
+def test_a_payload_that_is_not_its_records_is_refused(settings: Settings) -> None:
+    with_events = _record(make_record(0, events=[
+        {"type": "badge", "at": "2026-03-10T09:00:05+00:00"}]))
+    projector = _projector(settings)
+    projector.add(with_events, ordinal=1, files=[], payload=_record(make_record(0)).to_json())
+    with pytest.raises(ValueError, match="not its record"):
+        projector.tables()
 
 
 def test_many_turns_keep_their_own_rows(settings: Settings) -> None:
