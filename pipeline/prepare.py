@@ -11,9 +11,11 @@ file it maps rather than through the pipe (see PreparedChunk.spill).
 
 from __future__ import annotations
 
+import array
 import ctypes
 import gc
 import hashlib
+import itertools
 import os
 import signal
 import stat
@@ -171,39 +173,57 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class PackedLines:
-    """A chunk of input in the form sent to a worker process: each path once, then one
-    (path index, line, raw) per line; a problem is a line with ``raw`` None and its reason in
-    ``reasons``. The main process, the serial part of an ingest, pickles this in half the
-    time it takes to pickle the lines themselves (a dataclass per line)."""
+    """A chunk of input in the form sent to a worker process: each path once, then flat
+    arrays: per line the index of its path and its line number, the raw lines joined in one
+    bytes object (``ends`` marks where each stops) and, for a problem, its reason in
+    ``reasons`` (its raw text is empty).
+
+    The main process, the serial part of an ingest, pickles a few buffers per chunk, not a
+    tuple and a bytes object per line: a tenth of the time.
+    """
 
     paths: list[Path]
-    lines: list[tuple[int, int, bytes | None]]
+    path_of: array.array[int]
+    numbers: array.array[int]
+    ends: array.array[int]
+    data: bytes
     reasons: dict[int, str]
 
     @classmethod
     def of(cls, items: list[SourceLine | SourceProblem]) -> PackedLines:
         """Pack a chunk of lines."""
         index: dict[Path, int] = {}
-        lines: list[tuple[int, int, bytes | None]] = []
+        path_of, numbers = array.array("i"), array.array("q")
+        raws: list[bytes] = []
         reasons: dict[int, str] = {}
         last, number = None, -1
         for position, item in enumerate(items):
             if item.path is not last:  # runs of lines share one Path object
                 last = item.path
                 number = index.setdefault(last, len(index))
+            path_of.append(number)
+            numbers.append(item.line)
             if isinstance(item, SourceLine):
-                lines.append((number, item.line, item.raw))
+                raws.append(item.raw)
             else:
-                lines.append((number, item.line, None))
+                raws.append(b"")
                 reasons[position] = item.reason
-        return cls(list(index), lines, reasons)
+        ends = array.array("q", itertools.accumulate(map(len, raws)))
+        return cls(list(index), path_of, numbers, ends, b"".join(raws), reasons)
 
     def items(self) -> list[SourceLine | SourceProblem]:
         """The chunk's lines as read."""
-        paths, reasons = self.paths, self.reasons
-        return [SourceLine(paths[p], line, raw) if raw is not None
-                else SourceProblem(paths[p], line, reasons[position])
-                for position, (p, line, raw) in enumerate(self.lines)]
+        paths, reasons, data = self.paths, self.reasons, self.data
+        items: list[SourceLine | SourceProblem] = []
+        start = 0
+        for position, (path, line, end) in enumerate(
+                zip(self.path_of, self.numbers, self.ends, strict=True)):
+            if position in reasons:
+                items.append(SourceProblem(paths[path], line, reasons[position]))
+            else:
+                items.append(SourceLine(paths[path], line, data[start:end]))
+            start = end
+        return items
 
 
 def prepare_packed(packed: PackedLines, settings: Settings,

@@ -5,25 +5,26 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from lake.errors import RecordError
 
 RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".ndjson")
 
 
-@dataclass(frozen=True)
-class SourceLine:
-    """One raw line of an input file, with where it came from."""
+class SourceLine(NamedTuple):
+    """One raw line of an input file, with where it came from.
+
+    A named tuple: ingest makes one per line, and a tuple is made in half the time of a frozen
+    dataclass."""
 
     path: Path
     line: int
     raw: bytes
 
 
-@dataclass(frozen=True)
-class SourceProblem:
+class SourceProblem(NamedTuple):
     """A file-level problem (unreadable, truncated gzip) found while reading."""
 
     path: Path

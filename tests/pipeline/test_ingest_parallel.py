@@ -122,6 +122,7 @@ def test_packed_lines_come_back_as_read(tmp_path: Path) -> None:
     packed = pickle.loads(pickle.dumps(PackedLines.of(items)))
     assert packed.paths == [a, b]
     assert packed.items() == items
+    assert [type(i) for i in packed.items()] == [type(i) for i in items]
 
 
 def test_workers_import_neither_the_search_service_nor_the_table_writer() -> None:
