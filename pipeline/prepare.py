@@ -179,7 +179,7 @@ class PackedLines:
     ``reasons`` (its raw text is empty).
 
     The main process, the serial part of an ingest, pickles a few buffers per chunk, not a
-    tuple and a bytes object per line: a tenth of the time.
+    tuple and a bytes object per line: a third of the time.
     """
 
     paths: list[Path]
