@@ -213,7 +213,8 @@ class FileStore:
             except FileExistsError:
                 pass
             except OSError as exc:
-                raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
+                raise LakeError(f"could not make this process's staging folder in {folder}: "
+                                f"{exc}") from exc
             _own_staging.add(own)
         return f"{own}/{name}"
 
@@ -307,14 +308,8 @@ class FileStore:
         rewritten once, atomically), except in ``unreferenced_packs`` (packs no catalog row
         points at any more, see :func:`packs_of`), which are removed whole.
         """
-        removed = 0
-        ranges: dict[str, list[_Packed]] = {}
-        for key in keys:
-            packed = _packed(key)
-            if packed is None:
-                removed += self.delete(key)
-            else:
-                ranges.setdefault(packed.pack, []).append(packed)
+        loose, ranges = _by_pack(keys)
+        removed = sum(self.delete(key) for key in loose)
         for pack, parts in sorted(ranges.items()):
             if pack in unreferenced_packs:
                 removed += len(parts) if self._remove_pack(pack) else 0
@@ -325,14 +320,9 @@ class FileStore:
     def discard(self, keys: Iterable[str]) -> int:
         """Remove the objects of a rolled-back batch: loose files, and the packs its packed
         keys name (whole: a pack holds one batch's bytes only). Returns objects removed."""
-        removed, packs = 0, set()
-        for key in keys:
-            packed = _packed(key)
-            if packed is None:
-                removed += self.delete(key)
-            else:
-                packs.add(packed.pack)
-        return removed + sum(self._remove_pack(pack) for pack in sorted(packs))
+        loose, ranges = _by_pack(keys)
+        removed = sum(self.delete(key) for key in loose)
+        return removed + sum(self._remove_pack(pack) for pack in sorted(ranges))
 
     def _remove_pack(self, pack: str) -> bool:
         key = _pack_object(pack)
@@ -425,6 +415,19 @@ def _pack_object(pack: str) -> str:
     return f"{_PREFIX}/{_PACKS}/{pack}"
 
 
+def _by_pack(keys: Iterable[str]) -> tuple[list[str], dict[str, list[_Packed]]]:
+    """Storage keys split into loose ones and, per pack, the ranges of packed ones."""
+    loose: list[str] = []
+    ranges: dict[str, list[_Packed]] = {}
+    for key in keys:
+        packed = _packed(key)
+        if packed is None:
+            loose.append(key)
+        else:
+            ranges.setdefault(packed.pack, []).append(packed)
+    return loose, ranges
+
+
 def packs_of(keys: Iterable[str]) -> set[str]:
     """The packs that packed storage keys point into (loose keys are skipped)."""
     return {packed.pack for key in keys if (packed := _packed(key)) is not None}
@@ -452,7 +455,7 @@ class PackWriter:
     :data:`PACK_BYTES`; :meth:`close` writes the last one. Used by one process at a time."""
 
     def __init__(self, folder: str) -> None:
-        self._folder = folder
+        self.folder = folder
         self._parts: list[bytes] = []
         self._size = 0
         self._name = ""
@@ -464,7 +467,7 @@ class PackWriter:
         if not self._name or (self._parts and self._size + len(data) > PACK_BYTES):
             self._flush()
             self._name = f"{uuid.uuid4().hex}.pack"
-            self._staged = FileStore.stage_path(self._folder, self._name)
+            self._staged = FileStore.stage_path(self.folder, self._name)
         offset = self._size
         self._parts.append(data)
         self._size += len(data)
@@ -481,7 +484,7 @@ class PackWriter:
         try:
             _write_new(self._staged, b"".join(self._parts))
         except OSError as exc:
-            raise LakeError(f"could not stage a pack of hosted files in {self._folder}: "
+            raise LakeError(f"could not stage a pack of hosted files in {self.folder}: "
                             f"{exc}") from exc
         self._parts, self._size = [], 0
 

@@ -305,7 +305,7 @@ class TurnProjector:
                                  f"{len(data)} in the records: a payload is not its record's")
             parts.append(pa.table({
                 "turn": items.parent, "at": items.field("at"),
-                "rank": pa.repeat(pa.scalar(rank, _INT32), len(data)), "pos": items.seq,
+                "rank": _constant(rank, _INT32, len(data)), "pos": items.seq,
                 "source": _constant(source, _STRING, len(data)), "type": types,
                 "data": pa.array(data, _STRING)}))
         # Ordered by time; events at the same instant keep the record's own order.
@@ -387,9 +387,9 @@ def _role_rows(role: str, turn: pa.Array, seq: pa.Array | None, text: pa.Array,
     ``keep`` marks only; ``seq`` None numbers them all 0."""
     n = len(turn)
     table = pa.table({
-        "turn": turn, "rank": pa.repeat(pa.scalar(ROLES.index(role), _INT32), n),
+        "turn": turn, "rank": _constant(ROLES.index(role), _INT32, n),
         "role": _constant(role, _STRING, n),
-        "seq": seq if seq is not None else pa.repeat(pa.scalar(0, _INT32), n),
+        "seq": seq if seq is not None else _constant(0, _INT32, n),
         "event_type": event_type if event_type is not None else pa.nulls(n, _STRING),
         "batch": batch if batch is not None else pa.nulls(n, _INT32),
         "ts": ts, "text": text})

@@ -276,7 +276,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
         stored: list[StoredFile] = []
         for file, data in hosted:
             # Only now, with the turn accepted: nothing is staged for a refused line.
-            pending = _place(file.storage_key, data, files, staging, packs)
+            pending = _place(file.storage_key, data, files, packs)
             stored.append(replace(file, storage_key=pending.key))
             chunk.pending.append((projector.turns, pending))
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
@@ -304,16 +304,16 @@ def _check_utf8(raw: bytes) -> None:
             raise RecordError("line is not valid UTF-8") from None
 
 
-def _place(loose_key: str, data: bytes, files: FileStore, staging: str | None,
+def _place(loose_key: str, data: bytes, files: FileStore,
            packs: PackWriter | None) -> PendingFile:
     """Where a hosted file's bytes go: into a pack (small files, in a worker), a staged file
-    of their own under ``loose_key`` (large ones, in a worker), or to the commit as they are
-    (no staging)."""
-    if staging is None or packs is None:
+    of their own under ``loose_key`` in the packs' staging folder (large ones, in a worker),
+    or to the commit as they are (no staging, no packs)."""
+    if packs is None:
         return PendingFile(loose_key, data)
     if len(data) <= PACKED_FILE_BYTES:
         return packs.add(data)
-    return PendingFile(loose_key, staged=files.stage(data, staging))
+    return PendingFile(loose_key, staged=files.stage(data, packs.folder))
 
 
 def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
