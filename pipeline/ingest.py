@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import multiprocessing
 import os
 import uuid
 from collections import deque
@@ -43,6 +42,7 @@ from pipeline.prepare import (
     prepare_chunk,
     prepare_packed,
     raw_text,
+    worker_context,
 )
 from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
 
@@ -105,8 +105,9 @@ class Ingestor:
     """Ingests record lines into a lake. ``progress`` is called with the number of lines read.
 
     With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
-    that many spawned worker processes; the calling script must then guard its entry point
-    (``if __name__ == "__main__":``), as the CLI does. The default, 1, stays in-process.
+    that many worker processes (see :func:`pipeline.prepare.worker_context`); the calling
+    script must then guard its entry point (``if __name__ == "__main__":``), as the CLI does.
+    The default, 1, stays in-process.
     """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
@@ -193,8 +194,7 @@ class Ingestor:
     def _prepare_in_workers(self, chunks: Iterable[list[Item]], size: int,
                             staging: str | None
                             ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
-        # spawn, not fork: the parent may hold torch or tantivy threads.
-        context = multiprocessing.get_context("spawn")
+        context = worker_context()
         ahead = max(2 * self._workers, AHEAD_LINES // size)
         pool = ProcessPoolExecutor(self._workers, mp_context=context,
                                    initializer=init_worker, initargs=(os.getpid(),))

@@ -16,6 +16,8 @@ import ctypes
 import gc
 import hashlib
 import itertools
+import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import stat
@@ -115,20 +117,54 @@ class PreparedChunk:
         self.tables = tables
 
 
-def init_worker(parent: int) -> None:
-    """Worker initializer: the worker dies with its parent (pid ``parent``) and keeps the
-    memory it frees for the next chunk."""
-    die_with_parent(parent)
+def worker_context() -> multiprocessing.context.BaseContext:
+    """How ingest starts its worker processes: forked from a fork server that has imported
+    this module and the program's main module.
+
+    Not forked from the ingesting process itself, which may hold torch, tantivy or deltalake
+    threads. Spawned afresh, every worker paid its own imports, including the main module's
+    (the whole CLI, about a second, for ``python -m pipeline.cli``); the fork server pays
+    them once per process and forks each worker from there in milliseconds.
+    """
+    context = multiprocessing.get_context("forkserver")
+    # Read only when the server starts, the first time this process asks for a worker.
+    context.set_forkserver_preload(worker_preload())
+    return context
+
+
+def worker_preload() -> list[str]:
+    """The modules the workers' fork server imports: this one, and first the program's main
+    module, which multiprocessing would otherwise import into every worker: the module a
+    ``python -m`` run names, or ``__main__`` (a script, by path). A package's ``__main__``
+    module is not imported again anywhere, so it is left out."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if name is None:
+        return ["__main__", __name__]
+    if name == "__main__" or name.endswith(".__main__"):
+        return [__name__]
+    return [name, __name__]
+
+
+def init_worker(ingest: int) -> None:
+    """Worker initializer: the worker dies with the ingesting process (pid ``ingest``) and
+    keeps the memory it frees for the next chunk."""
+    die_with_parent(ingest)
     keep_freed_memory()
 
 
-def die_with_parent(parent: int) -> None:
-    """On Linux, ask the kernel to SIGKILL this worker when its parent (pid ``parent``) dies,
-    so a killed ingest leaves no orphan workers behind."""
+def die_with_parent(ingest: int) -> None:
+    """On Linux, ask the kernel to SIGKILL this worker when its parent dies, so a killed
+    ingest (pid ``ingest``) leaves no orphan workers behind.
+
+    The parent is the fork server, which exits as soon as the ingesting process is gone.
+    """
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died while this worker was starting
+    try:
+        os.kill(ingest, 0)
+    except ProcessLookupError:  # the ingest died while this worker was starting
         os._exit(1)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import re
 import subprocess
@@ -131,6 +132,44 @@ def test_workers_import_neither_the_search_service_nor_the_table_writer() -> Non
     code = ("import sys, pipeline.prepare; "
             "print(sorted(m for m in ('deltalake', 'polars', 'pyarrow.dataset', 'faiss', "
             "'tantivy', 'lake.search', 'lake.store', 'lake.batches') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _preload_under(tmp_path: Path, *argv: str) -> list[str]:
+    """worker_preload() as a program run as ``python ARGV`` sees it (modules in tmp_path)."""
+    out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    return list(json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("layout", ["script", "module", "package"])
+def test_the_workers_fork_server_preloads_the_main_module_once(tmp_path: Path,
+                                                               layout: str) -> None:
+    # Otherwise multiprocessing imports the main module into every worker: for the CLI, a
+    # second of imports per worker on every large ingest.
+    probe = ("import json\nfrom pipeline.prepare import worker_preload\n"
+             "if __name__ == '__main__':\n    print(json.dumps(worker_preload()))\n")
+    if layout == "package":
+        (tmp_path / "probe").mkdir()
+        (tmp_path / "probe" / "__init__.py").write_text("")
+        (tmp_path / "probe" / "__main__.py").write_text(probe)
+    else:
+        (tmp_path / "probe.py").write_text(probe)
+    argv = {"script": ("probe.py",), "module": ("-m", "probe"), "package": ("-m", "probe")}
+    expected = {"script": ["__main__", "pipeline.prepare"],
+                "module": ["probe", "pipeline.prepare"],
+                # A package's __main__ is never imported by workers, nor preloaded.
+                "package": ["pipeline.prepare"]}
+    assert _preload_under(tmp_path, *argv[layout]) == expected[layout]
+
+
+def test_the_console_scripts_main_module_imports_no_command_line() -> None:
+    # The fork server preloads it: it must not pull the whole CLI into every ingest's server.
+    code = ("import sys, pipeline.entry; "
+            "print(sorted(m for m in ('pipeline.cli', 'typer', 'polars', 'deltalake') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

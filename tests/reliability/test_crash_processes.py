@@ -224,6 +224,11 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _grandchildren(pid: int) -> set[int]:
+    """Processes whose parent is a child of ``pid``: ingest workers, forked by a fork server."""
+    return {g for child in _children(pid) for g in _children(child)}
+
+
 def _gone(pids: set[int], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -259,14 +264,17 @@ def worker_kill(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerKill
                             env=cli_env(None), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while len(_children(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+    while (len(_grandchildren(proc.pid)) < 2 and proc.poll() is None
+           and time.monotonic() < deadline):
         time.sleep(0.05)
-    workers = _children(proc.pid)
+    # The workers, and the fork server and resource tracker, must all go with the ingest.
+    workers = _grandchildren(proc.pid)
+    helpers = _children(proc.pid)
     time.sleep(0.5)
     proc.kill()
     proc.wait(timeout=60)
-    exited = _gone(workers, 5)
-    for pid in workers:  # orphans of this test only, by pid
+    exited = _gone(workers | helpers, 5)
+    for pid in workers | helpers:  # orphans of this test only, by pid
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     store = LakeStore(lake)

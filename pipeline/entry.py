@@ -1,0 +1,16 @@
+"""The ``turnlake`` console script's entry point, kept apart from :mod:`pipeline.cli`.
+
+Importing this module costs nothing, which matters because of who imports it: the process
+that forks ingest workers preloads the program's main module (see
+:func:`pipeline.prepare.worker_context`), and the console script's main module imports only
+this. The command line itself, a second of imports, loads when :func:`main` runs.
+"""
+
+from __future__ import annotations
+
+
+def main() -> None:
+    """Run the ``turnlake`` command line."""
+    from pipeline.cli import app
+
+    app()
