@@ -7,7 +7,8 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
                   ingest workers wrote them ahead, small ones packed; their folders may exist
                   already, empty), then synced to disk: in a thread, while step 3 runs; done
                   before step 4
-    3. rows       content_rows, events, files           (each row tagged with batch_id)
+    3. rows       content_rows, events, files           (each row tagged with batch_id;
+                                                          appended side by side)
     4. TurnLogs   turn_logs                              <- the commit point
     5. timelines  recomputed for the batch's conversations
     6. manifest removed
@@ -73,13 +74,16 @@ class BatchCommitter:
         self._faults.hit("batch.after_manifest")
         # The bytes must be in place and on disk before a TurnLog points at them. The rows may
         # come first: nobody sees them before their TurnLogs, and a crash rolls them back with
-        # the bytes. So the bytes are stored in a thread while the rows are appended: moving
-        # files is short system calls and the sync waits for the disk, while the appends run
-        # in deltalake without the GIL.
-        with ThreadPoolExecutor(1, thread_name_prefix="turnlake-bytes") as mover:
-            stored = mover.submit(self._store_bytes, pending_files)
-            for table in ROW_TABLES:
-                self._store.append(table, tables[table])
+        # the bytes. So the bytes are stored in a thread while the row tables are appended, each
+        # in a thread of its own: moving files is short system calls and the sync waits for the
+        # disk, while the appends encode Parquet in deltalake without the GIL. (The last batch
+        # of an ingest commits with no worker left to overlap it: 0.05 s of 0.3 on 50k turns.)
+        with ThreadPoolExecutor(1 + len(ROW_TABLES), thread_name_prefix="turnlake-rows") as pool:
+            stored = pool.submit(self._store_bytes, pending_files)
+            appends = [pool.submit(self._store.append, table, tables[table])
+                       for table in ROW_TABLES]
+            for table, append in zip(ROW_TABLES, appends, strict=True):
+                append.result()
                 self._faults.hit(f"batch.after_{table.value}")
             stored.result()
         # Not "after_files": that name marks the files table above, and a kill by name
