@@ -18,6 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,7 +45,7 @@ from pipeline.prepare import (
     raw_text,
     worker_context,
 )
-from pipeline.sources import SourceLine, SourceProblem, discover, read_lines
+from pipeline.sources import LineRun, SourceLine, SourceProblem, discover, read_runs
 
 TurnKey = tuple[str, str, str]
 RowsHook = Callable[[pa.Table], pa.Table]
@@ -84,20 +85,25 @@ class _Existing:
 class _Prepared:
     """A prepared chunk, the lines it was prepared from and its turns' identities."""
 
-    items: list[Item]
+    lines: PackedLines
     chunk: PreparedChunk
     keys: list[TurnKey]
     users: list[str]
     months: list[str]
     starts: list[int]  # µs since epoch
 
+    @cached_property
+    def items(self) -> list[Item]:
+        """The chunk's lines, unpacked only when a turn must be quarantined after all."""
+        return self.lines.items()
+
     @classmethod
-    def of(cls, items: list[Item], chunk: PreparedChunk) -> _Prepared:
+    def of(cls, lines: PackedLines, chunk: PreparedChunk) -> _Prepared:
         chunk.unspill()
         logs = chunk.tables[Table.TURN_LOGS]
         keys = list(zip(logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
                         logs["turn_id"].to_pylist(), strict=True))
-        return cls(items, chunk, keys, logs["user_id"].to_pylist(), logs["month"].to_pylist(),
+        return cls(lines, chunk, keys, logs["user_id"].to_pylist(), logs["month"].to_pylist(),
                    logs["started_at"].cast(pa.int64()).to_pylist())
 
 
@@ -125,7 +131,7 @@ class Ingestor:
     def ingest_paths(self, paths: Sequence[Path]) -> IngestReport:
         """Ingest every record file under the given files and folders."""
         files = discover(paths)
-        return self.ingest_lines(line for path in files for line in read_lines(path))
+        return self._ingest_chunks(_packed_runs(files, self._chunk_lines()))
 
     def ingest_records(self, records: Iterable[TurnRecord | str], *,
                        source: str = "<api>") -> IngestReport:
@@ -140,6 +146,14 @@ class Ingestor:
 
     def ingest_lines(self, lines: Iterable[Item]) -> IngestReport:
         """Ingest raw lines; commits every ``ingest_batch_turns`` accepted turns."""
+        return self._ingest_chunks(
+            PackedLines.of(chunk) for chunk in _chunked(lines, self._chunk_lines()))
+
+    def _chunk_lines(self) -> int:
+        # A chunk never holds more turns than a batch.
+        return min(CHUNK_LINES, self._settings.ingest_batch_turns)
+
+    def _ingest_chunks(self, chunks: Iterator[PackedLines]) -> IngestReport:
         started = datetime.now(UTC)
         report = IngestReport()
         with writer_lock(self._store.root, timeout_s=self._settings.lock_timeout_s,
@@ -149,22 +163,22 @@ class Ingestor:
             # Opened after recovery, which sweeps what crashed runs staged; closed after the
             # last batch has moved its files out.
             with self._files.staging() as staging:
-                self._ingest(lines, staging, report)
+                self._ingest(chunks, staging, report)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
-    def _ingest(self, lines: Iterable[Item], staging: str | None,
+    def _ingest(self, chunks: Iterator[PackedLines], staging: str | None,
                 report: IngestReport) -> None:
         seen: set[TurnKey] = set()
         waiting: list[_Prepared] = []
         turns = 0
         # Closed here, not whenever the generator is collected: a failed batch must stop the
         # workers before the staging folder they write into goes.
-        with closing(self._prepared(lines, staging)) as prepared:
-            for items, chunk in prepared:
+        with closing(self._prepared(chunks, staging)) as prepared:
+            for lines, chunk in prepared:
                 if self._progress is not None:
                     self._progress(chunk.lines)
-                waiting.append(_Prepared.of(items, chunk))
+                waiting.append(_Prepared.of(lines, chunk))
                 turns += chunk.turns
                 if turns >= self._settings.ingest_batch_turns:
                     self._flush(waiting, seen, report)
@@ -172,48 +186,46 @@ class Ingestor:
         if waiting:
             self._flush(waiting, seen, report)
 
-    def _prepared(self, lines: Iterable[Item], staging: str | None
-                  ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
+    def _prepared(self, chunks: Iterator[PackedLines], staging: str | None
+                  ) -> Generator[tuple[PackedLines, PreparedChunk], None, None]:
         """Prepared chunks (with their lines) in input order; large inputs are prepared by
         worker processes, which write hosted bytes into ``staging`` when it is given."""
-        size = min(CHUNK_LINES, self._settings.ingest_batch_turns)
-        chunks = _chunked(lines, size)
-        head: list[list[Item]] = []
-        while sum(len(c) for c in head) < PARALLEL_MIN_LINES and (nxt := next(chunks, None)):
+        head: list[PackedLines] = []
+        while (sum(map(len, head)) < PARALLEL_MIN_LINES
+               and (nxt := next(chunks, None)) is not None):
             head.append(nxt)
         # Starting worker processes costs about a second: only worth it for large inputs.
-        if sum(len(c) for c in head) < PARALLEL_MIN_LINES or self._workers < 2:
+        if sum(map(len, head)) < PARALLEL_MIN_LINES or self._workers < 2:
             return self._prepare_here(itertools.chain(head, chunks))
-        return self._prepare_in_workers(itertools.chain(head, chunks), size, staging)
+        return self._prepare_in_workers(itertools.chain(head, chunks), staging)
 
-    def _prepare_here(self, chunks: Iterable[list[Item]]
-                      ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
-        for chunk in chunks:
-            yield chunk, prepare_chunk(chunk, self._settings)
+    def _prepare_here(self, chunks: Iterable[PackedLines]
+                      ) -> Generator[tuple[PackedLines, PreparedChunk], None, None]:
+        for lines in chunks:
+            yield lines, prepare_chunk(lines.items(), self._settings)
 
-    def _prepare_in_workers(self, chunks: Iterable[list[Item]], size: int,
-                            staging: str | None
-                            ) -> Generator[tuple[list[Item], PreparedChunk], None, None]:
+    def _prepare_in_workers(self, chunks: Iterable[PackedLines], staging: str | None
+                            ) -> Generator[tuple[PackedLines, PreparedChunk], None, None]:
         context = worker_context()
-        ahead = max(2 * self._workers, AHEAD_LINES // size)
+        ahead = max(2 * self._workers, AHEAD_LINES // self._chunk_lines())
         pool = ProcessPoolExecutor(self._workers, mp_context=context,
                                    initializer=init_worker, initargs=(os.getpid(),))
         try:
-            window: deque[tuple[list[Item], Future[PreparedChunk]]] = deque()
-            for chunk in chunks:
-                window.append((chunk, pool.submit(prepare_packed, PackedLines.of(chunk),
-                                                  self._settings, staging)))
+            window: deque[tuple[PackedLines, Future[PreparedChunk]]] = deque()
+            for lines in chunks:
+                window.append((lines, pool.submit(prepare_packed, lines, self._settings,
+                                                  staging)))
                 if len(window) >= ahead:
-                    items, future = window.popleft()
-                    yield items, future.result()
+                    lines, future = window.popleft()
+                    yield lines, future.result()
             while window:
-                items, future = window.popleft()
+                lines, future = window.popleft()
                 prepared = future.result()
                 if not window:
                     # Nothing is left to prepare: the workers exit while the last batch
                     # commits rather than after it (a quarter of a second of teardown).
                     pool.shutdown(wait=False)
-                yield items, prepared
+                yield lines, prepared
         finally:
             # An ingest that stops early (a failed commit, an interrupt) must not first wait
             # for the chunks still queued ahead, which nobody will commit.
@@ -350,6 +362,22 @@ def _chunked(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     it = iter(items)
     while chunk := list(itertools.islice(it, size)):
         yield chunk
+
+
+def _packed_runs(files: Iterable[Path], size: int) -> Iterator[PackedLines]:
+    """The files' lines in chunks of at most ``size``; the runs of small files share one."""
+    parts: list[LineRun | SourceProblem] = []
+    count = 0
+    for path in files:
+        for part in read_runs(path, size):
+            n = len(part.lines) if isinstance(part, LineRun) else 1
+            if parts and count + n > size:
+                yield PackedLines.of_runs(parts)
+                parts, count = [], 0
+            parts.append(part)
+            count += n
+    if parts:
+        yield PackedLines.of_runs(parts)
 
 
 def _without_turns(table: pa.Table, drop: set[TurnKey]) -> pa.Table:

@@ -38,7 +38,7 @@ from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
 from lake.settings import Settings
 from lake.tables import Table
-from pipeline.sources import SourceLine, SourceProblem
+from pipeline.sources import LineRun, SourceLine, SourceProblem
 
 TurnKey = tuple[str, str, str]
 UNSET_BATCH = ""
@@ -212,7 +212,8 @@ class PackedLines:
     """A chunk of input in the form sent to a worker process: each path once, then flat
     arrays: per line the index of its path and its line number, the raw lines joined in one
     bytes object (``ends`` marks where each stops) and, for a problem, its reason in
-    ``reasons`` (its raw text is empty).
+    ``reasons`` (its raw text is empty). Lines ``as_read`` from a file are stripped, and
+    blank ones dropped, by :meth:`items`, in the worker.
 
     The main process, the serial part of an ingest, pickles a few buffers per chunk, not a
     tuple and a bytes object per line: a third of the time.
@@ -224,6 +225,7 @@ class PackedLines:
     ends: array.array[int]
     data: bytes
     reasons: dict[int, str]
+    as_read: bool = False
 
     @classmethod
     def of(cls, items: list[SourceLine | SourceProblem]) -> PackedLines:
@@ -244,12 +246,43 @@ class PackedLines:
             else:
                 raws.append(b"")
                 reasons[position] = item.reason
+        return cls._joined(index, path_of, numbers, raws, reasons)
+
+    @classmethod
+    def of_runs(cls, parts: list[LineRun | SourceProblem]) -> PackedLines:
+        """Pack runs of lines as read from files (see :func:`pipeline.sources.read_runs`):
+        nothing is done per line here, in the reading process."""
+        index: dict[Path, int] = {}
+        path_of, numbers = array.array("i"), array.array("q")
+        raws: list[bytes] = []
+        reasons: dict[int, str] = {}
+        for part in parts:
+            number = index.setdefault(part.path, len(index))
+            if isinstance(part, SourceProblem):
+                reasons[len(raws)] = part.reason
+                path_of.append(number)
+                numbers.append(part.line)
+                raws.append(b"")
+            else:
+                path_of.extend(itertools.repeat(number, len(part.lines)))
+                numbers.extend(range(part.first, part.first + len(part.lines)))
+                raws += part.lines
+        return cls._joined(index, path_of, numbers, raws, reasons, as_read=True)
+
+    @classmethod
+    def _joined(cls, index: dict[Path, int], path_of: array.array[int],
+                numbers: array.array[int], raws: list[bytes], reasons: dict[int, str],
+                *, as_read: bool = False) -> PackedLines:
         ends = array.array("q", itertools.accumulate(map(len, raws)))
-        return cls(list(index), path_of, numbers, ends, b"".join(raws), reasons)
+        return cls(list(index), path_of, numbers, ends, b"".join(raws), reasons, as_read)
+
+    def __len__(self) -> int:
+        """How many lines the chunk holds (blank ones included)."""
+        return len(self.numbers)
 
     def items(self) -> list[SourceLine | SourceProblem]:
-        """The chunk's lines as read."""
-        paths, reasons, data = self.paths, self.reasons, self.data
+        """The chunk's lines as read_lines would give them: blank ones dropped."""
+        paths, reasons, data, as_read = self.paths, self.reasons, self.data, self.as_read
         items: list[SourceLine | SourceProblem] = []
         start = 0
         for position, (path, line, end) in enumerate(
@@ -257,7 +290,9 @@ class PackedLines:
             if position in reasons:
                 items.append(SourceProblem(paths[path], line, reasons[position]))
             else:
-                items.append(SourceLine(paths[path], line, data[start:end]))
+                raw = data[start:end].strip() if as_read else data[start:end]
+                if raw or not as_read:
+                    items.append(SourceLine(paths[path], line, raw))
             start = end
         return items
 
