@@ -46,13 +46,16 @@ def bench_ingest(turns: int) -> dict[str, Any]:
     from pipeline.demo import generate_lines
     from pipeline.ingest import Ingestor
 
-    lines = list(generate_lines(users=max(12, turns // 150), turns=turns, seed=1,
-                                now=datetime(2026, 11, 1, tzinfo=UTC)))
     root = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    # A file, as `turnlake ingest` reads, written before the clock starts.
+    source = root / "demo.jsonl"
+    source.write_text("".join(
+        line + "\n" for line in generate_lines(users=max(12, turns // 150), turns=turns, seed=1,
+                                               now=datetime(2026, 11, 1, tzinfo=UTC))))
     workers = min(4, os.cpu_count() or 1)  # as `turnlake ingest` does
     try:
         t = time.perf_counter()
-        report = Ingestor(Settings(lake=root / "lake"), workers=workers).ingest_records(lines)
+        report = Ingestor(Settings(lake=root / "lake"), workers=workers).ingest_paths([source])
         seconds = time.perf_counter() - t
     finally:
         shutil.rmtree(root, ignore_errors=True)
