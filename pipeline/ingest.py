@@ -8,7 +8,6 @@ writer left behind.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
 import uuid
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -32,7 +32,7 @@ from lake.locks import writer_lock
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
-from lake.tables import QUARANTINE, Table
+from lake.tables import QUARANTINE, TURN_LOGS, Table
 from lake.timelines import conversation_filter
 from pipeline.prepare import (
     PackedLines,
@@ -47,7 +47,6 @@ from pipeline.prepare import (
 )
 from pipeline.sources import LineRun, SourceLine, SourceProblem, discover, read_runs
 
-TurnKey = tuple[str, str, str]
 RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
 CHUNK_LINES = 2000
@@ -55,6 +54,8 @@ PARALLEL_MIN_LINES = 8000
 # How many lines workers may prepare ahead of the commits: enough for a whole batch, so they
 # keep working while the main process commits the previous one.
 AHEAD_LINES = 64_000
+# Joins a turn's ids into one key; ids are letters, digits, '_' and '-' only.
+_KEY_SEPARATOR = "\x1f"
 _ROW_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 __all__ = ["IngestReport", "Ingestor", "Quarantined"]
 
@@ -74,11 +75,23 @@ class IngestReport:
     seconds: float = 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Existing:
-    keys: set[TurnKey] = field(default_factory=set)
-    starts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # µs since epoch
-    owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The stored TurnLogs of a batch's conversations, as _turns_of gives them."""
+
+    turns: pa.Table
+
+    @cached_property
+    def keys(self) -> set[str]:
+        """Their turn keys (see _turn_keys)."""
+        return set(self.turns["key"].to_pylist())
+
+    @cached_property
+    def owners(self) -> dict[tuple[str, str], str]:
+        """The user of each conversation."""
+        turns = self.turns
+        return dict(zip(zip(turns["tenant"].to_pylist(), turns["conversation_id"].to_pylist(),
+                            strict=True), turns["user_id"].to_pylist(), strict=True))
 
 
 @dataclass(frozen=True)
@@ -87,10 +100,8 @@ class _Prepared:
 
     lines: PackedLines
     chunk: PreparedChunk
-    keys: list[TurnKey]
-    users: list[str]
-    months: list[str]
-    starts: list[int]  # µs since epoch
+    turns: pa.Table  # row i: accepted turn i, as _turns_of gives it
+    keys: list[str]  # the turns' keys (see _turn_keys)
 
     @cached_property
     def items(self) -> list[Item]:
@@ -100,11 +111,8 @@ class _Prepared:
     @classmethod
     def of(cls, lines: PackedLines, chunk: PreparedChunk) -> _Prepared:
         chunk.unspill()
-        logs = chunk.tables[Table.TURN_LOGS]
-        keys = list(zip(logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
-                        logs["turn_id"].to_pylist(), strict=True))
-        return cls(lines, chunk, keys, logs["user_id"].to_pylist(), logs["month"].to_pylist(),
-                   logs["started_at"].cast(pa.int64()).to_pylist())
+        turns = _turns_of(chunk.tables[Table.TURN_LOGS])
+        return cls(lines, chunk, turns, turns["key"].to_pylist())
 
 
 class Ingestor:
@@ -169,7 +177,7 @@ class Ingestor:
 
     def _ingest(self, chunks: Iterator[PackedLines], staging: str | None,
                 report: IngestReport) -> None:
-        seen: set[TurnKey] = set()
+        seen: set[str] = set()  # keys of the turns this run kept
         waiting: list[_Prepared] = []
         turns = 0
         # Closed here, not whenever the generator is collected: a failed batch must stop the
@@ -231,7 +239,7 @@ class Ingestor:
             # for the chunks still queued ahead, which nobody will commit.
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _flush(self, chunks: list[_Prepared], seen: set[TurnKey],
+    def _flush(self, chunks: list[_Prepared], seen: set[str],
                report: IngestReport) -> None:
         batch_id = f"b{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
         quarantine = [q for c in chunks for q in c.chunk.quarantined]
@@ -241,36 +249,20 @@ class Ingestor:
             new = self._not_yet_quarantined(quarantine)
             if new:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
-        existing = self._existing_turns({(k[0], k[1]) for c in chunks for k in c.keys})
-        parts: dict[Table, list[pa.Table]] = {t: [] for t in _ROW_TABLES}
-        pending: list[PendingFile] = []
-        not_stored: list[PendingFile] = []
-        kept: list[tuple[TurnKey, int]] = []
-        owners = existing.owners
-        foreign: list[Quarantined] = []
-        for prepared in chunks:
-            chunk, keys, users = prepared.chunk, prepared.keys, prepared.users
-            drop = {k for k in keys if k in seen or k in existing.keys}
-            report.duplicates += len(drop)
-            kept_turns = [False] * len(keys)
-            for i, key in enumerate(keys):
-                if key in drop:
-                    continue
-                owner = owners.setdefault((key[0], key[1]), users[i])
-                if owner != users[i]:
-                    # A conversation belongs to one user: another user's turn in it would show
-                    # in the owner's history (and its timeline).
-                    foreign.append(_foreign(prepared.items[chunk.positions[i]], key, users[i]))
-                    drop.add(key)
-                    continue
-                seen.add(key)
-                kept_turns[i] = True
-                kept.append((key, prepared.starts[i]))
-                report.partitions.add((key[0], prepared.months[i]))
-            for turn, file in chunk.pending:
-                (pending if kept_turns[turn] else not_stored).append(file)
-            for table in _ROW_TABLES:
-                parts[table].append(_without_turns(chunk.tables[table], drop))
+        turns = pa.concat_tables(c.turns for c in chunks)
+        existing = self._existing_turns(turns)
+        if _all_new(turns, [c.keys for c in chunks], seen, existing):
+            # The usual batch, checked column-wise: every turn is kept.
+            kept = turns
+            for c in chunks:
+                seen.update(c.keys)
+            drops: list[set[str]] = [set() for _ in chunks]
+            pending = [file for c in chunks for _, file in c.chunk.pending]
+            not_stored: list[PendingFile] = []
+            foreign: list[Quarantined] = []
+        else:
+            kept, drops, pending, not_stored, foreign, duplicates = _sift(chunks, seen, existing)
+            report.duplicates += duplicates
         if foreign:
             report.quarantined.extend(foreign)
             new = self._not_yet_quarantined(foreign)
@@ -278,18 +270,22 @@ class Ingestor:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         # Dropped turns' bytes may share a pack with kept ones: blanked before it is stored.
         blank_staged(not_stored)
-        if not kept:
+        if not kept.num_rows:
             return
-        tables = {t: _with_batch_id(pa.concat_tables(parts[t]), batch_id) for t in _ROW_TABLES}
+        report.partitions |= _pairs(kept, "tenant", "month")
+        tables = {t: _with_batch_id(pa.concat_tables(
+            _without_turns(c.chunk.tables[t], drop) for c, drop in zip(chunks, drops,
+                                                                        strict=True)), batch_id)
+                  for t in _ROW_TABLES}
         logs = tables[Table.TURN_LOGS]
-        ordinals = _ordinals(kept, existing.starts)
         tables[Table.TURN_LOGS] = logs.set_column(
-            logs.schema.get_field_index("ordinal"), "ordinal", pa.array(ordinals, pa.int32()))
+            logs.schema.get_field_index("ordinal"), "ordinal", _ordinals(kept, existing.turns))
         if self._rows_hook is not None:
             tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
-        new_conversations = {(k[0], k[1]) for k, _ in kept} - existing.starts.keys()
+        new_conversations = (_pairs(kept, "tenant", "conversation_id")
+                             - _pairs(existing.turns, "tenant", "conversation_id"))
         self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations)
-        report.accepted += len(kept)
+        report.accepted += kept.num_rows
         report.files_stored += len(pending)
         report.batches += 1
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows
@@ -316,45 +312,129 @@ class Ingestor:
                        known["raw"].to_pylist(), strict=True))
         return [q for q in items if (q.source_file, q.line, q.raw) not in seen]
 
-    def _existing_turns(self, conversations: set[tuple[str, str]]) -> _Existing:
-        existing = _Existing()
-        keys, starts = existing.keys, existing.starts
-        if conversations and self._store.exists(Table.TURN_LOGS):
-            logs = self._store.read(
-                Table.TURN_LOGS,
-                columns=["tenant", "conversation_id", "turn_id", "started_at", "user_id"],
-                filter=conversation_filter(conversations))
-            for tenant, cid, tid, at, user in zip(
-                    logs["tenant"].to_pylist(), logs["conversation_id"].to_pylist(),
-                    logs["turn_id"].to_pylist(), logs["started_at"].cast(pa.int64()).to_pylist(),
-                    logs["user_id"].to_pylist(), strict=True):
-                keys.add((tenant, cid, tid))
-                starts.setdefault((tenant, cid), []).append(at)
-                existing.owners[(tenant, cid)] = user
-        return existing
+    def _existing_turns(self, turns: pa.Table) -> _Existing:
+        """The stored TurnLogs of the conversations of ``turns``."""
+        columns = ["tenant", "conversation_id", "turn_id", "user_id", "started_at"]
+        if not turns.num_rows or not self._store.exists(Table.TURN_LOGS):
+            return _Existing(_turns_of(TURN_LOGS.empty_table().select(columns)))
+        logs = self._store.read(
+            Table.TURN_LOGS, columns=columns,
+            filter=conversation_filter(_pairs(turns, "tenant", "conversation_id")))
+        return _Existing(_turns_of(logs))
 
 
-def _ordinals(turns: list[tuple[TurnKey, int]],
-              existing: dict[tuple[str, str], list[int]]) -> list[int]:
-    """1-based position of each turn in its conversation by started_at (µs since epoch),
-    counting stored turns."""
-    by_conv = {k: sorted(v) for k, v in existing.items()}
-    new_by_conv: dict[tuple[str, str], list[tuple[int, str, int]]] = {}
-    for i, (key, at) in enumerate(turns):
-        new_by_conv.setdefault((key[0], key[1]), []).append((at, key[2], i))
-    ordinals = [0] * len(turns)
-    for conv, items in new_by_conv.items():
-        old = by_conv.get(conv, [])
-        for position, (at, _tid, i) in enumerate(sorted(items)):
-            ordinals[i] = bisect.bisect_right(old, at) + position + 1
-    return ordinals
+def _turns_of(logs: pa.Table) -> pa.Table:
+    """What a batch needs of TurnLogs to deduplicate and number them: ids, user, month when
+    there is one, start (µs since epoch) and key (see _turn_keys)."""
+    turns = logs.select([name for name in ("tenant", "conversation_id", "turn_id", "user_id",
+                                           "month") if name in logs.schema.names])
+    turns = turns.append_column("started_at", logs["started_at"].cast(pa.int64()))
+    return turns.append_column("key", _turn_keys(logs))
 
 
-def _foreign(item: Item, key: TurnKey, user: str) -> Quarantined:
+def _turn_keys(table: pa.Table) -> pa.ChunkedArray:
+    """Each row's turn identity (tenant, conversation_id, turn_id) as one string."""
+    return pc.binary_join_element_wise(table["tenant"], table["conversation_id"],
+                                       table["turn_id"], _KEY_SEPARATOR)
+
+
+def _pairs(table: pa.Table, first: str, second: str) -> set[tuple[str, str]]:
+    """The distinct (first, second) value pairs of two string columns."""
+    distinct = table.group_by([first, second], use_threads=False).aggregate([])
+    return set(zip(distinct[first].to_pylist(), distinct[second].to_pylist(), strict=True))
+
+
+def _all_new(turns: pa.Table, keys: list[list[str]], seen: set[str],
+             existing: _Existing) -> bool:
+    """Whether a batch keeps every one of its turns: none was seen before (in this run or the
+    lake) or twice in the batch, and each conversation has one user, its owner's if it has
+    stored turns. Column-wise, rather than one turn at a time as _sift decides."""
+    if any(not seen.isdisjoint(chunk) for chunk in keys):
+        return False
+    if pc.count_distinct(turns["key"]).as_py() != turns.num_rows:
+        return False
+    if existing.turns.num_rows and pc.any(pc.is_in(
+            turns["key"], value_set=existing.turns["key"].combine_chunks())).as_py():
+        return False
+    users = turns.group_by(["tenant", "conversation_id"], use_threads=False).aggregate(
+        [("user_id", "count_distinct"), ("user_id", "min")])
+    if pc.max(users["user_id_count_distinct"]).as_py() != 1:
+        return False
+    owners = existing.owners
+    return not owners or all(
+        owners.get((tenant, cid), user) == user for tenant, cid, user in zip(
+            users["tenant"].to_pylist(), users["conversation_id"].to_pylist(),
+            users["user_id_min"].to_pylist(), strict=True))
+
+
+def _sift(chunks: list[_Prepared], seen: set[str], existing: _Existing
+          ) -> tuple[pa.Table, list[set[str]], list[PendingFile], list[PendingFile],
+                     list[Quarantined], int]:
+    """Decide turn by turn, in input order, which turns of a batch are kept: not duplicates of
+    turns seen before (in this run or the lake), nor another user's turn in a conversation.
+
+    Returns the kept turns, the keys dropped from each chunk, the hosted files to store and
+    those not to, the quarantine entries of refused turns, and how many were duplicates.
+    """
+    owners = dict(existing.owners)
+    kept: list[pa.Table] = []
+    drops: list[set[str]] = []
+    pending: list[PendingFile] = []
+    not_stored: list[PendingFile] = []
+    foreign: list[Quarantined] = []
+    duplicates = 0
+    for prepared in chunks:
+        chunk, keys = prepared.chunk, prepared.keys
+        drop = {k for k in keys if k in seen or k in existing.keys}
+        duplicates += len(drop)
+        kept_turns = [False] * len(keys)
+        tenants = prepared.turns["tenant"].to_pylist()
+        conversations = prepared.turns["conversation_id"].to_pylist()
+        users = prepared.turns["user_id"].to_pylist()
+        for i, key in enumerate(keys):
+            if key in drop:
+                continue
+            owner = owners.setdefault((tenants[i], conversations[i]), users[i])
+            if owner != users[i]:
+                # A conversation belongs to one user: another user's turn in it would show
+                # in the owner's history (and its timeline).
+                foreign.append(_foreign(prepared.items[chunk.positions[i]], tenants[i],
+                                        conversations[i], users[i]))
+                drop.add(key)
+                continue
+            seen.add(key)
+            kept_turns[i] = True
+        for turn, file in chunk.pending:
+            (pending if kept_turns[turn] else not_stored).append(file)
+        kept.append(prepared.turns.filter(pa.array(kept_turns, pa.bool_())))
+        drops.append(drop)
+    return pa.concat_tables(kept), drops, pending, not_stored, foreign, duplicates
+
+
+def _ordinals(kept: pa.Table, stored: pa.Table) -> pa.Array:
+    """1-based position of each kept turn in its conversation by start, counting the stored
+    turns (``_turns_of`` tables both): after those that started at the same instant or
+    earlier, and among themselves by start, then turn id, then input order."""
+    keys = ["tenant", "conversation_id", "started_at"]
+    new = pl.DataFrame(kept.select([*keys, "turn_id"])).with_columns(
+        pl.lit(1, pl.Int8).alias("_new"), pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"))
+    old = pl.DataFrame(stored.select(keys)).with_columns(
+        pl.lit("", pl.String).alias("turn_id"), pl.lit(0, pl.Int8).alias("_new"),
+        pl.lit(-1, pl.Int64).alias("_at"))
+    ranked = (pl.concat([new, old])
+              .sort([*keys, "_new", "turn_id", "_at"])
+              .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32)
+                            .over(["tenant", "conversation_id"]).alias("ordinal"))
+              .filter(pl.col("_new") == 1)
+              .sort("_at"))
+    return ranked["ordinal"].to_arrow()
+
+
+def _foreign(item: Item, tenant: str, conversation: str, user: str) -> Quarantined:
     """The quarantine entry of a turn another user's conversation refused."""
     assert isinstance(item, SourceLine)  # only parsed lines become turns
     return Quarantined(str(item.path), item.line, (
-        f"conversation_id: conversation {key[1]} of tenant {key[0]} belongs to "
+        f"conversation_id: conversation {conversation} of tenant {tenant} belongs to "
         f"another user; user {user} cannot add turns to it"), raw_text(item.raw))
 
 
@@ -380,14 +460,12 @@ def _packed_runs(files: Iterable[Path], size: int) -> Iterator[PackedLines]:
         yield PackedLines.of_runs(parts)
 
 
-def _without_turns(table: pa.Table, drop: set[TurnKey]) -> pa.Table:
-    """The rows of turns not in ``drop`` (duplicates of turns already accepted)."""
+def _without_turns(table: pa.Table, drop: set[str]) -> pa.Table:
+    """The rows of turns whose keys (see _turn_keys) are not in ``drop``."""
     if not drop or table.num_rows == 0:
         return table
-    keys = pc.binary_join_element_wise(table["tenant"], table["conversation_id"],
-                                       table["turn_id"], "\x1f")
-    dropped = pa.array(["\x1f".join(k) for k in drop])
-    return table.filter(pc.invert(pc.is_in(keys, value_set=dropped)))
+    dropped = pa.array(sorted(drop), pa.string())
+    return table.filter(pc.invert(pc.is_in(_turn_keys(table), value_set=dropped)))
 
 
 def _with_batch_id(table: pa.Table, batch_id: str) -> pa.Table:
