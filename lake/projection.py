@@ -108,7 +108,7 @@ _FileRow = tuple[int, str, str, str, int, str, str | None, str]
 # blocks as JSON, and the TTL days of each of _TTL_ROLES.
 _TurnExtra = tuple[int, int, int, str, tuple[int, ...]]
 
-# The parts of a canonical payload (TurnRecord.to_json) the rows are made of. Arrow's JSON
+# The parts of a canonical payload (TurnRecord.to_json_bytes) the rows are made of. Arrow's JSON
 # reader skips every other field; timestamps are parsed from pydantic's RFC 3339 spelling.
 _TEXT_AT = [("text", _STRING), ("at", TS)]
 _PAYLOAD = pa.schema([
@@ -137,7 +137,7 @@ class TurnProjector:
     """Accumulates the rows of many turns; ``tables()`` returns one Arrow table per Delta table.
 
     A turn's rows are read from its payload, which must be the record's canonical JSON
-    (:meth:`TurnRecord.to_json`, with or without hosted bytes); see the module docstring.
+    (:meth:`TurnRecord.to_json_bytes`, with or without hosted bytes); see the module docstring.
     """
 
     def __init__(self, *, batch_id: str, ingested_at: datetime, ttl: TtlPolicy) -> None:
@@ -148,7 +148,7 @@ class TurnProjector:
         # records with their own ttl_days share a few values: days per role, cached per each.
         self._policy_days: dict[tuple[str, str], tuple[int, ...]] = {}
         self._own_days: dict[int, tuple[int, ...]] = {}
-        self._payloads: list[str] = []
+        self._payloads: list[bytes] = []
         self._extras: list[_TurnExtra] = []
         # The JSON text of each context event's, step's and live event's data, in payload order.
         self._event_data: tuple[list[str], list[str], list[str]] = ([], [], [])
@@ -156,9 +156,9 @@ class TurnProjector:
         self.turns = 0
 
     def add(self, record: TurnRecord, *, ordinal: int, files: list[StoredFile],
-            payload: str) -> None:
+            payload: bytes) -> None:
         """Project one accepted record (its hosted files already stored) into rows;
-        ``payload`` is its canonical JSON."""
+        ``payload`` is its canonical JSON, UTF-8 encoded."""
         turn = self.turns
         blocks = timeline_blocks(record, files)
         self._payloads.append(payload)
@@ -345,9 +345,9 @@ class TurnProjector:
         }, schema=FILES)
 
 
-def _parse_payloads(payloads: list[str]) -> pa.Table:
+def _parse_payloads(payloads: list[bytes]) -> pa.Table:
     """The row-making fields of canonical payloads, one row per payload, in one pass."""
-    buffer = pa.py_buffer("\n".join(payloads).encode())
+    buffer = pa.py_buffer(b"\n".join(payloads))
     table = pa_json.read_json(buffer, read_options=_READ, parse_options=_PARSE)
     if table.num_rows != len(payloads):
         raise ValueError(f"{len(payloads)} payloads parsed into {table.num_rows} rows: "

@@ -223,11 +223,16 @@ class TurnRecord(_Model):
         """The record as canonical JSON (field ``schema`` spelt as in the contract); with
         ``without_hosted_bytes``, its hosted files without ``content_b64`` and
         ``source_path`` (as a TurnLog payload stores them: refs replace the bytes)."""
+        return self.to_json_bytes(without_hosted_bytes=without_hosted_bytes).decode()
+
+    def to_json_bytes(self, *, without_hosted_bytes: bool = False) -> bytes:
+        """:meth:`to_json`, UTF-8 encoded: what ingest needs, with neither decoding nor
+        encoding again."""
         # What model_dump_json(by_alias=True, exclude_none=True) does, without its Python
         # wrapper: ingest serializes every accepted record once.
         exclude = _HOSTED_BYTES if without_hosted_bytes and self.hosted_files else None
         return self.__pydantic_serializer__.to_json(
-            self, by_alias=True, exclude_none=True, exclude=exclude).decode()
+            self, by_alias=True, exclude_none=True, exclude=exclude)
 
 
 def parse_record(raw: str | bytes) -> TurnRecord:

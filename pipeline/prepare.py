@@ -413,9 +413,9 @@ def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
     return hosted_bytes
 
 
-def _payload(record: TurnRecord) -> str:
+def _payload(record: TurnRecord) -> bytes:
     """The TurnLog payload: the accepted record, with hosted bytes replaced by their refs."""
-    return record.to_json(without_hosted_bytes=True)
+    return record.to_json_bytes(without_hosted_bytes=True)
 
 
 def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:

@@ -39,7 +39,7 @@ def test_rich_turn_rows_carry_ids_times_and_role_ttls(tmp_path: Path) -> None:
         RetentionRule(tenant="acme", app="support-desk", ttl_days=90)))
     record = _record(rich_record(3))
     projector = _projector(settings)
-    projector.add(record, ordinal=4, files=[_file(record)], payload=record.to_json())
+    projector.add(record, ordinal=4, files=[_file(record)], payload=record.to_json_bytes())
     tables = projector.tables()
     rows = tables[Table.CONTENT_ROWS].to_pylist()
     assert [(r["role"], r["seq"]) for r in rows] == [
@@ -70,7 +70,7 @@ def test_rich_turn_rows_carry_ids_times_and_role_ttls(tmp_path: Path) -> None:
 def test_record_ttl_days_overrides_the_policy(settings: Settings) -> None:
     record = _record(make_record(0, ttl_days=7))
     projector = _projector(settings)
-    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
     tables = projector.tables()
     week = record.ended_at.astimezone(UTC) + timedelta(days=7)
     assert {r["expires_at"] for r in tables[Table.CONTENT_ROWS].to_pylist()} == {week}
@@ -82,7 +82,7 @@ def test_month_is_the_utc_month_of_started_at(settings: Settings) -> None:
                                started_at="2026-03-31T20:30:00-05:00",
                                ended_at="2026-04-01T02:00:00+00:00"))
     projector = _projector(settings)
-    projector.add(late, ordinal=1, files=[], payload=late.to_json())
+    projector.add(late, ordinal=1, files=[], payload=late.to_json_bytes())
     tables = projector.tables()
     assert month_of(late.started_at) == "2026-04"
     for table in (Table.TURN_LOGS, Table.CONTENT_ROWS):
@@ -99,7 +99,7 @@ def test_events_are_ordered_by_time_keeping_the_record_order_on_ties(
         events=[{"type": "badge.cost", "at": at, "data": {"usd": 0.5}},
                 {"type": "panel.code", "at": "2026-03-10T09:00:00+00:00", "data": {}}]))
     projector = _projector(settings)
-    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
     events = projector.tables()[Table.EVENTS].to_pylist()
     assert [(e["seq"], e["source"], e["type"]) for e in events] == [
         (0, "event", "panel.code"), (1, "step", "chat.step"),
@@ -113,7 +113,7 @@ def test_a_payload_of_several_megabytes_is_projected(settings: Settings) -> None
     records = [_record(make_record(0, answer=answer)), _record(make_record(1))]
     projector = _projector(settings)
     for record in records:
-        projector.add(record, ordinal=1, files=[], payload=record.to_json())
+        projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
     rows = projector.tables()[Table.CONTENT_ROWS]
     assert rows.filter(pc.equal(rows["role"], "assistant"))["text"].to_pylist()[0] == answer
 
@@ -126,7 +126,7 @@ def test_attachment_rows_keep_their_position_and_skip_empty_texts(settings: Sett
         {"name": "d.txt", "mime": "text/plain", "size": 4, "text": "fourth"}],
         feedback={"rating": 1, "comment": ""}))
     projector = _projector(settings)
-    projector.add(record, ordinal=1, files=[], payload=record.to_json())
+    projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
     tables = projector.tables()
     rows = [(r["seq"], r["text"]) for r in tables[Table.CONTENT_ROWS].to_pylist()
             if r["role"] == "attachment"]
@@ -140,7 +140,7 @@ def test_a_payload_that_is_not_its_records_is_refused(settings: Settings) -> Non
     with_events = _record(make_record(0, events=[
         {"type": "badge", "at": "2026-03-10T09:00:05+00:00"}]))
     projector = _projector(settings)
-    projector.add(with_events, ordinal=1, files=[], payload=_record(make_record(0)).to_json())
+    projector.add(with_events, ordinal=1, files=[], payload=_record(make_record(0)).to_json_bytes())
     with pytest.raises(ValueError, match="not its record"):
         projector.tables()
 
@@ -150,7 +150,7 @@ def test_many_turns_keep_their_own_rows(settings: Settings) -> None:
                for i in range(10)]
     projector = _projector(settings)
     for i, record in enumerate(records):
-        projector.add(record, ordinal=i, files=[], payload=record.to_json())
+        projector.add(record, ordinal=i, files=[], payload=record.to_json_bytes())
     tables = projector.tables()
     logs = tables[Table.TURN_LOGS]
     assert logs["turn_id"].to_pylist() == [r.turn_id for r in records]
@@ -174,5 +174,5 @@ def test_a_policy_ttl_past_year_9999_is_refused(tmp_path: Path) -> None:
     record = _record(make_record(0))
     projector = _projector(settings)
     with pytest.raises(OverflowError):
-        projector.add(record, ordinal=1, files=[], payload=record.to_json())
+        projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
         projector.tables()
