@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.forkserver
 import os
 import signal
 import stat
@@ -47,6 +48,7 @@ _SPILLED = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 # accepts) come from the heap, and the heap is only trimmed past 1 GiB free.
 _MMAP_THRESHOLD = 32 * 2**20
 _TRIM_THRESHOLD = 1 << 30
+_server_started = False  # see start_worker_server
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,22 @@ def worker_context() -> multiprocessing.context.BaseContext:
     # Read only when the server starts, the first time this process asks for a worker.
     context.set_forkserver_preload(worker_preload())
     return context
+
+
+def start_worker_server() -> bool:
+    """Start the fork server of :func:`worker_context` in the background unless this process
+    already has; True when it was started now.
+
+    Until the server has imported what workers need (about a third of a second), no worker
+    can start: a caller may use that time for work of its own.
+    """
+    global _server_started
+    if _server_started:
+        return False
+    worker_context()  # names what the server preloads
+    multiprocessing.forkserver.ensure_running()
+    _server_started = True
+    return True
 
 
 def worker_preload() -> list[str]:
