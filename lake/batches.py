@@ -10,7 +10,8 @@ Delta commits are atomic per table, not across tables, so a batch is written in 
     3. rows       content_rows, events, files           (each row tagged with batch_id;
                                                           appended side by side)
     4. TurnLogs   turn_logs                              <- the commit point
-    5. timelines  recomputed for the batch's conversations
+    5. timelines  of the batch's conversations, computed during steps 2-3 (counting the
+                  TurnLogs of step 4), written now
     6. manifest removed
 
 Readers only see turns that have a TurnLog (search, catalog and materialization join on it), so a
@@ -34,7 +35,13 @@ from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore, PendingFile
 from lake.store import LakeStore
 from lake.tables import Table
-from lake.timelines import TIMELINE_SOURCE_COLUMNS, refresh_timelines, rows_of_conversations
+from lake.timelines import (
+    TIMELINE_SOURCE_COLUMNS,
+    TimelineUpdate,
+    compute_timelines,
+    refresh_timelines,
+    rows_of_conversations,
+)
 
 ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 __all__ = ["ROW_TABLES", "BatchCommitter", "PendingFile", "RecoveryReport"]
@@ -78,25 +85,34 @@ class BatchCommitter:
         # in a thread of its own: moving files is short system calls and the sync waits for the
         # disk, while the appends encode Parquet in deltalake without the GIL. (The last batch
         # of an ingest commits with no worker left to overlap it: 0.05 s of 0.3 on 50k turns.)
-        with ThreadPoolExecutor(1 + len(ROW_TABLES), thread_name_prefix="turnlake-rows") as pool:
+        # The timelines are computed meanwhile too, counting the TurnLogs about to commit; they
+        # are written only after those (readers list conversations from the timelines).
+        with ThreadPoolExecutor(2 + len(ROW_TABLES), thread_name_prefix="turnlake-rows") as pool:
             stored = pool.submit(self._store_bytes, pending_files)
+            timelines = pool.submit(self._timelines, logs, conversations, new_conversations)
             appends = [pool.submit(self._store.append, table, tables[table])
                        for table in ROW_TABLES]
             for table, append in zip(ROW_TABLES, appends, strict=True):
                 append.result()
                 self._faults.hit(f"batch.after_{table.value}")
             stored.result()
+            update = timelines.result()
         # Not "after_files": that name marks the files table above, and a kill by name
         # (TURNLAKE_FAULT_AT) would never reach the second of two equal points.
         self._faults.hit("batch.after_bytes")
         self._store.append(Table.TURN_LOGS, logs)
         self._faults.hit("batch.after_turn_logs")
-        # Selected first: filtering copies every column, and the payloads are most of the bytes.
-        new_logs = rows_of_conversations(logs.select(TIMELINE_SOURCE_COLUMNS),
-                                         new_conversations) if new_conversations else None
-        refresh_timelines(self._store, conversations, complete=new_logs)
+        update.write(self._store)
         self._faults.hit("batch.after_timelines")
         self._blobs.delete(self._manifest_key(batch_id))
+
+    def _timelines(self, logs: pa.Table, conversations: list[tuple[str, str]],
+                   new_conversations: Collection[tuple[str, str]]) -> TimelineUpdate:
+        """The timelines of a batch's conversations once its TurnLogs (``logs``) commit."""
+        # Selected first: filtering copies every column, and the payloads are most of the bytes.
+        sources = logs.select(TIMELINE_SOURCE_COLUMNS)
+        new_logs = rows_of_conversations(sources, new_conversations) if new_conversations else None
+        return compute_timelines(self._store, conversations, complete=new_logs, pending=sources)
 
     def _store_bytes(self, pending_files: Sequence[PendingFile]) -> None:
         """Move a batch's hosted bytes into place and flush them to disk."""

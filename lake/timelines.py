@@ -7,6 +7,7 @@ a crash between the TurnLog commit and the timeline commit is repaired by refres
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import polars as pl
@@ -46,21 +47,47 @@ def refresh_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     whose every TurnLog it holds, for example those an ingest batch just started: they are
     taken from there rather than read back from the table, a scan that grows with the table.
     """
+    return compute_timelines(store, conversations, as_of=as_of, complete=complete).write(store)
+
+
+@dataclass(frozen=True)
+class TimelineUpdate:
+    """Recomputed timeline rows of some conversations, to be written (see compute_timelines)."""
+
+    rows: pa.Table
+    gone: list[tuple[str, str]]  # conversations left without a live TurnLog
+
+    def write(self, store: LakeStore) -> int:
+        """Replace the conversations' timeline rows; returns the number of rows written."""
+        if self.gone:
+            store.delete(Table.TIMELINES, sql_conversations(self.gone))
+        rows = self.rows
+        if rows.num_rows:
+            _write_rows(store, rows, set(zip(rows["tenant"].to_pylist(),
+                                             rows["conversation_id"].to_pylist(), strict=True)))
+        return int(rows.num_rows)
+
+
+def compute_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]],
+                      *, as_of: datetime | None = None, complete: pa.Table | None = None,
+                      pending: pa.Table | None = None) -> TimelineUpdate:
+    """The timelines of some conversations, as refresh_timelines would write them, without
+    writing them.
+
+    ``pending`` holds TurnLogs about to be committed: they are counted as stored. This lets an
+    ingest batch compute its timelines while its other rows are written, and write them once
+    its TurnLogs are committed (the writer lock keeps the table as it was in between).
+    """
     wanted = sorted(set(conversations))
     if not wanted:
-        return 0
-    logs = _live_logs(store, wanted, complete)
+        return TimelineUpdate(TIMELINES.empty_table(), [])
+    logs = _live_logs(store, wanted, complete, pending)
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
     live = set(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
                    strict=True))
-    gone = [pair for pair in wanted if pair not in live]
-    if gone:
-        store.delete(Table.TIMELINES, sql_conversations(gone))
-    if rows.num_rows:
-        _write_rows(store, rows, live)
-    return int(rows.num_rows)
+    return TimelineUpdate(rows, [pair for pair in wanted if pair not in live])
 
 
 def rows_of_conversations(table: pa.Table,
@@ -79,9 +106,9 @@ def _in_conversations(table: pa.Table,
 
 
 def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
-               complete: pa.Table | None) -> pl.DataFrame:
+               complete: pa.Table | None, pending: pa.Table | None = None) -> pl.DataFrame:
     """The timeline source columns of the wanted conversations' TurnLogs: from ``complete``
-    for the conversations it holds, from the table for the others."""
+    for the conversations it holds, from the table (and ``pending``) for the others."""
     parts: list[pa.Table] = []
     rest = wanted
     if complete is not None and complete.num_rows:
@@ -93,6 +120,8 @@ def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
     if rest or not parts:
         parts.append(store.read(Table.TURN_LOGS, columns=TIMELINE_SOURCE_COLUMNS,
                                 filter=conversation_filter(rest)))
+        if rest and pending is not None and pending.num_rows:
+            parts.append(rows_of_conversations(pending.select(TIMELINE_SOURCE_COLUMNS), rest))
     logs = pl.from_arrow(pa.concat_tables(parts) if len(parts) > 1 else parts[0])
     assert isinstance(logs, pl.DataFrame)
     return logs
