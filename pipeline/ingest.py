@@ -261,30 +261,24 @@ class Ingestor:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         turns = pa.concat_tables(c.turns for c in chunks)
         existing = self._existing_turns(turns)
-        if _all_new(turns, [c.keys for c in chunks], seen, existing):
-            # The usual batch, checked column-wise: every turn is kept.
-            kept = turns
-            for c in chunks:
-                seen.update(c.keys)
-            drops: list[set[str]] = [set() for _ in chunks]
-            pending = [file for c in chunks for _, file in c.chunk.pending]
-            not_stored: list[PendingFile] = []
-            foreign: list[Quarantined] = []
-        else:
-            kept, drops, pending, not_stored, foreign, duplicates = _sift(chunks, seen, existing)
-            report.duplicates += duplicates
-        if foreign:
-            report.quarantined.extend(foreign)
-            new = self._not_yet_quarantined(foreign)
+        # The usual batch, recognised column-wise, keeps every turn; any other is sifted.
+        sifted = (_keep_all(chunks, turns, seen)
+                  if _all_new(turns, [c.keys for c in chunks], seen, existing)
+                  else _sift(chunks, seen, existing))
+        kept, pending = sifted.kept, sifted.pending
+        report.duplicates += sifted.duplicates
+        if sifted.foreign:
+            report.quarantined.extend(sifted.foreign)
+            new = self._not_yet_quarantined(sifted.foreign)
             if new:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         # Dropped turns' bytes may share a pack with kept ones: blanked before it is stored.
-        blank_staged(not_stored)
+        blank_staged(sifted.not_stored)
         if not kept.num_rows:
             return
         report.partitions |= _pairs(kept, "tenant", "month")
         tables = {t: _with_batch_id(pa.concat_tables(
-            _without_turns(c.chunk.tables[t], drop) for c, drop in zip(chunks, drops,
+            _without_turns(c.chunk.tables[t], drop) for c, drop in zip(chunks, sifted.drops,
                                                                         strict=True)), batch_id)
                   for t in _ROW_TABLES}
         logs = tables[Table.TURN_LOGS]
@@ -377,15 +371,29 @@ def _all_new(turns: pa.Table, keys: list[list[str]], seen: set[str],
             users["user_id_min"].to_pylist(), strict=True))
 
 
-def _sift(chunks: list[_Prepared], seen: set[str], existing: _Existing
-          ) -> tuple[pa.Table, list[set[str]], list[PendingFile], list[PendingFile],
-                     list[Quarantined], int]:
-    """Decide turn by turn, in input order, which turns of a batch are kept: not duplicates of
-    turns seen before (in this run or the lake), nor another user's turn in a conversation.
+@dataclass(frozen=True)
+class _Sifted:
+    """Which turns of a batch are kept, and what becomes of the others."""
 
-    Returns the kept turns, the keys dropped from each chunk, the hosted files to store and
-    those not to, the quarantine entries of refused turns, and how many were duplicates.
-    """
+    kept: pa.Table  # the kept turns, as _turns_of gives them
+    drops: list[set[str]]  # per chunk, the keys of the turns dropped from it
+    pending: list[PendingFile]  # the hosted files of kept turns
+    not_stored: list[PendingFile]  # those of dropped turns
+    foreign: list[Quarantined]  # turns refused: another user's conversation
+    duplicates: int  # turns dropped as already seen
+
+
+def _keep_all(chunks: list[_Prepared], turns: pa.Table, seen: set[str]) -> _Sifted:
+    """Keep every turn of a batch (``turns``: all of theirs) that _all_new cleared."""
+    for c in chunks:
+        seen.update(c.keys)
+    return _Sifted(turns, [set() for _ in chunks],
+                   [file for c in chunks for _, file in c.chunk.pending], [], [], 0)
+
+
+def _sift(chunks: list[_Prepared], seen: set[str], existing: _Existing) -> _Sifted:
+    """Decide turn by turn, in input order, which turns of a batch are kept: not duplicates of
+    turns seen before (in this run or the lake), nor another user's turn in a conversation."""
     owners = dict(existing.owners)
     kept: list[pa.Table] = []
     drops: list[set[str]] = []
@@ -418,7 +426,7 @@ def _sift(chunks: list[_Prepared], seen: set[str], existing: _Existing
             (pending if kept_turns[turn] else not_stored).append(file)
         kept.append(prepared.turns.filter(pa.array(kept_turns, pa.bool_())))
         drops.append(drop)
-    return pa.concat_tables(kept), drops, pending, not_stored, foreign, duplicates
+    return _Sifted(pa.concat_tables(kept), drops, pending, not_stored, foreign, duplicates)
 
 
 def _ordinals(kept: pa.Table, stored: pa.Table) -> pa.Array:

@@ -98,16 +98,19 @@ def read_runs(path: Path, size: int) -> Iterator[LineRun | SourceProblem]:
     # or truncated file fails at the same place again.
     run: list[bytes] = []
     line_no = done
+    problem = None
     try:
         with opener(path, "rb") as fh:
             for line_no, raw in enumerate(fh, start=1):
                 if line_no > done:
                     run.append(raw)
-        problem = None
+                    if len(run) == size:
+                        yield LineRun(path, line_no - size + 1, run)
+                        run = []
     except (OSError, EOFError, zlib.error) as exc:
         problem = SourceProblem(path, line_no + 1,
                                 f"file could not be read past line {line_no}: {exc}")
-    for start in range(0, len(run), size):
-        yield LineRun(path, done + 1 + start, run[start:start + size])
+    if run:
+        yield LineRun(path, line_no - len(run) + 1, run)
     if problem is not None:
         yield problem
