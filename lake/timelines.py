@@ -55,17 +55,16 @@ class TimelineUpdate:
     """Recomputed timeline rows of some conversations, to be written (see compute_timelines)."""
 
     rows: pa.Table
+    live: set[tuple[str, str]]  # the conversations of the rows
     gone: list[tuple[str, str]]  # conversations left without a live TurnLog
 
     def write(self, store: LakeStore) -> int:
         """Replace the conversations' timeline rows; returns the number of rows written."""
         if self.gone:
             store.delete(Table.TIMELINES, sql_conversations(self.gone))
-        rows = self.rows
-        if rows.num_rows:
-            _write_rows(store, rows, set(zip(rows["tenant"].to_pylist(),
-                                             rows["conversation_id"].to_pylist(), strict=True)))
-        return int(rows.num_rows)
+        if self.rows.num_rows:
+            _write_rows(store, self.rows, self.live)
+        return int(self.rows.num_rows)
 
 
 def compute_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]],
@@ -80,14 +79,14 @@ def compute_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     """
     wanted = sorted(set(conversations))
     if not wanted:
-        return TimelineUpdate(TIMELINES.empty_table(), [])
+        return TimelineUpdate(TIMELINES.empty_table(), set(), [])
     logs = _live_logs(store, wanted, complete, pending)
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
     live = set(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
                    strict=True))
-    return TimelineUpdate(rows, [pair for pair in wanted if pair not in live])
+    return TimelineUpdate(rows, live, [pair for pair in wanted if pair not in live])
 
 
 def rows_of_conversations(table: pa.Table,

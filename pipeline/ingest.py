@@ -286,8 +286,7 @@ class Ingestor:
             logs.schema.get_field_index("ordinal"), "ordinal", _ordinals(kept, existing.turns))
         if self._rows_hook is not None:
             tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
-        new_conversations = (_pairs(kept, "tenant", "conversation_id")
-                             - _pairs(existing.turns, "tenant", "conversation_id"))
+        new_conversations = _pairs(kept, "tenant", "conversation_id") - existing.owners.keys()
         self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations)
         report.accepted += kept.num_rows
         report.files_stored += len(pending)

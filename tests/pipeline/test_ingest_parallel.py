@@ -126,15 +126,21 @@ def test_packed_lines_come_back_as_read(tmp_path: Path) -> None:
     assert [type(i) for i in packed.items()] == [type(i) for i in items]
 
 
+def _loaded_by(module: str, candidates: tuple[str, ...]) -> list[str]:
+    """Which of ``candidates`` a fresh interpreter has loaded after importing ``module``."""
+    code = (f"import sys, {module}; "
+            f"print(' '.join(m for m in {candidates!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.split()
+
+
 def test_workers_import_neither_the_search_service_nor_the_table_writer() -> None:
     # A worker imports pipeline.prepare on start (once per ingest and worker): what it pulls
     # in is start-up time on every large ingest.
-    code = ("import sys, pipeline.prepare; "
-            "print(sorted(m for m in ('deltalake', 'polars', 'pyarrow.dataset', 'faiss', "
-            "'tantivy', 'lake.search', 'lake.store', 'lake.batches') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_by("pipeline.prepare", (
+        "deltalake", "polars", "pyarrow.dataset", "faiss", "tantivy", "lake.search",
+        "lake.store", "lake.batches")) == []
 
 
 def _preload_under(tmp_path: Path, *argv: str) -> list[str]:
@@ -167,12 +173,7 @@ def test_the_workers_fork_server_preloads_the_main_module_once(tmp_path: Path,
 
 def test_the_console_scripts_main_module_imports_no_command_line() -> None:
     # The fork server preloads it: it must not pull the whole CLI into every ingest's server.
-    code = ("import sys, pipeline.entry; "
-            "print(sorted(m for m in ('pipeline.cli', 'typer', 'polars', 'deltalake') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_by("pipeline.entry", ("pipeline.cli", "typer", "polars", "deltalake")) == []
 
 
 def test_a_worker_stages_hosted_bytes_instead_of_returning_them(tmp_path: Path) -> None:
