@@ -3,12 +3,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pyarrow.compute as pc
 import pytest
 from factories import make_record, rich_record
 
-from lake.projection import StoredFile, TurnProjector, month_of, row_id, timeline_blocks
+from lake.projection import StoredFile, TurnProjector, month_of, row_id
 from lake.records import TurnRecord
 from lake.settings import RetentionRule, Settings
 from lake.tables import CONTENT_ROWS, EVENTS, FILES, TURN_LOGS, Table
@@ -24,13 +26,35 @@ def _projector(settings: Settings, batch_id: str = "b-1") -> TurnProjector:
     return TurnProjector(batch_id=batch_id, ingested_at=NOW, ttl=settings.ttl_days_for)
 
 
-def _file(record: TurnRecord) -> StoredFile:
+def _file(record: TurnRecord, name: str = "forecast.csv") -> StoredFile:
     return StoredFile(ref=f"conv:fi:conv_{record.conversation_id}.turn_{record.turn_id}."
-                          "files/forecast.csv",
-                      path="files/forecast.csv", mime="text/csv", size=17, sha256="ab" * 32,
+                          f"files/{name}",
+                      path=f"files/{name}", mime="text/csv", size=17, sha256="ab" * 32,
                       storage_key=f"acme/{record.conversation_id}/{record.turn_id}/"
-                                  "files/forecast.csv",
+                                  f"files/{name}",
                       description="corrected forecast")
+
+
+def _expected_blocks(record: TurnRecord, files: list[StoredFile]) -> list[dict[str, Any]]:
+    """The timeline blocks of a turn, one record at a time: what the projection builds
+    column-wise."""
+    if record.writer != "rich":
+        return []
+    base = f"conv_{record.conversation_id}.turn_{record.turn_id}"
+
+    def block(type_: str, at: datetime, ref: str) -> dict[str, Any]:
+        return {"turn_id": record.turn_id, "type": type_, "at": at.isoformat(), "ref": ref}
+
+    blocks = [block(f"user.{s.event_type}", s.arrived_at, f"conv:ar:{base}.submissions/{i}")
+              for i, s in enumerate(record.submissions)]
+    blocks += [block("attachment", record.started_at, a.ref or f"conv:ar:{base}.attachments/{i}")
+               for i, a in enumerate(record.attachments)]
+    blocks += [block("file", record.ended_at, f.ref) for f in files]
+    if record.summary:
+        blocks.append(block("summary", record.ended_at, f"conv:ws:{base}.summary"))
+    blocks.append(block("assistant.completion", record.completion.at,
+                        f"conv:ar:{base}.completion"))
+    return blocks
 
 
 def test_rich_turn_rows_carry_ids_times_and_role_ttls(tmp_path: Path) -> None:
@@ -59,12 +83,42 @@ def test_rich_turn_rows_carry_ids_times_and_role_ttls(tmp_path: Path) -> None:
     log = tables[Table.TURN_LOGS].to_pylist()[0]
     assert log["ordinal"] == 4 and log["hosted_file_count"] == 1
     assert log["expires_at"] == ended + timedelta(days=90)
-    assert json.loads(log["blocks"]) == timeline_blocks(record, [_file(record)])
+    assert json.loads(log["blocks"]) == _expected_blocks(record, [_file(record)])
     assert log["block_count"] == len(json.loads(log["blocks"]))
     assert json.loads(log["payload"]) == json.loads(record.to_json())
     files = tables[Table.FILES].to_pylist()
     assert files[0]["storage_key"] == "acme/c-1/t-0003/files/forecast.csv"
     assert files[0]["expires_at"] == log["expires_at"] and files[0]["month"] == "2026-03"
+
+
+def test_timeline_blocks_spell_instants_and_refs_as_the_record_does(
+        settings: Settings) -> None:
+    odd_refs = ['conv:ar:x "quoted"', "back\\slash", "line\nbreak", "\x01", "ünïcode", "",
+                None]
+    offset = rich_record(0)
+    offset["submissions"][0]["arrived_at"] = "2026-03-10T09:00:00.5-05:30"
+    records = [
+        _record({**offset, "started_at": "2026-03-10T09:00:00.5-05:30",
+                 "ended_at": "2026-03-10T17:00:00.000001+02:00",
+                 "completion": {"text": "done", "at": "2026-03-10T15:00:00Z"}}),
+        _record({**rich_record(1), "summary": "", "attachments": [
+            {"name": f"a{i}", "mime": "text/plain", "size": 1, "ref": ref}
+            for i, ref in enumerate(odd_refs)]}),
+        _record(make_record(2)),  # a minimal writer's turn has none
+        _record({**rich_record(3), "summary": None, "attachments": []}),
+    ]
+    files = [[_file(records[0], 'say "hi".csv'), _file(records[0], "ä\\b.txt")], [], [],
+             [_file(records[3])]]
+    projector = _projector(settings)
+    for record, stored in zip(records, files, strict=True):
+        projector.add(record, ordinal=1, files=stored, payload=record.to_json_bytes())
+    logs = projector.tables()[Table.TURN_LOGS].to_pylist()
+    for log, record, stored in zip(logs, records, files, strict=True):
+        expected = _expected_blocks(record, stored)
+        assert log["blocks"] == orjson.dumps(expected).decode()  # the same text, byte for byte
+        assert log["block_count"] == len(expected)
+    assert json.loads(logs[0]["blocks"])[0]["at"] == "2026-03-10T09:00:00.500000-05:30"
+    assert logs[2]["blocks"] == "[]"
 
 
 def test_record_ttl_days_overrides_the_policy(settings: Settings) -> None:
