@@ -15,7 +15,6 @@ object-store lake the same keys name objects under the lake prefix.
 from __future__ import annotations
 
 import errno
-import functools
 import hashlib
 import itertools
 import os
@@ -45,9 +44,6 @@ _STAGING = "_staging"
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _staged_names = itertools.count()  # unique within a process; the pid makes them unique
 _own_staging: set[str] = set()  # this process's subfolders of staging folders, made already
-# Hosted paths repeat across turns ("files/report.md"), and a batch checks each key's path
-# three times (key, ref, folders): the check is a pure function of the text, worth caching.
-_normalized = functools.lru_cache(maxsize=4096)(normalize_relative_path)
 
 
 @dataclass(frozen=True)
@@ -80,7 +76,7 @@ class FileStore:
         validate_id(tenant, "tenant")
         validate_id(conversation_id, "conversation_id")
         validate_id(turn_id, "turn_id")
-        relative = _normalized(path)
+        relative = normalize_relative_path(path)
         return f"{tenant}/{conversation_id}/{turn_id}/{relative}"
 
     def put(self, key: str, data: bytes, *, durable: bool = True) -> str:
@@ -387,7 +383,7 @@ class FileStore:
             raise RefError(f"malformed storage key {key!r}")
         for segment, what in zip(parts[:3], ("tenant", "conversation_id", "turn_id"), strict=True):
             validate_id(segment, what)
-        return parts[:3], _normalized(parts[3])
+        return parts[:3], normalize_relative_path(parts[3])
 
     def _object_key(self, key: str) -> str:
         (tenant, conversation, turn), relative = self._check(key)

@@ -26,7 +26,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -366,7 +366,10 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
         for file, data in hosted:
             # Only now, with the turn accepted: nothing is staged for a refused line.
             pending = _place(file.storage_key, data, files, packs)
-            stored.append(replace(file, storage_key=pending.key))
+            # Not dataclasses.replace, which costs several µs per call.
+            stored.append(StoredFile(ref=file.ref, path=file.path, mime=file.mime,
+                                     size=file.size, sha256=file.sha256,
+                                     storage_key=pending.key, description=file.description))
             chunk.pending.append((projector.turns, pending))
         projector.add(record, ordinal=0, files=stored, payload=_payload(record))
         chunk.positions.append(position)
