@@ -91,7 +91,8 @@ _PAYLOAD = pa.schema([
     ("anchors", pa.list_(_STRING)), ("notes", pa.list_(_STRING)),
     ("attachments", pa.list_(pa.struct([("text", _STRING), ("ref", _STRING)]))),
     ("context_events", pa.list_(pa.struct([("kind", _STRING), ("at", TS)]))),
-    ("steps", pa.list_(pa.struct([("at", TS)]))),
+    ("steps", pa.list_(pa.struct([("name", _STRING), ("status", _STRING), ("at", TS),
+                                  ("detail", _STRING)]))),
     ("events", pa.list_(pa.struct([("type", _STRING), ("at", TS)]))),
     ("usage", pa.struct([("tokens_in", _INT64), ("tokens_out", _INT64),
                          ("cost_usd", pa.float64()), ("duration_ms", _INT64)])),
@@ -120,8 +121,9 @@ class TurnProjector:
         self._own_days: dict[int, tuple[int, ...]] = {}
         self._payloads: list[bytes] = []
         self._extras: list[_TurnExtra] = []
-        # The JSON text of each context event's, step's and live event's data, in payload order.
-        self._event_data: tuple[list[str], list[str], list[str]] = ([], [], [])
+        # The JSON text of each context event's and live event's data, in payload order (a
+        # step's data is made of its fields, column-wise).
+        self._event_data: tuple[list[str], list[str]] = ([], [])
         self._files: list[_FileRow] = []
         self.turns = 0
 
@@ -132,12 +134,9 @@ class TurnProjector:
         turn = self.turns
         self._payloads.append(payload)
         self._extras.append((ordinal, len(files), self._days_by_role(record)))
-        context, steps, events = self._event_data
+        context, events = self._event_data
         if record.context_events:
             context += [orjson.dumps(e.data).decode() for e in record.context_events]
-        if record.steps:
-            steps += [orjson.dumps({"name": s.name, "status": s.status, "detail": s.detail})
-                      .decode() for s in record.steps]
         if record.events:
             events += [orjson.dumps(e.data).decode() for e in record.events]
         if files:
@@ -329,23 +328,21 @@ class TurnProjector:
         context = _Items.of(parsed.column("context_events"))
         steps = _Items.of(parsed.column("steps"))
         events = _Items.of(parsed.column("events"))
+        context_data, event_data = self._event_data
         sources = (
             ("context", context, pc.binary_join_element_wise(
-                "context.", context.field("kind"), "")),
-            ("step", steps, _constant("chat.step", _STRING, len(steps.parent))),
-            ("event", events, events.field("type")),
+                "context.", context.field("kind"), ""), _recorded(context, context_data)),
+            ("step", steps, _constant("chat.step", _STRING, len(steps.parent)),
+             _step_data(steps)),
+            ("event", events, events.field("type"), _recorded(events, event_data)),
         )
         parts = []
-        for rank, ((source, items, types), data) in enumerate(
-                zip(sources, self._event_data, strict=True)):
-            if len(data) != len(items.parent):
-                raise ValueError(f"{source} events: {len(items.parent)} in the payloads, "
-                                 f"{len(data)} in the records: a payload is not its record's")
+        for rank, (source, items, types, data) in enumerate(sources):
+            n = len(items.parent)
             parts.append(pa.table({
                 "turn": items.parent, "at": items.field("at"),
-                "rank": _constant(rank, _INT32, len(data)), "pos": items.seq,
-                "source": _constant(source, _STRING, len(data)), "type": types,
-                "data": pa.array(data, _STRING)}))
+                "rank": _constant(rank, _INT32, n), "pos": items.seq,
+                "source": _constant(source, _STRING, n), "type": types, "data": data}))
         # Ordered by time; events at the same instant keep the record's own order.
         rows = pa.concat_tables(parts).sort_by([
             ("turn", "ascending"), ("at", "ascending"), ("rank", "ascending"),
@@ -437,6 +434,23 @@ def _role_rows(role: str, turn: pa.Array, seq: pa.Array | None, text: pa.Array,
         "batch": batch if batch is not None else pa.nulls(n, _INT32),
         "ts": ts, "text": text})
     return table.filter(keep) if keep is not None else table
+
+
+def _recorded(items: _Items, data: list[str]) -> pa.Array:
+    """The data of events as add() recorded it from the records, one per payload item."""
+    if len(data) != len(items.parent):
+        raise ValueError(f"{len(items.parent)} events in the payloads, {len(data)} in the "
+                         "records: a payload is not its record's")
+    return pa.array(data, _STRING)
+
+
+def _step_data(steps: _Items) -> pa.Array:
+    """Each step's data: its name, status and detail, as the JSON object orjson makes."""
+    detail = steps.field("detail")
+    return pc.binary_join_element_wise(
+        '{"name":"', _json_text(steps.field("name")), '","status":"', steps.field("status"),
+        '","detail":', pc.if_else(pc.is_null(detail), "null", pc.binary_join_element_wise(
+            '"', _json_text(detail), '"', "")), "}", "")
 
 
 def _block_rows(turn: pa.Array, seq: pa.Array | None, type_: str | pa.Array, at: pa.Array,

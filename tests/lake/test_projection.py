@@ -162,6 +162,20 @@ def test_events_are_ordered_by_time_keeping_the_record_order_on_ties(
     assert json.loads(events[3]["data"]) == {"usd": 0.5}
 
 
+def test_step_data_is_the_json_object_of_its_name_status_and_detail(
+        settings: Settings) -> None:
+    at = "2026-03-10T09:00:05+00:00"
+    steps = [{"name": 'run "python"', "status": "failed", "at": at, "detail": "line\none\\ ü"},
+             {"name": "plot", "status": "completed", "at": at, "detail": ""},
+             {"name": "\x01ctl", "status": "started", "at": at}]
+    record = _record(make_record(0, steps=steps))
+    projector = _projector(settings)
+    projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
+    data = projector.tables()[Table.EVENTS]["data"].to_pylist()
+    assert data == [orjson.dumps({"name": s["name"], "status": s["status"],
+                                  "detail": s.get("detail")}).decode() for s in steps]
+
+
 def test_a_payload_of_several_megabytes_is_projected(settings: Settings) -> None:
     answer = "long answer " * 300_000  # 3.6 MB, past the JSON reader's default block
     records = [_record(make_record(0, answer=answer)), _record(make_record(1))]
