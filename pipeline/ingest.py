@@ -52,8 +52,8 @@ RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
 CHUNK_LINES = 2000
 PARALLEL_MIN_LINES = 8000
-# Chunks the ingesting process prepares itself while a fork server starts (about a third of a
-# second, in which it prepares two).
+# Chunks the ingesting process prepares itself while a fork server starts (about 0.4 s, in
+# which it prepares two).
 CHUNKS_WHILE_BOOTING = 2
 # How many lines workers may prepare ahead of the commits: enough for a whole batch, so they
 # keep working while the main process commits the previous one.

@@ -164,10 +164,10 @@ def test_the_workers_fork_server_preloads_the_main_module_once(tmp_path: Path,
     else:
         (tmp_path / "probe.py").write_text(probe)
     argv = {"script": ("probe.py",), "module": ("-m", "probe"), "package": ("-m", "probe")}
-    expected = {"script": ["__main__", "pipeline.prepare"],
-                "module": ["probe", "pipeline.prepare"],
+    expected = {"script": ["__main__", "pipeline.prepare", "pandas"],
+                "module": ["probe", "pipeline.prepare", "pandas"],
                 # A package's __main__ is never imported by workers, nor preloaded.
-                "package": ["pipeline.prepare"]}
+                "package": ["pipeline.prepare", "pandas"]}
     assert _preload_under(tmp_path, *argv[layout]) == expected[layout]
 
 
