@@ -17,7 +17,7 @@ that went to converting timestamps, since each of pydantic's carries a tzinfo wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from lake.records import TurnRecord
+from lake.errors import RecordError
+from lake.records import ContextEvent, LiveEvent, TurnRecord
 from lake.tables import CONTENT_ROWS, EVENTS, FILES, ROLES, TS, TURN_LOGS, Table
 
 # (tenant, app, role or None) -> ttl days, from the settings' policy.
@@ -70,6 +71,36 @@ def months_of(instants: pa.Array) -> pa.Array:
 def row_id(conversation_id: str, turn_id: str, role: str, seq: int) -> str:
     """The stable id of a content row, unique within its tenant."""
     return f"{conversation_id}.{turn_id}.{role}.{seq}"
+
+
+# The JSON text of a record's context events' data, then of its live events' data.
+EventData = tuple[list[str], list[str]]
+
+
+def event_data(record: TurnRecord) -> EventData:
+    """The JSON text the events table stores for the data of each of a record's context
+    events and live events.
+
+    Raises RecordError naming the event when orjson cannot store its data: an integer beyond
+    64 bits, or nesting past 255 levels. Ingest calls this before it accepts a turn.
+    """
+    return (_data_texts(record.context_events, "context_events"),
+            _data_texts(record.events, "events"))
+
+
+def _data_texts(events: Sequence[ContextEvent | LiveEvent], where: str) -> list[str]:
+    if not events:
+        return []
+    try:
+        return [orjson.dumps(e.data).decode() for e in events]
+    except orjson.JSONEncodeError:
+        for i, e in enumerate(events):
+            try:
+                orjson.dumps(e.data)
+            except orjson.JSONEncodeError as exc:
+                raise RecordError(f"{where}.{i}.data: cannot be stored as JSON: {exc}",
+                                  field=f"{where}.{i}.data") from None
+        raise
 
 
 # A files row: turn index, then the StoredFile's fields in FILES column order.
@@ -128,17 +159,16 @@ class TurnProjector:
         self.turns = 0
 
     def add(self, record: TurnRecord, *, ordinal: int, files: list[StoredFile],
-            payload: bytes) -> None:
+            payload: bytes, data: EventData | None = None) -> None:
         """Project one accepted record (its hosted files already stored) into rows;
-        ``payload`` is its canonical JSON, UTF-8 encoded."""
+        ``payload`` is its canonical JSON, UTF-8 encoded, and ``data`` its
+        :func:`event_data`, made here when not given."""
+        context, events = event_data(record) if data is None else data
         turn = self.turns
         self._payloads.append(payload)
         self._extras.append((ordinal, len(files), self._days_by_role(record)))
-        context, events = self._event_data
-        if record.context_events:
-            context += [orjson.dumps(e.data).decode() for e in record.context_events]
-        if record.events:
-            events += [orjson.dumps(e.data).decode() for e in record.events]
+        self._event_data[0].extend(context)
+        self._event_data[1].extend(events)
         if files:
             self._files += [(turn, f.ref, f.path, f.mime, f.size, f.sha256, f.description,
                              f.storage_key) for f in files]

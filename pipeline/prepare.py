@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from lake.errors import LakeError, RecordError, RefError
 from lake.filestore import PACKED_FILE_BYTES, FileStore, PackWriter, PendingFile
-from lake.projection import StoredFile, TurnProjector
+from lake.projection import StoredFile, TurnProjector, event_data
 from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
 from lake.settings import Settings
@@ -357,6 +357,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                 _check_utf8(item.raw)
             record = parse_record(item.raw)
             hosted = _read_hosted_files(record, item.path, files, limit)
+            texts = event_data(record)
         except (RecordError, RefError) as exc:
             chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc),
                                                  raw_text(item.raw)))
@@ -375,7 +376,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                                      size=file.size, sha256=file.sha256,
                                      storage_key=pending.key, description=file.description))
             chunk.pending.append((projector.turns, pending))
-        projector.add(record, ordinal=0, files=stored, payload=_payload(record))
+        projector.add(record, ordinal=0, files=stored, payload=_payload(record), data=texts)
         chunk.positions.append(position)
     if packs is not None:
         packs.close()

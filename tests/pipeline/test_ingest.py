@@ -139,6 +139,21 @@ def test_bad_lines_are_quarantined_and_the_rest_ingested(settings: Settings,
     assert any(r["raw"] == "{not json" for r in stored)
 
 
+def test_event_data_orjson_cannot_store_is_quarantined_naming_the_event(
+        settings: Settings, tmp_path: Path) -> None:
+    at = "2026-03-10T09:00:05+00:00"
+    huge = {**rich_record(1), "context_events": [
+        {"kind": "page_opened", "at": at, "data": {"page": "a"}},
+        {"kind": "selection", "at": at, "data": {"offset": 2**70}}]}
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(0), huge, make_record(2)])
+    report = Ingestor(settings).ingest_paths([path])
+    assert report.accepted == 2
+    [refused] = report.quarantined
+    assert refused.line == 2
+    assert refused.reason.startswith("context_events.1.data: cannot be stored as JSON")
+    assert report.files_stored == 0  # the refused rich turn's hosted file is not stored
+
+
 def test_gzip_and_folders_are_read(settings: Settings, tmp_path: Path) -> None:
     folder = tmp_path / "drop"
     write_jsonl(folder / "a.jsonl", [make_record(0)])
