@@ -300,11 +300,9 @@ class TurnProjector:
     def _file_refs(self) -> _Items:
         """The refs of the hosted files, as items of their turns' lists."""
         turns = np.fromiter((row[0] for row in self._files), np.int32, len(self._files))
-        # The files of a turn are added together: a file's position is its index minus that
-        # of its turn's first.
-        seq = np.arange(len(turns)) - np.searchsorted(turns, turns, side="left")
+        # The files of a turn are added together, in order.
         return _Items(pa.array([row[1] for row in self._files], _STRING), pa.array(turns),
-                      pa.array(seq, _INT32))
+                      pa.array(_positions_in_turn(turns), _INT32))
 
     def _content_table(self, parsed: pa.Table, turn: _Turns,
                        days_by_role: np.ndarray[Any, Any]) -> pa.Table:
@@ -381,8 +379,7 @@ class TurnProjector:
             return EVENTS.empty_table()
         index = rows.column("turn").combine_chunks()
         turns = index.to_numpy()
-        # The sequence restarts at 0 for each turn: position minus the turn's first position.
-        seq = np.arange(len(turns)) - np.searchsorted(turns, turns, side="left")
+        seq = _positions_in_turn(turns)
         at = turn.take(index)
         return pa.Table.from_pydict({
             "tenant": at.tenant, "month": at.month, "user_id": at.user_id,
@@ -513,6 +510,12 @@ def _json_text(strings: pa.Array) -> pa.Array:
         return strings
     return pa.array([None if s is None else orjson.dumps(s).decode()[1:-1]
                      for s in strings.to_pylist()], _STRING)
+
+
+def _positions_in_turn(turns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Each row's position among its turn's rows, for rows grouped by turn (``turns``, sorted):
+    its index minus that of its turn's first row."""
+    return np.arange(len(turns)) - np.searchsorted(turns, turns, side="left")
 
 
 def _lengths(lists: pa.ChunkedArray) -> pa.Array:
