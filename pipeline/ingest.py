@@ -46,7 +46,14 @@ from pipeline.prepare import (
     start_worker_server,
     worker_context,
 )
-from pipeline.sources import LineRun, SourceLine, SourceProblem, discover, read_runs
+from pipeline.sources import (
+    FileSpan,
+    LineRun,
+    SourceLine,
+    SourceProblem,
+    discover,
+    read_spans,
+)
 
 RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
@@ -462,11 +469,18 @@ def _chunked(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 
 
 def _packed_runs(files: Iterable[Path], size: int) -> Iterator[PackedLines]:
-    """The files' lines in chunks of at most ``size``; the runs of small files share one."""
+    """The files' lines in chunks of at most ``size``; the runs of small files share one, and
+    a large file's full runs are chunks of their own, located rather than read."""
     parts: list[LineRun | SourceProblem] = []
     count = 0
     for path in files:
-        for part in read_runs(path, size):
+        for part in read_spans(path, size):
+            if isinstance(part, FileSpan):
+                if parts:  # the lines before it go first
+                    yield PackedLines.of_runs(parts)
+                    parts, count = [], 0
+                yield PackedLines.of_span(part)
+                continue
             n = len(part.lines) if isinstance(part, LineRun) else 1
             if parts and count + n > size:
                 yield PackedLines.of_runs(parts)

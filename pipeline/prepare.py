@@ -39,7 +39,7 @@ from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref, normalize_relative_path
 from lake.settings import Settings
 from lake.tables import Table
-from pipeline.sources import LineRun, SourceLine, SourceProblem
+from pipeline.sources import FileSpan, LineRun, SourceLine, SourceProblem
 
 TurnKey = tuple[str, str, str]
 UNSET_BATCH = ""
@@ -238,7 +238,8 @@ class PackedLines:
     blank ones dropped, by :meth:`items`, in the worker.
 
     The main process, the serial part of an ingest, pickles a few buffers per chunk, not a
-    tuple and a bytes object per line: a third of the time.
+    tuple and a bytes object per line: a third of the time. A chunk that is one ``span`` of
+    a large file holds none of its lines: the worker reads them.
     """
 
     paths: list[Path]
@@ -248,6 +249,7 @@ class PackedLines:
     data: bytes
     reasons: dict[int, str]
     as_read: bool = False
+    span: FileSpan | None = None  # lines located in a file, read by items() (see of_span)
 
     @classmethod
     def of(cls, items: list[SourceLine | SourceProblem]) -> PackedLines:
@@ -292,6 +294,13 @@ class PackedLines:
         return cls._joined(index, path_of, numbers, raws, reasons, as_read=True)
 
     @classmethod
+    def of_span(cls, span: FileSpan) -> PackedLines:
+        """A chunk of lines located in a file and not read yet: the worker preparing it reads
+        them, and nothing but their place is sent to it."""
+        return cls([span.path], array.array("i"), array.array("q"), array.array("q"), b"", {},
+                   as_read=True, span=span)
+
+    @classmethod
     def _joined(cls, index: dict[Path, int], path_of: array.array[int],
                 numbers: array.array[int], raws: list[bytes], reasons: dict[int, str],
                 *, as_read: bool = False) -> PackedLines:
@@ -300,10 +309,12 @@ class PackedLines:
 
     def __len__(self) -> int:
         """How many lines the chunk holds (blank ones included)."""
-        return len(self.numbers)
+        return self.span.line_count if self.span is not None else len(self.numbers)
 
     def items(self) -> list[SourceLine | SourceProblem]:
         """The chunk's lines as read_lines would give them: blank ones dropped."""
+        if self.span is not None:
+            return self.span.items()
         paths, reasons, data, as_read = self.paths, self.reasons, self.data, self.as_read
         items: list[SourceLine | SourceProblem] = []
         start = 0

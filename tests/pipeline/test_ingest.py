@@ -268,3 +268,21 @@ def test_parallel_preparation_matches_sequential(tmp_path: Path) -> None:
                         logs.to_pylist(), sorted(rows["row_id"].to_pylist())))
     assert results[0] == results[1]
     assert results[0][:3] == (PARALLEL_MIN_LINES + 50, 1, 1)
+
+
+def test_a_large_files_located_chunks_keep_their_place_after_a_small_file(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.sources
+
+    monkeypatch.setattr(pipeline.sources, "SPAN_MIN_BYTES", 1)
+    write_jsonl(tmp_path / "in" / "a.jsonl", [make_record(3, answer="from a")])
+    write_jsonl(tmp_path / "in" / "b.jsonl",
+                [make_record(i, answer="from b") for i in range(25)] + ["{broken"])
+    report = Ingestor(settings.with_(ingest_batch_turns=10)).ingest_paths([tmp_path / "in"])
+    assert (report.accepted, report.duplicates) == (25, 1)
+    [bad] = report.quarantined
+    assert (bad.source_file, bad.line) == (str(tmp_path / "in" / "b.jsonl"), 26)
+    answers = LakeStore(settings.lake).read(
+        Table.CONTENT_ROWS, columns=["text"],
+        filter=(ds.field("role") == "assistant") & (ds.field("turn_id") == "t-0003"))
+    assert answers["text"].to_pylist() == ["from a"]

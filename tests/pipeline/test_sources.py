@@ -6,8 +6,19 @@ import gzip
 import pickle
 from pathlib import Path
 
+import pytest
+
+from pipeline import sources
 from pipeline.prepare import PackedLines
-from pipeline.sources import LineRun, SourceLine, SourceProblem, read_lines, read_runs
+from pipeline.sources import (
+    FileSpan,
+    LineRun,
+    SourceLine,
+    SourceProblem,
+    read_lines,
+    read_runs,
+    read_spans,
+)
 
 BODY = b'{"a": 1}\n\n  {"b": 2}  \r\n\t\n{"c": 3}\n{"d": 4}\n{"e": 5}\n{"f": 6}\n{"g": 7}'
 
@@ -80,3 +91,55 @@ def test_packed_runs_give_back_the_lines_read_lines_gives(tmp_path: Path) -> Non
                                                             problem])))
     assert len(packed) == 9 + 3 + 1  # blank lines count: they keep the numbering
     assert packed.items() == [*read_lines(a), *read_lines(b), problem]
+
+
+def _located(path: Path, size: int) -> list[SourceLine | SourceProblem]:
+    """The lines read_spans gives, spans read as a worker reads them."""
+    items: list[SourceLine | SourceProblem] = []
+    for part in read_spans(path, size):
+        if isinstance(part, SourceProblem):
+            items.append(part)
+        else:
+            items += part.items()
+    return items
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n", b"\n\n  \n"])
+def test_spans_give_the_lines_read_lines_gives(tmp_path: Path, ending: bytes,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "SPAN_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "_SCAN_BLOCK", 64)  # spans straddle blocks
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(BODY + b'\n{"lone": "\r"}\n' * 3 + BODY + ending)
+    for size in (1, 2, 4, 9, 100):
+        parts = list(read_spans(path, size))
+        spans = [p for p in parts if isinstance(p, FileSpan)]
+        assert [s.first for s in spans] == list(range(1, size * len(spans) + 1, size))
+        assert all(isinstance(p, FileSpan) for p in parts[:-1])
+        assert _located(path, size) == list(read_lines(path))
+
+
+def test_small_and_gzipped_files_are_read_not_located(tmp_path: Path) -> None:
+    small, packed = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    small.write_bytes(BODY)
+    packed.write_bytes(gzip.compress(BODY * 2000))
+    assert all(isinstance(p, LineRun) for p in read_spans(small, 2))
+    assert all(isinstance(p, LineRun) for p in read_spans(packed, 2))
+
+
+def test_a_span_of_a_file_that_shrank_ends_with_a_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "SPAN_MIN_BYTES", 0)
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(BODY + b"\n")
+    first, second, *_ = read_spans(path, 4)
+    assert isinstance(first, FileSpan) and isinstance(second, FileSpan)
+    path.write_bytes(BODY[:BODY.index(b"{\"d\"") + 3])
+    *lines, problem = second.items()
+    assert [line.raw for line in lines if isinstance(line, SourceLine)] == [b'{"c": 3}', b'{"d']
+    assert isinstance(problem, SourceProblem)
+    assert problem.line == 7 and "file changed while being read" in problem.reason
+    path.unlink()
+    [gone] = first.items()
+    assert isinstance(gone, SourceProblem)
+    assert gone.line == 1 and "could not be read from line 1" in gone.reason
