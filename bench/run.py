@@ -13,6 +13,8 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -43,16 +45,14 @@ def machine() -> dict[str, Any]:
 
 def bench_ingest(turns: int, runs: int = 3) -> dict[str, Any]:
     """Turns/s of `turnlake ingest` with embeddings and index builds off, in ``runs`` runs into
-    fresh lakes.
+    fresh lakes, each in a fresh process (bench.ingest_run).
 
     On this shared machine the same ingest's CPU time drifts by a fifth and more within
     minutes, so one run says little: each run's figure comes with the whole machine's
     CPU-seconds during it (the same work each time: more seconds mean a slower machine), and
     the headline is the median.
     """
-    from lake.settings import Settings
     from pipeline.demo import generate_lines
-    from pipeline.ingest import Ingestor
 
     root = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     # A file, as `turnlake ingest` reads, written before the clock starts.
@@ -65,32 +65,19 @@ def bench_ingest(turns: int, runs: int = 3) -> dict[str, Any]:
     try:
         for run in range(runs):
             lake = root / f"lake-{run}"
-            busy = _machine_busy_s()
-            t = time.perf_counter()
-            report = Ingestor(Settings(lake=lake), workers=workers).ingest_paths([source])
-            seconds = time.perf_counter() - t
-            cpu = _machine_busy_s()
-            measured.append({
-                "seconds": round(seconds, 2), "turns_per_s": round(report.accepted / seconds),
-                "machine_cpu_s": None if busy is None or cpu is None else round(cpu - busy, 2)})
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.ingest_run", str(source), str(lake), str(workers)],
+                capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
+            measured.append(json.loads(out.stdout.splitlines()[-1]))
             shutil.rmtree(lake, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     rates = sorted(m["turns_per_s"] for m in measured)
-    return {"turns": report.accepted, "workers": workers, "rows": report.rows_written,
+    return {"turns": measured[0]["turns"], "workers": workers, "rows": measured[0]["rows"],
             "turns_per_s": int(np.median(rates)), "turns_per_s_min": rates[0],
-            "turns_per_s_max": rates[-1], "runs": measured}
-
-
-def _machine_busy_s() -> float | None:
-    """CPU-seconds every core of the machine has spent busy since boot (Linux), else None."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(v) for v in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = ticks[3] + ticks[4]  # idle and iowait
-    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+            "turns_per_s_max": rates[-1],
+            "runs": [{k: m[k] for k in ("seconds", "turns_per_s", "machine_cpu_s")}
+                     for m in measured]}
 
 
 def bench_embedding(n: int) -> dict[str, Any]:
