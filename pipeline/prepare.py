@@ -15,6 +15,7 @@ import array
 import ctypes
 import gc
 import hashlib
+import importlib.abc
 import itertools
 import multiprocessing
 import multiprocessing.context
@@ -23,8 +24,9 @@ import os
 import signal
 import stat
 import sys
+import types
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -151,28 +153,51 @@ def start_worker_server() -> bool:
 
 
 def worker_preload() -> list[str]:
-    """The modules the workers' fork server imports: this one, pandas, and first the
-    program's main module, which multiprocessing would otherwise import into every worker:
-    the module a ``python -m`` run names, or ``__main__`` (a script, by path). A package's
-    ``__main__`` module is not imported again anywhere, so it is left out.
-
-    pyarrow imports pandas, when it is installed, on the first array a process makes: 0.17
-    CPU-seconds in each worker's first chunk. (The fork server skips a module it cannot
-    import.)"""
+    """The modules the workers' fork server imports: this one, and first the program's main
+    module, which multiprocessing would otherwise import into every worker: the module a
+    ``python -m`` run names, or ``__main__`` (a script, by path). A package's ``__main__``
+    module is not imported again anywhere, so it is left out. (Not pandas: see
+    hide_pandas_from_pyarrow.)"""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     name = getattr(spec, "name", None)
     if name is None:
-        return ["__main__", __name__, "pandas"]
+        return ["__main__", __name__]
     if name == "__main__" or name.endswith(".__main__"):
-        return [__name__, "pandas"]
-    return [name, __name__, "pandas"]
+        return [__name__]
+    return [name, __name__]
 
 
 def init_worker(ingest: int) -> None:
-    """Worker initializer: the worker dies with the ingesting process (pid ``ingest``) and
-    keeps the memory it frees for the next chunk."""
+    """Worker initializer: the worker dies with the ingesting process (pid ``ingest``),
+    keeps the memory it frees for the next chunk, and spares pyarrow its pandas import."""
     die_with_parent(ingest)
     keep_freed_memory()
+    hide_pandas_from_pyarrow()
+
+
+def hide_pandas_from_pyarrow() -> None:
+    """Make pandas unimportable in this process, so that pyarrow does not import it.
+
+    pyarrow imports pandas (when installed), the first time a process makes an array, to
+    recognise pandas' missing-value markers among the values: 0.2 CPU-seconds a process,
+    and the values of an ingest worker never hold any. Only for worker processes: nothing
+    they run uses pandas.
+    """
+    if "pandas" not in sys.modules and _NO_PANDAS not in sys.meta_path:
+        sys.meta_path.insert(0, _NO_PANDAS)
+
+
+class _NoPandasFinder(importlib.abc.MetaPathFinder):
+    """An import finder under which pandas cannot be imported."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> None:
+        if fullname.partition(".")[0] == "pandas":
+            raise ImportError(f"{fullname} is not imported in ingest worker processes")
+        return None
+
+
+_NO_PANDAS = _NoPandasFinder()
 
 
 def die_with_parent(ingest: int) -> None:
