@@ -35,9 +35,9 @@ _STATS_COLUMNS: dict[Table, str] = {
 
 Partition = tuple[str, str]  # (tenant, month)
 # Parquet's own min/max statistics (per page and per file) are left out for the free-text
-# columns, which no reader filters on: for 1.6 kB payloads they cost a tenth of the write,
-# and a file's footer would hold whole texts. Compression as deltalake's default (given any
-# properties, deltalake would otherwise write uncompressed files).
+# columns, which no reader filters on: for 1.6 kB payloads they cost CPU on every write, and
+# a file's footer and page index would hold whole texts. Compression is named: given any
+# properties, deltalake would otherwise write uncompressed files.
 _FREE_TEXT = ("payload", "blocks", "text", "data", "raw")
 _WRITER = WriterProperties(
     compression="SNAPPY",

@@ -157,7 +157,7 @@ def worker_preload() -> list[str]:
     module, which multiprocessing would otherwise import into every worker: the module a
     ``python -m`` run names, or ``__main__`` (a script, by path). A package's ``__main__``
     module is not imported again anywhere, so it is left out. (Not pandas: see
-    hide_pandas_from_pyarrow.)"""
+    block_pandas_import.)"""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     name = getattr(spec, "name", None)
     if name is None:
@@ -172,16 +172,17 @@ def init_worker(ingest: int) -> None:
     keeps the memory it frees for the next chunk, and spares pyarrow its pandas import."""
     die_with_parent(ingest)
     keep_freed_memory()
-    hide_pandas_from_pyarrow()
+    block_pandas_import()
 
 
-def hide_pandas_from_pyarrow() -> None:
-    """Make pandas unimportable in this process, so that pyarrow does not import it.
+def block_pandas_import() -> None:
+    """Make pandas unimportable in this process (a worker's), so that pyarrow does not
+    import it.
 
     pyarrow imports pandas (when installed), the first time a process makes an array, to
     recognise pandas' missing-value markers among the values: 0.2 CPU-seconds a process,
-    and the values of an ingest worker never hold any. Only for worker processes: nothing
-    they run uses pandas.
+    and the values of an ingest worker never hold any, nor does anything a worker runs use
+    pandas. A process that has imported pandas already keeps it.
     """
     if "pandas" not in sys.modules and _NO_PANDAS not in sys.meta_path:
         sys.meta_path.insert(0, _NO_PANDAS)

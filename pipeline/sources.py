@@ -49,12 +49,17 @@ class LineRun(NamedTuple):
 
     def items(self) -> list[SourceLine]:
         """The run's non-blank lines, stripped, with their line numbers."""
-        path, items = self.path, []
-        for number, raw in enumerate(self.lines, start=self.first):
-            stripped = raw.strip()
-            if stripped:
-                items.append(SourceLine(path, number, stripped))
-        return items
+        return _stripped(self.path, self.first, self.lines)
+
+
+def _stripped(path: Path, first: int, lines: list[bytes]) -> list[SourceLine]:
+    """Lines numbered from ``first``, stripped of surrounding white space; blank ones dropped."""
+    items = []
+    for number, raw in enumerate(lines, start=first):
+        stripped = raw.strip()
+        if stripped:
+            items.append(SourceLine(path, number, stripped))
+    return items
 
 
 class FileSpan(NamedTuple):
@@ -81,7 +86,7 @@ class FileSpan(NamedTuple):
         if not lines[-1]:
             lines.pop()  # what follows the span's last line end
         items: list[SourceLine | SourceProblem] = []
-        items += LineRun(self.path, self.first, lines).items()
+        items += _stripped(self.path, self.first, lines)
         if len(data) < self.length:
             items.append(SourceProblem(
                 self.path, self.first + len(lines),
@@ -165,7 +170,7 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
         with open(path, "rb", buffering=0) as fh:
             position, lines = 0, 0  # the block's first byte; line ends since start
             while block := fh.read(_SCAN_BLOCK):
-                # find() is memchr, count() of one byte a loop over every byte: a third of the time.
+                # find() runs memchr; count() of one byte walks every byte, 3x slower here.
                 at = block.find(b"\n")
                 while at >= 0:
                     lines += 1

@@ -177,9 +177,9 @@ def test_a_worker_prepares_chunks_without_importing_pandas(tmp_path: Path) -> No
     code = (
         "import sys\nfrom pathlib import Path\n"
         "from lake.settings import Settings\n"
-        "from pipeline.prepare import hide_pandas_from_pyarrow, prepare_chunk\n"
+        "from pipeline.prepare import block_pandas_import, prepare_chunk\n"
         "from pipeline.sources import read_lines\n"
-        "hide_pandas_from_pyarrow()\n"
+        "block_pandas_import()\n"
         f"chunk = prepare_chunk(list(read_lines(Path({str(path)!r}))), "
         f"Settings(lake=Path({str(tmp_path / 'lake')!r})))\n"
         "try:\n    import pandas\nexcept ImportError:\n    refused = True\n"
@@ -191,8 +191,8 @@ def test_a_worker_prepares_chunks_without_importing_pandas(tmp_path: Path) -> No
 
 
 def test_a_process_that_already_has_pandas_keeps_it() -> None:
-    code = ("import pandas, sys\nfrom pipeline.prepare import hide_pandas_from_pyarrow\n"
-            "hide_pandas_from_pyarrow()\nimport pandas.api.types\nprint('ok')\n")
+    code = ("import pandas, sys\nfrom pipeline.prepare import block_pandas_import\n"
+            "block_pandas_import()\nimport pandas.api.types\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "ok"
