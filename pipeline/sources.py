@@ -167,7 +167,7 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
         return
     done, start = 0, 0  # lines located, and the byte where the next span starts
     try:
-        with open(path, "rb", buffering=0) as fh:
+        with open(path, "rb") as fh:
             position, lines = 0, 0  # the block's first byte; line ends since start
             while block := fh.read(_SCAN_BLOCK):
                 # find() runs memchr; count() of one byte walks every byte, 3x slower here.
@@ -180,15 +180,12 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
                     at = block.find(b"\n", at + 1)
                 position += len(block)
             fh.seek(start)
-            rest = fh.read()
+            tail = fh.readlines()
     except OSError:
         yield from _read_on(path, done, size)
         return
-    if rest:
-        # Split as iterating the file splits, at b"\n" only, each line keeping its end.
-        tail = [line + b"\n" for line in rest.split(b"\n")]
-        tail[-1] = tail[-1][:-1]
-        yield LineRun(path, done + 1, tail if tail[-1] else tail[:-1])
+    if tail:
+        yield LineRun(path, done + 1, tail)
 
 
 def _read_on(path: Path, done: int, size: int) -> Iterator[LineRun | SourceProblem]:
