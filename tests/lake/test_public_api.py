@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import subprocess
 import sys
@@ -18,10 +20,29 @@ EXPECTED = {
 }
 
 
+# names the module needs for itself, not part of the API
+NOT_API = {"annotations", "TYPE_CHECKING", "Any"}
+
+
 def test_exported_names_are_exactly_the_public_api() -> None:
-    assert set(lake.__all__) == EXPECTED
+    assert sorted(lake.__all__) == sorted(EXPECTED) and len(set(lake.__all__)) == len(EXPECTED)
+    assert set(dir(lake)) >= EXPECTED
+
+
+def test_each_export_is_the_object_its_module_defines() -> None:
     for name in EXPECTED:
-        assert getattr(lake, name) is not None
+        value = getattr(lake, name)
+        home = getattr(value, "__module__", "")
+        assert home.startswith("lake."), f"lake.{name} comes from {home!r}"
+        assert getattr(importlib.import_module(home), name) is value, name
+
+
+def test_no_public_name_outside_the_api() -> None:
+    for name in EXPECTED:
+        getattr(lake, name)  # resolve every lazy name first
+    public = {name for name, value in vars(lake).items()
+              if not name.startswith("_") and not inspect.ismodule(value)}
+    assert public - NOT_API == EXPECTED
 
 
 def test_lake_never_imports_app_or_pipeline() -> None:

@@ -4,7 +4,6 @@ break a search; non-English words are found by the lexical generator alone."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -86,13 +85,11 @@ def test_syntax_around_a_word_still_finds_it(service: SearchService) -> None:
     assert _found(service, "ERR_CONNECTION_RESET (code: 104)")[0] == "c-error"
 
 
-def test_a_100_kb_query_is_answered_quickly(service: SearchService) -> None:
+def test_a_100_kb_query_is_answered(service: SearchService) -> None:
+    # its speed is timed by bench.huge_queries: a busy machine fails wall-clock asserts
     query = "forecast " + " ".join(f"w{i}x" for i in range(20_000))
     assert len(query) > 100_000
-    started = time.perf_counter()
-    hits = _found(service, query, {})
-    assert time.perf_counter() - started < 10
-    assert "c-plain" in hits
+    assert "c-plain" in _found(service, query, {})
 
 
 @pytest.mark.parametrize("query", ["", " ", "\n\t", "\u3000"])

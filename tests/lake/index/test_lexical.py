@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -180,11 +179,10 @@ def test_accented_words_are_found(index: LexicalIndex, query: str) -> None:
     assert docs(index.search(query)) == [7]
 
 
-def test_long_query_is_capped_and_fast(index: LexicalIndex) -> None:
+def test_long_query_is_capped(index: LexicalIndex) -> None:
+    # its speed is timed by bench.huge_queries, not here: a busy machine fails wall-clock asserts
     words = [f"filler{i}" for i in range(20_000)]
-    started = time.perf_counter()
     hits = index.search("openpyxl " + " ".join(words))
-    assert time.perf_counter() - started < 2.0
     assert 3 in docs(hits)
     parsed = parse_user_query(" ".join(words) + ' "a b"' * 100)
     assert len(parsed.terms) == MAX_QUERY_TERMS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -125,7 +124,9 @@ def test_word_similarity_over_many_hits(tuning: None) -> None:
     assert word_similarity("beta alpha gamma", "beta " + "alpha " * 700 + "gamma") == 1.0
 
 
-FIXTURE_OK = (HealthCheck.function_scoped_fixture,)  # `tuning` only patches constants
+# `tuning` only patches constants; too_slow as in the suite's profile (tests/conftest.py),
+# which an explicit suppress_health_check would otherwise replace
+FIXTURE_OK = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
@@ -314,9 +315,8 @@ def test_empty_odd_and_huge_queries() -> None:
     assert index.search("") == index.search("  !!! ... 😀 ") == []
     assert [d for d, _ in index.search("漢字")] == [1]
     assert TrigramIndex.build([]).search("alpha") == []
-    started = time.perf_counter()
-    assert isinstance(index.search("alpha beta gamma " * 6000), list)  # ~100 KB
-    assert time.perf_counter() - started < 2.0
+    # ~100 KB; its speed is timed by bench.huge_queries (no wall-clock asserts in unit tests)
+    assert [d for d, _ in index.search("alpha beta gamma " * 6000)] == [0]
 
 
 def test_bad_input_raises() -> None:
