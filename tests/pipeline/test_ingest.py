@@ -286,3 +286,23 @@ def test_a_large_files_located_chunks_keep_their_place_after_a_small_file(
         Table.CONTENT_ROWS, columns=["text"],
         filter=(ds.field("role") == "assistant") & (ds.field("turn_id") == "t-0003"))
     assert answers["text"].to_pylist() == ["from a"]
+
+
+def test_an_interrupted_turn_without_answer_keeps_its_user_rows_and_no_assistant_row(
+        settings: Settings, tmp_path: Path) -> None:
+    from lake.search.access import Principal
+    from lake.search.materialize import TurnMaterializer
+
+    interrupted = make_record(0, completion={"text": "", "at": "2026-03-10T09:00:30+00:00",
+                                             "status": "interrupted"})
+    report = Ingestor(settings).ingest_paths([
+        write_jsonl(tmp_path / "in.jsonl", [interrupted, make_record(1)])])
+    assert report.accepted == 2
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS, columns=["turn_id", "role"]).to_pylist()
+    assert sorted((r["turn_id"], r["role"]) for r in rows) == [
+        ("t-0000", "user"), ("t-0001", "assistant"), ("t-0001", "user")]
+    materializer = TurnMaterializer(store)
+    principal = Principal(tenant="acme", user_id="u-ana")
+    assert materializer.turn(principal, "c-1", "t-0000").completion_status == "interrupted"
+    assert materializer.turn(principal, "c-1", "t-0001").completion_status == "completed"
