@@ -1,13 +1,19 @@
 """Import Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
 
-Each line is one event. One ``sessionId`` is one conversation. A user message with text opens a
-turn; user texts that arrive before any assistant event of that turn fold in as follow-ups.
-``tool_use`` blocks become started steps and ``tool_result`` blocks completed or failed steps
-(each with a ``chat.step`` live event); the turn's last assistant text is its completion.
-Events are taken in file order, which is the order Claude Code appended them.
+Each line is one event. One ``sessionId`` is one conversation. A user message with the user's
+own text opens a turn; user texts that arrive before any assistant event of that turn fold in
+as follow-ups. What Claude Code writes under the user role itself (task notifications, command
+plumbing, caveats, hook output) becomes context events, never submissions (see
+:mod:`pipeline.importers.claude_events`). ``tool_use`` blocks become started steps and
+``tool_result`` blocks completed or failed steps; each subagent run (``isSidechain`` events,
+in the session file or in ``<session>/subagents/agent-*.jsonl``) becomes one step with its final
+answer. The turn's last assistant text is its completion; a turn the user interrupted keeps its
+prompts and steps with completion status ``interrupted``. Events are taken in file order, which
+is the order Claude Code appended them.
 
 A file is read completely before its turns are yielded because the conversation title (a
 ``summary`` event) can come anywhere in it; memory is bounded by the largest transcript file.
+Reading may start at a byte offset (live capture re-reads only the last turn onwards).
 """
 
 from __future__ import annotations
@@ -22,6 +28,15 @@ import orjson
 
 from lake.errors import RecordError
 from lake.records import Attachment, ContextEvent, StepStatus, TurnRecord, Usage
+from pipeline.importers.claude_events import (
+    INTERRUPT_MARKER,
+    SUBAGENT_TOOLS,
+    SubagentRun,
+    classify_text,
+    input_summary,
+    result_agent_id,
+    strip_ansi,
+)
 from pipeline.importers.common import (
     DETAIL_CHARS,
     Identity,
@@ -34,8 +49,10 @@ from pipeline.importers.common import (
     stable_id,
 )
 
-_INTERRUPT_MARKER = "[Request interrupted by user"
 _THINKING_BLOCKS = ("thinking", "redacted_thinking")
+# Event kinds that carry nothing of the conversation (queue bookkeeping, UI progress).
+_BOOKKEEPING = ("queue-operation", "progress", "last-prompt", "custom-title", "tag")
+SUBAGENT_DIR = "subagents"
 
 
 def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
@@ -50,18 +67,20 @@ def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
 
     def produce(stream: ImportStream) -> Iterator[TurnRecord]:
         for path in files:
-            yield from _TranscriptImport(path, identity, stream).records()
+            yield from TranscriptImport(path, identity, stream).records()
 
     return ImportStream(produce)
 
 
 def transcript_files(paths: Sequence[Path]) -> list[Path]:
-    """The transcript files named by ``paths``: files as given, folders expanded to their
-    ``*.jsonl`` files (sorted); a path that does not exist raises RecordError."""
+    """The session transcript files named by ``paths``: files as given, folders expanded to
+    their ``*.jsonl`` files (sorted) except subagent transcripts, which are read with their
+    session; a path that does not exist raises RecordError."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
+            found.extend(sorted(p for p in path.rglob("*.jsonl")
+                                if p.is_file() and p.parent.name != SUBAGENT_DIR))
         elif path.is_file():
             found.append(path)
         else:
@@ -69,10 +88,27 @@ def transcript_files(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
+def subagent_files(transcript: Path) -> list[Path]:
+    """The subagent transcripts of a session file (``<session>/subagents/agent-*.jsonl``)."""
+    folder = transcript.with_suffix("") / SUBAGENT_DIR
+    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """Where a turn's opening event is in its file: live capture resumes reading there."""
+
+    offset: int
+    line: int
+    uuid: str | None
+
+
 @dataclass
 class _Turn:
     draft: TurnDraft
     line: int
+    start: TurnStart
+    opened_by: str | None
     # Any assistant event (text or tool use) ends the window in which user texts fold in.
     replied: bool = False
     # Claude Code writes one event per content block, each repeating its API message's usage,
@@ -86,13 +122,29 @@ class _Session:
     turns: list[_Turn] = field(default_factory=list)
     uuids: set[str] = field(default_factory=set)
     tool_names: dict[str, str] = field(default_factory=dict)
+    # Context events seen before the turn they belong to (compaction summaries, system
+    # events between turns) wait for the next turn.
+    waiting: list[ContextEvent] = field(default_factory=list)
+    # Which turn launched each subagent, by agent id (from the Task/Agent tool result).
+    agent_turns: dict[str, _Turn] = field(default_factory=dict)
+    # The subagent runs of the session, by agent id.
+    runs: dict[str, SubagentRun] = field(default_factory=dict)
 
 
-class _TranscriptImport:
-    """The import of one transcript file."""
+class TranscriptImport:
+    """The import of one transcript file (with its subagent transcripts), optionally from a
+    byte offset on, with a title decided earlier."""
 
-    def __init__(self, path: Path, identity: Identity, stream: ImportStream) -> None:
+    def __init__(self, path: Path, identity: Identity, stream: ImportStream, *,
+                 start: TurnStart | None = None, title: str | None = None) -> None:
         self._path = path
+        self._start = start or TurnStart(0, 1, None)
+        self._fixed_title = title
+        # File-history snapshots name the message that opened their turn, which comes after.
+        self._snapshots: list[tuple[str, datetime | None, list[str]]] = []
+        self._sidechains = 0
+        self.last_start: TurnStart | None = None
+        self.title: str | None = None
         self._source = str(path)
         self._identity = identity
         self._stream = stream
@@ -100,32 +152,50 @@ class _TranscriptImport:
         self._summaries: list[tuple[str | None, str]] = []
 
     def records(self) -> Iterator[TurnRecord]:
-        """Read the file, then yield its turns session by session."""
-        for line, event in self._events():
-            self._on_event(line, event)
+        """Read the file (and its subagent transcripts), then yield its turns session by
+        session."""
+        for line, offset, event in self._events(self._path, self._start):
+            self._on_event(line, offset, event)
+        for agent_file in subagent_files(self._path):
+            self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
+        self._attach_snapshots()
         for session in self._sessions.values():
-            title = self._title(session, single)
+            self._attach_subagents(session)
+            title = self._fixed_title or self._title(session, single)
+            self.title = title
+            if session.waiting and session.turns:
+                # Events after the last turn (a final system note) still belong to it.
+                session.turns[-1].draft.context_events.extend(session.waiting)
+            elif session.waiting:
+                self._stream.skip("context event without any turn", len(session.waiting))
             for turn in session.turns:
                 if turn.usage:
                     turn.draft.usage = Usage(
                         tokens_in=sum(i for i, _ in turn.usage.values()),
                         tokens_out=sum(o for _, o in turn.usage.values()))
+                self.last_start = turn.start
                 record = turn.draft.finish(self._stream, self._identity, session.conversation_id,
                                            title, self._source, f"line {turn.line}")
                 if record is not None:
                     yield record
 
-    def _events(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        with self._path.open("rb") as fh:
-            for number, raw in enumerate(fh, start=1):
+    def _events(self, path: Path, start: TurnStart
+                ) -> Iterator[tuple[int, int, dict[str, Any]]]:
+        """(line number, byte offset, event) of each readable line from ``start`` on."""
+        source = str(path)
+        with path.open("rb") as fh:
+            fh.seek(start.offset)
+            offset = start.offset
+            for number, raw in enumerate(fh, start=start.line):
+                at_offset, offset = offset, offset + len(raw)
                 if not raw.strip():
                     continue
                 where = f"line {number}"
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    self._stream.problem(self._source, where, f"line is not valid UTF-8 "
+                    self._stream.problem(source, where, f"line is not valid UTF-8 "
                                          f"({exc.reason} at byte {exc.start})", raw)
                     continue
                 try:
@@ -134,39 +204,47 @@ class _TranscriptImport:
                     # Only the last line can lack its newline: Claude Code was still writing it.
                     reason = ("truncated last line" if not raw.endswith(b"\n")
                               else f"malformed JSON: {exc}")
-                    self._stream.problem(self._source, where, reason, raw)
+                    self._stream.problem(source, where, reason, raw)
                     continue
                 if not isinstance(event, dict):
-                    self._stream.problem(self._source, where, "line is not a JSON object", raw)
+                    self._stream.problem(source, where, "line is not a JSON object", raw)
                     continue
-                yield number, event
+                yield number, at_offset, event
 
-    def _on_event(self, line: int, event: dict[str, Any]) -> None:
+    def _on_event(self, line: int, offset: int, event: dict[str, Any]) -> None:
         kind = event.get("type")
         where = f"line {line}"
         if kind == "summary":
             self._on_summary(event, where)
             return
-        if event.get("isSidechain") is True:
-            self._stream.skip("sidechain event")
+        if kind == "file-history-snapshot":
+            self._on_snapshot(event)
             return
-        if kind not in ("user", "assistant"):
-            self._stream.skip("system event" if kind == "system"
-                              else f"unsupported event type: {kind}")
+        if kind in _BOOKKEEPING:
+            self._stream.skip(f"{kind} event")
             return
-        message = event.get("message")
+        if kind not in ("user", "assistant", "system"):
+            self._stream.skip(f"unknown event type: {kind}")
+            return
         at = _timestamp(event.get("timestamp"))
-        if not isinstance(message, dict):
-            self._stream.problem(self._source, where, f"{kind} event has no message object",
-                                 compact_json(event, DETAIL_CHARS))
-            return
         if at is None:
             self._stream.problem(self._source, where, f"{kind} event has no valid timestamp",
                                  compact_json(event, DETAIL_CHARS))
             return
         session = self._session(event)
+        if kind == "system":
+            self._on_system(session, event, at)
+            return
+        message = event.get("message")
+        if not isinstance(message, dict):
+            self._stream.problem(self._source, where, f"{kind} event has no message object",
+                                 compact_json(event, DETAIL_CHARS))
+            return
+        if event.get("isSidechain") is True:
+            self._on_sidechain(session, event, at, message)
+            return
         if kind == "user":
-            self._on_user(session, event, message, at, line)
+            self._on_user(session, event, message, at, TurnStart(offset, line, _uuid(event)))
         else:
             self._on_assistant(session, message, at)
 
@@ -178,6 +256,44 @@ class _TranscriptImport:
             return
         leaf = event.get("leafUuid")
         self._summaries.append((leaf if isinstance(leaf, str) else None, text))
+
+    def _on_snapshot(self, event: dict[str, Any]) -> None:
+        snapshot = event.get("snapshot")
+        snapshot = snapshot if isinstance(snapshot, dict) else {}
+        backups = snapshot.get("trackedFileBackups")
+        files = sorted(backups) if isinstance(backups, dict) else []
+        message_id = event.get("messageId")
+        if not files or not isinstance(message_id, str):
+            self._stream.skip("file-history snapshot without edited files")
+            return
+        self._snapshots.append((message_id, _timestamp(snapshot.get("timestamp")), files))
+
+    def _on_system(self, session: _Session, event: dict[str, Any], at: datetime) -> None:
+        subtype = event.get("subtype")
+        content = event.get("content")
+        data: dict[str, Any] = {"subtype": subtype if isinstance(subtype, str) else "system"}
+        if isinstance(content, str) and content.strip():
+            data["text"] = strip_ansi(content).strip()
+        if isinstance(event.get("level"), str):
+            data["level"] = event["level"]
+        if event.get("isSidechain") is True:
+            self._stream.skip("subagent system event")
+            return
+        self._context(session, "system", at, data)
+        if data["subtype"] == "api_error" and session.turns:
+            session.turns[-1].draft.unfinished = "failed"
+
+    def _context(self, session: _Session, kind: str, at: datetime, data: dict[str, Any],
+                 *, before_next: bool = False) -> None:
+        """A context event of the open turn, or of the next one (``before_next``, or when no
+        turn is open yet)."""
+        self._stream.count(f"context event: {kind}")
+        event = ContextEvent(kind=kind, at=at, data=data)
+        if before_next or not session.turns:
+            session.waiting.append(event)
+        else:
+            session.turns[-1].draft.context_events.append(event)
+            session.turns[-1].draft.touch(at)
 
     def _session(self, event: dict[str, Any]) -> _Session:
         raw_id = event.get("sessionId")
@@ -191,44 +307,62 @@ class _TranscriptImport:
         return session
 
     def _on_user(self, session: _Session, event: dict[str, Any], message: dict[str, Any],
-                 at: datetime, line: int) -> None:
-        # Meta messages and compaction summaries are written by Claude Code, not typed by the user.
-        if event.get("isMeta") is True:
-            self._stream.skip("meta message")
-            return
+                 at: datetime, start: TurnStart) -> None:
         if event.get("isCompactSummary") is True:
-            self._stream.skip("compact summary")
+            # Written by Claude Code when it compacted the context: it precedes the next turn.
+            text = " ".join(t for t in _texts(message.get("content")))
+            self._context(session, "compaction", at, {"summary": text.strip()},
+                          before_next=True)
             return
         texts: list[str] = []
         images: list[dict[str, Any]] = []
         for block in _blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
+                harness = classify_text(block["text"])
+                if harness is not None or event.get("isMeta") is True:
+                    kind_, data = ((harness.kind, harness.data) if harness is not None
+                                   else ("meta", {"text": strip_ansi(block["text"]).strip()}))
+                    self._context(session, kind_, at, data,
+                                  before_next=kind_ in ("command", "caveat"))
+                elif block["text"].startswith(INTERRUPT_MARKER):
+                    self._on_interrupt(session, at)
+                else:
+                    texts.append(block["text"])
             elif kind == "tool_result":
-                self._on_tool_result(session, block, at)
+                self._on_tool_result(session, event, block, at)
             elif kind == "image":
                 images.append(block)
             else:
                 self._stream.skip(f"unsupported block type: {kind}")
         text = "\n".join(t for t in texts if t.strip())
-        if text.startswith(_INTERRUPT_MARKER):
-            self._stream.skip("interrupt marker")
-            return
         if not text and not images:
             return
         turn = session.turns[-1] if session.turns else None
         if turn is None or turn.replied:
-            turn = self._open_turn(session, event, at, line)
+            turn = self._open_turn(session, event, at, start)
         turn.draft.add_user_text(text, at)
         for image in images:
             turn.draft.attachments.append(_image_attachment(image, len(turn.draft.attachments)))
 
+    def _on_interrupt(self, session: _Session, at: datetime) -> None:
+        if not session.turns:
+            self._stream.skip("interrupt marker before any prompt")
+            return
+        turn = session.turns[-1]
+        turn.draft.unfinished = "interrupted"
+        turn.draft.touch(at)
+        # The user's next words are a new request, not a follow-up of the cut-off one.
+        turn.replied = True
+        self._stream.count("interrupted turn")
+
     def _open_turn(self, session: _Session, event: dict[str, Any], at: datetime,
-                   line: int) -> _Turn:
-        uuid = event.get("uuid")
-        external = uuid if isinstance(uuid, str) and uuid else f"{self._path.name}:{line}"
-        turn = _Turn(TurnDraft(stable_id(external)), line)
+                   start: TurnStart) -> _Turn:
+        uuid = _uuid(event)
+        external = uuid or f"{self._path.name}:{start.line}"
+        turn = _Turn(TurnDraft(stable_id(external)), start.line, start, uuid)
+        turn.draft.context_events.extend(session.waiting)
+        session.waiting = []
         workspace = {name: event[key] for name, key in
                      (("cwd", "cwd"), ("git_branch", "gitBranch"), ("version", "version"))
                      if isinstance(event.get(key), str) and event[key]}
@@ -238,7 +372,8 @@ class _TranscriptImport:
         session.turns.append(turn)
         return turn
 
-    def _on_tool_result(self, session: _Session, block: dict[str, Any], at: datetime) -> None:
+    def _on_tool_result(self, session: _Session, event: dict[str, Any], block: dict[str, Any],
+                        at: datetime) -> None:
         if not session.turns:
             self._stream.skip("tool result before any prompt")
             return
@@ -246,8 +381,11 @@ class _TranscriptImport:
         tool_id = tool_id if isinstance(tool_id, str) else ""
         name = session.tool_names.get(tool_id, "tool")
         status: StepStatus = "failed" if block.get("is_error") is True else "completed"
-        detail = clip(_result_text(block.get("content")), DETAIL_CHARS) or None
-        session.turns[-1].draft.add_step(name, status, at, detail, tool_use_id=tool_id)
+        text = strip_ansi(_result_text(block.get("content")))
+        if name in SUBAGENT_TOOLS and (agent_id := result_agent_id(event, text)) is not None:
+            session.agent_turns[agent_id] = session.turns[-1]
+        session.turns[-1].draft.add_step(name, status, at, clip(text, DETAIL_CHARS) or None,
+                                         tool_use_id=tool_id)
 
     def _on_assistant(self, session: _Session, message: dict[str, Any], at: datetime) -> None:
         if not session.turns:
@@ -266,7 +404,7 @@ class _TranscriptImport:
                 tool_id = block.get("id")
                 tool_id = tool_id if isinstance(tool_id, str) else ""
                 session.tool_names[tool_id] = name
-                turn.draft.add_step(name, "started", at, compact_json(block.get("input", {})),
+                turn.draft.add_step(name, "started", at, input_summary(name, block.get("input")),
                                     tool_use_id=tool_id)
             elif kind in _THINKING_BLOCKS:
                 self._stream.skip("thinking block")
@@ -278,6 +416,78 @@ class _TranscriptImport:
             key = message_id if isinstance(message_id, str) else f"#{len(turn.usage)}"
             turn.usage[key] = (_count(usage.get("input_tokens")),
                                _count(usage.get("output_tokens")))
+
+    def _on_sidechain(self, session: _Session, event: dict[str, Any], at: datetime,
+                      message: dict[str, Any]) -> None:
+        agent_id = event.get("agentId")
+        if isinstance(agent_id, str) and agent_id:
+            key = agent_id
+        else:
+            # Older transcripts keep sidechains in the session file without an agent id: a
+            # sidechain message without parent starts the next run.
+            if event.get("parentUuid") is None or not self._sidechains:
+                self._sidechains += 1
+            key = f"sidechain-{self._sidechains}"
+        run = session.runs.get(key)
+        if run is None:
+            run = session.runs[key] = SubagentRun(key)
+        agent_type = event.get("agentType") or event.get("subagent_type")
+        if isinstance(agent_type, str) and agent_type:
+            run.agent_type = agent_type
+        run.add(event, at, _blocks(message.get("content")))
+        self._stream.count("subagent event")
+
+    def _read_subagent_file(self, path: Path) -> None:
+        if path.name.startswith("agent-acompact"):
+            # Claude Code's own context compaction run: its summary is in the session file.
+            self._stream.skip("compaction subagent transcript")
+            return
+        for line, _offset, event in self._events(path, TurnStart(0, 1, None)):
+            at = _timestamp(event.get("timestamp"))
+            message = event.get("message")
+            if at is None or not isinstance(message, dict) or event.get("type") not in (
+                    "user", "assistant"):
+                self._stream.skip("subagent event without message")
+                continue
+            if not isinstance(event.get("agentId"), str):
+                event = {**event, "agentId": path.stem.removeprefix("agent-")}
+            del line
+            self._on_sidechain(self._session(event), event, at, message)
+
+    def _attach_subagents(self, session: _Session) -> None:
+        """One step per subagent run, on the turn that launched it: the one whose Task/Agent
+        result names it, else the last turn that started before it."""
+        for key, run in session.runs.items():
+            turn = session.agent_turns.get(key)
+            if turn is None and run.started is not None:
+                earlier = [t for t in session.turns if t.draft.submissions
+                           and t.draft.submissions[0].arrived_at <= run.started]
+                turn = earlier[-1] if earlier else None
+            if turn is None or run.ended is None:
+                self._stream.skip("subagent run outside the turns read")
+                continue
+            turn.draft.add_step(run.name, "failed" if run.failed else "completed", run.ended,
+                                run.detail)
+            turn.draft.steps.sort(key=lambda s: s.at)
+
+    def _attach_snapshots(self) -> None:
+        """The files each turn edited (from Claude Code's file-history snapshots), as one
+        context event of the turn whose opening message the snapshot names."""
+        by_uuid = {t.opened_by: t for session in self._sessions.values()
+                   for t in session.turns if t.opened_by}
+        edited: dict[str, tuple[_Turn, datetime, set[str]]] = {}
+        for message_id, at, files in self._snapshots:
+            turn = by_uuid.get(message_id)
+            if turn is None:
+                self._stream.skip("file-history snapshot of a turn not read")
+                continue
+            when = at or turn.draft.submissions[0].arrived_at
+            _, first, known = edited.get(message_id, (turn, when, set()))
+            edited[message_id] = (turn, min(first, when), known | set(files))
+        for turn, at, files in edited.values():
+            self._stream.count("context event: files_edited")
+            turn.draft.context_events.append(ContextEvent(kind="files_edited", at=at,
+                                                          data={"files": sorted(files)}))
 
     def _title(self, session: _Session, single: bool) -> str | None:
         # A summary names the conversation whose messages hold its leafUuid; in a file with a
@@ -298,6 +508,17 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, list):
         return [b if isinstance(b, dict) else {"type": type(b).__name__} for b in content]
     return []
+
+
+def _texts(content: Any) -> list[str]:
+    """The text blocks' texts of a message's content."""
+    return [b["text"] for b in _blocks(content)
+            if b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def _uuid(event: dict[str, Any]) -> str | None:
+    uuid = event.get("uuid")
+    return uuid if isinstance(uuid, str) and uuid else None
 
 
 def _result_text(content: Any) -> str:
