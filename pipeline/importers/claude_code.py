@@ -53,6 +53,9 @@ _THINKING_BLOCKS = ("thinking", "redacted_thinking")
 # Event kinds that carry nothing of the conversation (queue bookkeeping, UI progress).
 _BOOKKEEPING = ("queue-operation", "progress", "last-prompt", "custom-title", "tag")
 SUBAGENT_DIR = "subagents"
+# Context events that belong to the turn after them: a slash command and its output, the
+# caveat Claude Code writes before local commands, the compaction boundary.
+_PRECEDING = ("command", "command_output", "caveat", "compact_boundary")
 
 
 def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
@@ -279,7 +282,8 @@ class TranscriptImport:
         if event.get("isSidechain") is True:
             self._stream.skip("subagent system event")
             return
-        self._context(session, "system", at, data)
+        self._context(session, "system", at, data,
+                      before_next=data["subtype"] in _PRECEDING)
         if data["subtype"] == "api_error" and session.turns:
             session.turns[-1].draft.unfinished = "failed"
 
@@ -324,7 +328,7 @@ class TranscriptImport:
                     kind_, data = ((harness.kind, harness.data) if harness is not None
                                    else ("meta", {"text": strip_ansi(block["text"]).strip()}))
                     self._context(session, kind_, at, data,
-                                  before_next=kind_ in ("command", "caveat"))
+                                  before_next=kind_ in _PRECEDING)
                 elif block["text"].startswith(INTERRUPT_MARKER):
                     self._on_interrupt(session, at)
                 else:

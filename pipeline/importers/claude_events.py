@@ -62,7 +62,14 @@ def classify_text(text: str) -> HarnessText | None:
         # Text of the user's own that merely starts with markup stays theirs.
         return None
     kind = _HARNESS_TAGS[tags[0][0]]
-    data = {name.replace("-", "_"): strip_ansi(body).strip() for name, body in tags}
+    data: dict[str, Any] = {}
+    for name, body in tags:
+        inner = _TAG.findall(body)
+        if inner and not _TAG.sub("", body).strip():
+            # A notification's fields are tags of their own (task id, status, summary).
+            data.update({n.replace("-", "_"): strip_ansi(b).strip() for n, b in inner})
+        else:
+            data[name.replace("-", "_")] = strip_ansi(body).strip()
     return HarnessText(kind, data)
 
 
