@@ -99,11 +99,15 @@ def subagent_files(transcript: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class TurnStart:
-    """Where a turn's opening event is in its file: live capture resumes reading there."""
+    """Where a turn's part of its file begins (``offset``, ``line``: the first line after the
+    previous turn's last event, so the context events that precede it are included) and where
+    its opening event is (``open_offset``, whose event has ``uuid``). Live capture resumes
+    reading at ``offset`` and checks ``uuid`` at ``open_offset`` first."""
 
     offset: int
     line: int
-    uuid: str | None
+    uuid: str | None = None
+    open_offset: int = 0
 
 
 @dataclass
@@ -146,6 +150,9 @@ class TranscriptImport:
         # File-history snapshots name the message that opened their turn, which comes after.
         self._snapshots: list[tuple[str, datetime | None, list[str]]] = []
         self._sidechains = 0
+        # Where the part of the file not yet given to any turn begins.
+        self._resume = self._start
+        self._line_bytes = 0
         self.last_start: TurnStart | None = None
         self.title: str | None = None
         self._source = str(path)
@@ -159,6 +166,7 @@ class TranscriptImport:
         session."""
         for line, offset, event in self._events(self._path, self._start):
             self._on_event(line, offset, event)
+            self._advance(line, offset, event)
         for agent_file in subagent_files(self._path):
             self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
@@ -183,6 +191,24 @@ class TranscriptImport:
                 if record is not None:
                     yield record
 
+    def _advance(self, line: int, offset: int, event: dict[str, Any]) -> None:
+        """Move the resume point past an event that went to the open turn (or nowhere); one
+        that waits for the next turn (or a snapshot naming it) stays in that turn's part."""
+        if event.get("type") == "file-history-snapshot" or not self._sessions:
+            return
+        session = self._session_of(event)
+        if session is None or not session.turns or session.waiting:
+            return
+        turn = session.turns[-1]
+        if turn.start.open_offset == offset and event.get("isSidechain") is not True:
+            return  # the opening event: the turn's part began before it
+        self._resume = TurnStart(offset + self._line_bytes, line + 1)
+
+    def _session_of(self, event: dict[str, Any]) -> _Session | None:
+        raw_id = event.get("sessionId")
+        key = raw_id if isinstance(raw_id, str) and raw_id else self._path.stem
+        return self._sessions.get(key)
+
     def _events(self, path: Path, start: TurnStart
                 ) -> Iterator[tuple[int, int, dict[str, Any]]]:
         """(line number, byte offset, event) of each readable line from ``start`` on."""
@@ -192,6 +218,7 @@ class TranscriptImport:
             offset = start.offset
             for number, raw in enumerate(fh, start=start.line):
                 at_offset, offset = offset, offset + len(raw)
+                self._line_bytes = len(raw)
                 if not raw.strip():
                     continue
                 where = f"line {number}"
@@ -247,7 +274,9 @@ class TranscriptImport:
             self._on_sidechain(session, event, at, message)
             return
         if kind == "user":
-            self._on_user(session, event, message, at, TurnStart(offset, line, _uuid(event)))
+            self._on_user(session, event, message, at,
+                          TurnStart(self._resume.offset, self._resume.line, _uuid(event),
+                                    open_offset=offset))
         else:
             self._on_assistant(session, message, at)
 
