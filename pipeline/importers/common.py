@@ -25,6 +25,7 @@ from lake.records import (
     Completion,
     CompletionStatus,
     ContextEvent,
+    HostedFile,
     LiveEvent,
     Step,
     StepStatus,
@@ -181,6 +182,7 @@ class TurnDraft:
     attachments: list[Attachment] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     events: list[LiveEvent] = field(default_factory=list)
+    hosted_files: list[HostedFile] = field(default_factory=list)
     completion: Completion | None = None
     usage: Usage | None = None
     # How a turn ended when the assistant did not get to answer it ("interrupted" or "failed");
@@ -243,7 +245,7 @@ class TurnDraft:
                 started_at=started, ended_at=completion.at, conversation_title=title,
                 submissions=self.submissions, context_events=self.context_events,
                 attachments=self.attachments, steps=self.steps, completion=completion,
-                events=self.events, usage=self.usage)
+                events=self.events, hosted_files=self.hosted_files, usage=self.usage)
         except ValidationError as exc:
             stream.problem(source, location, f"turn {self.turn_id} is not a valid record: "
                            f"{describe_validation_error(exc)}")
