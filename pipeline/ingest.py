@@ -334,7 +334,7 @@ class Ingestor:
         entries = [c.entry for c in conflicts]
         report.conflicts.extend(entries)
         report.quarantined.extend(entries)
-        new = self._not_yet_quarantined(entries)
+        new = self._not_yet_quarantined(entries) if entries else []
         if new:
             self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
 

@@ -184,7 +184,7 @@ def hook_claude_code(
             _build(settings, report.partitions)
         _log(log_path, f"session {session}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
-    except Exception as exc:  # noqa: BLE001 - the hook must never fail the user's session
+    except Exception as exc:
         detail = (str(exc) if isinstance(exc, TurnlakeError)
                   else "".join(traceback.format_exception(exc)))
         _log(log_path, f"session {session}: error: {detail}")

@@ -24,25 +24,34 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from lake.errors import RecordError
-from lake.records import Attachment, ContextEvent, StepStatus, TurnRecord, Usage
+from lake.records import ContextEvent, StepStatus, TurnRecord, Usage
 from pipeline.importers.claude_events import (
     INTERRUPT_MARKER,
     SUBAGENT_TOOLS,
     SubagentRun,
     classify_text,
+    content_blocks,
+    event_time,
+    event_uuid,
+    image_attachment,
     input_summary,
     result_agent_id,
+    result_text,
     strip_ansi,
+    text_blocks,
+    token_count,
+)
+from pipeline.importers.claude_files import (
+    TurnStart,
+    read_events,
+    subagent_files,
+    transcript_files,
 )
 from pipeline.importers.common import (
     DETAIL_CHARS,
     Identity,
     ImportStream,
     TurnDraft,
-    as_utc,
     clip,
     compact_json,
     one_line,
@@ -52,7 +61,6 @@ from pipeline.importers.common import (
 _THINKING_BLOCKS = ("thinking", "redacted_thinking")
 # Event kinds that carry nothing of the conversation (queue bookkeeping, UI progress).
 _BOOKKEEPING = ("queue-operation", "progress", "last-prompt", "custom-title", "tag")
-SUBAGENT_DIR = "subagents"
 # Context events that belong to the turn after them: a slash command and its output, the
 # caveat Claude Code writes before local commands, the compaction boundary.
 _PRECEDING = ("command", "command_output", "caveat", "compact_boundary")
@@ -73,41 +81,6 @@ def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
             yield from TranscriptImport(path, identity, stream).records()
 
     return ImportStream(produce)
-
-
-def transcript_files(paths: Sequence[Path]) -> list[Path]:
-    """The session transcript files named by ``paths``: files as given, folders expanded to
-    their ``*.jsonl`` files (sorted) except subagent transcripts, which are read with their
-    session; a path that does not exist raises RecordError."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.jsonl")
-                                if p.is_file() and p.parent.name != SUBAGENT_DIR))
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise RecordError(f"Claude Code transcript path {path} does not exist")
-    return found
-
-
-def subagent_files(transcript: Path) -> list[Path]:
-    """The subagent transcripts of a session file (``<session>/subagents/agent-*.jsonl``)."""
-    folder = transcript.with_suffix("") / SUBAGENT_DIR
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
-
-
-@dataclass(frozen=True)
-class TurnStart:
-    """Where a turn's part of its file begins (``offset``, ``line``: the first line after the
-    previous turn's last event, so the context events that precede it are included) and where
-    its opening event is (``open_offset``, whose event has ``uuid``). Live capture resumes
-    reading at ``offset`` and checks ``uuid`` at ``open_offset`` first."""
-
-    offset: int
-    line: int
-    uuid: str | None = None
-    open_offset: int = 0
 
 
 @dataclass
@@ -152,7 +125,6 @@ class TranscriptImport:
         self._sidechains = 0
         # Where the part of the file not yet given to any turn begins.
         self._resume = self._start
-        self._line_bytes = 0
         self.last_start: TurnStart | None = None
         self.title: str | None = None
         self._source = str(path)
@@ -164,9 +136,9 @@ class TranscriptImport:
     def records(self) -> Iterator[TurnRecord]:
         """Read the file (and its subagent transcripts), then yield its turns session by
         session."""
-        for line, offset, event in self._events(self._path, self._start):
+        for line, offset, size, event in read_events(self._path, self._start, self._stream):
             self._on_event(line, offset, event)
-            self._advance(line, offset, event)
+            self._advance(line, offset, size, event)
         for agent_file in subagent_files(self._path):
             self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
@@ -191,7 +163,7 @@ class TranscriptImport:
                 if record is not None:
                     yield record
 
-    def _advance(self, line: int, offset: int, event: dict[str, Any]) -> None:
+    def _advance(self, line: int, offset: int, size: int, event: dict[str, Any]) -> None:
         """Move the resume point past an event that went to the open turn (or nowhere); one
         that waits for the next turn (or a snapshot naming it) stays in that turn's part."""
         if event.get("type") == "file-history-snapshot" or not self._sessions:
@@ -202,44 +174,12 @@ class TranscriptImport:
         turn = session.turns[-1]
         if turn.start.open_offset == offset and event.get("isSidechain") is not True:
             return  # the opening event: the turn's part began before it
-        self._resume = TurnStart(offset + self._line_bytes, line + 1)
+        self._resume = TurnStart(offset + size, line + 1)
 
     def _session_of(self, event: dict[str, Any]) -> _Session | None:
         raw_id = event.get("sessionId")
         key = raw_id if isinstance(raw_id, str) and raw_id else self._path.stem
         return self._sessions.get(key)
-
-    def _events(self, path: Path, start: TurnStart
-                ) -> Iterator[tuple[int, int, dict[str, Any]]]:
-        """(line number, byte offset, event) of each readable line from ``start`` on."""
-        source = str(path)
-        with path.open("rb") as fh:
-            fh.seek(start.offset)
-            offset = start.offset
-            for number, raw in enumerate(fh, start=start.line):
-                at_offset, offset = offset, offset + len(raw)
-                self._line_bytes = len(raw)
-                if not raw.strip():
-                    continue
-                where = f"line {number}"
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    self._stream.problem(source, where, f"line is not valid UTF-8 "
-                                         f"({exc.reason} at byte {exc.start})", raw)
-                    continue
-                try:
-                    event = orjson.loads(text)
-                except orjson.JSONDecodeError as exc:
-                    # Only the last line can lack its newline: Claude Code was still writing it.
-                    reason = ("truncated last line" if not raw.endswith(b"\n")
-                              else f"malformed JSON: {exc}")
-                    self._stream.problem(source, where, reason, raw)
-                    continue
-                if not isinstance(event, dict):
-                    self._stream.problem(source, where, "line is not a JSON object", raw)
-                    continue
-                yield number, at_offset, event
 
     def _on_event(self, line: int, offset: int, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -256,7 +196,7 @@ class TranscriptImport:
         if kind not in ("user", "assistant", "system"):
             self._stream.skip(f"unknown event type: {kind}")
             return
-        at = _timestamp(event.get("timestamp"))
+        at = event_time(event.get("timestamp"))
         if at is None:
             self._stream.problem(self._source, where, f"{kind} event has no valid timestamp",
                                  compact_json(event, DETAIL_CHARS))
@@ -275,7 +215,7 @@ class TranscriptImport:
             return
         if kind == "user":
             self._on_user(session, event, message, at,
-                          TurnStart(self._resume.offset, self._resume.line, _uuid(event),
+                          TurnStart(self._resume.offset, self._resume.line, event_uuid(event),
                                     open_offset=offset))
         else:
             self._on_assistant(session, message, at)
@@ -298,7 +238,7 @@ class TranscriptImport:
         if not files or not isinstance(message_id, str):
             self._stream.skip("file-history snapshot without edited files")
             return
-        self._snapshots.append((message_id, _timestamp(snapshot.get("timestamp")), files))
+        self._snapshots.append((message_id, event_time(snapshot.get("timestamp")), files))
 
     def _on_system(self, session: _Session, event: dict[str, Any], at: datetime) -> None:
         subtype = event.get("subtype")
@@ -343,13 +283,13 @@ class TranscriptImport:
                  at: datetime, start: TurnStart) -> None:
         if event.get("isCompactSummary") is True:
             # Written by Claude Code when it compacted the context: it precedes the next turn.
-            text = " ".join(t for t in _texts(message.get("content")))
+            text = " ".join(t for t in text_blocks(message.get("content")))
             self._context(session, "compaction", at, {"summary": text.strip()},
                           before_next=True)
             return
         texts: list[str] = []
         images: list[dict[str, Any]] = []
-        for block in _blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 harness = classify_text(block["text"])
@@ -376,7 +316,7 @@ class TranscriptImport:
             turn = self._open_turn(session, event, at, start)
         turn.draft.add_user_text(text, at)
         for image in images:
-            turn.draft.attachments.append(_image_attachment(image, len(turn.draft.attachments)))
+            turn.draft.attachments.append(image_attachment(image, len(turn.draft.attachments)))
 
     def _on_interrupt(self, session: _Session, at: datetime) -> None:
         if not session.turns:
@@ -391,7 +331,7 @@ class TranscriptImport:
 
     def _open_turn(self, session: _Session, event: dict[str, Any], at: datetime,
                    start: TurnStart) -> _Turn:
-        uuid = _uuid(event)
+        uuid = event_uuid(event)
         external = uuid or f"{self._path.name}:{start.line}"
         turn = _Turn(TurnDraft(stable_id(external)), start.line, start, uuid)
         turn.draft.context_events.extend(session.waiting)
@@ -414,7 +354,7 @@ class TranscriptImport:
         tool_id = tool_id if isinstance(tool_id, str) else ""
         name = session.tool_names.get(tool_id, "tool")
         status: StepStatus = "failed" if block.get("is_error") is True else "completed"
-        text = strip_ansi(_result_text(block.get("content")))
+        text = strip_ansi(result_text(block.get("content")))
         if name in SUBAGENT_TOOLS and (agent_id := result_agent_id(event, text)) is not None:
             session.agent_turns[agent_id] = session.turns[-1]
         session.turns[-1].draft.add_step(name, status, at, clip(text, DETAIL_CHARS) or None,
@@ -426,7 +366,7 @@ class TranscriptImport:
             return
         turn = session.turns[-1]
         turn.replied = True
-        for block in _blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 if block["text"].strip():
@@ -447,8 +387,8 @@ class TranscriptImport:
         if isinstance(usage, dict):
             message_id = message.get("id")
             key = message_id if isinstance(message_id, str) else f"#{len(turn.usage)}"
-            turn.usage[key] = (_count(usage.get("input_tokens")),
-                               _count(usage.get("output_tokens")))
+            turn.usage[key] = (token_count(usage.get("input_tokens")),
+                               token_count(usage.get("output_tokens")))
 
     def _on_sidechain(self, session: _Session, event: dict[str, Any], at: datetime,
                       message: dict[str, Any]) -> None:
@@ -467,7 +407,7 @@ class TranscriptImport:
         agent_type = event.get("agentType") or event.get("subagent_type")
         if isinstance(agent_type, str) and agent_type:
             run.agent_type = agent_type
-        run.add(event, at, _blocks(message.get("content")))
+        run.add(event, at, content_blocks(message.get("content")))
         self._stream.count("subagent event")
 
     def _read_subagent_file(self, path: Path) -> None:
@@ -475,8 +415,8 @@ class TranscriptImport:
             # Claude Code's own context compaction run: its summary is in the session file.
             self._stream.skip("compaction subagent transcript")
             return
-        for line, _offset, event in self._events(path, TurnStart(0, 1, None)):
-            at = _timestamp(event.get("timestamp"))
+        for line, _offset, _size, event in read_events(path, TurnStart(0, 1), self._stream):
+            at = event_time(event.get("timestamp"))
             message = event.get("message")
             if at is None or not isinstance(message, dict) or event.get("type") not in (
                     "user", "assistant"):
@@ -517,10 +457,10 @@ class TranscriptImport:
             when = at or turn.draft.submissions[0].arrived_at
             _, first, known = edited.get(message_id, (turn, when, set()))
             edited[message_id] = (turn, min(first, when), known | set(files))
-        for turn, at, files in edited.values():
+        for owner, first_at, paths in edited.values():
             self._stream.count("context event: files_edited")
-            turn.draft.context_events.append(ContextEvent(kind="files_edited", at=at,
-                                                          data={"files": sorted(files)}))
+            owner.draft.context_events.append(ContextEvent(kind="files_edited", at=first_at,
+                                                           data={"files": sorted(paths)}))
 
     def _title(self, session: _Session, single: bool) -> str | None:
         # A summary names the conversation whose messages hold its leafUuid; in a file with a
@@ -532,61 +472,3 @@ class TranscriptImport:
             if turn.draft.submissions and turn.draft.submissions[0].text.strip():
                 return one_line(turn.draft.submissions[0].text)
         return None
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    """Message content as a list of blocks: a plain string is one text block."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [b if isinstance(b, dict) else {"type": type(b).__name__} for b in content]
-    return []
-
-
-def _texts(content: Any) -> list[str]:
-    """The text blocks' texts of a message's content."""
-    return [b["text"] for b in _blocks(content)
-            if b.get("type") == "text" and isinstance(b.get("text"), str)]
-
-
-def _uuid(event: dict[str, Any]) -> str | None:
-    uuid = event.get("uuid")
-    return uuid if isinstance(uuid, str) and uuid else None
-
-
-def _result_text(content: Any) -> str:
-    """The readable text of a tool_result's content (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in _blocks(content):
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        else:
-            parts.append(f"[{block.get('type')}]")
-    return "\n".join(parts)
-
-
-def _image_attachment(block: dict[str, Any], index: int) -> Attachment:
-    source = block.get("source")
-    source = source if isinstance(source, dict) else {}
-    mime = source.get("media_type")
-    mime = mime if isinstance(mime, str) and mime else "application/octet-stream"
-    data = source.get("data")
-    # Base64 carries 3 bytes per 4 characters, less its padding.
-    size = len(data) * 3 // 4 - data[-2:].count("=") if isinstance(data, str) else 0
-    extension = mime.rsplit("/", 1)[-1]
-    return Attachment(name=f"image-{index + 1}.{extension}", mime=mime, size=max(size, 0))
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

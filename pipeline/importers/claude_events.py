@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pipeline.importers.common import clip, compact_json
+from lake.records import Attachment
+from pipeline.importers.common import as_utc, clip, compact_json
 
 INTERRUPT_MARKER = "[Request interrupted by user"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -114,9 +115,9 @@ class SubagentRun:
         for block in blocks:
             if block.get("type") == "tool_use":
                 self.tool_calls += 1
-            elif block.get("type") == "text" and isinstance(block.get("text"), str):
-                if block["text"].strip():
-                    self.answer = block["text"]
+            elif (block.get("type") == "text" and isinstance(block.get("text"), str)
+                  and block["text"].strip()):
+                self.answer = block["text"]
 
     @property
     def name(self) -> str:
@@ -128,3 +129,60 @@ class SubagentRun:
         """The step's detail: the run's final answer, and how many tools it called."""
         calls = f"[{self.tool_calls} tool call{'s' if self.tool_calls != 1 else ''}] "
         return clip(calls + (self.answer or "(no answer)"), 500)
+
+def content_blocks(content: Any) -> list[dict[str, Any]]:
+    """Message content as a list of blocks: a plain string is one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b if isinstance(b, dict) else {"type": type(b).__name__} for b in content]
+    return []
+
+
+def text_blocks(content: Any) -> list[str]:
+    """The text blocks' texts of a message's content."""
+    return [b["text"] for b in content_blocks(content)
+            if b.get("type") == "text" and isinstance(b.get("text"), str)]
+
+
+def event_uuid(event: dict[str, Any]) -> str | None:
+    uuid = event.get("uuid")
+    return uuid if isinstance(uuid, str) and uuid else None
+
+
+def result_text(content: Any) -> str:
+    """The readable text of a tool_result's content (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content_blocks(content):
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        else:
+            parts.append(f"[{block.get('type')}]")
+    return "\n".join(parts)
+
+
+def image_attachment(block: dict[str, Any], index: int) -> Attachment:
+    source = block.get("source")
+    source = source if isinstance(source, dict) else {}
+    mime = source.get("media_type")
+    mime = mime if isinstance(mime, str) and mime else "application/octet-stream"
+    data = source.get("data")
+    # Base64 carries 3 bytes per 4 characters, less its padding.
+    size = len(data) * 3 // 4 - data[-2:].count("=") if isinstance(data, str) else 0
+    extension = mime.rsplit("/", 1)[-1]
+    return Attachment(name=f"image-{index + 1}.{extension}", mime=mime, size=max(size, 0))
+
+
+def event_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None
+
+
+def token_count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

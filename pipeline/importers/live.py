@@ -33,7 +33,8 @@ from lake.errors import RecordError, TurnlakeError
 from lake.location import LakeLocation
 from lake.records import TurnRecord
 from lake.settings import Settings
-from pipeline.importers.claude_code import TranscriptImport, TurnStart, transcript_files
+from pipeline.importers.claude_code import TranscriptImport
+from pipeline.importers.claude_files import TurnStart, transcript_files
 from pipeline.importers.common import Identity, ImportStream, stable_id
 from pipeline.prepare import Quarantined
 

@@ -354,3 +354,12 @@ def test_replace_supersedes_the_stored_turn_as_an_erase_would(
     assert [(a["action"], a["actor"]) for a in audit] == [("erase", "turnlake ingest --replace")]
     again = Ingestor(settings, replace=True).ingest_paths([path])
     assert (again.accepted, again.duplicates, again.replaced) == (0, 1, 0)
+
+
+def test_a_rerun_with_quarantined_lines_and_only_identical_duplicates(
+        settings: Settings, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(0), "{oops"])
+    Ingestor(settings).ingest_paths([path])
+    again = Ingestor(settings).ingest_paths([path])
+    assert (again.accepted, again.duplicates, again.conflicts, len(again.quarantined)) == (
+        0, 1, [], 1)

@@ -168,7 +168,7 @@ def test_the_server_poster_speaks_the_serve_api(tmp_path: Path) -> None:
     seen: dict[str, object] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        def do_POST(self) -> None:
             seen["path"], seen["auth"] = self.path, self.headers["Authorization"]
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen["turns"] = len(body["turns"])
@@ -185,8 +185,8 @@ def test_the_server_poster_speaks_the_serve_api(tmp_path: Path) -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        from pipeline.importers.live import post_turns
         from pipeline.importers import iter_claude_code
+        from pipeline.importers.live import post_turns
         records = list(iter_claude_code([_copy(tmp_path, _lines())], tenant="acme",
                                         user_id="u-dev"))
         answer = post_turns(ServerTarget(f"http://127.0.0.1:{server.server_port}", "k1"),
