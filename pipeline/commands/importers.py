@@ -9,19 +9,20 @@ import sys
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lake.errors import TurnlakeError
 from lake.settings import Settings
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
-from pipeline.importers import ImportStream, iter_chatgpt, iter_claude_code
-from pipeline.importers.common import Identity
-from pipeline.importers.live import CaptureReport, HookInput, ServerTarget, capture_transcript
-from pipeline.ingest import Ingestor, Quarantined
-from pipeline.jobs import run_ingest
-from pipeline.progress import job_progress
+
+if TYPE_CHECKING:
+    from pipeline.importers import ImportStream
+    from pipeline.importers.live import CaptureReport, ServerTarget
+
+# The importers, ingest and the Delta tables load when a command runs, not when the command
+# line starts: a Stop hook pays for every import on each call.
 
 import_app = typer.Typer(no_args_is_help=True,
                          help="Import Claude Code transcripts or ChatGPT exports.")
@@ -43,6 +44,10 @@ HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
 
 def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool,
          replace: bool = True) -> None:
+    from pipeline.ingest import Ingestor, Quarantined
+    from pipeline.jobs import run_ingest
+    from pipeline.progress import job_progress
+
     settings = settings_from(lake)
     try:
         with job_progress() as progress:
@@ -102,6 +107,8 @@ def import_claude_code(
         return
     if not paths:
         raise fail(TurnlakeError("give transcript files or folders, or --watch FOLDER"))
+    from pipeline.importers import iter_claude_code
+
     try:
         stream = iter_claude_code(paths, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
@@ -111,6 +118,7 @@ def import_claude_code(
 
 def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
            server: str | None, key: str | None, lake: str | None) -> None:
+    from pipeline.importers.common import Identity
     from pipeline.importers.live import watch
 
     settings = settings_from(lake)
@@ -138,6 +146,8 @@ def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
 
 
 def _server(url: str | None, key: str | None) -> ServerTarget | None:
+    from pipeline.importers.live import ServerTarget
+
     if url is None:
         if key is not None:
             raise TurnlakeError("--key needs --server URL")
@@ -174,6 +184,9 @@ def hook_claude_code(
                            or Path.home() / ".cache" / "turnlake" / "hook-claude-code.log")
     session = "?"
     try:
+        from pipeline.importers.common import Identity
+        from pipeline.importers.live import HookInput, capture_transcript
+
         hook = HookInput.parse(sys.stdin.buffer.read())
         session = hook.session_id
         settings = Settings.from_env(lake)
@@ -222,6 +235,8 @@ def import_chatgpt(
     lake: LakeOption = None,
 ) -> None:
     """Import a ChatGPT data export (the branch ending at each current_node)."""
+    from pipeline.importers import iter_chatgpt
+
     try:
         stream = iter_chatgpt(path, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:

@@ -52,7 +52,8 @@ def test_import_without_replace_quarantines_a_changed_turn(runner: CliRunner,
     ok = runner.invoke(app, ["import", "chatgpt", str(export), "--tenant", "acme",
                              "--user", "u-ana", "--no-embed", "--no-index"])
     assert ok.exit_code == 0, ok.output
-    assert "recorded as:" in _said(ok.output) and "1 turn without answer (interrupted)" in _said(ok.output)
+    said = _said(ok.output)
+    assert "recorded as:" in said and "1 turn without answer (interrupted)" in said
     changed = tmp_path / "conversations.json"
     changed.write_bytes(export.read_bytes().replace(b"Keep feeding it rye", b"Keep it on rye"))
     kept = runner.invoke(app, ["import", "chatgpt", str(changed), "--tenant", "acme",
