@@ -258,21 +258,20 @@ class _ExportImport:
         of the turn when the export ships them."""
         used: set[str] = set()
         for n, ref in enumerate(turn.files):
-            shipped = self._export.file_name(ref.file_id) if ref.file_id else None
-            name = _safe_name(ref.name or (shipped or "").split("-", 1)[-1]
-                              or f"file-{n + 1}", n)
+            shipped = self._export.shipped(ref.file_id) if ref.file_id else None
+            shipped_name, size = shipped if shipped else ("", None)
+            name = _safe_name(ref.name or shipped_name or f"file-{n + 1}", n)
             while name in used:
                 name = f"{n + 1}-{name}"
             used.add(name)
             mime = ref.mime if ref.mime != "application/octet-stream" else (
                 mimetypes.guess_type(name)[0] or ref.mime)
-            size = self._export.file_size(ref.file_id) if shipped else None
-            if shipped and size is not None and size <= MAX_HOSTED_BYTES:
-                data = self._export.file_bytes(ref.file_id) or b""
+            if size is not None and size <= MAX_HOSTED_BYTES:
+                data = self._export.file_bytes(ref.file_id)
                 turn.hosted_files.append(HostedFile(path=f"files/{name}", mime=mime,
-                                              content_b64=base64.b64encode(data).decode()))
+                                                    content_b64=base64.b64encode(data).decode()))
                 self._stream.count("file hosted from the export")
-            elif shipped:
+            elif size is not None:
                 self._stream.skip("file too large to host")
             turn.attachments.append(Attachment(name=name, mime=mime,
                                                size=size if size is not None else ref.size))

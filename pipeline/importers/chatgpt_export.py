@@ -59,26 +59,25 @@ class Export:
             with self.path.open("rb") as fh:
                 yield fh
 
-    def file_name(self, file_id: str) -> str | None:
-        """The export's file for a conversation's file id (its base name), if it ships one."""
-        member = self._files.get(_file_key(file_id))
-        return PurePosixPath(member).name if member else None
-
-    def file_size(self, file_id: str) -> int | None:
-        """The size in bytes of the export's file for a file id, if it ships one."""
+    def shipped(self, file_id: str) -> tuple[str, int] | None:
+        """The name (as uploaded) and size of the export's file for a conversation's file id,
+        if it ships one."""
         member = self._files.get(_file_key(file_id))
         if member is None:
             return None
         if self.is_zip:
             with zipfile.ZipFile(self.path) as archive:
-                return archive.getinfo(member).file_size
-        return (self.path.parent / member).stat().st_size
+                size = archive.getinfo(member).file_size
+        else:
+            size = (self.path.parent / member).stat().st_size
+        # "file-X-report.pdf" was uploaded as "report.pdf"; a bare "file-X.png" keeps its name.
+        name = PurePosixPath(member).name
+        key = _file_key(file_id)
+        return (name[len(key) + 1:] if name.startswith(key + "-") else name), size
 
-    def file_bytes(self, file_id: str) -> bytes | None:
-        """The bytes of the export's file for a file id, if it ships one."""
-        member = self._files.get(_file_key(file_id))
-        if member is None:
-            return None
+    def file_bytes(self, file_id: str) -> bytes:
+        """The bytes of a file :meth:`shipped` found."""
+        member = self._files[_file_key(file_id)]
         if self.is_zip:
             with zipfile.ZipFile(self.path) as archive:
                 return archive.read(member)
