@@ -147,11 +147,11 @@ class TranscriptImport:
             self._attach_subagents(session)
             title = self._fixed_title or self._title(session, single)
             self.title = title
-            if session.waiting and session.turns:
-                # Events after the last turn (a final system note) still belong to it.
-                session.turns[-1].draft.context_events.extend(session.waiting)
-            elif session.waiting:
-                self._stream.skip("context event without any turn", len(session.waiting))
+            if session.waiting:
+                # They belong to a request not written yet (a slash command run after the last
+                # answer): a later import, or the next live capture, records them with it.
+                self._stream.skip("context event before a turn not yet written",
+                                  len(session.waiting))
             for turn in session.turns:
                 if turn.usage:
                     turn.draft.usage = Usage(
@@ -260,11 +260,11 @@ class TranscriptImport:
                  *, before_next: bool = False) -> None:
         """A context event of the open turn, or of the next one (``before_next``, or when no
         turn is open yet)."""
-        self._stream.count(f"context event: {kind}")
         event = ContextEvent(kind=kind, at=at, data=data)
         if before_next or not session.turns:
-            session.waiting.append(event)
+            session.waiting.append(event)  # counted when its turn opens
         else:
+            self._stream.count(f"context event: {kind}")
             session.turns[-1].draft.context_events.append(event)
             session.turns[-1].draft.touch(at)
 
@@ -334,6 +334,8 @@ class TranscriptImport:
         uuid = event_uuid(event)
         external = uuid or f"{self._path.name}:{start.line}"
         turn = _Turn(TurnDraft(stable_id(external)), start.line, start, uuid)
+        for waiting in session.waiting:
+            self._stream.count(f"context event: {waiting.kind}")
         turn.draft.context_events.extend(session.waiting)
         session.waiting = []
         workspace = {name: event[key] for name, key in

@@ -266,3 +266,22 @@ def test_hook_latency_on_a_5000_event_transcript(settings: Settings, tmp_path: P
           f"(whole file, 1250 turns) {full:.2f}s; next calls p50 {statistics.median(times):.2f}s "
           f"p95 {p95:.2f}s")
     assert len(_turns(settings)) == 1260
+
+
+def test_a_command_run_after_the_last_answer_waits_for_the_turn_it_precedes(
+        settings: Settings, tmp_path: Path) -> None:
+    lines = _lines()
+    second = next(i for i, raw in enumerate(lines) if b"Now make the limit configurable" in raw)
+    path = _copy(tmp_path, lines[:second - 1])  # up to the /cost output and a snapshot
+    from pipeline.importers import iter_claude_code
+    stream = iter_claude_code([path], tenant="acme", user_id="u-dev")
+    (first,) = list(stream)
+    assert stream.skipped["context event before a turn not yet written"] == 3
+    assert "command" not in [e.kind for e in first.context_events]
+    capture_transcript(settings, SESSION, path, IDENTITY)
+    path.write_bytes(b"".join(lines))
+    report = capture_transcript(settings, SESSION, path, IDENTITY)
+    assert (report.accepted, report.duplicates, report.replaced) == (2, 1, 0)
+    kinds = [e["kind"] for e in _turns(settings)[
+        "66666666-aaaa-4bbb-8ccc-000000000015"]["context_events"]]
+    assert kinds[:3] == ["caveat", "command", "command_output"]
