@@ -319,7 +319,9 @@ class TurnProjector:
             _role_rows("user", submissions.parent, submissions.seq, submissions.field("text"),
                        submissions.field("arrived_at").cast(TS), submissions.field("event_type"),
                        submissions.field("batch")),
-            _role_rows("assistant", every_turn, None, completion[0], completion[1].cast(TS)),
+            # An interrupted turn may have no answer: it gets no empty assistant row.
+            _role_rows("assistant", every_turn, None, completion[0], completion[1].cast(TS),
+                       keep=_non_empty(completion[0])),
             _role_rows("summary", every_turn, None, summary, turn.ended_at,
                        keep=pc.and_(rich, _non_empty(summary))),
             *(_role_rows(role, items.parent, items.seq, items.values,

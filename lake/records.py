@@ -32,6 +32,7 @@ Id = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 EventType = Literal["prompt", "followup", "steer"]
 Writer = Literal["minimal", "rich"]
 StepStatus = Literal["started", "completed", "failed"]
+CompletionStatus = Literal["completed", "interrupted", "failed"]
 
 # Every instant must convert to UTC and take the longest TTL (100 years) without leaving
 # Python's datetime range; outside it the projection would crash the whole batch.
@@ -131,10 +132,19 @@ class HostedFile(_Model):
 
 
 class Completion(_Model):
-    """The one final assistant answer of the turn."""
+    """The one final assistant answer of the turn.
+
+    ``status`` says whether the assistant got to answer: a turn the user interrupted, or one
+    that failed, is still recorded (its prompts and steps are what the user did) and may then
+    have an empty ``text``. An empty text (whatever the status) makes no assistant search
+    row. Not checked against ``text``: records written before the field existed stay valid.
+    """
 
     text: str
     at: Instant
+    # Left out of the canonical JSON when "completed", so records that never say it keep
+    # the payload they had before the field existed.
+    status: CompletionStatus = Field(default="completed", exclude_if=lambda s: s == "completed")
 
 
 class Citation(_Model):

@@ -34,6 +34,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, TURN_LOGS, Table
 from lake.timelines import conversation_filter
+from pipeline.conflicts import Candidate, Conflict, find_conflicts, supersede
 from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
@@ -84,6 +85,9 @@ class IngestReport:
     partitions: set[tuple[str, str]] = field(default_factory=set)
     recovered: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # Turns stored with other content: quarantined (and in ``quarantined``) unless replacing.
+    conflicts: list[Quarantined] = field(default_factory=list)
+    replaced: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,14 +136,18 @@ class Ingestor:
     With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
     that many worker processes (see :func:`pipeline.prepare.worker_context`); the calling
     script must then guard its entry point (``if __name__ == "__main__":``), as the CLI does.
-    The default, 1, stays in-process.
+    The default, 1, stays in-process. With ``replace``, a turn stored with other content is
+    superseded by the new record rather than quarantined as a conflict (see
+    :mod:`pipeline.conflicts`).
     """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
                  rows_hook: RowsHook | None = None,
                  progress: Callable[[int], None] | None = None,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, replace: bool = False) -> None:
         self._settings = settings
+        self._replace = replace
+        self._superseding: list[Conflict] = []
         self._workers = workers or 1
         self._store = LakeStore(settings.lake)
         self._files = FileStore(settings.lake)
@@ -183,6 +191,8 @@ class Ingestor:
             # last batch has moved its files out.
             with self._files.staging() as staging:
                 self._ingest(chunks, staging, report)
+        if self._superseding:
+            self._supersede(report)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
@@ -274,6 +284,8 @@ class Ingestor:
                   else _sift(chunks, seen, existing))
         kept, pending = sifted.kept, sifted.pending
         report.duplicates += sifted.duplicates
+        if sifted.duplicates:
+            self._conflicts(chunks, existing, report, batch_id)
         if sifted.foreign:
             report.quarantined.extend(sifted.foreign)
             new = self._not_yet_quarantined(sifted.foreign)
@@ -299,6 +311,52 @@ class Ingestor:
         report.files_stored += len(pending)
         report.batches += 1
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows
+
+    def _conflicts(self, chunks: list[_Prepared], existing: _Existing, report: IngestReport,
+                   batch_id: str) -> None:
+        """Tell the dropped turns whose key is stored apart: the same content stays a
+        duplicate, other content is a conflict, quarantined, or kept for superseding."""
+        candidates = []
+        for c in chunks:
+            payloads = c.chunk.tables[Table.TURN_LOGS]["payload"]
+            for i, key in enumerate(c.keys):
+                if key in existing.keys:
+                    tenant, conversation, turn = key.split(_KEY_SEPARATOR)
+                    line = c.items[c.chunk.positions[i]]
+                    assert isinstance(line, SourceLine)  # only parsed lines become turns
+                    candidates.append(Candidate(tenant, conversation, turn,
+                                                payloads[i].as_py(), line))
+        conflicts = find_conflicts(self._store, candidates)
+        report.duplicates -= len(conflicts)
+        if self._replace:
+            self._superseding.extend(conflicts)
+            return
+        entries = [c.entry for c in conflicts]
+        report.conflicts.extend(entries)
+        report.quarantined.extend(entries)
+        new = self._not_yet_quarantined(entries) if entries else []
+        if new:
+            self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
+
+    def _supersede(self, report: IngestReport) -> None:
+        """Erase the stored versions of the conflicting turns, then ingest the new ones."""
+        conflicts, self._superseding = self._superseding, []
+
+        def ingest(lines: list[SourceLine]) -> None:
+            replace, self._replace = self._replace, False
+            try:
+                again = self._ingest_chunks(
+                    PackedLines.of(chunk) for chunk in _chunked(lines, self._chunk_lines()))
+            finally:
+                self._replace = replace
+            report.accepted += again.accepted
+            report.files_stored += again.files_stored
+            report.batches += again.batches
+            report.rows_written += again.rows_written
+            report.partitions |= again.partitions
+            report.quarantined.extend(again.quarantined)
+
+        report.replaced = supersede(self._settings, conflicts, ingest)
 
     def quarantine(self, items: Sequence[Quarantined]) -> int:
         """Record problems found outside ingest (e.g. by an importer) in the quarantine table;

@@ -42,11 +42,12 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
                faults: Faults = NO_FAULTS, on_line: Callable[[int], None] | None = None,
                on_embedded: Callable[[int], None] | None = None,
                on_partition: Callable[[str, int, int], None] | None = None,
-               workers: int = 1) -> IngestJobReport:
+               workers: int = 1, replace: bool = False) -> IngestJobReport:
     """Ingest files (or in-memory records), embedding new rows and building touched partitions.
 
     Embedding is best effort: when the provider fails the rows are written with status
     ``failed`` and the run goes on; ``turnlake embed --backfill`` retries them later.
+    With ``replace``, turns stored with other content are superseded (see ``Ingestor``).
     """
     tally = EmbedTally()
     provider = (embedder or embedder_for(settings.embedding_model)) if embed else None
@@ -64,7 +65,7 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
         return embedded
 
     ingestor = Ingestor(settings, faults=faults, rows_hook=hook if provider else None,
-                        progress=on_line, workers=workers)
+                        progress=on_line, workers=workers, replace=replace)
     if records is not None:
         report = ingestor.ingest_records(records)  # type: ignore[arg-type]
     else:

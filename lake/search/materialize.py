@@ -60,6 +60,9 @@ class MaterializedTurn:
     summary: str | None = None
     anchors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # "completed", "interrupted" or "failed" (completion.status; a record that does not say
+    # is completed): replay shows an interrupted badge from it.
+    completion_status: str = "completed"
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -119,7 +122,8 @@ class TurnMaterializer:
                     for e in events],
             usage=payload.get("usage"), feedback=payload.get("feedback"),
             summary=payload.get("summary"), anchors=payload.get("anchors", []),
-            notes=payload.get("notes", []))
+            notes=payload.get("notes", []),
+            completion_status=payload["completion"].get("status", "completed"))
 
     def resolve(self, principal: Principal, ref: str, *,
                 as_of: datetime | None = None) -> tuple[FileCard, bytes]:

@@ -1,33 +1,58 @@
-"""``turnlake import``: bring third-party chat exports into the lake."""
+"""``turnlake import`` and ``turnlake hook``: bring third-party chat exports and live Claude
+Code sessions into the lake."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+import traceback
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lake.errors import TurnlakeError
+from lake.settings import Settings
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
-from pipeline.importers import ImportStream, iter_chatgpt, iter_claude_code
-from pipeline.ingest import Ingestor, Quarantined
-from pipeline.jobs import run_ingest
-from pipeline.progress import job_progress
+
+if TYPE_CHECKING:
+    from pipeline.importers import ImportStream
+    from pipeline.importers.live import CaptureReport, ServerTarget
+
+# The importers, ingest and the Delta tables load when a command runs, not when the command
+# line starts: a Stop hook pays for every import on each call.
 
 import_app = typer.Typer(no_args_is_help=True,
                          help="Import Claude Code transcripts or ChatGPT exports.")
 app.add_typer(import_app, name="import")
+hook_app = typer.Typer(no_args_is_help=True,
+                       help="Live capture from agent hosts' hooks (Claude Code's Stop hook).")
+app.add_typer(hook_app, name="hook")
 
 TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant to import into.")]
 UserOpt = Annotated[str, typer.Option("--user", help="User id the turns belong to.")]
+ReplaceOpt = Annotated[bool, typer.Option(
+    "--replace/--no-replace",
+    help="Supersede stored turns the export changed (else quarantine them as conflicts).")]
+ServerOpt = Annotated[str | None, typer.Option(
+    "--server", help="Post turns to this `turnlake serve` URL instead of writing the lake.")]
+KeyOpt = Annotated[str | None, typer.Option("--key", help="API key for --server.")]
+HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
 
 
-def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool) -> None:
+def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool,
+         replace: bool = True) -> None:
+    from pipeline.ingest import Ingestor, Quarantined
+    from pipeline.jobs import run_ingest
+    from pipeline.progress import job_progress
+
     settings = settings_from(lake)
     try:
         with job_progress() as progress:
             job = run_ingest(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
+                             replace=replace,
                              on_line=progress.counter("importing turns"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"))
@@ -39,11 +64,17 @@ def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool) -> No
         raise fail(exc) from exc
     for p in stream.problems[:20]:
         console.print(f"[yellow]quarantined[/] {p.source} {p.location}: {p.reason}")
+    for q in job.ingest.conflicts[:20]:
+        console.print(f"[yellow]conflict[/] {q.reason}")
     skipped = ", ".join(f"{n} {reason}" for reason, n in stream.skipped.most_common())
+    counted = ", ".join(f"{n} {what}" for what, n in stream.counted.most_common())
     report = job.ingest
     out.print(f"imported {report.accepted} turns, {report.duplicates} already there, "
               f"{len(stream.problems) + len(report.quarantined)} quarantined"
-              + (f"; skipped: {skipped}" if skipped else ""))
+              + (f", {len(report.conflicts)} conflicts" if report.conflicts else "")
+              + (f", {report.replaced} replaced" if report.replaced else "")
+              + (f"; skipped: {skipped}" if skipped else "")
+              + (f"; recorded as: {counted}" if counted else ""))
 
 
 def _line(location: str) -> int:
@@ -54,20 +85,142 @@ def _line(location: str) -> int:
 
 @import_app.command("claude-code")
 def import_claude_code(
-    paths: Annotated[list[Path], typer.Argument(help="Session .jsonl files or project folders.")],
     tenant: TenantOpt,
     user: UserOpt,
+    paths: Annotated[list[Path] | None, typer.Argument(
+        help="Session .jsonl files or project folders.")] = None,
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "claude-code",
     embed: Annotated[bool, typer.Option(help="Embed new rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build touched partitions.")] = True,
+    replace: ReplaceOpt = True,
+    watch: Annotated[Path | None, typer.Option(
+        "--watch", help="Keep capturing the sessions of this folder as they change.")] = None,
+    interval: Annotated[float, typer.Option(
+        help="Seconds between two looks at the --watch folder.")] = 2.0,
+    server: ServerOpt = None,
+    key: KeyOpt = None,
     lake: LakeOption = None,
 ) -> None:
     """Import Claude Code session transcripts (one session = one conversation)."""
+    if watch is not None:
+        _watch(watch, tenant, user, app_name, interval, server, key, lake)
+        return
+    if not paths:
+        raise fail(TurnlakeError("give transcript files or folders, or --watch FOLDER"))
+    from pipeline.importers import iter_claude_code
+
     try:
         stream = iter_claude_code(paths, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index)
+    _run(stream, lake, embed, index, replace)
+
+
+def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
+           server: str | None, key: str | None, lake: str | None) -> None:
+    from pipeline.importers.common import Identity
+    from pipeline.importers.live import watch
+
+    settings = settings_from(lake)
+    try:
+        identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="claude-code")
+        target = _server(server, key)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    if not folder.is_dir():
+        raise fail(TurnlakeError(f"--watch folder {folder} does not exist"))
+
+    def captured(path: Path, report: CaptureReport) -> None:
+        if report.records or report.problems:
+            out.print(f"{path.name}: {_summary(report)}")
+
+    def failed(path: Path, exc: Exception) -> None:
+        console.print(f"[yellow]{path.name}: {exc} (retried next round)[/]")
+
+    console.print(f"watching {folder} (Ctrl-C stops)")
+    try:
+        watch(settings, folder, identity, interval_s=interval, server=target,
+              on_capture=captured, on_error=failed)
+    except KeyboardInterrupt:
+        console.print("stopped")
+
+
+def _server(url: str | None, key: str | None) -> ServerTarget | None:
+    from pipeline.importers.live import ServerTarget
+
+    if url is None:
+        if key is not None:
+            raise TurnlakeError("--key needs --server URL")
+        return None
+    if not key:
+        raise TurnlakeError("--server needs --key KEY")
+    return ServerTarget(url, key)
+
+
+def _summary(report: CaptureReport) -> str:
+    return (f"{report.records} turns read, {report.accepted} new, {report.duplicates} "
+            f"unchanged, {report.replaced} replaced, {len(report.problems)} problems "
+            f"({'resumed' if report.resumed else 'from the start'}, {report.seconds:.2f}s)")
+
+
+@hook_app.command("claude-code")
+def hook_claude_code(
+    tenant: TenantOpt,
+    user: UserOpt,
+    app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "claude-code",
+    server: ServerOpt = None,
+    key: KeyOpt = None,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-claude-code.log).")] = None,
+    index: Annotated[bool, typer.Option(
+        help="Build the touched partitions' indexes after recording.")] = False,
+    lake: LakeOption = None,
+) -> None:
+    """Claude Code Stop hook: record what is new in the session (hook JSON on stdin).
+
+    Never blocks the session: any error goes to the log file and exits 1 (non-blocking)."""
+    log_path = log or Path(os.environ.get(HOOK_LOG_ENV)
+                           or Path.home() / ".cache" / "turnlake" / "hook-claude-code.log")
+    session = "?"
+    try:
+        from pipeline.importers.common import Identity
+        from pipeline.importers.live import HookInput, capture_transcript
+
+        hook = HookInput.parse(sys.stdin.buffer.read())
+        session = hook.session_id
+        settings = Settings.from_env(lake)
+        identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="claude-code")
+        report = capture_transcript(settings, hook.session_id, hook.transcript_path, identity,
+                                    server=_server(server, key))
+        if index and report.partitions:
+            _build(settings, report.partitions)
+        _log(log_path, f"session {session}: {_summary(report)}"
+             + "".join(f"\n  problem {p}" for p in report.problems))
+    except Exception as exc:
+        detail = (str(exc) if isinstance(exc, TurnlakeError)
+                  else "".join(traceback.format_exception(exc)))
+        _log(log_path, f"session {session}: error: {detail}")
+        raise typer.Exit(1) from None
+
+
+def _build(settings: Settings, partitions: set[tuple[str, str]]) -> None:
+    from lake.embedding.factory import embedder_for
+    from lake.store import LakeStore
+    from pipeline.index_build import build_indexes
+
+    build_indexes(LakeStore(settings.lake), model=embedder_for(settings.embedding_model).name,
+                  partitions=partitions)
+
+
+def _log(path: Path, message: str) -> None:
+    """Append a line to the hook's log; a log that cannot be written is not an error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {message}\n")
+    except OSError:
+        pass
 
 
 @import_app.command("chatgpt")
@@ -78,11 +231,14 @@ def import_chatgpt(
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "chatgpt",
     embed: Annotated[bool, typer.Option(help="Embed new rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build touched partitions.")] = True,
+    replace: ReplaceOpt = True,
     lake: LakeOption = None,
 ) -> None:
     """Import a ChatGPT data export (the branch ending at each current_node)."""
+    from pipeline.importers import iter_chatgpt
+
     try:
         stream = iter_chatgpt(path, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index)
+    _run(stream, lake, embed, index, replace)

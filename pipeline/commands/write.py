@@ -26,15 +26,19 @@ def ingest(
     index: Annotated[bool, typer.Option(help="Build the touched partitions' indexes.")] = True,
     workers: Annotated[int, typer.Option(
         help="Processes that parse and validate large inputs (default: one per core).")] = 0,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Supersede stored turns whose content changed (else: conflict).")
+    ] = False,
 ) -> None:
-    """Ingest turnlake.turn.v1 records; bad lines are quarantined, duplicates skipped."""
+    """Ingest turnlake.turn.v1 records; bad lines are quarantined, duplicates skipped, changed
+    turns quarantined as conflicts (or superseded with --replace)."""
     from pipeline.jobs import run_ingest
 
     settings = settings_from(lake)
     try:
         with job_progress() as progress:
             job = run_ingest(settings, paths, embed=embed, index=index,
-                             workers=workers or min(4, os.cpu_count() or 1),
+                             workers=workers or min(4, os.cpu_count() or 1), replace=replace,
                              on_line=progress.counter("reading records"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"))
@@ -54,6 +58,11 @@ def ingest(
               f"({report.rows_written} search rows, {job.embedding.embedded} embedded, "
               f"{job.embedding.failed} embedding failed, {report.files_stored} files, "
               f"{report.seconds:.2f}s) into {settings.lake}")
+    if report.conflicts:
+        out.print(f"conflict {len(report.conflicts)}: stored turns with other content, "
+                  "quarantined (--replace supersedes them)")
+    if report.replaced:
+        out.print(f"replaced {report.replaced} stored turn(s) with their new content")
     if job.build is not None:
         out.print(f"indexed {len(job.build.built)} partition(s)")
     if strict and report.quarantined:

@@ -1,94 +1,99 @@
-"""Import a ChatGPT data export (``conversations.json``, or the export ``.zip`` holding it).
+"""Import a ChatGPT data export (``conversations.json``, its shards, or the export ``.zip``).
 
-The file is one JSON array of conversations; it is parsed with ijson one conversation at a
+Each file is one JSON array of conversations; it is parsed with ijson one conversation at a
 time, so memory is bounded by the largest conversation rather than by the export.
 
 Each conversation is a tree of message nodes (``mapping``). Only the branch ending at
 ``current_node`` is imported: regenerated answers and edited prompts on other branches were not
 what the user ended up seeing. Along that branch, consecutive user messages fold into one turn
-(prompt, then follow-ups) whose id is the first user message's id; the visible assistant messages
-after them are joined, in order, with a blank line into the completion, because ChatGPT splits
-one answer around tool calls (text, browse, text) and the last piece alone would lose the start.
+(prompt, then follow-ups) whose id is the first user message's id. Every visible assistant
+message of the turn is kept in order: the last is the completion, the earlier ones
+``assistant.message`` events. Code interpreter runs become a started and a completed (or
+failed) step plus a ``panel.code`` event (code, language, output) for replay; other tool calls
+and tool messages (browsing, file search) become steps. Uploaded and generated files the export
+ships are hosted as files of their turn. See :mod:`pipeline.importers.chatgpt_nodes`.
 """
 
 from __future__ import annotations
 
-import codecs
-import zipfile
+import base64
+import mimetypes
+import re
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import IO, Any
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import ijson
 
-from lake.errors import RecordError
-from lake.records import Attachment, TurnRecord
+from lake.records import Attachment, HostedFile, LiveEvent, TurnRecord
+from pipeline.importers.chatgpt_export import Export, Utf8Repair
+from pipeline.importers.chatgpt_nodes import FileRef, Node, Skip, classify, epoch
 from pipeline.importers.common import (
+    DETAIL_CHARS,
     Identity,
     ImportStream,
     TurnDraft,
+    clip,
     compact_json,
     one_line,
     stable_id,
 )
 
-_EXPORT_MEMBER = "conversations.json"
-_HEAD_BYTES = 4096
-_TEXT_CONTENT = ("text", "multimodal_text")
-_SKIPPED_ROLES = {"system": "system message", "tool": "tool message"}
+# Files larger than this stay attachments without bytes (the lake's default limit is 50 MiB).
+MAX_HOSTED_BYTES = 25 * 1024 * 1024
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
 def iter_chatgpt(path: Path, *, tenant: str, user_id: str, app: str = "chatgpt",
                  agent: str = "chatgpt") -> ImportStream:
-    """Turn records from a ChatGPT export: ``conversations.json`` or the export zip.
+    """Turn records from a ChatGPT export: ``conversations.json`` (or one of its
+    ``conversations-NNN.json`` shards) or the export zip.
 
-    Raises RecordError at once when the file is missing, a zip lacks ``conversations.json``, or an
-    identity part is not a valid id; malformed conversations and nodes become problems on the
-    returned stream and the rest of the export is still imported.
+    Raises RecordError at once when the file is missing, a zip holds no conversations file, or
+    an identity part is not a valid id; malformed conversations and nodes become problems on
+    the returned stream and the rest of the export is still imported.
     """
     identity = Identity(tenant=tenant, user_id=user_id, app=app, agent=agent)
-    if not path.is_file():
-        raise RecordError(f"ChatGPT export {path} does not exist or is not a file")
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            _zip_member(archive, path)
+    export = Export(path)
 
     def produce(stream: ImportStream) -> Iterator[TurnRecord]:
-        yield from _ExportImport(path, identity, stream).records()
+        for shard in export.shards:
+            yield from _ExportImport(export, shard, identity, stream).records()
 
     return ImportStream(produce)
 
 
-@dataclass(frozen=True)
-class _Message:
-    message_id: str
-    role: str
-    text: str
-    at: datetime
-    attachments: tuple[Attachment, ...]
+class _Turn(TurnDraft):
+    """A turn draft that also collects the files its messages name."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(turn_id)
+        self.files: list[FileRef] = []
+        self.pending_code: Node | None = None
 
 
 class _ExportImport:
-    """The import of one export file."""
+    """The import of one conversations file of an export."""
 
-    def __init__(self, path: Path, identity: Identity, stream: ImportStream) -> None:
-        self._path = path
-        self._source = str(path)
+    def __init__(self, export: Export, shard: str, identity: Identity,
+                 stream: ImportStream) -> None:
+        self._export = export
+        self._shard = shard
+        self._source = str(export.path)
+        self._shard_prefix = f"{shard} " if export.is_zip and len(export.shards) > 1 else ""
         self._identity = identity
         self._stream = stream
 
     def records(self) -> Iterator[TurnRecord]:
         """Yield the turns of each conversation as the parser reaches it."""
         parsed = 0
-        with _open_export(self._path) as raw:
-            reader = _Utf8Repair(raw)
+        with self._export.open_shard(self._shard) as raw:
+            reader = Utf8Repair(raw)
             first = reader.head().lstrip()[:1]
             if first not in (b"[", b"{"):
-                self._stream.problem(self._source, "byte 0", "export is not a JSON array of "
-                                     "conversations", reader.head())
+                self._stream.problem(self._source, f"{self._shard_prefix}byte 0",
+                                     "export is not a JSON array of conversations",
+                                     reader.head())
                 return
             # A single conversation object (one file of a split export) is accepted as well.
             prefix = "" if first == b"{" else "item"
@@ -97,16 +102,17 @@ class _ExportImport:
                     parsed += 1
                     yield from self._conversation(parsed - 1, conversation)
             except ijson.JSONError as exc:
-                self._stream.problem(self._source, f"conversations[{parsed}]",
+                self._stream.problem(self._source, f"{self._shard_prefix}conversations[{parsed}]",
                                      "export is not valid JSON here, so nothing after it can be "
                                      f"read: {str(exc).splitlines()[0]}")
             if reader.first_bad_offset is not None:
-                self._stream.problem(self._source, f"byte {reader.first_bad_offset}",
+                self._stream.problem(self._source,
+                                     f"{self._shard_prefix}byte {reader.first_bad_offset}",
                                      "export has bytes that are not valid UTF-8; they were "
                                      "read as U+FFFD")
 
     def _conversation(self, index: int, conversation: Any) -> Iterator[TurnRecord]:
-        where = f"conversations[{index}]"
+        where = f"{self._shard_prefix}conversations[{index}]"
         if not isinstance(conversation, dict):
             self._stream.problem(self._source, where, "conversation is not a JSON object",
                                  compact_json(conversation))
@@ -128,16 +134,17 @@ class _ExportImport:
                                  f"current_node {current!r} is not a node of the mapping",
                                  compact_json(conversation))
             return
-        fallback = _epoch(conversation.get("create_time"))
-        messages = [m for node in self._branch(mapping, current, where)
-                    if (m := self._message(node, fallback, where)) is not None]
-        drafts = self._fold(messages)
+        fallback = epoch(conversation.get("create_time"))
+        nodes = [m for node in self._branch(mapping, current, where)
+                 if (m := self._node(node, fallback, where)) is not None]
+        drafts = self._fold(nodes)
         raw_title = conversation.get("title")
         if not isinstance(raw_title, str) or not raw_title.strip():
             raw_title = drafts[0].submissions[0].text if drafts else ""
         title = one_line(raw_title) or None
         conversation_id = stable_id(external)
         for draft in drafts:
+            self._host(draft, where)
             record = draft.finish(self._stream, self._identity, conversation_id, title,
                                   self._source, f"{where} turn={draft.turn_id}")
             if record is not None:
@@ -168,9 +175,8 @@ class _ExportImport:
         chain.reverse()
         return chain
 
-    def _message(self, node: dict[str, Any], fallback: datetime | None,
-                 where: str) -> _Message | None:
-        """The node's message if it is a visible user or assistant text, else None (counted)."""
+    def _node(self, node: dict[str, Any], fallback: Any, where: str) -> Node | None:
+        """The node's message classified, or None (counted, or reported when malformed)."""
         message = node.get("message")
         if message is None:
             return None  # the tree's root (and some placeholders) carry no message
@@ -181,175 +187,99 @@ class _ExportImport:
             return None
         author = message.get("author")
         role = author.get("role") if isinstance(author, dict) else None
-        metadata = message.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        content = message.get("content")
-        content = content if isinstance(content, dict) else {}
         if not isinstance(role, str):
             self._stream.problem(self._source, node_where, "message has no author role",
                                  compact_json(message))
             return None
-        if role not in ("user", "assistant"):
-            self._stream.skip(_SKIPPED_ROLES.get(role, f"unsupported author role: {role}"))
-            return None
-        if metadata.get("is_visually_hidden_from_conversation") is True:
-            self._stream.skip("hidden message")
-            return None
-        if role == "assistant" and message.get("recipient", "all") != "all":
-            self._stream.skip("tool call")
-            return None
-        if content.get("content_type") not in _TEXT_CONTENT:
-            self._stream.skip(f"unsupported content type: {content.get('content_type')}")
-            return None
-        at = _epoch(message.get("create_time")) or fallback
+        at = epoch(message.get("create_time")) or fallback
         if at is None:
             self._stream.problem(self._source, node_where, "message has no create_time",
                                  compact_json(message))
             return None
-        attachments = tuple(self._attachments(metadata.get("attachments"), node_where))
-        text = "\n".join(p for p in map(_part_text, _list(content.get("parts"))) if p.strip())
-        if not text and not attachments:
-            self._stream.skip("empty message")
-            return None
         message_id = message.get("id")
-        return _Message(message_id if isinstance(message_id, str) and message_id else node["id"],
-                        role, text, at, attachments)
+        classified = classify(message, role, at, message_id if isinstance(message_id, str)
+                              and message_id else str(node["id"]))
+        if isinstance(classified, Skip):
+            self._stream.skip(classified.reason)
+            return None
+        return classified
 
-    def _attachments(self, raw: Any, where: str) -> Iterator[Attachment]:
-        for item in _list(raw):
-            name = item.get("name") if isinstance(item, dict) else None
-            if not isinstance(item, dict) or not isinstance(name, str) or not name:
-                self._stream.problem(self._source, where, "attachment has no name",
-                                     compact_json(item))
+    def _fold(self, nodes: list[Node]) -> list[_Turn]:
+        drafts: list[_Turn] = []
+        replied = False
+        for node in nodes:
+            if node.kind == "user":
+                if not drafts or replied:
+                    drafts.append(_Turn(stable_id(node.message_id)))
+                    replied = False
+                drafts[-1].add_user_text(node.text, node.at)
+                drafts[-1].files.extend(node.files)
                 continue
-            mime = item.get("mime_type") or item.get("mimeType")
-            size = item.get("size")
-            yield Attachment(
-                name=name, mime=mime if isinstance(mime, str) else "application/octet-stream",
-                size=size if isinstance(size, int) and not isinstance(size, bool)
-                and size >= 0 else 0)
-
-    def _fold(self, messages: list[_Message]) -> list[TurnDraft]:
-        drafts: list[TurnDraft] = []
-        answered = False
-        for message in messages:
-            if message.role == "user":
-                if not drafts or answered:
-                    drafts.append(TurnDraft(stable_id(message.message_id)))
-                    answered = False
-                drafts[-1].add_user_text(message.text, message.at)
-                drafts[-1].attachments.extend(message.attachments)
-            elif not drafts:
+            if not drafts:
                 self._stream.skip("assistant message before any prompt")
-            else:
-                previous = drafts[-1].completion
-                text = f"{previous.text}\n\n{message.text}" if previous else message.text
-                drafts[-1].complete(text, message.at)
-                answered = True
+                continue
+            replied = True
+            self._assistant_node(drafts[-1], node)
         return drafts
 
+    def _assistant_node(self, turn: _Turn, node: Node) -> None:
+        turn.files.extend(node.files)
+        if node.kind == "answer":
+            previous = turn.completion
+            if previous is not None:
+                # ChatGPT splits one answer around tool calls: the earlier pieces stay, in order.
+                turn.events.append(LiveEvent(type="assistant.message", at=previous.at,
+                                             data={"text": previous.text}))
+                self._stream.count("earlier assistant message kept as event")
+            turn.complete(node.text, node.at)
+        elif node.kind == "code":
+            turn.add_step(node.name, "started", node.at, clip(node.text, DETAIL_CHARS) or None)
+            turn.pending_code = node
+            self._stream.count("code run")
+        elif node.kind == "output":
+            code = turn.pending_code
+            turn.pending_code = None
+            turn.add_step(code.name if code else node.name, "failed" if node.failed
+                          else "completed", node.at, clip(node.text, DETAIL_CHARS) or None)
+            turn.events.append(LiveEvent(type="panel.code", at=node.at, data={
+                "code": code.text if code else "", "language": code.language if code
+                else "python", "output": node.text, "status": "failed" if node.failed
+                else "completed"}))
+            self._stream.count("code panel")
+        elif node.kind == "call":
+            turn.add_step(node.name, "started", node.at, clip(node.text, DETAIL_CHARS) or None)
+            self._stream.count(f"tool call ({node.name})")
+        else:
+            turn.add_step(node.name, "completed", node.at, clip(node.text, DETAIL_CHARS) or None)
+            self._stream.count(f"tool message ({node.name})")
 
-@contextmanager
-def _open_export(path: Path) -> Iterator[IO[bytes]]:
-    """The export's JSON as a buffered binary stream, read from inside a zip when given one."""
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive, archive.open(_zip_member(archive, path)) as fh:
-            yield fh
-    else:
-        with path.open("rb") as fh:
-            yield fh
-
-
-def _zip_member(archive: zipfile.ZipFile, path: Path) -> str:
-    names = [n for n in archive.namelist()
-             if n == _EXPORT_MEMBER or n.endswith("/" + _EXPORT_MEMBER)]
-    if not names:
-        raise RecordError(f"ChatGPT export {path} is a zip without {_EXPORT_MEMBER}")
-    return min(names, key=len)
-
-
-class _Utf8Repair:
-    """A byte reader that passes UTF-8 through and replaces invalid bytes with U+FFFD.
-
-    ijson stops at the first invalid byte, which would lose the rest of the export; replacing
-    keeps the damage to the one string, and ``first_bad_offset`` lets the import report it.
-    """
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self._raw = raw
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._read = 0
-        self._written = 0
-        self._head = b""
-        self.first_bad_offset: int | None = None
-
-    def head(self) -> bytes:
-        """The first bytes of the stream, without consuming them."""
-        if not self._head:
-            self._head = self._repaired(_HEAD_BYTES)
-        return self._head
-
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` input bytes, repaired; may return a few bytes fewer or more."""
-        if size == 0:
-            return b""  # ijson probes with read(0) to tell bytes from text streams
-        if self._head:
-            head, self._head = self._head, b""
-            return head
-        return self._repaired(size)
-
-    def _repaired(self, size: int) -> bytes:
-        out = b""
-        # ijson takes an empty read as the end of input, so read on while the decoder has only
-        # buffered the start of a character split across reads.
-        while not out:
-            pending_before = self._decoder.getstate()[0]
-            chunk = self._raw.read(size)
-            out = self._decoder.decode(chunk, final=not chunk).encode("utf-8")
-            self._read += len(chunk)
-            self._written += len(out)
-            if self.first_bad_offset is None:
-                self._locate_replacement(pending_before, chunk)
-            if not chunk:
-                break
-        return out
-
-    def _locate_replacement(self, pending_before: bytes, chunk: bytes) -> None:
-        # Valid UTF-8 re-encodes to exactly the bytes it came from, so a difference means this
-        # read replaced something; decoding it strictly tells where.
-        complete = self._read - len(self._decoder.getstate()[0])
-        if self._written == complete:
-            return
-        start = self._read - len(chunk) - len(pending_before)
-        try:
-            (pending_before + chunk).decode("utf-8")
-            self.first_bad_offset = start
-        except UnicodeDecodeError as exc:
-            self.first_bad_offset = start + exc.start
+    def _host(self, turn: _Turn, where: str) -> None:
+        """Attachments for the files the turn's messages name, with the bytes hosted as files
+        of the turn when the export ships them."""
+        used: set[str] = set()
+        for n, ref in enumerate(turn.files):
+            shipped = self._export.shipped(ref.file_id) if ref.file_id else None
+            shipped_name, size = shipped if shipped else ("", None)
+            name = _safe_name(ref.name or shipped_name or f"file-{n + 1}", n)
+            while name in used:
+                name = f"{n + 1}-{name}"
+            used.add(name)
+            mime = ref.mime if ref.mime != "application/octet-stream" else (
+                mimetypes.guess_type(name)[0] or ref.mime)
+            if size is not None and size <= MAX_HOSTED_BYTES:
+                data = self._export.file_bytes(ref.file_id)
+                turn.hosted_files.append(HostedFile(path=f"files/{name}", mime=mime,
+                                                    content_b64=base64.b64encode(data).decode()))
+                self._stream.count("file hosted from the export")
+            elif size is not None:
+                self._stream.skip("file too large to host")
+            turn.attachments.append(Attachment(name=name, mime=mime,
+                                               size=size if size is not None else ref.size))
+        del where  # files missing from the export are normal (exports omit old uploads)
 
 
-def _part_text(part: Any) -> str:
-    """The text of one content part; non-text parts become a short bracketed marker."""
-    if isinstance(part, str):
-        return part
-    if isinstance(part, dict):
-        if isinstance(part.get("text"), str):
-            return str(part["text"])
-        kind = part.get("content_type")
-        if kind == "image_asset_pointer":
-            return "[image]"
-        return f"[{kind}]" if isinstance(kind, str) else ""
-    return ""
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _epoch(value: Any) -> datetime | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        return datetime.fromtimestamp(value, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
+def _safe_name(name: str, index: int) -> str:
+    """A file name fit for ``files/<name>``: its base name, with unusual characters replaced."""
+    base = PurePosixPath(name.replace("\\", "/")).name
+    cleaned = _UNSAFE_NAME.sub("_", base).strip(" .")
+    return cleaned or f"file-{index + 1}"

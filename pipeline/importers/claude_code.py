@@ -1,13 +1,19 @@
 """Import Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
 
-Each line is one event. One ``sessionId`` is one conversation. A user message with text opens a
-turn; user texts that arrive before any assistant event of that turn fold in as follow-ups.
-``tool_use`` blocks become started steps and ``tool_result`` blocks completed or failed steps
-(each with a ``chat.step`` live event); the turn's last assistant text is its completion.
-Events are taken in file order, which is the order Claude Code appended them.
+Each line is one event. One ``sessionId`` is one conversation. A user message with the user's
+own text opens a turn; user texts that arrive before any assistant event of that turn fold in
+as follow-ups. What Claude Code writes under the user role itself (task notifications, command
+plumbing, caveats, hook output) becomes context events, never submissions (see
+:mod:`pipeline.importers.claude_events`). ``tool_use`` blocks become started steps and
+``tool_result`` blocks completed or failed steps; each subagent run (``isSidechain`` events,
+in the session file or in ``<session>/subagents/agent-*.jsonl``) becomes one step with its final
+answer. The turn's last assistant text is its completion; a turn the user interrupted keeps its
+prompts and steps with completion status ``interrupted``. Events are taken in file order, which
+is the order Claude Code appended them.
 
 A file is read completely before its turns are yielded because the conversation title (a
 ``summary`` event) can come anywhere in it; memory is bounded by the largest transcript file.
+Reading may start at a byte offset (live capture re-reads only the last turn onwards).
 """
 
 from __future__ import annotations
@@ -18,24 +24,46 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from lake.errors import RecordError
-from lake.records import Attachment, ContextEvent, StepStatus, TurnRecord, Usage
+from lake.records import ContextEvent, StepStatus, TurnRecord, Usage
+from pipeline.importers.claude_events import (
+    INTERRUPT_MARKER,
+    SUBAGENT_TOOLS,
+    SubagentRun,
+    classify_text,
+    content_blocks,
+    event_time,
+    event_uuid,
+    image_attachment,
+    input_summary,
+    result_agent_id,
+    result_text,
+    strip_ansi,
+    text_blocks,
+    token_count,
+)
+from pipeline.importers.claude_files import (
+    TurnStart,
+    read_events,
+    subagent_files,
+    transcript_files,
+)
 from pipeline.importers.common import (
     DETAIL_CHARS,
     Identity,
     ImportStream,
     TurnDraft,
-    as_utc,
     clip,
     compact_json,
     one_line,
     stable_id,
 )
 
-_INTERRUPT_MARKER = "[Request interrupted by user"
 _THINKING_BLOCKS = ("thinking", "redacted_thinking")
+# Event kinds that carry nothing of the conversation (queue bookkeeping, UI progress).
+_BOOKKEEPING = ("queue-operation", "progress", "last-prompt", "custom-title", "tag")
+# Context events that belong to the turn after them: a slash command and its output, the
+# caveat Claude Code writes before local commands, the compaction boundary.
+_PRECEDING = ("command", "command_output", "caveat", "compact_boundary")
 
 
 def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
@@ -50,29 +78,17 @@ def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
 
     def produce(stream: ImportStream) -> Iterator[TurnRecord]:
         for path in files:
-            yield from _TranscriptImport(path, identity, stream).records()
+            yield from TranscriptImport(path, identity, stream).records()
 
     return ImportStream(produce)
-
-
-def transcript_files(paths: Sequence[Path]) -> list[Path]:
-    """The transcript files named by ``paths``: files as given, folders expanded to their
-    ``*.jsonl`` files (sorted); a path that does not exist raises RecordError."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.jsonl") if p.is_file()))
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise RecordError(f"Claude Code transcript path {path} does not exist")
-    return found
 
 
 @dataclass
 class _Turn:
     draft: TurnDraft
     line: int
+    start: TurnStart
+    opened_by: str | None
     # Any assistant event (text or tool use) ends the window in which user texts fold in.
     replied: bool = False
     # Claude Code writes one event per content block, each repeating its API message's usage,
@@ -86,13 +102,31 @@ class _Session:
     turns: list[_Turn] = field(default_factory=list)
     uuids: set[str] = field(default_factory=set)
     tool_names: dict[str, str] = field(default_factory=dict)
+    # Context events seen before the turn they belong to (compaction summaries, system
+    # events between turns) wait for the next turn.
+    waiting: list[ContextEvent] = field(default_factory=list)
+    # Which turn launched each subagent, by agent id (from the Task/Agent tool result).
+    agent_turns: dict[str, _Turn] = field(default_factory=dict)
+    # The subagent runs of the session, by agent id.
+    runs: dict[str, SubagentRun] = field(default_factory=dict)
 
 
-class _TranscriptImport:
-    """The import of one transcript file."""
+class TranscriptImport:
+    """The import of one transcript file (with its subagent transcripts), optionally from a
+    byte offset on, with a title decided earlier."""
 
-    def __init__(self, path: Path, identity: Identity, stream: ImportStream) -> None:
+    def __init__(self, path: Path, identity: Identity, stream: ImportStream, *,
+                 start: TurnStart | None = None, title: str | None = None) -> None:
         self._path = path
+        self._start = start or TurnStart(0, 1, None)
+        self._fixed_title = title
+        # File-history snapshots name the message that opened their turn, which comes after.
+        self._snapshots: list[tuple[str, datetime | None, list[str]]] = []
+        self._sidechains = 0
+        # Where the part of the file not yet given to any turn begins.
+        self._resume = self._start
+        self.last_start: TurnStart | None = None
+        self.title: str | None = None
         self._source = str(path)
         self._identity = identity
         self._stream = stream
@@ -100,73 +134,89 @@ class _TranscriptImport:
         self._summaries: list[tuple[str | None, str]] = []
 
     def records(self) -> Iterator[TurnRecord]:
-        """Read the file, then yield its turns session by session."""
-        for line, event in self._events():
-            self._on_event(line, event)
+        """Read the file (and its subagent transcripts), then yield its turns session by
+        session."""
+        for line, offset, size, event in read_events(self._path, self._start, self._stream):
+            self._on_event(line, offset, event)
+            self._advance(line, offset, size, event)
+        for agent_file in subagent_files(self._path):
+            self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
+        self._attach_snapshots()
         for session in self._sessions.values():
-            title = self._title(session, single)
+            self._attach_subagents(session)
+            title = self._fixed_title or self._title(session, single)
+            self.title = title
+            if session.waiting:
+                # They belong to a request not written yet (a slash command run after the last
+                # answer): a later import, or the next live capture, records them with it.
+                self._stream.skip("context event before a turn not yet written",
+                                  len(session.waiting))
             for turn in session.turns:
                 if turn.usage:
                     turn.draft.usage = Usage(
                         tokens_in=sum(i for i, _ in turn.usage.values()),
                         tokens_out=sum(o for _, o in turn.usage.values()))
+                self.last_start = turn.start
                 record = turn.draft.finish(self._stream, self._identity, session.conversation_id,
                                            title, self._source, f"line {turn.line}")
                 if record is not None:
                     yield record
 
-    def _events(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        with self._path.open("rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                where = f"line {number}"
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    self._stream.problem(self._source, where, f"line is not valid UTF-8 "
-                                         f"({exc.reason} at byte {exc.start})", raw)
-                    continue
-                try:
-                    event = orjson.loads(text)
-                except orjson.JSONDecodeError as exc:
-                    # Only the last line can lack its newline: Claude Code was still writing it.
-                    reason = ("truncated last line" if not raw.endswith(b"\n")
-                              else f"malformed JSON: {exc}")
-                    self._stream.problem(self._source, where, reason, raw)
-                    continue
-                if not isinstance(event, dict):
-                    self._stream.problem(self._source, where, "line is not a JSON object", raw)
-                    continue
-                yield number, event
+    def _advance(self, line: int, offset: int, size: int, event: dict[str, Any]) -> None:
+        """Move the resume point past an event that went to the open turn (or nowhere); one
+        that waits for the next turn (or a snapshot naming it) stays in that turn's part."""
+        if event.get("type") == "file-history-snapshot" or not self._sessions:
+            return
+        session = self._session_of(event)
+        if session is None or not session.turns or session.waiting:
+            return
+        turn = session.turns[-1]
+        if turn.start.open_offset == offset and event.get("isSidechain") is not True:
+            return  # the opening event: the turn's part began before it
+        self._resume = TurnStart(offset + size, line + 1)
 
-    def _on_event(self, line: int, event: dict[str, Any]) -> None:
+    def _session_of(self, event: dict[str, Any]) -> _Session | None:
+        raw_id = event.get("sessionId")
+        key = raw_id if isinstance(raw_id, str) and raw_id else self._path.stem
+        return self._sessions.get(key)
+
+    def _on_event(self, line: int, offset: int, event: dict[str, Any]) -> None:
         kind = event.get("type")
         where = f"line {line}"
         if kind == "summary":
             self._on_summary(event, where)
             return
-        if event.get("isSidechain") is True:
-            self._stream.skip("sidechain event")
+        if kind == "file-history-snapshot":
+            self._on_snapshot(event)
             return
-        if kind not in ("user", "assistant"):
-            self._stream.skip("system event" if kind == "system"
-                              else f"unsupported event type: {kind}")
+        if kind in _BOOKKEEPING:
+            self._stream.skip(f"{kind} event")
             return
-        message = event.get("message")
-        at = _timestamp(event.get("timestamp"))
-        if not isinstance(message, dict):
-            self._stream.problem(self._source, where, f"{kind} event has no message object",
-                                 compact_json(event, DETAIL_CHARS))
+        if kind not in ("user", "assistant", "system"):
+            self._stream.skip(f"unknown event type: {kind}")
             return
+        at = event_time(event.get("timestamp"))
         if at is None:
             self._stream.problem(self._source, where, f"{kind} event has no valid timestamp",
                                  compact_json(event, DETAIL_CHARS))
             return
         session = self._session(event)
+        if kind == "system":
+            self._on_system(session, event, at)
+            return
+        message = event.get("message")
+        if not isinstance(message, dict):
+            self._stream.problem(self._source, where, f"{kind} event has no message object",
+                                 compact_json(event, DETAIL_CHARS))
+            return
+        if event.get("isSidechain") is True:
+            self._on_sidechain(session, event, at, message)
+            return
         if kind == "user":
-            self._on_user(session, event, message, at, line)
+            self._on_user(session, event, message, at,
+                          TurnStart(self._resume.offset, self._resume.line, event_uuid(event),
+                                    open_offset=offset))
         else:
             self._on_assistant(session, message, at)
 
@@ -178,6 +228,45 @@ class _TranscriptImport:
             return
         leaf = event.get("leafUuid")
         self._summaries.append((leaf if isinstance(leaf, str) else None, text))
+
+    def _on_snapshot(self, event: dict[str, Any]) -> None:
+        snapshot = event.get("snapshot")
+        snapshot = snapshot if isinstance(snapshot, dict) else {}
+        backups = snapshot.get("trackedFileBackups")
+        files = sorted(backups) if isinstance(backups, dict) else []
+        message_id = event.get("messageId")
+        if not files or not isinstance(message_id, str):
+            self._stream.skip("file-history snapshot without edited files")
+            return
+        self._snapshots.append((message_id, event_time(snapshot.get("timestamp")), files))
+
+    def _on_system(self, session: _Session, event: dict[str, Any], at: datetime) -> None:
+        subtype = event.get("subtype")
+        content = event.get("content")
+        data: dict[str, Any] = {"subtype": subtype if isinstance(subtype, str) else "system"}
+        if isinstance(content, str) and content.strip():
+            data["text"] = strip_ansi(content).strip()
+        if isinstance(event.get("level"), str):
+            data["level"] = event["level"]
+        if event.get("isSidechain") is True:
+            self._stream.skip("subagent system event")
+            return
+        self._context(session, "system", at, data,
+                      before_next=data["subtype"] in _PRECEDING)
+        if data["subtype"] == "api_error" and session.turns:
+            session.turns[-1].draft.unfinished = "failed"
+
+    def _context(self, session: _Session, kind: str, at: datetime, data: dict[str, Any],
+                 *, before_next: bool = False) -> None:
+        """A context event of the open turn, or of the next one (``before_next``, or when no
+        turn is open yet)."""
+        event = ContextEvent(kind=kind, at=at, data=data)
+        if before_next or not session.turns:
+            session.waiting.append(event)  # counted when its turn opens
+        else:
+            self._stream.count(f"context event: {kind}")
+            session.turns[-1].draft.context_events.append(event)
+            session.turns[-1].draft.touch(at)
 
     def _session(self, event: dict[str, Any]) -> _Session:
         raw_id = event.get("sessionId")
@@ -191,44 +280,64 @@ class _TranscriptImport:
         return session
 
     def _on_user(self, session: _Session, event: dict[str, Any], message: dict[str, Any],
-                 at: datetime, line: int) -> None:
-        # Meta messages and compaction summaries are written by Claude Code, not typed by the user.
-        if event.get("isMeta") is True:
-            self._stream.skip("meta message")
-            return
+                 at: datetime, start: TurnStart) -> None:
         if event.get("isCompactSummary") is True:
-            self._stream.skip("compact summary")
+            # Written by Claude Code when it compacted the context: it precedes the next turn.
+            text = " ".join(t for t in text_blocks(message.get("content")))
+            self._context(session, "compaction", at, {"summary": text.strip()},
+                          before_next=True)
             return
         texts: list[str] = []
         images: list[dict[str, Any]] = []
-        for block in _blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
+                harness = classify_text(block["text"])
+                if harness is not None or event.get("isMeta") is True:
+                    kind_, data = ((harness.kind, harness.data) if harness is not None
+                                   else ("meta", {"text": strip_ansi(block["text"]).strip()}))
+                    self._context(session, kind_, at, data,
+                                  before_next=kind_ in _PRECEDING)
+                elif block["text"].startswith(INTERRUPT_MARKER):
+                    self._on_interrupt(session, at)
+                else:
+                    texts.append(block["text"])
             elif kind == "tool_result":
-                self._on_tool_result(session, block, at)
+                self._on_tool_result(session, event, block, at)
             elif kind == "image":
                 images.append(block)
             else:
                 self._stream.skip(f"unsupported block type: {kind}")
         text = "\n".join(t for t in texts if t.strip())
-        if text.startswith(_INTERRUPT_MARKER):
-            self._stream.skip("interrupt marker")
-            return
         if not text and not images:
             return
         turn = session.turns[-1] if session.turns else None
         if turn is None or turn.replied:
-            turn = self._open_turn(session, event, at, line)
+            turn = self._open_turn(session, event, at, start)
         turn.draft.add_user_text(text, at)
         for image in images:
-            turn.draft.attachments.append(_image_attachment(image, len(turn.draft.attachments)))
+            turn.draft.attachments.append(image_attachment(image, len(turn.draft.attachments)))
+
+    def _on_interrupt(self, session: _Session, at: datetime) -> None:
+        if not session.turns:
+            self._stream.skip("interrupt marker before any prompt")
+            return
+        turn = session.turns[-1]
+        turn.draft.unfinished = "interrupted"
+        turn.draft.touch(at)
+        # The user's next words are a new request, not a follow-up of the cut-off one.
+        turn.replied = True
+        self._stream.count("interrupted turn")
 
     def _open_turn(self, session: _Session, event: dict[str, Any], at: datetime,
-                   line: int) -> _Turn:
-        uuid = event.get("uuid")
-        external = uuid if isinstance(uuid, str) and uuid else f"{self._path.name}:{line}"
-        turn = _Turn(TurnDraft(stable_id(external)), line)
+                   start: TurnStart) -> _Turn:
+        uuid = event_uuid(event)
+        external = uuid or f"{self._path.name}:{start.line}"
+        turn = _Turn(TurnDraft(stable_id(external)), start.line, start, uuid)
+        for waiting in session.waiting:
+            self._stream.count(f"context event: {waiting.kind}")
+        turn.draft.context_events.extend(session.waiting)
+        session.waiting = []
         workspace = {name: event[key] for name, key in
                      (("cwd", "cwd"), ("git_branch", "gitBranch"), ("version", "version"))
                      if isinstance(event.get(key), str) and event[key]}
@@ -238,7 +347,8 @@ class _TranscriptImport:
         session.turns.append(turn)
         return turn
 
-    def _on_tool_result(self, session: _Session, block: dict[str, Any], at: datetime) -> None:
+    def _on_tool_result(self, session: _Session, event: dict[str, Any], block: dict[str, Any],
+                        at: datetime) -> None:
         if not session.turns:
             self._stream.skip("tool result before any prompt")
             return
@@ -246,8 +356,11 @@ class _TranscriptImport:
         tool_id = tool_id if isinstance(tool_id, str) else ""
         name = session.tool_names.get(tool_id, "tool")
         status: StepStatus = "failed" if block.get("is_error") is True else "completed"
-        detail = clip(_result_text(block.get("content")), DETAIL_CHARS) or None
-        session.turns[-1].draft.add_step(name, status, at, detail, tool_use_id=tool_id)
+        text = strip_ansi(result_text(block.get("content")))
+        if name in SUBAGENT_TOOLS and (agent_id := result_agent_id(event, text)) is not None:
+            session.agent_turns[agent_id] = session.turns[-1]
+        session.turns[-1].draft.add_step(name, status, at, clip(text, DETAIL_CHARS) or None,
+                                         tool_use_id=tool_id)
 
     def _on_assistant(self, session: _Session, message: dict[str, Any], at: datetime) -> None:
         if not session.turns:
@@ -255,7 +368,7 @@ class _TranscriptImport:
             return
         turn = session.turns[-1]
         turn.replied = True
-        for block in _blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 if block["text"].strip():
@@ -266,7 +379,7 @@ class _TranscriptImport:
                 tool_id = block.get("id")
                 tool_id = tool_id if isinstance(tool_id, str) else ""
                 session.tool_names[tool_id] = name
-                turn.draft.add_step(name, "started", at, compact_json(block.get("input", {})),
+                turn.draft.add_step(name, "started", at, input_summary(name, block.get("input")),
                                     tool_use_id=tool_id)
             elif kind in _THINKING_BLOCKS:
                 self._stream.skip("thinking block")
@@ -276,8 +389,80 @@ class _TranscriptImport:
         if isinstance(usage, dict):
             message_id = message.get("id")
             key = message_id if isinstance(message_id, str) else f"#{len(turn.usage)}"
-            turn.usage[key] = (_count(usage.get("input_tokens")),
-                               _count(usage.get("output_tokens")))
+            turn.usage[key] = (token_count(usage.get("input_tokens")),
+                               token_count(usage.get("output_tokens")))
+
+    def _on_sidechain(self, session: _Session, event: dict[str, Any], at: datetime,
+                      message: dict[str, Any]) -> None:
+        agent_id = event.get("agentId")
+        if isinstance(agent_id, str) and agent_id:
+            key = agent_id
+        else:
+            # Older transcripts keep sidechains in the session file without an agent id: a
+            # sidechain message without parent starts the next run.
+            if event.get("parentUuid") is None or not self._sidechains:
+                self._sidechains += 1
+            key = f"sidechain-{self._sidechains}"
+        run = session.runs.get(key)
+        if run is None:
+            run = session.runs[key] = SubagentRun(key)
+        agent_type = event.get("agentType") or event.get("subagent_type")
+        if isinstance(agent_type, str) and agent_type:
+            run.agent_type = agent_type
+        run.add(event, at, content_blocks(message.get("content")))
+        self._stream.count("subagent event")
+
+    def _read_subagent_file(self, path: Path) -> None:
+        if path.name.startswith("agent-acompact"):
+            # Claude Code's own context compaction run: its summary is in the session file.
+            self._stream.skip("compaction subagent transcript")
+            return
+        for line, _offset, _size, event in read_events(path, TurnStart(0, 1), self._stream):
+            at = event_time(event.get("timestamp"))
+            message = event.get("message")
+            if at is None or not isinstance(message, dict) or event.get("type") not in (
+                    "user", "assistant"):
+                self._stream.skip("subagent event without message")
+                continue
+            if not isinstance(event.get("agentId"), str):
+                event = {**event, "agentId": path.stem.removeprefix("agent-")}
+            del line
+            self._on_sidechain(self._session(event), event, at, message)
+
+    def _attach_subagents(self, session: _Session) -> None:
+        """One step per subagent run, on the turn that launched it: the one whose Task/Agent
+        result names it, else the last turn that started before it."""
+        for key, run in session.runs.items():
+            turn = session.agent_turns.get(key)
+            if turn is None and run.started is not None:
+                earlier = [t for t in session.turns if t.draft.submissions
+                           and t.draft.submissions[0].arrived_at <= run.started]
+                turn = earlier[-1] if earlier else None
+            if turn is None or run.ended is None:
+                self._stream.skip("subagent run outside the turns read")
+                continue
+            turn.draft.add_step(run.name, "failed" if run.failed else "completed", run.ended,
+                                run.detail)
+            turn.draft.steps.sort(key=lambda s: s.at)
+
+    def _attach_snapshots(self) -> None:
+        """The files each turn edited (from Claude Code's file-history snapshots), as one
+        context event of the turn whose opening message the snapshot names."""
+        by_uuid = {t.opened_by: t for session in self._sessions.values()
+                   for t in session.turns if t.opened_by}
+        edited: dict[str, tuple[_Turn, datetime, set[str]]] = {}
+        for message_id, at, files in self._snapshots:
+            turn = by_uuid.get(message_id)
+            if turn is None:
+                self._stream.skip("file-history snapshot of a turn not read")
+                continue
+            when = at or turn.draft.submissions[0].arrived_at
+            _, first, known = edited.get(message_id, (turn, when, set()))
+            edited[message_id] = (turn, min(first, when), known | set(files))
+        for owner, first_at, paths in edited.values():
+            self._stream.count("context event: files_edited")
+            owner.draft.context_events.append(ContextEvent(kind="files_edited", at=first_at,
+                                                           data={"files": sorted(paths)}))
 
     def _title(self, session: _Session, single: bool) -> str | None:
         # A summary names the conversation whose messages hold its leafUuid; in a file with a
@@ -289,50 +474,3 @@ class _TranscriptImport:
             if turn.draft.submissions and turn.draft.submissions[0].text.strip():
                 return one_line(turn.draft.submissions[0].text)
         return None
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    """Message content as a list of blocks: a plain string is one text block."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, list):
-        return [b if isinstance(b, dict) else {"type": type(b).__name__} for b in content]
-    return []
-
-
-def _result_text(content: Any) -> str:
-    """The readable text of a tool_result's content (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in _blocks(content):
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        else:
-            parts.append(f"[{block.get('type')}]")
-    return "\n".join(parts)
-
-
-def _image_attachment(block: dict[str, Any], index: int) -> Attachment:
-    source = block.get("source")
-    source = source if isinstance(source, dict) else {}
-    mime = source.get("media_type")
-    mime = mime if isinstance(mime, str) and mime else "application/octet-stream"
-    data = source.get("data")
-    # Base64 carries 3 bytes per 4 characters, less its padding.
-    size = len(data) * 3 // 4 - data[-2:].count("=") if isinstance(data, str) else 0
-    extension = mime.rsplit("/", 1)[-1]
-    return Attachment(name=f"image-{index + 1}.{extension}", mime=mime, size=max(size, 0))
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return as_utc(datetime.fromisoformat(value))
-    except ValueError:
-        return None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

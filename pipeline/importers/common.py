@@ -23,7 +23,9 @@ from lake.records import (
     ID_PATTERN,
     Attachment,
     Completion,
+    CompletionStatus,
     ContextEvent,
+    HostedFile,
     LiveEvent,
     Step,
     StepStatus,
@@ -126,24 +128,34 @@ class ImportResult:
     records: list[TurnRecord]
     skipped: Counter[str]
     problems: list[ImportProblem]
+    counted: Counter[str] = field(default_factory=Counter)
 
 
 class ImportStream:
-    """An iterable of TurnRecord that fills ``skipped`` and ``problems`` while it is consumed.
+    """An iterable of TurnRecord that fills ``skipped``, ``counted`` and ``problems`` while it
+    is consumed.
 
-    Each iteration starts the import afresh (re-reading the input) and resets both tallies, so
+    ``skipped`` counts input left out on purpose, ``counted`` input kept in another form than
+    the obvious one (a harness message recorded as a context event, an answerless turn).
+    Each iteration starts the import afresh (re-reading the input) and resets the tallies, so
     after a complete pass they describe exactly that pass.
     """
 
     def __init__(self, produce: Callable[[ImportStream], Iterator[TurnRecord]]) -> None:
         self._produce = produce
         self.skipped: Counter[str] = Counter()
+        self.counted: Counter[str] = Counter()
         self.problems: list[ImportProblem] = []
 
     def __iter__(self) -> Iterator[TurnRecord]:
         self.skipped = Counter()
+        self.counted = Counter()
         self.problems = []
         return self._produce(self)
+
+    def count(self, what: str, n: int = 1) -> None:
+        """Count an input item kept in another form (an importer calls this)."""
+        self.counted[what] += n
 
     def skip(self, reason: str, count: int = 1) -> None:
         """Count an input item left out on purpose (an importer calls this)."""
@@ -156,7 +168,8 @@ class ImportStream:
     def collect(self) -> ImportResult:
         """Consume the whole stream into an ImportResult."""
         records = list(self)
-        return ImportResult(records, Counter(self.skipped), list(self.problems))
+        return ImportResult(records, Counter(self.skipped), list(self.problems),
+                            Counter(self.counted))
 
 
 @dataclass
@@ -169,12 +182,23 @@ class TurnDraft:
     attachments: list[Attachment] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     events: list[LiveEvent] = field(default_factory=list)
+    hosted_files: list[HostedFile] = field(default_factory=list)
     completion: Completion | None = None
     usage: Usage | None = None
+    # How a turn ended when the assistant did not get to answer it ("interrupted" or "failed");
+    # set on an answered turn, it marks an answer that was cut short.
+    unfinished: CompletionStatus | None = None
+    # The last instant anything happened in the turn: an answerless turn ends there.
+    last_at: datetime | None = None
+
+    def touch(self, at: datetime) -> None:
+        """Note that something happened in the turn at ``at``."""
+        self.last_at = at if self.last_at is None else max(self.last_at, at)
 
     def add_user_text(self, text: str, at: datetime) -> None:
         """Fold a user message in: the first is the prompt, later ones follow-ups."""
         first = not self.submissions
+        self.touch(at)
         self.submissions.append(Submission(
             text=text, event_type="prompt" if first else "followup",
             batch=len(self.submissions), arrived_at=at))
@@ -184,27 +208,35 @@ class TurnDraft:
         """Record a tool step; the lake replays every step as a ``chat.step`` event, so no
         separate live event is added (it would show twice)."""
         del data  # tool ids stay out of the record: the step's name and detail identify it
+        self.touch(at)
         self.steps.append(Step(name=name, status=status, at=at, detail=detail))
 
     def complete(self, text: str, at: datetime) -> None:
         """Set the answer; a later call replaces an earlier one."""
+        self.touch(at)
         self.completion = Completion(text=text, at=at)
 
     def finish(self, stream: ImportStream, identity: Identity, conversation_id: str,
                title: str | None, source: str, location: str) -> TurnRecord | None:
-        """The record, or None after counting a turn without answer or reporting a bad one."""
-        if self.completion is None:
-            stream.skip("no assistant answer")
-            return None
+        """The record, or None after counting a turn without user message or reporting a bad
+        one. A turn the assistant did not answer is kept, with an empty completion whose
+        status says why (``unfinished``, else "interrupted"), so the user's words stay."""
         if not self.submissions:
             stream.skip("no user message")
             return None
         started = self.submissions[0].arrived_at
+        completion = self.completion
+        if completion is None:
+            stream.count(f"turn without answer ({self.unfinished or 'interrupted'})")
+            completion = Completion(text="", at=self.last_at or started,
+                                    status=self.unfinished or "interrupted")
+        elif self.unfinished is not None:
+            completion = Completion(text=completion.text, at=completion.at,
+                                    status=self.unfinished)
         # Exports sometimes carry clock skew between user and assistant messages; the record
         # requires ended_at >= started_at, so the answer is never placed before the prompt.
-        completion = self.completion
         if completion.at < started:
-            completion = Completion(text=completion.text, at=started)
+            completion = Completion(text=completion.text, at=started, status=completion.status)
         try:
             return TurnRecord(
                 schema="turnlake.turn.v1", tenant=identity.tenant, app=identity.app,
@@ -213,7 +245,7 @@ class TurnDraft:
                 started_at=started, ended_at=completion.at, conversation_title=title,
                 submissions=self.submissions, context_events=self.context_events,
                 attachments=self.attachments, steps=self.steps, completion=completion,
-                events=self.events, usage=self.usage)
+                events=self.events, hosted_files=self.hosted_files, usage=self.usage)
         except ValidationError as exc:
             stream.problem(source, location, f"turn {self.turn_id} is not a valid record: "
                            f"{describe_validation_error(exc)}")

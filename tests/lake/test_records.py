@@ -67,3 +67,25 @@ def test_published_schema_file_is_current() -> None:
     published = Path(__file__).parents[2] / "lake" / "schema" / "turn.v1.schema.json"
     assert json.loads(published.read_text()) == json_schema(), (
         "regenerate with: turnlake schema > lake/schema/turn.v1.schema.json")
+
+
+def test_completion_status_defaults_to_completed_and_stays_out_of_the_payload() -> None:
+    record = parse_record(json.dumps(make_record()))
+    assert record.completion.status == "completed"
+    assert "status" not in json.loads(record.to_json())["completion"]
+
+
+@pytest.mark.parametrize("status", ["interrupted", "failed"])
+def test_a_turn_that_did_not_complete_may_have_an_empty_answer(status: str) -> None:
+    raw = make_record(completion={"text": "", "at": "2026-03-10T09:00:30+00:00",
+                                  "status": status})
+    record = parse_record(json.dumps(raw))
+    assert (record.completion.text, record.completion.status) == ("", status)
+    assert json.loads(record.to_json())["completion"]["status"] == status
+
+
+def test_an_unknown_completion_status_is_refused() -> None:
+    raw = make_record(completion={"text": "x", "at": "2026-03-10T09:00:30+00:00",
+                                  "status": "gave-up"})
+    with pytest.raises(RecordError, match=r"completion\.status"):
+        parse_record(json.dumps(raw))

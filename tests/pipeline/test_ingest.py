@@ -286,3 +286,80 @@ def test_a_large_files_located_chunks_keep_their_place_after_a_small_file(
         Table.CONTENT_ROWS, columns=["text"],
         filter=(ds.field("role") == "assistant") & (ds.field("turn_id") == "t-0003"))
     assert answers["text"].to_pylist() == ["from a"]
+
+
+def test_an_interrupted_turn_without_answer_keeps_its_user_rows_and_no_assistant_row(
+        settings: Settings, tmp_path: Path) -> None:
+    from lake.search.access import Principal
+    from lake.search.materialize import TurnMaterializer
+
+    interrupted = make_record(0, completion={"text": "", "at": "2026-03-10T09:00:30+00:00",
+                                             "status": "interrupted"})
+    report = Ingestor(settings).ingest_paths([
+        write_jsonl(tmp_path / "in.jsonl", [interrupted, make_record(1)])])
+    assert report.accepted == 2
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS, columns=["turn_id", "role"]).to_pylist()
+    assert sorted((r["turn_id"], r["role"]) for r in rows) == [
+        ("t-0000", "user"), ("t-0001", "assistant"), ("t-0001", "user")]
+    materializer = TurnMaterializer(store)
+    principal = Principal(tenant="acme", user_id="u-ana")
+    assert materializer.turn(principal, "c-1", "t-0000").completion_status == "interrupted"
+    assert materializer.turn(principal, "c-1", "t-0001").completion_status == "completed"
+
+
+def test_changed_content_under_a_known_turn_id_is_a_conflict_not_a_duplicate(
+        settings: Settings, tmp_path: Path) -> None:
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "a.jsonl",
+                                                 [make_record(0), make_record(1)])])
+    changed = make_record(1, answer="a different answer", steps=[
+        {"name": "grep", "status": "completed", "at": "2026-03-10T09:10:05+00:00"}])
+    path = write_jsonl(tmp_path / "b.jsonl", [make_record(0), changed])
+    report = Ingestor(settings).ingest_paths([path])
+    assert (report.accepted, report.duplicates, len(report.conflicts)) == (0, 1, 1)
+    (conflict,) = report.conflicts
+    assert report.quarantined == [conflict]
+    assert (conflict.source_file, conflict.line) == (str(path), 2)
+    assert conflict.reason.startswith("conflict: turn t-0001 of conversation c-1 (tenant acme)")
+    assert "differs in: completion.text, steps" in conflict.reason
+    store = LakeStore(settings.lake)
+    assert store.read(Table.QUARANTINE)["reason"].to_pylist() == [conflict.reason]
+    texts = store.read(Table.CONTENT_ROWS, columns=["text"])["text"].to_pylist()
+    assert "a different answer" not in texts
+    again = Ingestor(settings).ingest_paths([path])  # reported again, quarantined once
+    assert len(again.conflicts) == 1 and _count(store, Table.QUARANTINE) == 1
+
+
+def test_replace_supersedes_the_stored_turn_as_an_erase_would(
+        settings: Settings, tmp_path: Path) -> None:
+    old = make_record(1, answer="the old answer", steps=[
+        {"name": "old_step", "status": "completed", "at": "2026-03-10T09:10:05+00:00"}])
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "a.jsonl", [make_record(0), old])])
+    new = make_record(1, answer="the new answer")
+    path = write_jsonl(tmp_path / "b.jsonl", [new])
+    assert len(Ingestor(settings).ingest_paths([path]).conflicts) == 1
+    report = Ingestor(settings, replace=True).ingest_paths([path])
+    assert (report.accepted, report.duplicates, report.replaced, report.conflicts) == (
+        1, 0, 1, [])
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS, columns=["turn_id", "role", "text"]).to_pylist()
+    assert sorted((r["turn_id"], r["text"]) for r in rows if r["role"] == "assistant") == [
+        ("t-0000", "answer number 0: fixed the timezone"), ("t-0001", "the new answer")]
+    events = store.read(Table.EVENTS, columns=["turn_id", "data"]).to_pylist()
+    assert not any("old_step" in e["data"] for e in events)
+    logs = store.read(Table.TURN_LOGS, columns=["turn_id", "ordinal"]).to_pylist()
+    assert sorted((r["turn_id"], r["ordinal"]) for r in logs) == [("t-0000", 1), ("t-0001", 2)]
+    assert _count(store, Table.QUARANTINE) == 0  # the erase took the conflict line with it
+    audit = store.read(Table.AUDIT).to_pylist()
+    assert [(a["action"], a["actor"]) for a in audit] == [("erase", "turnlake ingest --replace")]
+    again = Ingestor(settings, replace=True).ingest_paths([path])
+    assert (again.accepted, again.duplicates, again.replaced) == (0, 1, 0)
+
+
+def test_a_rerun_with_quarantined_lines_and_only_identical_duplicates(
+        settings: Settings, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(0), "{oops"])
+    Ingestor(settings).ingest_paths([path])
+    again = Ingestor(settings).ingest_paths([path])
+    assert (again.accepted, again.duplicates, again.conflicts, len(again.quarantined)) == (
+        0, 1, [], 1)

@@ -33,15 +33,19 @@ def test_only_the_branch_ending_at_current_node_is_imported() -> None:
     assert "first answer, later regenerated" not in every_text
 
 
-def test_consecutive_user_messages_fold_and_answer_pieces_join() -> None:
+def test_consecutive_user_messages_fold_and_every_answer_piece_is_kept_in_order() -> None:
     _, second = _turns(_import(), SOURDOUGH)
     assert [(s.text, s.event_type, s.batch) for s in second.submissions] == [
         ("And if I keep it in the fridge during the week?", "prompt", 0),
         ("Also: should the weekly feed use rye or wheat flour?", "followup", 1),
     ]
+    # The last visible message is the answer; the earlier ones stay as events, in order.
     assert second.completion.text == (
-        "In the fridge, feed it once a week and take it out 12 hours before baking.\n\n"
         "Keep feeding it rye: it stays more active in the cold than wheat.")
+    assert [(e.type, e.data) for e in second.events] == [("assistant.message", {
+        "text": "In the fridge, feed it once a week and take it out 12 hours before baking."})]
+    assert [(s.name, s.status) for s in second.steps] == [("browser", "started"),
+                                                          ("browser", "completed")]
     assert second.started_at.isoformat() == "2024-06-03T09:03:22.120000+00:00"
     assert second.ended_at.isoformat() == "2024-06-03T09:03:53.008000+00:00"
     assert (second.conversation_title, second.writer, second.app, second.agent) == (
@@ -49,7 +53,7 @@ def test_consecutive_user_messages_fold_and_answer_pieces_join() -> None:
 
 
 def test_attachments_and_image_parts() -> None:
-    (turn,) = _turns(_import(), REPORT)
+    turn, _ = _turns(_import(), REPORT)
     assert turn.submissions[0].text == (
         "[image]\nSummarize the revenue chart and the attached report in three bullets.")
     assert [(a.name, a.mime, a.size) for a in turn.attachments] == [
@@ -58,10 +62,15 @@ def test_attachments_and_image_parts() -> None:
 
 def test_hidden_system_and_tool_messages_and_unanswered_turns_are_counted() -> None:
     result = _import()
-    assert result.skipped == {"system message": 1, "hidden message": 1, "tool call": 1,
-                              "tool message": 1, "no assistant answer": 1}
-    texts = [s.text for r in result.records for s in r.submissions]
-    assert "And how does that compare with Q3 guidance?" not in texts
+    assert result.skipped == {"system message": 1,
+                              "custom instructions (user_editable_context)": 1}
+    assert result.counted == {"tool call (browser)": 1, "tool message (browser)": 1,
+                              "earlier assistant message kept as event": 1,
+                              "turn without answer (interrupted)": 1}
+    # A prompt the assistant never answered keeps the user's words.
+    _, unanswered = _turns(result, REPORT)
+    assert unanswered.submissions[0].text == "And how does that compare with Q3 guidance?"
+    assert (unanswered.completion.text, unanswered.completion.status) == ("", "interrupted")
 
 
 def test_malformed_conversations_and_nodes_are_problems_and_the_rest_continues() -> None:
@@ -76,7 +85,7 @@ def test_malformed_conversations_and_nodes_are_problems_and_the_rest_continues()
     (regex_turn,) = [r for r in result.records if r.conversation_title == "Regex for ISO dates"]
     assert regex_turn.conversation_id.startswith("team_workspace_666c_9d10-")
     assert regex_turn.turn_id.startswith("q1-msg_user_1-")
-    assert len(result.records) == 4
+    assert len(result.records) == 5
 
 
 def test_truncated_export_keeps_the_conversations_before_the_cut(tmp_path: Path) -> None:
@@ -97,7 +106,7 @@ def test_non_utf8_bytes_are_replaced_and_reported(tmp_path: Path) -> None:
     path = tmp_path / "conversations.json"
     path.write_bytes(damaged)
     result = _import(path)
-    assert len(result.records) == 4
+    assert len(result.records) == 5
     assert result.records[0].submissions[0].text.endswith("Saturday \ufffd\ufffd morning?")
     (problem,) = [p for p in result.problems if "UTF-8" in p.reason]
     assert problem.location == f"byte {bad_at}"
@@ -112,7 +121,7 @@ def test_zip_export_and_single_conversation_file(tmp_path: Path) -> None:
         r.to_json() for r in _import().records]
     single = tmp_path / "one.json"
     single.write_text(json.dumps(json.loads(EXPORT.read_text())[1]))
-    assert [r.conversation_id for r in _import(single).records] == [REPORT]
+    assert [r.conversation_id for r in _import(single).records] == [REPORT, REPORT]
 
 
 def test_bad_inputs_raise_record_error(tmp_path: Path) -> None:
@@ -130,7 +139,7 @@ def test_bad_inputs_raise_record_error(tmp_path: Path) -> None:
 def test_importing_twice_into_a_lake_accepts_then_finds_duplicates(settings: Settings) -> None:
     report = Ingestor(settings).ingest_records(
         iter_chatgpt(EXPORT, tenant="acme", user_id="u-ana"))
-    assert (report.accepted, report.duplicates, report.quarantined) == (4, 0, [])
+    assert (report.accepted, report.duplicates, report.quarantined) == (5, 0, [])
     again = Ingestor(settings).ingest_records(
         iter_chatgpt(EXPORT, tenant="acme", user_id="u-ana"))
-    assert (again.accepted, again.duplicates, again.quarantined) == (0, 4, [])
+    assert (again.accepted, again.duplicates, again.quarantined) == (0, 5, [])

@@ -32,6 +32,7 @@ def test_each_session_is_a_conversation_and_user_texts_open_turns() -> None:
     assert [(r.conversation_id, r.turn_id) for r in result.records] == [
         ("6f1c2a9e-3b7d-4c1e-9a2f-0d5e8b7c4a11", "3b2f4e10-9d8c-4a7b-b6e5-1f0a2c3d4e5f"),
         ("6f1c2a9e-3b7d-4c1e-9a2f-0d5e8b7c4a11", "1b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e"),
+        ("6f1c2a9e-3b7d-4c1e-9a2f-0d5e8b7c4a11", "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b"),
         ("9d7e2b14-5c3a-4f8e-b1d0-7a6c5e4f3b21", "8c1d2e3f-4a5b-4c6d-9e7f-8a9b0c1d2e3f"),
     ]
     first = result.records[0]
@@ -43,7 +44,8 @@ def test_each_session_is_a_conversation_and_user_texts_open_turns() -> None:
     ]
     assert first.started_at.isoformat() == "2025-06-02T09:14:05.311000+00:00"
     assert first.ended_at == first.completion.at
-    assert first.context_events[0].data == {"cwd": "/home/dev/webapp", "git_branch": "main",
+    assert [e.kind for e in first.context_events] == ["caveat", "workspace", "system"]
+    assert first.context_events[1].data == {"cwd": "/home/dev/webapp", "git_branch": "main",
                                             "version": "1.0.51"}
 
 
@@ -51,9 +53,8 @@ def test_tool_calls_become_steps_and_chat_step_events() -> None:
     first = _by_turn(_import(MAIN_SESSION))["3b2f4e10-9d8c-4a7b-b6e5-1f0a2c3d4e5f"]
     assert [(s.name, s.status) for s in first.steps] == [
         ("Bash", "started"), ("Bash", "completed"), ("Read", "started"), ("Read", "failed")]
-    assert json.loads(first.steps[0].detail or "") == {
-        "command": "grep -rn SESSION_BACKEND .github/ config/",
-        "description": "Find session backend settings"}
+    # A started step says what the tool was asked to do in one short line.
+    assert first.steps[0].detail == "grep -rn SESSION_BACKEND .github/ config/"
     assert first.steps[3].detail == "<tool_use_error>File does not exist.</tool_use_error>"
     assert first.events == []  # steps are replayed as chat.step events by the lake
 
@@ -82,15 +83,17 @@ def test_title_comes_from_summary_else_from_the_first_prompt() -> None:
 
 def test_skipped_events_are_counted_by_reason() -> None:
     result = _import(MAIN_SESSION)
-    assert result.skipped == {
-        "unsupported event type: file-history-snapshot": 1, "meta message": 1,
-        "thinking block": 1, "system event": 1, "sidechain event": 2,
-        "interrupt marker": 1, "no assistant answer": 1,
-    }
+    assert result.skipped == {"file-history snapshot without edited files": 1,
+                              "thinking block": 1}
+    assert result.counted == {"context event: caveat": 1, "context event: system": 1,
+                              "subagent event": 2, "interrupted turn": 1,
+                              "turn without answer (interrupted)": 1}
     assert result.problems == []
     texts = [s.text for r in result.records for s in r.submissions]
-    assert "Thanks! Open a pull request for it." not in texts
+    # The interrupted request keeps the user's words; the subagent's prompt is not theirs.
+    assert "Thanks! Open a pull request for it." in texts
     assert all("SESSION_BACKEND overrides" not in t for t in texts)
+    assert all(not t.startswith("[Request interrupted") for t in texts)
 
 
 def test_pasted_image_becomes_an_attachment() -> None:
@@ -142,20 +145,20 @@ def test_reimport_gives_identical_records_and_ingest_accepts_then_skips(
         settings: Settings) -> None:
     stream = iter_claude_code([FIXTURES], tenant="acme", user_id="u-dev")
     first = list(stream)
-    assert stream.skipped["no assistant answer"] == 1
+    assert stream.counted["turn without answer (interrupted)"] == 1
     assert [r.to_json() for r in first] == [r.to_json() for r in stream]
     report = Ingestor(settings).ingest_records(stream)
-    assert (report.accepted, report.duplicates, report.quarantined) == (3, 0, [])
+    assert (report.accepted, report.duplicates, report.quarantined) == (4, 0, [])
     again = Ingestor(settings).ingest_records(
         iter_claude_code([FIXTURES], tenant="acme", user_id="u-dev"))
-    assert (again.accepted, again.duplicates, again.quarantined) == (0, 3, [])
+    assert (again.accepted, again.duplicates, again.quarantined) == (0, 4, [])
 
 
 def test_iterating_again_resets_the_tallies() -> None:
     stream = iter_claude_code([MAIN_SESSION], tenant="acme", user_id="u-dev")
-    assert len(list(stream)) == 2
-    assert len(list(stream)) == 2
-    assert stream.skipped["sidechain event"] == 2
+    assert len(list(stream)) == 3
+    assert len(list(stream)) == 3
+    assert stream.counted["subagent event"] == 2
 
 
 def test_bad_paths_and_identities_raise_record_error(tmp_path: Path) -> None:
@@ -168,7 +171,7 @@ def test_bad_paths_and_identities_raise_record_error(tmp_path: Path) -> None:
 def test_folder_import_reads_only_jsonl_files(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES, tmp_path / "projects")
     (tmp_path / "projects" / "-home-dev-webapp" / "sessions-index.json").write_text("{}")
-    assert len(_import(tmp_path / "projects").records) == 3
+    assert len(_import(tmp_path / "projects").records) == 4
 
 
 @pytest.mark.parametrize("external", [

@@ -1,0 +1,72 @@
+"""The CLI around conflicts and imports: --strict, --replace, --no-replace, --watch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import make_record, write_jsonl
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _said(output: str) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(output.split())
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.setenv("TURNLAKE_LAKE", str(tmp_path / "lake"))
+    return CliRunner()
+
+
+def test_ingest_reports_conflicts_exits_1_under_strict_and_replace_supersedes(
+        runner: CliRunner, tmp_path: Path) -> None:
+    first = write_jsonl(tmp_path / "a.jsonl", [make_record(0)])
+    assert runner.invoke(app, ["ingest", str(first), "--no-index"]).exit_code == 0
+    changed = write_jsonl(tmp_path / "b.jsonl", [make_record(0, answer="changed answer")])
+    strict = runner.invoke(app, ["ingest", str(changed), "--strict", "--no-index"])
+    assert strict.exit_code == 1, strict.output
+    assert "accepted 0, duplicate 0, quarantined 1" in _said(strict.output)
+    assert "conflict 1: stored turns with other content" in _said(strict.output)
+    assert "differs in: completion.text" in _said(strict.output)
+    replaced = runner.invoke(app, ["ingest", str(changed), "--replace", "--strict",
+                                   "--no-index"])
+    assert replaced.exit_code == 0, replaced.output
+    assert "accepted 1, duplicate 0, quarantined 0" in _said(replaced.output)
+    assert "replaced 1 stored turn(s)" in _said(replaced.output)
+    shown = runner.invoke(app, ["turn", "show", "c-1", "t-0000", "--tenant", "acme",
+                                "--user", "u-ana", "--json"])
+    assert json.loads(shown.output)["completion"]["text"] == "changed answer"
+
+
+def test_import_without_replace_quarantines_a_changed_turn(runner: CliRunner,
+                                                           tmp_path: Path) -> None:
+    export = FIXTURES / "chatgpt" / "conversations.json"
+    ok = runner.invoke(app, ["import", "chatgpt", str(export), "--tenant", "acme",
+                             "--user", "u-ana", "--no-embed", "--no-index"])
+    assert ok.exit_code == 0, ok.output
+    said = _said(ok.output)
+    assert "recorded as:" in said and "1 turn without answer (interrupted)" in said
+    changed = tmp_path / "conversations.json"
+    changed.write_bytes(export.read_bytes().replace(b"Keep feeding it rye", b"Keep it on rye"))
+    kept = runner.invoke(app, ["import", "chatgpt", str(changed), "--tenant", "acme",
+                               "--user", "u-ana", "--no-embed", "--no-index", "--no-replace"])
+    assert "1 conflicts" in _said(kept.output), kept.output
+    replaced = runner.invoke(app, ["import", "chatgpt", str(changed), "--tenant", "acme",
+                                   "--user", "u-ana", "--no-embed", "--no-index"])
+    assert "imported 1 turns" in _said(replaced.output) and "1 replaced" in _said(replaced.output)
+
+
+def test_import_claude_code_needs_paths_or_watch(runner: CliRunner, tmp_path: Path) -> None:
+    bare = runner.invoke(app, ["import", "claude-code", "--tenant", "acme", "--user", "u"])
+    assert bare.exit_code == 2 and "--watch FOLDER" in _said(bare.output)
+    missing = runner.invoke(app, ["import", "claude-code", "--tenant", "acme", "--user", "u",
+                                  "--watch", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "does not exist" in _said(missing.output)
