@@ -316,7 +316,10 @@ class LakeStore:
         with _translated(table, "vacuum dry run"):
             found: list[str] = dt.vacuum(retention_hours=0, dry_run=True,
                                          enforce_retention_duration=False, full=True)
-        return found
+        # The checkpoint keeps tombstones of files already vacuumed (for the table's deleted
+        # file retention); deltalake lists those again.
+        return [path for path in found
+                if self.root.blobs.exists(f"tables/{table.value}/{path}")]
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ class TableUpkeep:
     log_files_before: int
     files_before: FileStats
     compacted: list[PartitionUpkeep] = field(default_factory=list)
-    vacuumable: int = 0  # files a vacuum removes now (dry run) / removed (run)
+    vacuumable: int = 0  # data files on disk no current version reads: vacuumed, unless dry
     version_after: int | None = None
     log_files_after: int | None = None
     files_after: FileStats | None = None
@@ -219,7 +219,8 @@ def _clean_up(store: LakeStore, tables: list[TableUpkeep], grace_s: float, fault
         for i, upkeep in enumerate(tables, start=1):
             # The same vacuum and log truncation an erasure ends with (lake.erasure): files
             # holding erased or purged rows that are still on disk go here as well.
-            upkeep.vacuumable = len(store.vacuum(upkeep.table, full=True))
+            upkeep.vacuumable = len(store.vacuumable(upkeep.table))
+            store.vacuum(upkeep.table, full=True)
             store.truncate_log(upkeep.table)
             faults.hit("maintain.after_vacuum")
             upkeep.version_after = store.version(upkeep.table)
