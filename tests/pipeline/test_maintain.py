@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 from factories import make_record, write_jsonl
+from s3_server import bucket_objects, new_bucket, s3_config, s3_endpoint
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
@@ -36,6 +37,8 @@ from pipeline.maintain import maintain
 from pipeline.retention import erase
 from tests.pipeline.test_retention_jobs import _marked, traces
 
+__all__ = ["s3_endpoint"]  # the fixture, imported for pytest
+
 MARK = "QZXMAINTAINMARKQZX"
 ANALYST = Principal("acme", analyst=True)
 POINTS = ("maintain.after_partition", "maintain.after_compact", "maintain.after_indexes",
@@ -46,7 +49,7 @@ class Killed(Exception):
     """Stands for a kill -9 at a fault point, in process."""
 
 
-def _settings(lake: Path, **kw: Any) -> Settings:
+def _settings(lake: Path | str, **kw: Any) -> Settings:
     return Settings(lake=lake, embedding_model="hashing-64", **kw)
 
 
@@ -341,3 +344,27 @@ def test_erase_and_maintain_share_one_vacuum(settings: Settings) -> None:
     assert traces(settings.lake, MARK) == []
     marked = store.read(Table.CONTENT_ROWS, filter=ds.field("conversation_id") == "c-mark")
     assert marked.num_rows == 0
+
+
+def test_an_s3_lake_is_maintained_like_a_local_one(s3_endpoint: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNLAKE_CACHE", str(tmp_path / "cache"))
+    bucket = new_bucket(s3_endpoint)
+    settings = _settings(f"s3://{bucket}/lake", s3=s3_config(s3_endpoint))
+    for i in range(4):
+        run_ingest(settings, [write_jsonl(tmp_path / f"in-{i}.jsonl", [
+            make_record(i, conversation="c-1", prompt=f"glacier question {i}")])])
+    store = LakeStore(settings.lake)
+    before = _contents(store)
+    assert _files_per_partition(store)[(Table.CONTENT_ROWS, ("acme", "2026-03"))] == 4
+
+    report = maintain(settings, grace_s=0)
+
+    assert _contents(store) == before
+    assert all(n == 1 for n in _files_per_partition(store).values())
+    assert report.indexes == ["acme/2026-03"]
+    assert {s.freshness for s in partition_statuses(store).values()} == {"fresh"}
+    data_files = [k for k in bucket_objects(s3_endpoint, bucket)
+                  if k.startswith("lake/tables/content_rows/tenant=")]
+    assert len(data_files) == 1, data_files
+    assert _search(settings, "glacier question")["lexical"]
