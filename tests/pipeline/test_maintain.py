@@ -26,6 +26,7 @@ from lake.faults import Faults
 from lake.index.status import partition_statuses
 from lake.retention import ErasureTarget
 from lake.search.access import Principal
+from lake.search.materialize import TurnMaterializer
 from lake.search.request import GENERATORS, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -368,3 +369,50 @@ def test_an_s3_lake_is_maintained_like_a_local_one(s3_endpoint: str, tmp_path: P
                   if k.startswith("lake/tables/content_rows/tenant=")]
     assert len(data_files) == 1, data_files
     assert _search(settings, "glacier question")["lexical"]
+
+
+def test_searches_and_replays_during_maintenance_never_fail(settings: Settings) -> None:
+    """A reader thread searches and replays its top hit in a loop while maintenance compacts,
+    re-indexes and vacuums; the grace is stood in for by waiting until the reader finished
+    the reads it had in flight."""
+    store = LakeStore(settings.lake)
+    service = SearchService(store, embedder=HashingEmbedder(64))
+    request = SearchRequest("glacier question", ANALYST, scope="tenant", k=10,
+                            max_per_conversation=0)
+    expected = [(h.conversation_id, h.turn_id) for h in service.search(request).hits]
+    done, errors, seen = threading.Event(), [], []
+    rounds = [0]
+
+    def read() -> None:
+        while not done.is_set() and rounds[0] < 2000:  # bounded
+            try:
+                hits = service.search(request).hits
+                seen.append([(h.conversation_id, h.turn_id) for h in hits])
+                TurnMaterializer(store).turn(ANALYST, hits[0].conversation_id,
+                                             hits[0].turn_id)
+            except Exception as exc:  # any failure of a reader is the finding
+                errors.append(repr(exc))
+            rounds[0] += 1
+
+    def grace(_seconds: float) -> None:
+        target = rounds[0] + 2  # the read in flight, and one more after it
+        for _ in range(6000):  # bounded: at most ten minutes
+            if rounds[0] >= target or done.is_set():
+                return
+            done.wait(0.1)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        maintain(settings, grace_s=600, sleep=grace)
+        target = rounds[0] + 2
+        for _ in range(6000):
+            if rounds[0] >= target:
+                break
+            done.wait(0.1)
+    finally:
+        done.set()
+        reader.join(timeout=600)
+    assert errors == []
+    assert seen and all(found == expected for found in seen)
+    assert all(n == 1 for n in _files_per_partition(store).values())
