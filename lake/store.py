@@ -225,13 +225,7 @@ class LakeStore:
 
         ``full`` also removes files no commit ever referenced (left by crashed writers).
         """
-        dt = self.open(table)
-        if dt is None:
-            return []
-        with _translated(table, "vacuum"):
-            removed: list[str] = dt.vacuum(retention_hours=0, dry_run=False,
-                                           enforce_retention_duration=False, full=full)
-        return removed
+        return self._vacuum(table, full=full, dry_run=False)
 
     def truncate_log(self, table: Table) -> int:
         """Checkpoint the table and delete every older log entry; returns log files removed.
@@ -239,17 +233,8 @@ class LakeStore:
         Old commits name removed files and carry delete predicates; after a purge nobody may
         travel back to them (their data files are vacuumed), so they are dropped too.
         """
-        dt = self.open(table)
-        if dt is None:
-            return 0
-        before = set(self._log_names(table))
-        with _translated(table, "log cleanup"):
-            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
-                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
-                dt.update_incremental()
-            dt.create_checkpoint()
-            dt.cleanup_metadata()
-        return len(before - set(self._log_names(table)))
+        self.checkpoint(table)
+        return self.cleanup_log(table)
 
     # -- table upkeep (turnlake maintain): file statistics and compaction --------------------
     # Kept apart from the readers and writers above: these only rewrite files into fewer,
@@ -308,14 +293,45 @@ class LakeStore:
             history = dt.history(1)
         return float(history[0]["timestamp"]) / 1000.0 if history else None
 
-    def vacuumable(self, table: Table) -> list[str]:
-        """The data files a ``vacuum(full=True)`` would remove now (nothing is removed)."""
+    def checkpoint(self, table: Table) -> None:
+        """Write a checkpoint of the current version, with the log retention set to none so
+        that ``cleanup_log`` may then drop every older entry (see ``truncate_log``)."""
+        dt = self.open(table)
+        if dt is None:
+            return
+        with _translated(table, "checkpoint"):
+            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
+                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
+                dt.update_incremental()
+            dt.create_checkpoint()
+
+    def cleanup_log(self, table: Table) -> int:
+        """Delete the log entries older than the newest checkpoint; returns how many went.
+
+        A reader opening the table lists the log first and reads the entries after, so one
+        that listed before the checkpoint was written needs the older entries a moment longer.
+        """
+        dt = self.open(table)
+        if dt is None:
+            return 0
+        before = set(self._log_names(table))
+        with _translated(table, "log cleanup"):
+            dt.cleanup_metadata()
+        return len(before - set(self._log_names(table)))
+
+    def _vacuum(self, table: Table, *, full: bool, dry_run: bool) -> list[str]:
+        # Zero retention, deliberately: deltalake's default keeps a week of old files.
         dt = self.open(table)
         if dt is None:
             return []
-        with _translated(table, "vacuum dry run"):
-            found: list[str] = dt.vacuum(retention_hours=0, dry_run=True,
-                                         enforce_retention_duration=False, full=True)
+        with _translated(table, "vacuum dry run" if dry_run else "vacuum"):
+            paths: list[str] = dt.vacuum(retention_hours=0, dry_run=dry_run,
+                                         enforce_retention_duration=False, full=full)
+        return paths
+
+    def vacuumable(self, table: Table) -> list[str]:
+        """The data files a ``vacuum(full=True)`` would remove now (nothing is removed)."""
+        found = self._vacuum(table, full=True, dry_run=True)
         # The checkpoint keeps tombstones of files already vacuumed (for the table's deleted
         # file retention); deltalake lists those again.
         return [path for path in found

@@ -10,19 +10,19 @@ them. Maintenance runs, under the writer lock like any writer::
                   ones (one commit each that changes no row)
     3. indexes    partitions whose index went stale (compaction renames every file the
                   fingerprints hash) are rebuilt, each with the model it was built with
-    4. clean up   after a grace period, per table: vacuum (files no current version needs,
-                  and files no commit ever referenced), then checkpoint and drop older log
-                  entries
+    4. clean up   per table a checkpoint; then, after a grace period, vacuum (files no
+                  current version needs, and files no commit ever referenced) and drop the
+                  log entries older than the checkpoint
 
 Each step is idempotent, so a run killed anywhere is finished by the next one: compaction has
 nothing left to merge in partitions already compacted, stale indexes are still stale, and
 vacuum removes whatever is still unreferenced.
 
-Readers never take the lock. A reader that opened a table before a compaction commit reads
-the files of that version; they stay on disk for ``grace_s`` after the table's last commit,
-so a search in flight finishes. The index builds' pinned versions are kept by holding the
-index lock while vacuuming. Nothing maintenance writes comes from an older version than the
-current one, so an erased row never comes back.
+Readers never take the lock. A reader that opened a table before a compaction commit or the
+checkpoint reads the files and log entries of that version; they stay on disk for
+``grace_s`` after the lake's newest commit, so a search in flight finishes. The versions
+index builds pin are kept by holding the index lock while cleaning up. Nothing maintenance
+writes comes from an older version than the current one, so an erased row never comes back.
 """
 
 from __future__ import annotations
@@ -205,10 +205,16 @@ def _compact(store: LakeStore, tables: list[TableUpkeep], target_bytes: int, fau
 
 def _clean_up(store: LakeStore, tables: list[TableUpkeep], grace_s: float, faults: Faults,
               on_table: Progress | None, sleep: Callable[[float], None]) -> float:
-    """Vacuum and truncate the log of every table; returns the seconds waited for readers."""
+    """Checkpoint, then vacuum and truncate the log of every table; returns the seconds
+    waited for readers."""
     # Under the index lock: a concurrent index build reads its partitions at the versions it
     # pinned, whose files and log entries this step removes.
     with index_lock(store.root, job="turnlake maintain"):
+        for upkeep in tables:
+            store.checkpoint(upkeep.table)
+        # A reader that opened a table before the compaction (or before the checkpoint) may
+        # still read the files and log entries of that version; the grace lets it finish.
+        # Readers opening after the checkpoint need neither.
         newest = max((at for t in tables if (at := store.committed_at(t.table)) is not None),
                      default=None)
         waited = 0.0
@@ -221,7 +227,7 @@ def _clean_up(store: LakeStore, tables: list[TableUpkeep], grace_s: float, fault
             # holding erased or purged rows that are still on disk go here as well.
             upkeep.vacuumable = len(store.vacuumable(upkeep.table))
             store.vacuum(upkeep.table, full=True)
-            store.truncate_log(upkeep.table)
+            store.cleanup_log(upkeep.table)
             faults.hit("maintain.after_vacuum")
             upkeep.version_after = store.version(upkeep.table)
             upkeep.log_files_after = store.log_files(upkeep.table)
