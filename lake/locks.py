@@ -20,22 +20,28 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from lake.errors import ConcurrentWriteError, LakeError
 from lake.location import LakeLocation, S3Blobs
 
+Waiting = Callable[[str], None]  # told once who holds a lock that a job has to wait for
 LEASE_S = 30.0  # an object-store lock not renewed for this long belongs to a dead holder
 RENEW_S = 5.0
 
 
 @contextmanager
 def writer_lock(root: Path | str | LakeLocation, *, timeout_s: float = 600.0,
-                job: str = "writer") -> Iterator[None]:
-    """Hold the lake's writer lock, waiting up to ``timeout_s`` for another writer to finish."""
-    with _lock(root, "writer.lock", timeout_s=timeout_s, job=job, what="written"):
+                job: str = "writer", on_wait: Waiting | None = None) -> Iterator[None]:
+    """Hold the lake's writer lock, waiting up to ``timeout_s`` for another writer to finish.
+
+    ``on_wait(holder)`` is called once, with the holder's description, when the lock is
+    taken and the job has to wait.
+    """
+    with _lock(root, "writer.lock", timeout_s=timeout_s, job=job, what="written",
+               on_wait=on_wait):
         yield
 
 
@@ -52,13 +58,15 @@ def index_lock(root: Path | str | LakeLocation, *, timeout_s: float = 600.0,
 
 
 def _lock(root: Path | str | LakeLocation, name: str, *, timeout_s: float, job: str,
-          what: str) -> AbstractContextManager[None]:
+          what: str, on_wait: Waiting | None = None) -> AbstractContextManager[None]:
     location = LakeLocation.of(root)
     if location.remote:
         blobs = location.blobs
         assert isinstance(blobs, S3Blobs)
-        return _lease(blobs, location, name, timeout_s=timeout_s, job=job, what=what)
-    return _flock(location.local, name, timeout_s=timeout_s, job=job, what=what)
+        return _lease(blobs, location, name, timeout_s=timeout_s, job=job, what=what,
+                      on_wait=on_wait)
+    return _flock(location.local, name, timeout_s=timeout_s, job=job, what=what,
+                  on_wait=on_wait)
 
 
 def _busy(job: str, root: object, what: str, holder: str, timeout_s: float) -> Exception:
@@ -69,7 +77,7 @@ def _busy(job: str, root: object, what: str, holder: str, timeout_s: float) -> E
 
 @contextmanager
 def _lease(blobs: S3Blobs, location: LakeLocation, name: str, *, timeout_s: float, job: str,
-           what: str) -> Iterator[None]:
+           what: str, on_wait: Waiting | None) -> Iterator[None]:
     key = f"_locks/{name}"
     holder = f"{job} (pid {os.getpid()} on {socket.gethostname()})"
 
@@ -95,6 +103,9 @@ def _lease(blobs: S3Blobs, location: LakeLocation, name: str, *, timeout_s: floa
                     break
             if time.monotonic() >= deadline:
                 raise _busy(job, location, what, other, timeout_s)
+            if on_wait is not None:
+                on_wait(other)
+                on_wait = None
         time.sleep(0.2)
 
     state: dict[str, str | bool] = {"etag": etag, "lost": False}
@@ -127,7 +138,8 @@ def _lease(blobs: S3Blobs, location: LakeLocation, name: str, *, timeout_s: floa
 
 
 @contextmanager
-def _flock(root: Path, name: str, *, timeout_s: float, job: str, what: str) -> Iterator[None]:
+def _flock(root: Path, name: str, *, timeout_s: float, job: str, what: str,
+           on_wait: Waiting | None) -> Iterator[None]:
     lock_dir = Path(root) / "_locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
     path = lock_dir / name
@@ -140,11 +152,18 @@ def _flock(root: Path, name: str, *, timeout_s: float, job: str, what: str) -> I
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    holder = path.read_text(errors="replace").strip() or "another process"
-                    raise _busy(job, root, what, holder, timeout_s) from None
+                    raise _busy(job, root, what, _holder(path), timeout_s) from None
+                if on_wait is not None:
+                    on_wait(_holder(path))
+                    on_wait = None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, f"{job} (pid {os.getpid()})".encode())
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _holder(path: Path) -> str:
+    """Who holds a local lock, as its holder wrote it into the lock file."""
+    return path.read_text(errors="replace").strip() or "another process"

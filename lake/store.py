@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -44,6 +46,9 @@ _WRITER = WriterProperties(
     column_properties={name: ColumnProperties(statistics_enabled="NONE") for name in _FREE_TEXT})
 _LOG_RETENTION = "delta.logRetentionDuration"
 _NO_LOG_RETENTION = "interval 0 days"
+# Compaction's file size: a month of a busy tenant's rows in a few files, each still small
+# enough that a filtered scan skips most of the others.
+COMPACT_TARGET_BYTES = 128 * 1024 * 1024
 
 
 @contextmanager
@@ -220,13 +225,7 @@ class LakeStore:
 
         ``full`` also removes files no commit ever referenced (left by crashed writers).
         """
-        dt = self.open(table)
-        if dt is None:
-            return []
-        with _translated(table, "vacuum"):
-            removed: list[str] = dt.vacuum(retention_hours=0, dry_run=False,
-                                           enforce_retention_duration=False, full=full)
-        return removed
+        return self._vacuum(table, full=full, dry_run=False)
 
     def truncate_log(self, table: Table) -> int:
         """Checkpoint the table and delete every older log entry; returns log files removed.
@@ -234,14 +233,123 @@ class LakeStore:
         Old commits name removed files and carry delete predicates; after a purge nobody may
         travel back to them (their data files are vacuumed), so they are dropped too.
         """
+        self.checkpoint(table)
+        return self.cleanup_log(table)
+
+    # -- table upkeep (turnlake maintain): file statistics and compaction --------------------
+    # Kept apart from the readers and writers above: these only rewrite files into fewer,
+    # larger ones (a commit with dataChange=false) or report on them.
+
+    def file_stats(self, table: Table) -> dict[tuple[str, ...], FileStats]:
+        """The current version's data files per partition (partition values in the order of
+        the table's partition columns; ``()`` for an unpartitioned table)."""
+        dt = self.open(table)
+        if dt is None:
+            return {}
+        with _translated(table, "inspect"):
+            actions = pa.table(dt.get_add_actions(flatten=True))
+        columns = [f"partition.{name}" for name in PARTITIONS[table]]
+        keys = zip(*(actions.column(c).to_pylist() for c in columns), strict=True) \
+            if columns else (() for _ in range(actions.num_rows))
+        out: dict[tuple[str, ...], FileStats] = {}
+        for key, size, records in zip(keys, actions.column("size_bytes").to_pylist(),
+                                      actions.column("num_records").to_pylist(), strict=True):
+            seen = out.get(tuple(key), FileStats())
+            out[tuple(key)] = FileStats(seen.files + 1, seen.bytes + int(size),
+                                        seen.rows + int(records or 0))
+        return out
+
+    def compact(self, table: Table, partition: tuple[str, ...], *,
+                target_bytes: int = COMPACT_TARGET_BYTES) -> Compaction:
+        """Rewrite one partition's small data files into files of about ``target_bytes``, in
+        one commit that changes no row (none when there is nothing to merge).
+
+        The replaced files stay on disk, referenced by older versions, until a vacuum.
+        """
+        names = PARTITIONS[table]
+        if len(partition) != len(names):
+            raise LakeError(f"compact on table {table.value}: partition {partition!r} does "
+                            f"not name the partition columns {names}")
+        dt = self.ensure(table)
+        filters: list[tuple[str, str, Any]] = [
+            (name, "=", value) for name, value in zip(names, partition, strict=True)]
+        with _translated(table, "compact"):
+            metrics = dt.optimize.compact(partition_filters=filters or None,
+                                          target_size=target_bytes, writer_properties=_WRITER)
+        return Compaction(files_removed=int(metrics.get("numFilesRemoved", 0)),
+                          files_added=int(metrics.get("numFilesAdded", 0)))
+
+    def log_files(self, table: Table) -> int:
+        """How many entries (commits and checkpoints) the table's Delta log folder holds."""
+        return sum(1 for name in self._log_names(table)
+                   if name.endswith((".json", ".parquet")) and name[:1].isdigit())
+
+    def committed_at(self, table: Table) -> float | None:
+        """When the table's newest commit was made (seconds since the epoch), or None."""
+        dt = self.open(table)
+        if dt is None:
+            return None
+        with _translated(table, "history"):
+            history = dt.history(1)
+        return float(history[0]["timestamp"]) / 1000.0 if history else None
+
+    def checkpoint(self, table: Table) -> None:
+        """Write a checkpoint of the current version, with the log retention set to none so
+        that ``cleanup_log`` may then drop every older entry (see ``truncate_log``)."""
+        dt = self.open(table)
+        if dt is None:
+            return
+        with _translated(table, "checkpoint"):
+            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
+                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
+                dt.update_incremental()
+            dt.create_checkpoint()
+
+    def cleanup_log(self, table: Table) -> int:
+        """Delete the log entries older than the newest checkpoint; returns how many went.
+
+        A reader opening the table lists the log first and reads the entries after, so one
+        that listed before the checkpoint was written needs the older entries a moment longer.
+        """
         dt = self.open(table)
         if dt is None:
             return 0
         before = set(self._log_names(table))
         with _translated(table, "log cleanup"):
-            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
-                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
-                dt.update_incremental()
-            dt.create_checkpoint()
             dt.cleanup_metadata()
         return len(before - set(self._log_names(table)))
+
+    def _vacuum(self, table: Table, *, full: bool, dry_run: bool) -> list[str]:
+        # Zero retention, deliberately: deltalake's default keeps a week of old files.
+        dt = self.open(table)
+        if dt is None:
+            return []
+        with _translated(table, "vacuum dry run" if dry_run else "vacuum"):
+            paths: list[str] = dt.vacuum(retention_hours=0, dry_run=dry_run,
+                                         enforce_retention_duration=False, full=full)
+        return paths
+
+    def vacuumable(self, table: Table) -> list[str]:
+        """The data files a ``vacuum(full=True)`` would remove now (nothing is removed)."""
+        found = self._vacuum(table, full=True, dry_run=True)
+        # The checkpoint keeps tombstones of files already vacuumed (for the table's deleted
+        # file retention); deltalake lists those again.
+        return [path for path in found
+                if self.root.blobs.exists(f"tables/{table.value}/{path}")]
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Data files of one partition at a table's current version."""
+
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What compacting one partition did."""
+
+    files_removed: int
+    files_added: int

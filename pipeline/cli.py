@@ -8,6 +8,7 @@ from __future__ import annotations
 from pipeline.commands import (  # noqa: F401 - importing registers the commands
     importers,
     index,
+    maintain,
     query,
     recorder,
     retention,
