@@ -21,14 +21,12 @@ another user get the same answer, so a refusal never tells whether the object ex
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import stat
-import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +34,16 @@ from typing import Any, Literal
 
 import pyarrow.dataset as ds
 
+from lake.confined import (
+    atomic_write_at,
+    exists_at,
+    lstat_at,
+    open_folders,
+    read_at,
+    remove_empty_folder,
+    remove_if_same,
+    sha256_at,
+)
 from lake.errors import (
     AccessDenied,
     QueryError,
@@ -59,13 +67,6 @@ PullStatus = Literal["pulled", "unchanged", "expired", "refused", "conflict", "u
                      "not_hosted", "invalid"]
 PullKind = Literal["file", "attachment"]
 _DONE: frozenset[str] = frozenset({"pulled", "unchanged"})
-
-# O_NOFOLLOW on every open inside the workspace: a symlink fails with ELOOP instead of being
-# followed (O_DIRECTORY makes a symlinked folder fail the same way, or with ENOTDIR).
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-
 
 @dataclass(frozen=True)
 class PulledFile:
@@ -251,16 +252,16 @@ def clean(into: Path | str) -> CleanReport:
     kept: list[str] = []
     folders_removed: list[str] = []
     with _workspace(root, create=False) as fd:
-        if not _exists(fd, MANIFEST):
+        if not exists_at(fd, MANIFEST):
             raise WorkspaceError(f"{root} has no {MANIFEST}: nothing pull wrote to clean")
         manifest = _read_manifest(fd, root)
         for path, pulled in sorted(manifest.files.items()):
-            if _remove_if_ours(fd, path, pulled.sha256):
+            if remove_if_same(fd, path, pulled.sha256):
                 removed.append(path)
-            elif _exists(fd, path):
+            elif exists_at(fd, path):
                 kept.append(path)
         for folder in sorted(set(manifest.folders), key=lambda f: (-f.count("/"), f)):
-            if _remove_empty_folder(fd, folder):
+            if remove_empty_folder(fd, folder):
                 folders_removed.append(folder)
         os.unlink(MANIFEST, dir_fd=fd)
     return CleanReport(str(root), removed, kept, folders_removed)
@@ -324,116 +325,24 @@ def _write_file(root: int, path: str, data: bytes, previous: PulledFile | None,
     """Write ``data`` at ``path`` under the workspace descriptor: a new file, or one pull wrote
     and nobody changed since (replaced atomically). Returns pulled or unchanged."""
     *folders, name = path.split("/")
-    folder_fd = _open_folders(root, folders, manifest)
+    folder_fd = open_folders(root, folders, manifest.folders)
     try:
-        current = _lstat(folder_fd, name)
+        current = lstat_at(folder_fd, name)
         if current is not None:
             if stat.S_ISLNK(current.st_mode):
                 raise WorkspaceError(f"{path} is a symlink; pull never writes through one")
             if not stat.S_ISREG(current.st_mode):
                 raise _InTheWay(f"{path} exists and is not a file")
-            on_disk = _sha256_at(folder_fd, name)
+            on_disk = sha256_at(folder_fd, name)
             if previous is None or on_disk != previous.sha256:
                 raise _InTheWay(f"{path} exists and was not written by turnlake pull "
                                 "(or changed since); left as it is")
             if on_disk == hashlib.sha256(data).hexdigest():
                 return "unchanged"
-        _atomic_write_at(folder_fd, name, data)
+        atomic_write_at(folder_fd, name, data)
         return "pulled"
     finally:
         os.close(folder_fd)
-
-
-def _open_folders(root: int, folders: list[str], manifest: _Manifest) -> int:
-    """A descriptor of the folder ``folders`` names under ``root``, each one made when missing
-    (and recorded as pull's own) and none of them a symlink."""
-    fd = os.dup(root)
-    done: list[str] = []
-    try:
-        for part in folders:
-            done.append(part)
-            try:
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                os.mkdir(part, 0o777, dir_fd=fd)
-                manifest.folders.append("/".join(done))
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise WorkspaceError(f"{'/'.join(done)} is a symlink or not a folder; "
-                                         "pull never writes through one") from None
-                raise WorkspaceError(f"cannot open {'/'.join(done)}: {exc}") from exc
-            os.close(fd)
-            fd = next_fd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _atomic_write_at(folder_fd: int, name: str, data: bytes) -> None:
-    """Temp file beside ``name``, fsync, rename over it: readers see old bytes or new."""
-    tmp = f".{name[:200]}.{uuid.uuid4().hex[:12]}.pulling"
-    fd = os.open(tmp, _NEW_FLAGS, 0o666, dir_fd=folder_fd)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp, dir_fd=folder_fd)
-        raise
-
-
-def _remove_if_ours(root: int, path: str, sha: str) -> bool:
-    """Unlink ``path`` when it is a regular file with pull's bytes (never through a symlink)."""
-    *folders, name = path.split("/")
-    fd = os.dup(root)
-    try:
-        for part in folders:
-            try:
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                return False  # gone, or replaced by a symlink: nothing of pull's is there
-            os.close(fd)
-            fd = next_fd
-        current = _lstat(fd, name)
-        if current is None or not stat.S_ISREG(current.st_mode):
-            return False
-        if _sha256_at(fd, name) != sha:
-            return False
-        os.unlink(name, dir_fd=fd)
-        return True
-    finally:
-        os.close(fd)
-
-
-def _remove_empty_folder(root: int, folder: str) -> bool:
-    *parents, name = folder.split("/")
-    fd = os.dup(root)
-    try:
-        for part in parents:
-            try:
-                next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                return False
-            os.close(fd)
-            fd = next_fd
-        current = _lstat(fd, name)
-        if current is None or not stat.S_ISDIR(current.st_mode):
-            return False
-        try:
-            os.rmdir(name, dir_fd=fd)
-        except OSError:
-            return False  # not empty: something pull did not write is in it
-        return True
-    finally:
-        os.close(fd)
 
 
 # -- the workspace and its manifest ------------------------------------------------------------
@@ -459,13 +368,13 @@ def _read_manifest(fd: int, root: Path) -> _Manifest:
     """The manifest of the workspace (empty when there is none); a malformed one, or one that
     names a path outside pull's own folders, is refused rather than trusted."""
     where = root / MANIFEST
-    current = _lstat(fd, MANIFEST)
+    current = lstat_at(fd, MANIFEST)
     if current is None:
         return _Manifest()
     if not stat.S_ISREG(current.st_mode):
         raise WorkspaceError(f"{where} is not a regular file (a symlink?); refusing it")
     try:
-        raw = _read_at(fd, MANIFEST)
+        raw = read_at(fd, MANIFEST)
         doc = json.loads(raw)
         if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
             raise ValueError(f"schema is not {MANIFEST_SCHEMA}")
@@ -495,46 +404,10 @@ def _own_path(path: object) -> str:
 
 
 def _write_manifest(fd: int, manifest: _Manifest) -> None:
-    current = _lstat(fd, MANIFEST)
+    current = lstat_at(fd, MANIFEST)
     if current is not None and not stat.S_ISREG(current.st_mode):
         raise WorkspaceError(f"{MANIFEST} is not a regular file; refusing to replace it")
     data = json.dumps(manifest.to_json(), indent=2).encode() + b"\n"
-    _atomic_write_at(fd, MANIFEST, data)
+    atomic_write_at(fd, MANIFEST, data)
 
 
-def _lstat(fd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-
-
-def _exists(fd: int, name: str) -> bool:
-    *parents, last = name.split("/")
-    probe = os.dup(fd)
-    try:
-        for part in parents:
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=probe)
-            except OSError:
-                return False
-            os.close(probe)
-            probe = nxt
-        return _lstat(probe, last) is not None
-    finally:
-        os.close(probe)
-
-
-def _read_at(fd: int, name: str) -> bytes:
-    file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
-    with os.fdopen(file_fd, "rb") as fh:
-        return fh.read()
-
-
-def _sha256_at(fd: int, name: str) -> str:
-    file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
-    digest = hashlib.sha256()
-    with os.fdopen(file_fd, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
