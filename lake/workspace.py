@@ -21,6 +21,7 @@ another user get the same answer, so a refusal never tells whether the object ex
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -349,7 +350,9 @@ def _write_file(root: int, path: str, data: bytes, previous: PulledFile | None,
 
 @contextmanager
 def _workspace(root: Path, *, create: bool = True) -> Iterator[int]:
-    """A descriptor of the workspace folder (made when missing and ``create``)."""
+    """A descriptor of the workspace folder (made when missing and ``create``), held under an
+    exclusive lock: two pulls (or a pull and a clean) into one folder take turns, so neither
+    loses the other's manifest entries."""
     try:
         if create:
             root.mkdir(parents=True, exist_ok=True)
@@ -359,9 +362,10 @@ def _workspace(root: Path, *, create: bool = True) -> Iterator[int]:
     except OSError as exc:
         raise WorkspaceError(f"cannot use {root} as a workspace: {exc}") from exc
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
     finally:
-        os.close(fd)
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _read_manifest(fd: int, root: Path) -> _Manifest:

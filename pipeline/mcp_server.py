@@ -13,7 +13,7 @@ same answer as a missing one.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +23,7 @@ import anyio
 from anyio import to_thread
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -42,6 +43,7 @@ from lake.workspace import PullItem, WorkspacePuller
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
 MAX_K = 50
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 _T = TypeVar("_T")
 
 INSTRUCTIONS = (
@@ -166,12 +168,15 @@ class _Lake:
 
 def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource, *,
                       service: SearchService | None = None, workspace: Path | None = None,
-                      http_path: str = "/mcp") -> FastMCP:
+                      http_path: str = "/mcp",
+                      http_hosts: Sequence[str] = LOOPBACK_HOSTS) -> FastMCP:
     """The MCP server over one lake.
 
     ``principal`` is a fixed Principal or a function of the call's context (see
     :func:`request_principal`). ``workspace`` is the folder pull_files may write into (the
     tool is absent without one). ``service`` lets a host share its warm SearchService.
+    ``http_hosts``: the Host headers streamable HTTP accepts (``host:port``, ``*`` for any
+    port), the SDK's guard against DNS rebinding; add the names a served host is reached by.
     """
     from lake.embedding.factory import embedder_for
 
@@ -182,7 +187,12 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             settings.embedding_model)),
         catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
         puller=WorkspacePuller(store), limiter=anyio.CapacityLimiter(1))
-    server = FastMCP("turnlake", instructions=INSTRUCTIONS, streamable_http_path=http_path)
+    security = TransportSecuritySettings(
+        allowed_hosts=list(http_hosts),
+        allowed_origins=[f"http://{h}" for h in http_hosts] + [f"https://{h}" for h in http_hosts])
+    # At INFO the SDK logs every request to stderr, which agent hosts show as noise.
+    server = FastMCP("turnlake", instructions=INSTRUCTIONS, streamable_http_path=http_path,
+                     transport_security=security, log_level="WARNING")
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
     @server.tool(annotations=read_only, structured_output=True)
@@ -349,17 +359,18 @@ ASGIApp = Callable[[Scope_, Receive, Send], Awaitable[None]]
 
 
 def mcp_http_app(settings: Settings, authenticate: Callable[[str], Principal], *,
-                 service: SearchService | None = None, path: str = "/mcp"
-                 ) -> tuple[FastMCP, ASGIApp]:
+                 service: SearchService | None = None, path: str = "/mcp",
+                 hosts: Sequence[str] = LOOPBACK_HOSTS) -> tuple[FastMCP, ASGIApp]:
     """The MCP server as a streamable-HTTP ASGI app with a bearer key per request.
 
     Returns the server (the host's lifespan must run ``server.session_manager.run()`` when it
     mounts the app into its own) and the app: 401 without ``Authorization: Bearer KEY`` or
     with a key ``authenticate`` refuses (by raising TurnlakeError), else the tools act as the
     key's principal. ``path`` is where the app serves inside itself: ``"/"`` to mount it at
-    ``/mcp`` of another app.
+    ``/mcp`` of another app; ``hosts`` as in :func:`create_mcp_server`.
     """
-    server = create_mcp_server(settings, request_principal, service=service, http_path=path)
+    server = create_mcp_server(settings, request_principal, service=service, http_path=path,
+                               http_hosts=hosts)
     inner = server.streamable_http_app()
 
     async def app(scope: Scope_, receive: Receive, send: Send) -> None:
