@@ -121,6 +121,8 @@ def resolve_key(settings: Settings, key: str) -> Principal:
     try:
         keys = importlib.import_module("lake.keys")
     except ModuleNotFoundError as exc:
+        if exc.name != "lake.keys":
+            raise  # the key store is there but something it needs is not: a real failure
         raise QueryError("API keys need the key store (lake.keys, `turnlake keys`), which this "
                          "build does not have; give --tenant with --user or --analyst") from exc
     found: KeyPrincipal = keys.authenticate(settings.lake, key)
@@ -150,7 +152,8 @@ def request_principal(ctx: Context[Any, Any, Any]) -> Principal:
 
 @dataclass
 class _Lake:
-    """The lake-side services one server keeps warm; the lock keeps them single-threaded."""
+    """The lake-side services one server keeps warm; the limiter runs one call at a time (the
+    services cache opened indexes and the model without locks of their own)."""
 
     search: SearchService
     catalog: TurnCatalog
