@@ -13,6 +13,7 @@ same answer as a missing one.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -361,16 +362,21 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope_, Receive, Send], Awaitable[None]]
 
 
-def mcp_http_app(settings: Settings, authenticate: Callable[[str], Principal], *,
+def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal], *,
                  service: SearchService | None = None, path: str = "/mcp",
                  hosts: Sequence[str] = LOOPBACK_HOSTS) -> tuple[FastMCP, ASGIApp]:
     """The MCP server as a streamable-HTTP ASGI app with a bearer key per request.
 
-    Returns the server (the host's lifespan must run ``server.session_manager.run()`` when it
-    mounts the app into its own) and the app: 401 without ``Authorization: Bearer KEY`` or
-    with a key ``authenticate`` refuses (by raising TurnlakeError), else the tools act as the
-    key's principal. ``path`` is where the app serves inside itself: ``"/"`` to mount it at
-    ``/mcp`` of another app; ``hosts`` as in :func:`create_mcp_server`.
+    ``authenticate`` maps a key to its tenant, role and user (``lake.keys.authenticate`` bound
+    to the lake) and raises TurnlakeError for a key it does not know. Answers 401 without
+    ``Authorization: Bearer KEY`` or with an unknown key, 403 for a key whose role may not
+    read (a recorder's); otherwise the tools act as the key's principal.
+
+    Returns the server and the app. A host that mounts the app into its own must run
+    ``server.session_manager.run()`` in its lifespan (the app's own lifespan does that when it
+    is served alone). ``path`` is where the app answers inside itself: the default when it is
+    served alone or routed as ``Route("/mcp", app)``, ``"/"`` for ``Mount("/mcp", app)``.
+    ``hosts`` as in :func:`create_mcp_server`.
     """
     server = create_mcp_server(settings, request_principal, service=service, http_path=path,
                                http_hosts=hosts)
@@ -384,9 +390,14 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], Principal], *
         try:
             if key is None:
                 raise AccessDenied("send Authorization: Bearer KEY")
-            principal = await to_thread.run_sync(authenticate, key)
+            found = await to_thread.run_sync(authenticate, key)
         except TurnlakeError as exc:
-            await _unauthorized(send, str(exc))
+            await _refuse(send, 401, "unauthorized", str(exc))
+            return
+        try:
+            principal = principal_for(found.tenant, found.role, found.user_id)
+        except TurnlakeError as exc:
+            await _refuse(send, 403, "forbidden", str(exc))
             return
         scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
         await inner(scope, receive, send)
@@ -402,12 +413,12 @@ def _bearer(scope: Scope_) -> str | None:
     return None
 
 
-async def _unauthorized(send: Send, message: str) -> None:
-    import json
-
-    body = json.dumps({"error": {"code": "unauthorized", "message": message}}).encode()
-    await send({"type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b"Bearer")]})
+async def _refuse(send: Send, status: int, code: str, message: str) -> None:
+    """The error answer in the service's one shape, ``{"error": {"code", "message"}}``."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

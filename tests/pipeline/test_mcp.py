@@ -237,9 +237,11 @@ def _free_port() -> int:
 
 
 def test_streamable_http_takes_the_principal_from_each_requests_key(lake: Settings) -> None:
-    keys = {"key-ana": ANA, "key-analyst": ANALYST}
+    keys = {"key-ana": types.SimpleNamespace(tenant="acme", role="user", user_id="u-ana"),
+            "key-analyst": types.SimpleNamespace(tenant="acme", role="analyst", user_id=None),
+            "key-rec": types.SimpleNamespace(tenant="acme", role="recorder", user_id=None)}
 
-    def authenticate(key: str) -> Principal:
+    def authenticate(key: str) -> types.SimpleNamespace:
         if key not in keys:
             raise AccessDenied("unknown API key")
         return keys[key]
@@ -261,6 +263,10 @@ def test_streamable_http_takes_the_principal_from_each_requests_key(lake: Settin
             answer = httpx.post(url, json={}, headers=headers)
             assert answer.status_code == 401
             assert answer.json()["error"]["code"] == "unauthorized"
+        recorder = httpx.post(url, json={}, headers={"Authorization": "Bearer key-rec"})
+        assert recorder.status_code == 403
+        assert recorder.json()["error"] == {"code": "forbidden",
+                                            "message": "a recorder key may not read conversations"}
 
         async def users_seen(key: str) -> set[str]:
             client = httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"},
