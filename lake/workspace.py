@@ -28,7 +28,7 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -313,8 +313,7 @@ def _place(fd: int, planned: _Planned, manifest: _Manifest, claimed: dict[str, s
 
 
 def _with(item: PullItem, status: PullStatus, message: str) -> PullItem:
-    return PullItem(item.target, status, item.kind, item.ref, item.path, item.sha256,
-                    item.size, item.expires_at, message)
+    return replace(item, status=status, message=message)
 
 
 class _InTheWay(Exception):
@@ -384,6 +383,8 @@ def _read_manifest(fd: int, root: Path) -> _Manifest:
             raise ValueError(f"schema is not {MANIFEST_SCHEMA}")
         files = {}
         for entry in doc.get("files", []):
+            if entry["kind"] not in ("file", "attachment"):
+                raise ValueError(f"kind {entry['kind']!r} is neither file nor attachment")
             pulled = PulledFile(
                 path=_own_path(entry["path"]), ref=str(entry["ref"]), kind=entry["kind"],
                 sha256=str(entry["sha256"]), size=int(entry["size"]),
