@@ -13,6 +13,7 @@
     ├── IndexError_            a partition index is missing or unusable
     │   └── IndexStaleError    the index is older than its table and cannot answer alone
     ├── EmbeddingError         the embedding provider failed (searches fall back to text)
+    ├── WorkspaceError         a pull workspace is unusable or would be written unsafely
     └── QueryError             a search or catalog request is invalid
 
 Every error carries a message that names what was wrong and where.
@@ -67,6 +68,11 @@ class IndexStaleError(IndexError_):
 
 class EmbeddingError(TurnlakeError):
     """The embedding provider failed; text generators still work."""
+
+
+class WorkspaceError(TurnlakeError):
+    """A workspace folder cannot be pulled into (or cleaned) safely: a symlink, a bad
+    manifest, an unreadable folder."""
 
 
 class QueryError(TurnlakeError):

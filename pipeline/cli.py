@@ -6,6 +6,7 @@ The commands live in ``pipeline.commands``; importing the modules registers them
 from __future__ import annotations
 
 from pipeline.commands import (  # noqa: F401 - importing registers the commands
+    agent,
     importers,
     index,
     maintain,

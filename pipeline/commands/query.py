@@ -251,7 +251,9 @@ def turn_show(
 @ref_app.command("resolve")
 def ref_resolve(
     ref: Annotated[str, typer.Argument(help="A conv:fi: reference.")],
-    out_file: Annotated[Path, typer.Option("--out", help="Where to write the bytes.")],
+    out_file: Annotated[str, typer.Option(
+        "--out", help="Where to write the bytes: a file, or an existing folder (the file "
+                      "keeps its name there).")],
     tenant: TenantOption = None,
     user: UserOption = None,
     analyst: AnalystOption = False,
@@ -262,7 +264,16 @@ def ref_resolve(
         principal = principal_from(tenant, user, analyst)
         card, data = TurnMaterializer(LakeStore(settings_from(lake).lake)).resolve(
             principal, ref)
+        # A str, not a Path: Path() drops the trailing '/' that says "a folder".
+        place = Path(out_file)
+        if out_file.endswith("/") and not place.is_dir():
+            raise QueryError(f"--out {out_file}: no such folder")
+        # The name comes from the validated ref path, so it has no separators or '..'.
+        target = place / card.name if place.is_dir() else place
+        try:
+            target.write_bytes(data)
+        except OSError as exc:
+            raise QueryError(f"cannot write {target}: {exc.strerror or exc}") from exc
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    out_file.write_bytes(data)
-    out.print(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {out_file}")
+    out.print(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {target}")

@@ -1,0 +1,424 @@
+"""The MCP server: conversation search, the turn catalog, turn materialization and workspace
+pull as tools an agent calls (the `mcp` SDK's FastMCP).
+
+A thin adapter, like the CLI: every tool calls the lake's services (one warm
+:class:`SearchService` per server) as the server's principal. Identity never comes from tool
+arguments: it is fixed when the server starts (``turnlake mcp --key KEY``, stdio), or, over
+streamable HTTP, taken per request from the bearer key (:func:`mcp_http_app`).
+
+Refusals do not tell whether an object exists: another user's conversation or turn gets the
+same answer as a missing one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol, TypeVar
+
+import anyio
+from anyio import to_thread
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from lake.errors import AccessDenied, QueryError, TurnlakeError
+from lake.refs import normalize_relative_path
+from lake.search.access import Principal, Scope
+from lake.search.catalog import CatalogTurn, TurnCatalog
+from lake.search.materialize import MaterializedTurn, TurnMaterializer
+from lake.search.request import Hit, SearchRequest, SnippetChoice
+from lake.search.service import SearchService
+from lake.search.when import OrdinalLookup, resolve_when
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import DEFAULT_SEARCH_ROLES
+from lake.workspace import PullItem, WorkspacePuller
+
+Role = Literal["user", "analyst", "recorder", "admin"]
+SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
+MAX_K = 50
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+_T = TypeVar("_T")
+
+INSTRUCTIONS = (
+    "turnlake holds this person's recorded conversations with agents: every turn's prompts, "
+    "answers, summaries, anchors, notes, attachments and hosted files. Use "
+    "search_conversations to find earlier turns by topic or wording, list_turns for questions "
+    "of position or time ('the 3rd turn', 'yesterday'), get_turn to read one turn whole with "
+    "its file refs, and pull_files to copy a turn's files into the workspace. What you can see "
+    "is fixed by the key this server runs with.")
+
+
+class KeyPrincipal(Protocol):
+    """What ``lake.keys.authenticate`` returns for a valid API key."""
+
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def user_id(self) -> str | None: ...
+
+
+# -- structured outputs ------------------------------------------------------------------------
+
+class SearchAnswer(BaseModel):
+    """Matched turns best first (the CLI's ``--json`` shape) and freshness warnings."""
+
+    hits: list[Hit]
+    warnings: list[str]
+
+
+class TurnList(BaseModel):
+    """Turns in conversation order (``ordinal`` 1 = first turn of its conversation)."""
+
+    turns: list[CatalogTurn]
+
+
+class TurnAnswer(BaseModel):
+    """One turn rebuilt from its TurnLog, with file cards (``files[].ref`` are conv:fi: refs
+    that pull_files accepts)."""
+
+    turn: MaterializedTurn
+
+
+class PullAnswer(BaseModel):
+    """What a pull did per file; ``ok`` is true when every file is in the workspace."""
+
+    into: str
+    manifest: str
+    ok: bool
+    items: list[PullItem]
+
+
+# -- identity ----------------------------------------------------------------------------------
+
+def principal_for(tenant: str, role: str, user_id: str | None) -> Principal:
+    """The read principal of an API key's role: ``user`` reads its own conversations,
+    ``analyst`` and ``admin`` read their tenant; a ``recorder`` key may not read (AccessDenied).
+    """
+    if role == "user":
+        if not user_id:
+            raise AccessDenied("a user key without a user id may not read conversations")
+        return Principal(tenant=tenant, user_id=user_id)
+    if role in ("analyst", "admin"):
+        return Principal(tenant=tenant, user_id=None, analyst=True)
+    raise AccessDenied(f"a {role} key may not read conversations")
+
+
+def resolve_key(settings: Settings, key: str) -> Principal:
+    """The principal of an API key, through ``lake.keys.authenticate(location, key)``.
+
+    AccessDenied for an unknown key or a role that may not read, QueryError when this build
+    has no key store.
+    """
+    try:
+        keys = importlib.import_module("lake.keys")
+    except ModuleNotFoundError as exc:
+        if exc.name != "lake.keys":
+            raise  # the key store is there but something it needs is not: a real failure
+        raise QueryError("API keys need the key store (lake.keys, `turnlake keys`), which this "
+                         "build does not have; give --tenant with --user or --analyst") from exc
+    found: KeyPrincipal = keys.authenticate(settings.lake, key)
+    return principal_for(found.tenant, found.role, found.user_id)
+
+
+PrincipalSource = Callable[[Context[Any, Any, Any]], Principal]
+PRINCIPAL_STATE = "turnlake_principal"  # where mcp_http_app leaves a request's principal
+
+
+def fixed_principal(principal: Principal) -> PrincipalSource:
+    """Every call as one principal (stdio: the key given at start)."""
+    return lambda _ctx: principal
+
+
+def request_principal(ctx: Context[Any, Any, Any]) -> Principal:
+    """The principal :func:`mcp_http_app` authenticated for the HTTP request of this call."""
+    request = ctx.request_context.request
+    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+    principal = state.get(PRINCIPAL_STATE)
+    if not isinstance(principal, Principal):
+        raise AccessDenied("this call carries no authenticated key")
+    return principal
+
+
+# -- the server --------------------------------------------------------------------------------
+
+@dataclass
+class _Lake:
+    """The lake-side services one server keeps warm; the limiter runs one call at a time (the
+    services cache opened indexes and the model without locks of their own)."""
+
+    search: SearchService
+    catalog: TurnCatalog
+    materializer: TurnMaterializer
+    puller: WorkspacePuller
+    limiter: anyio.CapacityLimiter
+
+    async def run(self, work: Callable[[], _T]) -> _T:
+        """Run blocking lake work off the event loop, one call at a time."""
+        try:
+            return await to_thread.run_sync(work, limiter=self.limiter)
+        except TurnlakeError as exc:
+            raise ToolError(str(exc)) from exc
+
+
+def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource, *,
+                      service: SearchService | None = None, workspace: Path | None = None,
+                      http_path: str = "/mcp",
+                      http_hosts: Sequence[str] = LOOPBACK_HOSTS) -> FastMCP:
+    """The MCP server over one lake.
+
+    ``principal`` is a fixed Principal or a function of the call's context (see
+    :func:`request_principal`). ``workspace`` is the folder pull_files may write into (the
+    tool is absent without one). ``service`` lets a host share its warm SearchService.
+    ``http_hosts``: the Host headers streamable HTTP accepts (``host:port``, ``*`` for any
+    port), the SDK's guard against DNS rebinding; add the names a served host is reached by.
+    """
+    from lake.embedding.factory import embedder_for
+
+    who = fixed_principal(principal) if isinstance(principal, Principal) else principal
+    store = LakeStore(settings.lake)
+    lake = _Lake(
+        search=service or SearchService(store, embedder=lambda: embedder_for(
+            settings.embedding_model)),
+        catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
+        puller=WorkspacePuller(store), limiter=anyio.CapacityLimiter(1))
+    security = TransportSecuritySettings(
+        allowed_hosts=list(http_hosts),
+        allowed_origins=[f"http://{h}" for h in http_hosts] + [f"https://{h}" for h in http_hosts])
+    # At INFO the SDK logs every request to stderr, which agent hosts show as noise.
+    server = FastMCP("turnlake", instructions=INSTRUCTIONS, streamable_http_path=http_path,
+                     transport_security=security, log_level="WARNING")
+    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @server.tool(annotations=read_only, structured_output=True)
+    async def search_conversations(
+        ctx: Context[Any, Any, Any],
+        query: Annotated[str, Field(min_length=1, description=(
+            "What to look for, in the words the conversation would have used: a topic, an "
+            "error message, a file name, an identifier. Quote a phrase to match it exactly."))],
+        scope: Annotated[Scope, Field(description=(
+            "'user' (default): all of this person's conversations; 'conversation': only the "
+            "one given in `conversation`; 'tenant': every user's (analyst keys only)."))
+        ] = "user",
+        conversation: Annotated[str | None, Field(description=(
+            "Conversation id: required with scope 'conversation', else narrows the search."))
+        ] = None,
+        roles: Annotated[list[SearchRole] | None, Field(description=(
+            "Which texts to search; default user, assistant, summary, anchor, attachment. "
+            "'note' holds the agent's private notes."))] = None,
+        since: Annotated[datetime | None, Field(description=(
+            "Only turns that started at or after this ISO 8601 time (UTC if no offset)."))
+        ] = None,
+        until: Annotated[datetime | None, Field(description=(
+            "Only turns that started before this ISO 8601 time (UTC if no offset)."))] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many turns to return.")
+                     ] = 10,
+        snippets: Annotated[SnippetChoice, Field(description=(
+            "Which sides of each matched turn to include as snippets: 'both' (default), "
+            "'user', 'assistant' or 'none'."))] = "both",
+    ) -> SearchAnswer:
+        """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
+        lifted by recency. Each hit is one turn (conversation_id, turn_id, when, the best
+        matching text and its role, user/assistant snippets). Follow up with get_turn for
+        the whole turn, or pull_files for its files."""
+        request = SearchRequest(
+            query=query, principal=who(ctx), scope=scope, conversation_id=conversation,
+            roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
+            k=k, snippets=snippets)
+        result = await lake.run(lambda: lake.search.search(request))
+        return SearchAnswer(hits=result.hits, warnings=result.warnings)
+
+    @server.tool(annotations=read_only, structured_output=True)
+    async def list_turns(
+        ctx: Context[Any, Any, Any],
+        conversation: Annotated[str | None, Field(description=(
+            "Conversation id. Alone: every turn of it, in order."))] = None,
+        ordinal: Annotated[int | None, Field(description=(
+            "With `conversation`: the Nth turn (1 = first, -1 = last, -2 = second to last)."))
+        ] = None,
+        when: Annotated[str | None, Field(description=(
+            "A phrase: 'today', 'yesterday', 'last week', 'in March 2026', '2026-03-14', "
+            "'last 3 days', or a position ('3rd turn', 'the last turn': needs "
+            "`conversation`)."))] = None,
+    ) -> TurnList:
+        """List turns by position or time: a conversation's turns in order, its Nth turn, or
+        the turns a time phrase covers (across conversations when no conversation is given).
+        Each turn has its ordinal, start time and the start of its prompt and answer."""
+        principal = who(ctx)
+
+        def nth(position: int) -> list[CatalogTurn]:
+            assert conversation is not None
+            return [_unseen(lambda: lake.catalog.nth(principal, conversation, position))]
+
+        def work() -> list[CatalogTurn]:
+            if when is not None:
+                # A phrase that does not parse keeps its own message; a position is looked
+                # up like `ordinal`.
+                lookup = resolve_when(when, datetime.now(UTC))
+                if isinstance(lookup, OrdinalLookup) and conversation is not None:
+                    return nth(lookup.ordinal)
+                return lake.catalog.resolve(principal, when, conversation_id=conversation)
+            if conversation is None:
+                raise QueryError("give `conversation` (optionally with `ordinal`) or `when`")
+            if ordinal is not None:
+                return nth(ordinal)
+            try:
+                return lake.catalog.turns(principal, conversation)
+            except AccessDenied:
+                return []  # another user's conversation looks like one that does not exist
+
+        try:
+            return TurnList(turns=await lake.run(work))
+        except _Unseen:
+            raise ToolError(f"conversation {conversation} has no such turn that "
+                            f"{principal.describe()} may read; list_turns with only "
+                            "`conversation` shows the turns there are") from None
+
+    @server.tool(annotations=read_only, structured_output=True)
+    async def get_turn(
+        ctx: Context[Any, Any, Any],
+        conversation: Annotated[str, Field(description="Conversation id (from a hit).")],
+        turn: Annotated[str, Field(description="Turn id (from a hit or list_turns).")],
+    ) -> TurnAnswer:
+        """Read one turn whole, rebuilt from its record: every user submission, the final
+        answer, attachments, hosted files (with conv:fi: refs, type, size, expiry), tool
+        steps, citations, summary, anchors and notes."""
+        principal = who(ctx)
+        try:
+            shown = await lake.run(lambda: _unseen(
+                lambda: lake.materializer.turn(principal, conversation, turn)))
+        except _Unseen:
+            raise ToolError(f"no live turn {conversation}/{turn} that {principal.describe()} "
+                            "may read") from None
+        return TurnAnswer(turn=shown)
+
+    if workspace is not None:
+        root = workspace
+
+        @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
+                                                 idempotentHint=True, openWorldHint=False),
+                     structured_output=True)
+        async def pull_files(
+            ctx: Context[Any, Any, Any],
+            targets: Annotated[list[str], Field(min_length=1, description=(
+                "conv:fi: refs (as found in answers, summaries or get_turn's files), or "
+                "turns as 'CONVERSATION/TURN' to pull all of a turn's files and "
+                "attachments."))],
+            into: Annotated[str, Field(description=(
+                "A folder relative to the workspace (empty: the workspace itself)."))] = "",
+        ) -> PullAnswer:
+            """Copy hosted files into the workspace: DIR/files/<path> for a turn's files,
+            DIR/user.attachments/<name> for the user's attachments, and a manifest
+            DIR/.turnlake-pull.json. Never overwrites a file it did not write. Each item
+            says pulled, unchanged, expired, refused, conflict, unsafe, not_hosted or
+            invalid; the others are still pulled."""
+            principal = who(ctx)
+
+            def work() -> PullAnswer:
+                folder = root / normalize_relative_path(into) if into else root
+                report = lake.puller.pull(principal, targets, folder)
+                return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
+                                  items=report.items)
+
+            return await lake.run(work)
+
+    return server
+
+
+class _Unseen(Exception):
+    """A turn or conversation that is missing or not the principal's (one answer for both)."""
+
+
+def _unseen(lookup: Callable[[], _T]) -> _T:
+    """Run the lookup of one named turn; "not yours" and "not there" (QueryError from a lookup
+    whose ids are valid) become one indistinguishable error."""
+    try:
+        return lookup()
+    except (AccessDenied, QueryError):
+        raise _Unseen() from None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A time without an offset is UTC (as on the command line)."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+# -- streamable HTTP -----------------------------------------------------------------------------
+
+Scope_ = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope_, Receive, Send], Awaitable[None]]
+
+
+def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal], *,
+                 service: SearchService | None = None, path: str = "/mcp",
+                 hosts: Sequence[str] = LOOPBACK_HOSTS) -> tuple[FastMCP, ASGIApp]:
+    """The MCP server as a streamable-HTTP ASGI app with a bearer key per request.
+
+    ``authenticate`` maps a key to its tenant, role and user (``lake.keys.authenticate`` bound
+    to the lake) and raises TurnlakeError for a key it does not know. Answers 401 without
+    ``Authorization: Bearer KEY`` or with an unknown key, 403 for a key whose role may not
+    read (a recorder's); otherwise the tools act as the key's principal.
+
+    Returns the server and the app. A host that mounts the app into its own must run
+    ``server.session_manager.run()`` in its lifespan (the app's own lifespan does that when it
+    is served alone). ``path`` is where the app answers inside itself: the default when it is
+    served alone or routed as ``Route("/mcp", app)``, ``"/"`` for ``Mount("/mcp", app)``.
+    ``hosts`` as in :func:`create_mcp_server`.
+    """
+    server = create_mcp_server(settings, request_principal, service=service, http_path=path,
+                               http_hosts=hosts)
+    inner = server.streamable_http_app()
+
+    async def app(scope: Scope_, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        key = _bearer(scope)
+        try:
+            if key is None:
+                raise AccessDenied("send Authorization: Bearer KEY")
+            found = await to_thread.run_sync(authenticate, key)
+        except TurnlakeError as exc:
+            await _refuse(send, 401, "unauthorized", str(exc))
+            return
+        try:
+            principal = principal_for(found.tenant, found.role, found.user_id)
+        except TurnlakeError as exc:
+            await _refuse(send, 403, "forbidden", str(exc))
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
+        await inner(scope, receive, send)
+
+    return server, app
+
+
+def _bearer(scope: Scope_) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            kind, _, key = value.decode("latin-1").partition(" ")
+            return key.strip() or None if kind.lower() == "bearer" else None
+    return None
+
+
+async def _refuse(send: Send, status: int, code: str, message: str) -> None:
+    """The error answer in the service's one shape, ``{"error": {"code", "message"}}``."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
