@@ -65,6 +65,7 @@ class FileStore:
         self._remote = self.location.remote
         # The objects folder as text, for the batch paths that build one path per file.
         self._root = "" if self._remote else str(self.root)
+        self._unsynced: set[str] = set()  # local files put_new wrote, for sync to flush
 
     @property
     def root(self) -> Path:
@@ -127,6 +128,7 @@ class FileStore:
                 self._replace(file.key, target, file.data, durable=False)
             except OSError as exc:
                 raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
+            self._unsynced.add(target)
 
     def _move_pack(self, file: PendingFile, packed: _Packed, folders: set[str]) -> None:
         """Move a staged pack into place, once for all the pending files it holds."""
@@ -145,6 +147,7 @@ class FileStore:
         except OSError as exc:
             raise LakeError(f"could not store pack {packed.pack}: {exc}") from exc
         folders.add(target)
+        self._unsynced.add(target)
 
     @staticmethod
     def _replace(key: str, target: str, data: bytes, *, durable: bool) -> None:
@@ -249,10 +252,20 @@ class FileStore:
         return f"{path}/{name}"
 
     def sync(self) -> None:
-        """Flush every written file to disk (one call for a whole batch of puts); object-store
-        PUTs are durable once acknowledged."""
-        if not self._remote:
-            os.sync()
+        """Flush the files :meth:`put_new` wrote, and their folders' entries, to disk (one
+        call for a whole batch); object-store PUTs are durable once acknowledged.
+
+        Only those files: ``os.sync()`` flushed the whole machine's dirty pages and waited
+        for every other process's writes too.
+        """
+        written, self._unsynced = self._unsynced, set()
+        try:
+            for path in sorted(written):
+                _fsync(path, os.O_RDONLY)
+            for folder in sorted({os.path.dirname(path) for path in written}):
+                _fsync(folder, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise LakeError(f"could not flush hosted files to disk: {exc}") from exc
 
     def get(self, key: str) -> bytes:
         """The bytes stored under a key."""
@@ -537,6 +550,14 @@ def _bytes_of(file: PendingFile) -> bytes:
         return file.data
     with open(file.staged, "rb") as fh:
         return fh.read()
+
+
+def _fsync(path: str, flags: int) -> None:
+    fd = os.open(path, flags | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _move_staged(staged: str, target: str) -> None:

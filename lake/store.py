@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import ColumnProperties, DeltaTable, WriterProperties, write_deltalake
+from deltalake import ColumnProperties, DeltaTable, Field, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lake.errors import ConcurrentWriteError, LakeError
@@ -71,6 +71,27 @@ def _translated(table: Table, action: str) -> Iterator[None]:
         raise LakeError(f"{action} on table {table.value} failed: {message}") from exc
     except OSError as exc:
         raise LakeError(f"{action} on table {table.value} failed: {exc}") from exc
+
+
+def _evolved(dt: DeltaTable, table: Table) -> DeltaTable:
+    """The table with every column of SCHEMAS[table] it lacks added, in one commit.
+
+    Schema evolution: a column added to lake/tables.py reaches a lake written before it the
+    first time that table is written; files written earlier read the column as null. Only a
+    nullable column can be added so (old rows have no value for it).
+    """
+    have = {field.name for field in dt.schema().fields}
+    missing = [field for field in SCHEMAS[table] if field.name not in have]
+    if not missing:
+        return dt
+    required = [field.name for field in missing if not field.nullable]
+    if required:
+        raise LakeError(f"table {table}: new column(s) {', '.join(required)} are not nullable, "
+                        f"so rows already in the lake at {dt.table_uri} would have no value")
+    with _translated(table, "add columns to"):
+        dt.alter.add_columns([Field.from_arrow(field) for field in missing])
+        dt.update_incremental()
+    return dt
 
 
 def _row_count(dt: DeltaTable) -> int:
@@ -129,7 +150,7 @@ class LakeStore:
         """Create the table (empty, with its schema and partitioning) if it does not exist."""
         existing = self.open(table)
         if existing is not None:
-            return existing
+            return _evolved(existing, table)
         if not self.root.remote:
             self.path(table).mkdir(parents=True, exist_ok=True)
         with _translated(table, "create"):

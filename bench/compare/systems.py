@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.compare.rows import Query, TurnKey
 from lake.search.fusion import RankedRow, fuse, recency_lift
-from lake.search.request import DEFAULT_WEIGHTS
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings
 
 
 @dataclass(frozen=True)
@@ -78,13 +78,13 @@ def top_turns(rows: Sequence[RowHit], k: int) -> list[TurnKey]:
 def fuse_like_turnlake(lists: Mapping[str, Sequence[RowHit]], settings: SearchSettings,
                        *, method: str = "rrf_score") -> list[TurnKey]:
     """turnlake's fusion on another system's arm lists: collapse to turns, weighted RRF
-    (k=60, default rrf_score bonus), then the recency lift on each turn's best row."""
+    (search's k, default rrf_score bonus), then the recency lift on each turn's best row."""
     ranked = {name: [RankedRow(str(r.rid), r.turn, r.score) for r in rows]
               for name, rows in lists.items() if rows}
     if not ranked:
         return []
     ts = {r.turn: r.ts for rows in lists.values() for r in rows}
-    fused = fuse(ranked, {g: settings.weights.get(g, 1.0) for g in ranked}, k=60,
+    fused = fuse(ranked, {g: settings.weights.get(g, 1.0) for g in ranked}, k=FusionSettings().k,
                  method=method)  # type: ignore[arg-type]
     scored = []
     for turn in fused:

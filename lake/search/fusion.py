@@ -4,7 +4,7 @@ Each candidate generator (semantic, lexical, trigram) returns rows ranked best f
 own several rows (prompt, completion, summary ...), so every list is first collapsed to turns,
 keeping each turn's *best* row (its first appearance), and ranks are counted over those turn lists.
 
-Standard weighted reciprocal-rank fusion (:func:`weighted_rrf`)::
+Standard weighted reciprocal-rank fusion (:func:`fuse` with ``method="rrf"``)::
 
     rrf(t) = Σ_g  w_g / (k + rank_g(t))          summed over generators g whose list holds t
 
@@ -12,8 +12,12 @@ Recency is not a fourth list; it multiplies the fused value once (:func:`recency
 
     final(t) = fused(t) × (1 + w × 0.5 ** (age(t) / half_life))
 
-:func:`fuse` adds score-aware variants, because plain RRF lets a weak list (a dense retriever
-with flat similarities) drag a far-ahead lexical hit below turns that are mediocre everywhere.
+Search chooses among the three methods of :func:`fuse` (``FusionSettings.method``); the
+score-aware ones exist because plain RRF lets a weak list (a dense retriever with flat
+similarities) drag a far-ahead lexical hit below turns that are mediocre everywhere.
+:func:`fuse_ids` is the one implementation (what search calls, over integer turn ids);
+:func:`fuse` is the same over rows named by keys, the readable form the tests hold it to.
+``DEFAULT_K`` here is the RRF k search uses (``FusionSettings.k`` defaults to it).
 Everything here is pure: no I/O, no clock.
 """
 
@@ -28,27 +32,21 @@ import numpy as np
 from lake.errors import QueryError
 
 __all__ = [
-    "DEFAULT_HALF_LIFE_SECONDS",
     "DEFAULT_K",
     "FusedIds",
     "FusedTurn",
     "FusionMethod",
     "GeneratorHit",
     "RankedRow",
-    "ScoreNormalization",
-    "apply_recency",
     "collapse_to_turns",
     "fuse",
     "fuse_ids",
     "recency_lift",
-    "weighted_rrf",
 ]
 
-DEFAULT_K = 60
-DEFAULT_HALF_LIFE_SECONDS = 7 * 24 * 3600.0
+DEFAULT_K = 60  # the RRF k of search: FusionSettings.k defaults to this
 
 FusionMethod = Literal["rrf", "rrf_score", "score"]
-ScoreNormalization = Literal["zscore", "minmax", "max"]
 
 TurnKey = tuple[str, str]
 IdList = tuple[np.ndarray, np.ndarray]  # (turn ids, scores), best row first
@@ -73,8 +71,8 @@ class GeneratorHit(NamedTuple):
 class FusedTurn(NamedTuple):
     """One fused turn.
 
-    ``rrf`` is the fused value before recency: the weighted RRF sum for :func:`weighted_rrf`,
-    or the chosen method's value for :func:`fuse`. ``hits`` maps generator name to the turn's
+    ``rrf`` is the fused value before recency: the chosen method's value (the weighted RRF sum
+    for ``"rrf"``). ``hits`` maps generator name to the turn's
     best row in that generator (only generators with a non-zero weight appear).
     """
 
@@ -107,24 +105,6 @@ def collapse_to_turns(rows: Sequence[RankedRow]) -> list[tuple[TurnKey, RankedRo
     return list(best.items())
 
 
-def weighted_rrf(
-    lists: Mapping[str, Sequence[RankedRow]],
-    weights: Mapping[str, float] | None = None,
-    k: int = DEFAULT_K,
-) -> list[FusedTurn]:
-    """Standard weighted reciprocal-rank fusion over the generators' turn lists.
-
-    ``rrf(t) = Σ_g w_g / (k + rank_g(t))`` where ``rank_g(t)`` is the 1-based position of turn
-    ``t`` in generator ``g``'s list after :func:`collapse_to_turns`; generators whose list lacks
-    ``t`` add nothing. A generator missing from ``weights`` weighs 1.0; weight names without a
-    list are ignored (a generator that failed simply has no list). A generator of weight 0 is
-    dropped entirely, so the result equals the result without that list. Sorted by ``rrf``
-    descending, ties by ``turn_key`` ascending. Raises :class:`QueryError` for a negative or
-    non-finite weight, a negative ``k``, or invalid rows.
-    """
-    return fuse(lists, weights, k, "rrf")
-
-
 def fuse(
     lists: Mapping[str, Sequence[RankedRow]],
     weights: Mapping[str, float] | None = None,
@@ -132,39 +112,37 @@ def fuse(
     method: FusionMethod = "rrf",
     *,
     score_factor: float = 1.0,
-    normalization: ScoreNormalization = "zscore",
     zscore_floor: float = 1.0,
 ) -> list[FusedTurn]:
     """Fuse the generators' turn lists with the chosen ``method``; the value lands in ``rrf``.
 
-    Weights, collapsing and zero-weight handling are as in :func:`weighted_rrf`. With
-    ``n_g(t)`` the normalized score of turn ``t``'s best row in generator ``g`` (see below) and
+    ``rank_g(t)`` is the 1-based position of turn ``t`` in generator ``g``'s list after
+    :func:`collapse_to_turns`; generators whose list lacks ``t`` add nothing; missing weights
+    default to 1.0, names not in ``lists`` are ignored; a generator of weight 0 is dropped
+    entirely, so the result equals the result without that list. With ``n_g(t)`` the
+    normalized score of turn ``t``'s best row in generator ``g`` (see below) and
     ``β = score_factor``:
 
-    * ``"rrf"``:       ``F(t) = Σ_g w_g / (k + rank_g(t))`` (exactly :func:`weighted_rrf`).
+    * ``"rrf"``:       ``F(t) = Σ_g w_g / (k + rank_g(t))`` (standard weighted RRF).
     * ``"rrf_score"``: ``F(t) = Σ_g w_g · (1 / (k + rank_g(t)) + β · n_g(t) / (k + 1))``.
       Dividing by ``k + 1`` puts the score term in rank-1 units: with ``β = 1`` a turn whose
       normalized score is 1 earns as much again as a rank-1 hit. ``β = 0`` gives plain RRF.
     * ``"score"``:     ``F(t) = Σ_g w_g · n_g(t)`` (relative score fusion; ranks unused).
 
-    Normalizations, computed per generator over its collapsed turn list (one score per turn):
-
-    * ``"zscore"`` (default): ``n = max(0, (s - μ_g) / σ_g - zscore_floor)`` with the list's
-      population mean and standard deviation; ``n = 0`` when ``σ_g = 0``. Only outliers, hits
-      more than ``zscore_floor`` deviations above their list's mean, earn a bonus, so a far-
-      ahead lexical top hit gains a lot while an evenly spread list (whose z-scores stay below
-      about √3) adds little to its mid-ranked turns. Hits below the floor add 0, never a
-      penalty. ``zscore_floor = 0`` rewards every above-mean hit.
-    * ``"minmax"``: ``n = (s - min_g) / (max_g - min_g)``; 1 for every turn when max = min.
-      Note it stretches even a flat list to [0, 1].
-    * ``"max"``: ``n = max(s, 0) / max_g`` when ``max_g > 0``, else 0.
+    The normalization, computed per generator over its collapsed turn list (one score per
+    turn), is a floored z-score: ``n = max(0, (s - μ_g) / σ_g - zscore_floor)`` with the list's
+    population mean and standard deviation; ``n = 0`` when ``σ_g = 0``. Only outliers, hits
+    more than ``zscore_floor`` deviations above their list's mean, earn a bonus, so a far-
+    ahead lexical top hit gains a lot while an evenly spread list (whose z-scores stay below
+    about √3) adds little to its mid-ranked turns. Hits below the floor add 0, never a
+    penalty. ``zscore_floor = 0`` rewards every above-mean hit.
 
     Sorted by ``F`` descending, then by the plain RRF part descending, then ``turn_key``.
-    Raises :class:`QueryError` for an unknown method or normalization, a negative or
-    non-finite ``score_factor``, a non-finite ``zscore_floor``, plus everything
-    :func:`weighted_rrf` rejects.
+    Raises :class:`QueryError` for an unknown method, a negative or non-integer ``k``, a
+    negative or non-finite weight or ``score_factor``, a non-finite ``zscore_floor``, and
+    invalid rows (naming their generator).
     """
-    _check_fusion(k, method, normalization, score_factor, zscore_floor)
+    _check_fusion(k, method, score_factor, zscore_floor)
     checked = _turn_lists(lists, weights)
     # Number the turns, then fuse the numbers: every list is already collapsed, so each id
     # names one turn and each position one row.
@@ -182,8 +160,8 @@ def fuse(
         numbered[name] = (np.array(turn_ids, np.int64),
                           np.array([row.score for _, row in collapsed], np.float64))
     result = fuse_ids(numbered, {name: w for name, w, _ in checked}, k, method,
-                      score_factor=score_factor, normalization=normalization,
-                      zscore_floor=zscore_floor, tie_key=keys.__getitem__)
+                      score_factor=score_factor, zscore_floor=zscore_floor,
+                      tie_key=keys.__getitem__)
     rows = [collapsed for _, _, collapsed in checked]
     fused = []
     for j, (number, value) in enumerate(zip(result.turns.tolist(), result.values.tolist(),
@@ -221,7 +199,6 @@ def fuse_ids(
     method: FusionMethod = "rrf",
     *,
     score_factor: float = 1.0,
-    normalization: ScoreNormalization = "zscore",
     zscore_floor: float = 1.0,
     tie_key: Callable[[int], Any] | None = None,
 ) -> FusedIds:
@@ -234,7 +211,7 @@ def fuse_ids(
     Raises :class:`QueryError` for everything :func:`fuse` rejects, and for lists whose two
     arrays differ in length.
     """
-    _check_fusion(k, method, normalization, score_factor, zscore_floor)
+    _check_fusion(k, method, score_factor, zscore_floor)
     given = _checked_weights(weights)
     names: list[str] = []
     collapsed: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -268,7 +245,7 @@ def fuse_ids(
         # w / (k + rank) and w * n in float64, as the scalar arithmetic of the formulas does
         rrf[at] += w / (k + rank)
         if method != "rrf":
-            score_sums[at] += w * _normalize(scores, normalization, zscore_floor)
+            score_sums[at] += w * _normalize(scores, zscore_floor)
         ranks[g, at] = rank
         rows[g, at] = first
     if method == "rrf":
@@ -347,43 +324,17 @@ def recency_lift(age_seconds: float, half_life_seconds: float, weight: float) ->
     return 1.0 + weight * math.pow(0.5, age / half_life_seconds)
 
 
-def apply_recency(
-    turns: Sequence[FusedTurn],
-    ages_seconds: Mapping[TurnKey, float],
-    half_life_seconds: float = DEFAULT_HALF_LIFE_SECONDS,
-    weight: float = 1.0,
-) -> list[tuple[FusedTurn, float]]:
-    """Multiply each turn's fused value by its :func:`recency_lift`; best first.
-
-    Returns ``(turn, fused × lift)`` pairs sorted by the lifted value descending, ties by
-    ``turn_key``. Raises :class:`QueryError` when a turn has no entry in ``ages_seconds``.
-    """
-    lifted: list[tuple[FusedTurn, float]] = []
-    for turn in turns:
-        if turn.turn_key not in ages_seconds:
-            raise QueryError(f"no age given for turn {turn.turn_key!r}")
-        lift = recency_lift(ages_seconds[turn.turn_key], half_life_seconds, weight)
-        lifted.append((turn, turn.rrf * lift))
-    lifted.sort(key=lambda pair: (-pair[1], pair[0].turn_key))
-    return lifted
-
-
 def _check_k(k: int) -> None:
     """Reject a smoothing constant that is not a non-negative integer."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise QueryError(f"RRF constant k must be an integer >= 0, got {k!r}")
 
 
-def _check_fusion(k: int, method: str, normalization: str, score_factor: float,
-                  zscore_floor: float) -> None:
+def _check_fusion(k: int, method: str, score_factor: float, zscore_floor: float) -> None:
     """Reject fusion settings that :func:`fuse` does not define."""
     _check_k(k)
     if method not in ("rrf", "rrf_score", "score"):
         raise QueryError(f"unknown fusion method {method!r}; use 'rrf', 'rrf_score' or 'score'")
-    if normalization not in ("zscore", "minmax", "max"):
-        raise QueryError(
-            f"unknown score normalization {normalization!r}; use 'zscore', 'minmax' or 'max'"
-        )
     if not math.isfinite(score_factor) or score_factor < 0:
         raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
     if not math.isfinite(zscore_floor):
@@ -418,30 +369,16 @@ def _turn_lists(
     return out
 
 
-def _normalize(
-    scores: np.ndarray, normalization: ScoreNormalization, zscore_floor: float
-) -> np.ndarray:
-    """Normalize one list's scores (float64) as documented in :func:`fuse`."""
+def _normalize(scores: np.ndarray, zscore_floor: float) -> np.ndarray:
+    """The floored z-scores of one list's scores (float64), as documented in :func:`fuse`."""
     n = scores.size
     if n == 0:
         return np.zeros(0)
-    if normalization == "max":
-        high = float(scores.max())
-        if high <= 0:
-            return np.zeros(n)
-        positive: np.ndarray = np.maximum(scores, 0.0)
-        return positive / high
-    # both remaining normalizations are scale-invariant; scaling to [-1, 1] first keeps
-    # differences and squares of huge scores from overflowing
+    # scale-invariant; scaling to [-1, 1] first keeps squares of huge scores from overflowing
     magnitude = float(np.abs(scores).max())
     if magnitude == 0:
-        return np.full(n, 1.0 if normalization == "minmax" else 0.0)
+        return np.zeros(n)
     scaled = scores / magnitude
-    if normalization == "minmax":
-        low, high = float(scaled.min()), float(scaled.max())
-        if high == low:
-            return np.ones(n)
-        return (scaled - low) / (high - low)
     # exact sums (fsum), so the mean and spread do not depend on the order of the scores
     mean = math.fsum(scaled.tolist()) / n
     deviation = scaled - mean

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from lake.search.access import Principal, Scope
-from lake.search.fusion import FusionMethod
+from lake.search.fusion import DEFAULT_K, FusionMethod
 from lake.tables import DEFAULT_SEARCH_ROLES
 
 Generator = Literal["semantic", "lexical", "trigram"]
@@ -36,7 +36,7 @@ class FusionSettings:
     """How the generators' turn lists are fused (see lake.search.fusion.fuse)."""
 
     method: FusionMethod = "rrf_score"
-    k: int = 60
+    k: int = DEFAULT_K  # defined once, in lake.search.fusion
     score_factor: float = 1.0
     zscore_floor: float = 1.0
 

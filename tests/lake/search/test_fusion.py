@@ -12,17 +12,18 @@ from hypothesis import strategies as st
 
 from lake.errors import QueryError
 from lake.search.fusion import (
-    DEFAULT_HALF_LIFE_SECONDS,
+    DEFAULT_K,
     FusedTurn,
     GeneratorHit,
     RankedRow,
-    apply_recency,
     collapse_to_turns,
     fuse,
     fuse_ids,
     recency_lift,
-    weighted_rrf,
 )
+from lake.search.request import FusionSettings
+
+HALF_LIFE = 7 * 24 * 3600.0
 
 DAY = 86400.0
 
@@ -33,6 +34,16 @@ def rows(generator: str, *items: tuple[str, float]) -> list[RankedRow]:
         RankedRow(row_key=f"{generator}:{i}", turn_key=("c", turn), score=score)
         for i, (turn, score) in enumerate(items)
     ]
+
+
+def weighted_rrf(lists: dict[str, list[RankedRow]], weights: dict[str, float] | None = None,
+                 k: int = DEFAULT_K) -> list[FusedTurn]:
+    """Plain weighted RRF: fuse's "rrf" method."""
+    return fuse(lists, weights, k, "rrf")
+
+
+def test_search_uses_the_one_rrf_k() -> None:
+    assert FusionSettings().k == DEFAULT_K
 
 
 def by_turn(fused: Sequence[FusedTurn]) -> dict[str, float]:
@@ -254,20 +265,6 @@ def test_rrf_score_keeps_consensus_when_lexical_top_is_not_ahead() -> None:
     assert fuse(lists, method="rrf_score")[0].turn_key[1] == "B"
 
 
-def test_score_method_normalizations() -> None:
-    lists = {"lexical": rows("lex", ("A", 8.0), ("B", 4.0), ("C", 2.0))}
-    assert by_turn(fuse(lists, method="score", normalization="minmax")) == pytest.approx(
-        {"A": 1.0, "B": 2 / 6, "C": 0.0}
-    )
-    assert by_turn(fuse(lists, method="score", normalization="max")) == pytest.approx(
-        {"A": 1.0, "B": 0.5, "C": 0.25}
-    )
-    single = {"lexical": rows("lex", ("A", 3.0))}
-    assert by_turn(fuse(single, method="score", normalization="minmax")) == {"A": 1.0}
-    negative = {"semantic": rows("sem", ("A", -0.1), ("B", -0.2))}
-    assert by_turn(fuse(negative, method="score", normalization="max")) == {"A": 0.0, "B": 0.0}
-
-
 def test_score_method_ties_fall_back_to_rank() -> None:
     # all-equal scores normalize to 0 under zscore, so rank order must decide
     lists = {"lexical": rows("lex", ("C", 1.0), ("A", 1.0), ("B", 1.0))}
@@ -276,18 +273,15 @@ def test_score_method_ties_fall_back_to_rank() -> None:
 
 def test_fuse_handles_huge_scores() -> None:
     lists = {"lexical": rows("lex", ("A", 1e308), ("B", -1e308), ("C", 0.0))}
-    for normalization in ("zscore", "minmax", "max"):
-        fused = fuse(lists, method="score", normalization=normalization)
-        assert all(math.isfinite(f.rrf) for f in fused)
-        assert fused[0].turn_key[1] == "A"
+    fused = fuse(lists, method="score")
+    assert all(math.isfinite(f.rrf) for f in fused)
+    assert fused[0].turn_key[1] == "A"
 
 
 def test_fuse_rejects_bad_options() -> None:
     lists = {"lexical": rows("lex", ("A", 1.0))}
     with pytest.raises(QueryError, match="method"):
         fuse(lists, method="borda")  # type: ignore[arg-type]
-    with pytest.raises(QueryError, match="normalization"):
-        fuse(lists, method="score", normalization="softmax")  # type: ignore[arg-type]
     with pytest.raises(QueryError, match="score_factor"):
         fuse(lists, method="rrf_score", score_factor=-1.0)
     with pytest.raises(QueryError, match="zscore_floor"):
@@ -306,7 +300,7 @@ def test_recency_lift_hand_computed() -> None:
     assert recency_lift(3 * DAY, -1.0, 1.0) == 1.0
     assert recency_lift(3 * DAY, 7 * DAY, 0.0) == 1.0
     assert recency_lift(math.inf, 7 * DAY, 1.0) == 1.0
-    assert DEFAULT_HALF_LIFE_SECONDS == 7 * DAY
+    assert HALF_LIFE == 7 * DAY
 
 
 @pytest.mark.parametrize(
@@ -349,19 +343,6 @@ def test_lift_decreases_with_age(a: float, b: float, half_life: float, weight: f
     assert recency_lift(younger, half_life, weight) >= recency_lift(older, half_life, weight)
 
 
-def test_apply_recency_reorders_once() -> None:
-    lists = {"lexical": rows("lex", ("OLD", 5.0), ("NEW", 4.0))}
-    fused = weighted_rrf(lists)
-    ranked = apply_recency(fused, {("c", "OLD"): 70 * DAY, ("c", "NEW"): 0.0})
-    assert [turn.turn_key[1] for turn, _ in ranked] == ["NEW", "OLD"]
-    assert ranked[0][1] == pytest.approx(2 * (1 / 62))
-    assert ranked[1][1] == pytest.approx((1 / 61) * (1 + 0.5**10))
-    unlifted = apply_recency(fused, {("c", "OLD"): 0.0, ("c", "NEW"): 0.0}, weight=0.0)
-    assert [(t.turn_key[1], v) for t, v in unlifted] == [("OLD", 1 / 61), ("NEW", 1 / 62)]
-    with pytest.raises(QueryError, match="NEW"):
-        apply_recency(fused, {("c", "OLD"): 0.0})
-
-
 # --- fuse against its formulas; fuse_ids against fuse --------------------------------------
 
 tied_scores = st.sampled_from([0.5, 1.0, 2.0])  # few values: equal fused values are common
@@ -380,27 +361,21 @@ def tied_lists(draw: st.DrawFn) -> dict[str, list[RankedRow]]:
     return out
 
 
-def reference_normalize(scores: list[float], normalization: str) -> list[float]:
-    """fuse's documented normalizations (z-score floor 1), one score at a time."""
+def reference_normalize(scores: list[float]) -> list[float]:
+    """fuse's documented floored z-scores (floor 1), one score at a time."""
     if not scores:
         return []
-    if normalization == "max":
-        high = max(scores)
-        return [max(s, 0.0) / high if high > 0 else 0.0 for s in scores]
     magnitude = max(abs(s) for s in scores)
     if magnitude == 0:
-        return [1.0 if normalization == "minmax" else 0.0] * len(scores)
+        return [0.0] * len(scores)
     scaled = [s / magnitude for s in scores]
-    if normalization == "minmax":
-        low, high = min(scaled), max(scaled)
-        return [(s - low) / (high - low) if high > low else 1.0 for s in scaled]
     mean = math.fsum(scaled) / len(scaled)
     std = math.sqrt(math.fsum((s - mean) ** 2 for s in scaled) / len(scaled))
     return [max(0.0, (s - mean) / std - 1.0) if std > 1e-12 else 0.0 for s in scaled]
 
 
 def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float], k: int,
-                   method: str, factor: float, normalization: str) -> list[tuple[str, float]]:
+                   method: str, factor: float) -> list[tuple[str, float]]:
     """fuse's documented formulas, one turn at a time: (turn id, fused value), best first."""
     rrf: dict[tuple[str, str], float] = {}
     sums: dict[tuple[str, str], float] = {}
@@ -409,7 +384,7 @@ def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float],
         if w == 0:
             continue
         collapsed = collapse_to_turns(lists[name])
-        normalized = reference_normalize([r.score for _, r in collapsed], normalization)
+        normalized = reference_normalize([r.score for _, r in collapsed])
         for i, (turn, _) in enumerate(collapsed):
             rrf[turn] = rrf.get(turn, 0.0) + w / (k + i + 1)
             sums[turn] = sums.get(turn, 0.0) + w * normalized[i]
@@ -420,14 +395,12 @@ def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float],
 
 
 @given(tied_lists(), st.sampled_from(["rrf", "rrf_score", "score"]),
-       st.sampled_from(["zscore", "minmax", "max"]),
        st.dictionaries(st.sampled_from(GENERATORS), st.sampled_from([0.0, 0.5, 1.0, 2.0])),
        st.sampled_from([0, 1, 60]))
 def test_fuse_follows_its_formulas_exactly(lists: dict[str, list[RankedRow]], method: str,
-                                           normalization: str, weights: dict[str, float],
-                                           k: int) -> None:
-    fused = fuse(lists, weights, k, method, normalization=normalization)  # type: ignore[arg-type]
-    expected = reference_fuse(lists, weights, k, method, 1.0, normalization)
+                                           weights: dict[str, float], k: int) -> None:
+    fused = fuse(lists, weights, k, method)  # type: ignore[arg-type]
+    expected = reference_fuse(lists, weights, k, method, 1.0)
     assert [(f.turn_key[1], f.rrf) for f in fused] == expected
 
 
