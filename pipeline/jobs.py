@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedder_from, embedding_identity
 from lake.embedding.rows import embed_rows
 from lake.faults import NO_FAULTS, Faults
 from lake.settings import Settings
@@ -49,7 +49,7 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     ``failed`` and the run goes on; ``turnlake embed --backfill`` retries them later.
     """
     tally = EmbedTally()
-    provider = (embedder or embedder_for(settings.embedding_model)) if embed else None
+    provider = (embedder or embedder_from(settings)) if embed else None
 
     def hook(rows: pa.Table) -> pa.Table:
         assert provider is not None
@@ -78,4 +78,4 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
 
 
 def _model_name(settings: Settings) -> str:
-    return embedder_for(settings.embedding_model).name
+    return embedding_identity(settings)
