@@ -10,10 +10,12 @@ import typer
 
 from lake.errors import TurnlakeError
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
+from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 from pipeline.importers import ImportStream, iter_chatgpt, iter_claude_code
 from pipeline.ingest import Ingestor, Quarantined
-from pipeline.jobs import run_ingest
 from pipeline.progress import job_progress
+from pipeline.ray_ingest import ingest_job
 
 import_app = typer.Typer(no_args_is_help=True,
                          help="Import Claude Code transcripts or ChatGPT exports.")
@@ -23,14 +25,20 @@ TenantOpt = Annotated[str, typer.Option("--tenant", help="Tenant to import into.
 UserOpt = Annotated[str, typer.Option("--user", help="User id the turns belong to.")]
 
 
-def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool) -> None:
-    settings = settings_from(lake)
+def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
+         runtime: str | None = None, ray: str | None = None,
+         ray_cpus: int | None = None) -> None:
+    settings = with_runtime(settings_from(lake), runtime)
     try:
+        if ray_cpus is not None and ray is None:
+            raise TurnlakeError("--ray-cpus needs --ray")
         with job_progress() as progress:
-            job = run_ingest(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
+            job = ingest_job(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
+                             ray=ray, ray_cpus=ray_cpus,
                              on_line=progress.counter("importing turns"),
                              on_embedded=progress.counter("embedding rows"),
-                             on_partition=progress.partitions("building indexes"))
+                             on_partition=progress.partitions("building indexes"),
+                             on_embedded_partition=progress.partitions("embedding on Ray"))
         problems = [Quarantined(p.source, _line(p.location), f"{p.location}: {p.reason}", p.raw)
                     for p in stream.problems]
         if problems:
@@ -52,7 +60,7 @@ def _line(location: str) -> int:
     return int(match.group()) if match else 0
 
 
-@import_app.command("claude-code")
+@import_app.command("claude-code", cls=RayFlagCommand)
 def import_claude_code(
     paths: Annotated[list[Path], typer.Argument(help="Session .jsonl files or project folders.")],
     tenant: TenantOpt,
@@ -60,6 +68,9 @@ def import_claude_code(
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "claude-code",
     embed: Annotated[bool, typer.Option(help="Embed new rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build touched partitions.")] = True,
+    runtime: RuntimeOption = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Import Claude Code session transcripts (one session = one conversation)."""
@@ -67,10 +78,10 @@ def import_claude_code(
         stream = iter_claude_code(paths, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index)
+    _run(stream, lake, embed, index, runtime=runtime, ray=ray, ray_cpus=ray_cpus)
 
 
-@import_app.command("chatgpt")
+@import_app.command("chatgpt", cls=RayFlagCommand)
 def import_chatgpt(
     path: Annotated[Path, typer.Argument(help="conversations.json (or the export .zip).")],
     tenant: TenantOpt,
@@ -78,6 +89,9 @@ def import_chatgpt(
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "chatgpt",
     embed: Annotated[bool, typer.Option(help="Embed new rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build touched partitions.")] = True,
+    runtime: RuntimeOption = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Import a ChatGPT data export (the branch ending at each current_node)."""
@@ -85,4 +99,4 @@ def import_chatgpt(
         stream = iter_chatgpt(path, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index)
+    _run(stream, lake, embed, index, runtime=runtime, ray=ray, ray_cpus=ray_cpus)
