@@ -45,15 +45,20 @@ def demo_texts(n: int, seed: int = 2) -> list[str]:
     return texts[:n]
 
 
-def query_p50(embedder: Embedder, n: int) -> float:
-    """Median milliseconds of one one-text ``encode`` (after a warm-up)."""
+def query_latencies(embedder: Embedder, n: int) -> list[float]:
+    """Milliseconds of ``n`` one-text ``encode`` calls (after a warm-up)."""
     embedder.encode(["warm up"])
     samples = []
     for i in range(n):
         t = time.perf_counter()
         embedder.encode([f"spreadsheet trouble from last week number {i}"])
         samples.append((time.perf_counter() - t) * 1000)
-    return float(np.percentile(samples, 50))
+    return samples
+
+
+def query_p50(embedder: Embedder, n: int) -> float:
+    """Median of :func:`query_latencies`."""
+    return float(np.percentile(query_latencies(embedder, n), 50))
 
 
 def _spin(stop: Any) -> None:

@@ -158,16 +158,12 @@ def bench_scale(rows: int, queries: int) -> dict[str, Any]:
 
 
 def bench_query_embedding(n: int = 200) -> dict[str, Any]:
-    """Latency of embedding one query with the real model (timed apart from search)."""
+    """Latency of embedding one query with the real model on PyTorch (timed apart from search;
+    the ONNX figure is in the embedding_runtimes section)."""
+    from bench.embedding_bench import query_latencies
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
-    embedder = SentenceTransformerEmbedder()
-    embedder.encode(["warm up"])
-    samples = []
-    for i in range(n):
-        t = time.perf_counter()
-        embedder.encode([f"spreadsheet trouble from last week number {i}"])
-        samples.append((time.perf_counter() - t) * 1000)
+    samples = query_latencies(SentenceTransformerEmbedder(), n)
     return {"p50_ms": round(float(np.percentile(samples, 50)), 2),
             "p95_ms": round(float(np.percentile(samples, 95)), 2)}
 
