@@ -18,7 +18,7 @@ import streamlit as st
 
 from app.models import FileView, HitView, ReplayTurn, SearchForm, SearchOutcome, Viewer
 from lake import analytics
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedder_from
 from lake.errors import AccessDenied, RefError
 from lake.index.manifest import list_partitions, read_current
 from lake.location import LakeLocation
@@ -88,8 +88,8 @@ class Workbench:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.store = LakeStore(settings.lake)
-        model = settings.embedding_model
-        self.search_service = SearchService(self.store, embedder=lambda: embedder_for(model))
+        self.search_service = SearchService(
+            self.store, embedder=lambda: embedder_from(settings, "query"))
         self.catalog = TurnCatalog(self.store)
         self.materializer = TurnMaterializer(self.store)
 

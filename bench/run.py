@@ -1,8 +1,9 @@
 """`python -m bench.run --quick|--full`: every benchmark, printed and saved under bench/results.
 
 Sections: ingest throughput (embeddings off), embedding throughput (raw encode vs the row
-pipeline), LoCoMo recall per generator and fused, search latency at scale, ANN recall; with
---full also the partition-parallel index build on Ray (1 and 2 workers).
+pipeline), embedding runtimes (ONNX vs PyTorch, vector reuse), LoCoMo recall per generator and
+fused, search latency at scale, ANN recall; with --full also the partition-parallel index build
+on Ray (1 and 2 workers).
 """
 
 from __future__ import annotations
@@ -157,18 +158,21 @@ def bench_scale(rows: int, queries: int) -> dict[str, Any]:
 
 
 def bench_query_embedding(n: int = 200) -> dict[str, Any]:
-    """Latency of embedding one query with the real model (timed apart from search)."""
+    """Latency of embedding one query with the real model on PyTorch (timed apart from search;
+    the ONNX figure is in the embedding_runtimes section)."""
+    from bench.embedding_bench import query_latencies
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
-    embedder = SentenceTransformerEmbedder()
-    embedder.encode(["warm up"])
-    samples = []
-    for i in range(n):
-        t = time.perf_counter()
-        embedder.encode([f"spreadsheet trouble from last week number {i}"])
-        samples.append((time.perf_counter() - t) * 1000)
+    samples = query_latencies(SentenceTransformerEmbedder(), n)
     return {"p50_ms": round(float(np.percentile(samples, 50)), 2),
             "p95_ms": round(float(np.percentile(samples, 95)), 2)}
+
+
+def bench_embedding_runtimes() -> dict[str, Any]:
+    """ONNX vs PyTorch: one query, under load, bulk, cosine; reuse share (bench.embedding_bench)."""
+    from bench.embedding_bench import bench_runtimes
+
+    return bench_runtimes()
 
 
 def bench_ann_recall(n: int) -> dict[str, Any]:
@@ -314,6 +318,8 @@ def main() -> None:
         ("ingest_100k", lambda: bench_ingest(100_000)),
         ("embedding", lambda: bench_embedding(1000 if mode == "quick" else 4000)),
         ("query_embedding", bench_query_embedding),
+        # ONNX Runtime vs PyTorch in one run, and vector reuse (issue #25).
+        ("embedding_runtimes", bench_embedding_runtimes),
         ("locomo", bench_locomo),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),

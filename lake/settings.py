@@ -40,6 +40,26 @@ class Settings:
         metadata={"help": "local sentence-transformers model path; None = packaged MiniLM"},
     )
     embed_batch_size: int = field(default=64, metadata={"help": "texts per encode call"})
+    embedding_runtime: str = field(
+        default="onnx",
+        metadata={"help": "onnx (ONNX Runtime, default) or torch (PyTorch via "
+                          "sentence-transformers); TURNLAKE_EMBEDDING_RUNTIME"},
+    )
+    embedding_precision: str = field(
+        default="fp32",
+        metadata={"help": "fp32, or int8 (dynamic quantization, onnx runtime only: a different "
+                          "embedding identity); TURNLAKE_EMBEDDING_PRECISION"},
+    )
+    embed_query_threads: int = field(
+        default=1,
+        metadata={"help": "intra-op threads of a query embedder in long-running processes "
+                          "(workbench, service, search)"},
+    )
+    embed_bulk_threads: int | None = field(
+        default=None,
+        metadata={"help": "intra-op threads for bulk embedding (ingest, backfill); None = "
+                          "every core"},
+    )
     ingest_batch_turns: int = field(default=50_000, metadata={"help": "turns per Delta commit"})
     max_hosted_file_bytes: int = field(
         default=50 * 1024 * 1024, metadata={"help": "largest hosted file accepted"}
@@ -57,6 +77,7 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        _check_embedding_fields(self)
         # An s3:// root becomes a location carrying its connection settings; a folder stays
         # a Path (what local callers and tests join paths onto).
         root = self.lake
@@ -70,12 +91,17 @@ class Settings:
     def from_env(cls, lake: Path | str | None = None, **overrides: Any) -> Settings:
         """Settings from ``--lake`` (if given), else ``TURNLAKE_LAKE``, else ``./data/lake``.
 
-        ``TURNLAKE_EMBEDDING_MODEL`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
+        ``TURNLAKE_EMBEDDING_MODEL``, ``TURNLAKE_EMBEDDING_RUNTIME``,
+        ``TURNLAKE_EMBEDDING_PRECISION`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
         """
         root = lake if lake is not None else os.environ.get("TURNLAKE_LAKE") or DEFAULT_LAKE
         values: dict[str, Any] = {"lake": root}
         if model := os.environ.get("TURNLAKE_EMBEDDING_MODEL"):
             values["embedding_model"] = model
+        if runtime := os.environ.get("TURNLAKE_EMBEDDING_RUNTIME"):
+            values["embedding_runtime"] = runtime.strip().lower()
+        if precision := os.environ.get("TURNLAKE_EMBEDDING_PRECISION"):
+            values["embedding_precision"] = precision.strip().lower()
         if tenants := os.environ.get("TURNLAKE_TENANTS"):
             values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
         given = {k: v for k, v in overrides.items() if v is not None}
@@ -101,6 +127,28 @@ class Settings:
             if best is None or specificity > best[0]:
                 best = (specificity, rule.ttl_days)
         return best[1] if best else self.default_ttl_days
+
+
+EMBEDDING_RUNTIMES = ("onnx", "torch")
+EMBEDDING_PRECISIONS = ("fp32", "int8")
+
+
+def _check_embedding_fields(settings: Settings) -> None:
+    from lake.errors import EmbeddingError
+
+    if settings.embedding_runtime not in EMBEDDING_RUNTIMES:
+        raise EmbeddingError(f"embedding runtime must be one of {EMBEDDING_RUNTIMES}, got "
+                             f"{settings.embedding_runtime!r} (TURNLAKE_EMBEDDING_RUNTIME)")
+    if settings.embedding_precision not in EMBEDDING_PRECISIONS:
+        raise EmbeddingError(f"embedding precision must be one of {EMBEDDING_PRECISIONS}, got "
+                             f"{settings.embedding_precision!r} (TURNLAKE_EMBEDDING_PRECISION)")
+    if settings.embedding_precision == "int8" and settings.embedding_runtime != "onnx":
+        raise EmbeddingError("int8 embeddings need the onnx runtime")
+    for name in ("embed_query_threads", "embed_bulk_threads"):
+        value = getattr(settings, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise EmbeddingError(f"{name} must be a positive int, got {value!r}")
 
 
 def load_policy(root: Path | str | LakeLocation) -> dict[str, Any]:

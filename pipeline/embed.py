@@ -1,9 +1,12 @@
-"""``turnlake embed --backfill``: embed every content row still ``pending`` or ``failed``.
+"""``turnlake embed --backfill``: embed every content row still ``pending`` or ``failed``
+(with ``--reembed`` also every row embedded by another identity than the configured one).
 
 The driver takes the writer lock, plans (which partitions, at which ``content_rows`` version)
 and commits each partition's embedded rows. *Where* a partition's rows are read and embedded
 is pluggable (a :class:`PartitionEmbedder`): in this process (the default) or one Ray task each
 (``pipeline.ray_jobs.EmbedOnRay``); either way the writes stay in the process holding the lock.
+Vectors the tenant's rows already carry for the same text and identity are reused, not
+recomputed (:mod:`lake.embedding.reuse`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from lake.embedding.base import Embedder
-from lake.embedding.rows import FAILED, PENDING, EmbedOutcome, embed_rows
+from lake.embedding.reuse import VectorReuse
+from lake.embedding.rows import DONE, FAILED, PENDING, EmbedOutcome, embed_rows
 from lake.locks import writer_lock
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -26,12 +30,23 @@ from lake.tables import Table
 _TO_EMBED = ds.field("embedding_status").isin([PENDING, FAILED])
 
 
+def to_embed(reembed: str | None = None) -> ds.Expression:
+    """Rows a backfill embeds: pending or failed ones; with ``reembed`` (an identity) also the
+    ``done`` rows whose ``embedding_model`` is any other identity."""
+    if reembed is None:
+        return _TO_EMBED
+    model = ds.field("embedding_model")
+    other = (ds.field("embedding_status") == DONE) & (model.is_null() | (model != reembed))
+    return _TO_EMBED | other
+
+
 @dataclass
 class BackfillReport:
     """What a backfill did."""
 
     embedded: int = 0
     failed: int = 0
+    reused: int = 0
     partitions: set[tuple[str, str]] = field(default_factory=set)
     error: str | None = None
 
@@ -47,29 +62,34 @@ class EmbeddedPartition:
 
 
 class PartitionEmbedder(Protocol):
-    """Embeds the pending rows of partitions as of one ``content_rows`` version, yielding each
-    partition as it finishes (in any order). ``on_rows(n)`` may report rows embedded so far in
-    the partition being embedded (in-process work only). Closing the generator stops the rest.
+    """Embeds the rows to embed (see :func:`to_embed`; ``reembed`` as there) of partitions as of
+    one ``content_rows`` version, yielding each partition as it finishes (in any order).
+    ``on_rows(n)`` may report rows embedded so far in the partition being embedded (in-process
+    work only). Closing the generator stops the rest.
     """
 
     def __call__(self, store: LakeStore, version: int, partitions: Sequence[tuple[str, str]],
-                 *, on_rows: Callable[[int], None] | None = None,
+                 *, reembed: str | None = None, on_rows: Callable[[int], None] | None = None,
                  ) -> Generator[EmbeddedPartition, None, None]: ...
 
 
-def rows_to_embed(store: LakeStore, version: int, tenant: str, month: str) -> pa.Table:
-    """The partition's content rows whose embedding is pending or failed, at ``version``."""
+def rows_to_embed(store: LakeStore, version: int, tenant: str, month: str, *,
+                  reembed: str | None = None) -> pa.Table:
+    """The partition's content rows to embed at ``version`` (see :func:`to_embed`)."""
     return store.read(Table.CONTENT_ROWS, version=version,
                       filter=(ds.field("tenant") == tenant) & (ds.field("month") == month)
-                      & _TO_EMBED)
+                      & to_embed(reembed))
 
 
 def embed_partition(store: LakeStore, version: int, tenant: str, month: str,
-                    embedder: Embedder, *, batch_size: int,
+                    embedder: Embedder, *, batch_size: int, reembed: str | None = None,
+                    reuse: VectorReuse | None = None,
                     on_progress: Callable[[int], None] | None = None) -> EmbeddedPartition:
-    """Read and embed one partition's pending and failed rows (``batch_size`` texts a call)."""
-    rows, outcome = embed_rows(rows_to_embed(store, version, tenant, month), embedder,
-                               batch_size=batch_size, on_progress=on_progress)
+    """Read and embed one partition's rows to embed (``batch_size`` texts a call), reusing
+    the vectors ``reuse`` knows."""
+    rows, outcome = embed_rows(rows_to_embed(store, version, tenant, month, reembed=reembed),
+                               embedder, batch_size=batch_size, on_progress=on_progress,
+                               reuse=reuse)
     return EmbeddedPartition(tenant, month, rows, outcome)
 
 
@@ -81,15 +101,17 @@ class EmbedInProcess:
     batch_size: int
 
     def __call__(self, store: LakeStore, version: int, partitions: Sequence[tuple[str, str]],
-                 *, on_rows: Callable[[int], None] | None = None,
+                 *, reembed: str | None = None, on_rows: Callable[[int], None] | None = None,
                  ) -> Generator[EmbeddedPartition, None, None]:
-        """Embed the partitions one after another."""
+        """Embed the partitions one after another, reusing vectors across all of them."""
+        reuse = VectorReuse(store, self.embedder.name, version=version)
         for tenant, month in partitions:
             yield embed_partition(store, version, tenant, month, self.embedder,
-                                  batch_size=self.batch_size, on_progress=on_rows)
+                                  batch_size=self.batch_size, reembed=reembed, reuse=reuse,
+                                  on_progress=on_rows)
 
 
-def backfill(settings: Settings, embedder: Embedder, *,
+def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
              on_progress: Callable[[int, int], None] | None = None,
              on_partition: Callable[[str, int, int], None] | None = None,
              runner: PartitionEmbedder | None = None) -> BackfillReport:
@@ -98,6 +120,8 @@ def backfill(settings: Settings, embedder: Embedder, *,
     ``on_progress(done, total)`` reports rows embedded so far, ``on_partition(name, done,
     total)`` each finished partition. ``runner`` decides where partitions are embedded
     (default: in this process with ``embedder``); commits always happen here, under the lock.
+    ``reembed`` also re-embeds rows whose vectors came from another identity than
+    ``embedder.name`` (a model, runtime family or precision change).
     """
     store = LakeStore(settings.lake)
     report = BackfillReport()
@@ -106,7 +130,8 @@ def backfill(settings: Settings, embedder: Embedder, *,
     with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake embed"):
         version = store.version(Table.CONTENT_ROWS)
         assert version is not None
-        counts = _rows_per_partition(store, version)
+        keep = embedder.name if reembed else None
+        counts = _rows_per_partition(store, version, to_embed(keep))
         total, done = sum(counts.values()), 0
         if total == 0:
             return report
@@ -116,7 +141,7 @@ def backfill(settings: Settings, embedder: Embedder, *,
                 on_progress(done + n, total)
 
         embed = runner or EmbedInProcess(embedder, settings.embed_batch_size)
-        results = embed(store, version, sorted(counts), on_rows=progress)
+        results = embed(store, version, sorted(counts), reembed=keep, on_rows=progress)
         # closing(): stop partitions still being embedded elsewhere when this loop ends early.
         with closing(results):
             for i, part in enumerate(results, start=1):
@@ -130,9 +155,10 @@ def backfill(settings: Settings, embedder: Embedder, *,
     return report
 
 
-def _rows_per_partition(store: LakeStore, version: int) -> dict[tuple[str, str], int]:
+def _rows_per_partition(store: LakeStore, version: int,
+                        select: ds.Expression) -> dict[tuple[str, str], int]:
     parts = store.read(Table.CONTENT_ROWS, version=version, columns=["tenant", "month"],
-                       filter=_TO_EMBED)
+                       filter=select)
     grouped = parts.group_by(["tenant", "month"]).aggregate([([], "count_all")])
     return {(t, m): n for t, m, n in zip(grouped["tenant"].to_pylist(),
                                          grouped["month"].to_pylist(),
@@ -149,4 +175,5 @@ def _commit(store: LakeStore, part: EmbeddedPartition, report: BackfillReport) -
         report.partitions.add((part.tenant, part.month))
     report.embedded += outcome.embedded
     report.failed += outcome.failed
+    report.reused += outcome.reused
     report.error = outcome.error or report.error

@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedder_from, embedding_identity
+from lake.embedding.reuse import VectorReuse
 from lake.embedding.rows import embed_rows
 from lake.faults import NO_FAULTS, Faults
 from lake.settings import Settings
@@ -24,6 +25,7 @@ class EmbedTally:
 
     embedded: int = 0
     failed: int = 0
+    reused: int = 0  # rows whose vector was not computed (a duplicate, or already in the lake)
     errors: list[str] = field(default_factory=list)
 
 
@@ -50,13 +52,15 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     With ``replace``, turns stored with other content are superseded (see ``Ingestor``).
     """
     tally = EmbedTally()
-    provider = (embedder or embedder_for(settings.embedding_model)) if embed else None
+    provider = (embedder or embedder_from(settings)) if embed else None
+    reuse = VectorReuse(LakeStore(settings.lake), provider.name) if provider else None
 
     def hook(rows: pa.Table) -> pa.Table:
         assert provider is not None
         embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,
-                                       on_progress=None)
+                                       on_progress=None, reuse=reuse)
         tally.embedded += outcome.embedded
+        tally.reused += outcome.reused
         tally.failed += outcome.failed
         if outcome.error:
             tally.errors.append(outcome.error)
@@ -79,4 +83,4 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
 
 
 def _model_name(settings: Settings) -> str:
-    return embedder_for(settings.embedding_model).name
+    return embedding_identity(settings)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import EmbedderSpec
+from lake.embedding.reuse import VectorReuse
 from lake.errors import TurnlakeError
 from lake.index.manifest import PartitionManifest
 from lake.index.partition import build_partition
@@ -132,19 +133,25 @@ def build_on_ray(store: LakeStore, partitions: Sequence[tuple[str, str]], *,
 class EmbedOnRay:
     """A ``PartitionEmbedder`` (see pipeline.embed): one Ray task per partition, embedding its
     rows in batches of ``batch_size`` with the provider for ``model`` (the setting, as given to
-    ``embedder_for``), loaded once per worker process. Rows come back to the driver."""
+    ``embedder_for``) on ``runtime`` at ``precision``, loaded once per worker process with one
+    intra-op thread (a task holds one CPU; the cluster's parallelism is its tasks). Vectors a
+    worker has seen for a tenant are reused across its partitions. Rows come back to the
+    driver."""
 
     model: str | None
     batch_size: int
+    runtime: str = "onnx"
+    precision: str = "fp32"
 
     def __call__(self, store: LakeStore, version: int, partitions: Sequence[tuple[str, str]],
-                 *, on_rows: Callable[[int], None] | None = None,
+                 *, reembed: str | None = None, on_rows: Callable[[int], None] | None = None,
                  ) -> Generator[EmbeddedPartition, None, None]:
         """Submit every partition, then yield them as they finish (``on_rows`` is unused:
         progress is per partition)."""
         task = _remote(_embed_task)
-        pending = {task.remote(store.root, version, tenant, month, self.model,
-                               self.batch_size): f"{tenant}/{month}"
+        spec = EmbedderSpec(self.model, self.runtime, self.precision, threads=1)
+        pending = {task.remote(store.root, version, tenant, month, spec, self.batch_size,
+                               reembed): f"{tenant}/{month}"
                    for tenant, month in partitions}
         yield from _as_completed(pending, "embedding", drain=False)
 
@@ -155,16 +162,31 @@ def _build_task(root: Any, tenant: str, month: str, content_version: int, logs_v
                            logs_version=logs_version, model=model)
 
 
-def _embed_task(root: Any, version: int, tenant: str, month: str, model: str | None,
-                batch_size: int) -> EmbeddedPartition:
-    return embed_partition(LakeStore(root), version, tenant, month, _embedder(model),
-                           batch_size=batch_size)
+def _embed_task(root: Any, version: int, tenant: str, month: str, spec: EmbedderSpec,
+                batch_size: int, reembed: str | None) -> EmbeddedPartition:
+    store = LakeStore(root)
+    embedder = _embedder(spec)
+    return embed_partition(store, version, tenant, month, embedder, batch_size=batch_size,
+                           reembed=reembed, reuse=_reuse(store, version, embedder.name))
 
 
 @lru_cache(maxsize=4)
-def _embedder(model: str | None) -> Embedder:
+def _embedder(spec: EmbedderSpec) -> Embedder:
     # Cached per worker process: Ray reuses workers, so a model loads once, not per partition.
-    return embedder_for(model)
+    return spec.build()
+
+
+_REUSE: dict[tuple[str, int, str], VectorReuse] = {}
+
+
+def _reuse(store: LakeStore, version: int, identity: str) -> VectorReuse:
+    # One per worker and job (lake, version, identity): a tenant's vectors are read once per
+    # worker, not once per partition; an older job's entry is dropped.
+    key = (str(store.root), version, identity)
+    if key not in _REUSE:
+        _REUSE.clear()
+        _REUSE[key] = VectorReuse(store, identity, version=version)
+    return _REUSE[key]
 
 
 def _remote(fn: Callable[..., Any]) -> Any:

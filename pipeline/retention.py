@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow.dataset as ds
 
 from lake.batches import BatchCommitter
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedding_identity
 from lake.erasure import DeletionOutcome, DeletionRunner, StepProgress, plan_erase, plan_purge
 from lake.errors import IndexError_
 from lake.faults import NO_FAULTS, Faults
@@ -82,7 +82,7 @@ def index_rebuilder(store: LakeStore, settings: Settings,
     """Rebuild the indexes of the given partitions that have one (each with the model it was
     built with) and drop indexes of partitions left without rows."""
     def rebuild(partitions: set[Partition]) -> None:
-        default = embedder_for(settings.embedding_model).name
+        default = embedding_identity(settings)
         by_model: dict[str | None, set[Partition]] = {}
         for part in partitions:
             try:

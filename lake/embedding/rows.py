@@ -1,4 +1,10 @@
-"""Embedding content rows: fill the embedding column, or mark the rows failed (best effort)."""
+"""Embedding content rows: fill the embedding column, or mark the rows failed (best effort).
+
+Only distinct texts are sent to the provider: identical texts of one tenant within the rows are
+embedded once, and texts whose vector the tenant's rows already carry (same identity) are
+reused through :class:`lake.embedding.reuse.VectorReuse`. Duplicates are never matched across
+tenants, even within one batch.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lake.embedding.base import Embedder, encode_batches
+from lake.embedding.reuse import VectorReuse, text_digest
 from lake.errors import EmbeddingError
 
 DONE, PENDING, FAILED = "done", "pending", "failed"
@@ -16,29 +23,65 @@ DONE, PENDING, FAILED = "done", "pending", "failed"
 
 @dataclass(frozen=True)
 class EmbedOutcome:
-    """How embedding a set of rows went."""
+    """How embedding a set of rows went: ``embedded`` rows got a vector, ``reused`` of them
+    without computing it (a duplicate in the rows, or a vector already in the lake)."""
 
     embedded: int
     failed: int
     error: str | None
+    reused: int = 0
 
 
 def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
-               on_progress: Callable[[int], None] | None = None) -> tuple[pa.Table, EmbedOutcome]:
+               on_progress: Callable[[int], None] | None = None,
+               reuse: VectorReuse | None = None) -> tuple[pa.Table, EmbedOutcome]:
     """Embed the ``text`` of content rows; on provider failure keep the rows, status ``failed``.
 
     Returns the rows with ``embedding``, ``embedding_model`` and ``embedding_status`` replaced.
-    Rows stay findable lexically and by trigram whatever happens here.
+    Rows stay findable lexically and by trigram whatever happens here. ``reuse`` (for
+    ``embedder.name`` only) supplies vectors the lake already holds and learns the new ones;
+    ``on_progress`` counts rows, reused ones included.
     """
     n = rows.num_rows
     if n == 0:
         return rows, EmbedOutcome(0, 0, None)
+    if reuse is not None and reuse.identity != embedder.name:
+        raise EmbeddingError(f"vector reuse for {reuse.identity!r} offered to embedder "
+                             f"{embedder.name!r}")
     texts = rows.column("text").to_pylist()
+    tenants = rows.column("tenant").to_pylist()
+    keys = [(tenant, text_digest(text or "")) for tenant, text in zip(tenants, texts,
+                                                                       strict=True)]
+    known: dict[tuple[str, bytes], np.ndarray] = {}
+    if reuse is not None:
+        for tenant in set(tenants):
+            found = reuse.lookup(tenant, {d for t, d in keys if t == tenant})
+            known.update(((tenant, d), v) for d, v in found.items())
+    todo: dict[tuple[str, bytes], int] = {}  # distinct keys to compute -> position in batch
+    for key in keys:
+        if key not in known and key not in todo:
+            todo[key] = len(todo)
+    order = list(todo)
+    first = {key: i for i, key in reversed(list(enumerate(keys)))}
     try:
-        vectors = encode_batches(embedder, texts, batch_size=batch_size, on_progress=on_progress)
+        computed = encode_batches(
+            embedder, [texts[first[key]] or "" for key in order], batch_size=batch_size,
+            on_progress=None if on_progress is None else
+            (lambda done: on_progress(round(done * n / max(len(order), 1)))))
     except EmbeddingError as exc:
         return with_embeddings(rows, None, None, FAILED), EmbedOutcome(0, n, str(exc))
-    return with_embeddings(rows, vectors, embedder.name, DONE), EmbedOutcome(n, 0, None)
+    for key, vector in zip(order, computed, strict=True):
+        known[key] = vector
+        if reuse is not None:
+            reuse.remember(key[0], key[1], vector)
+    dim = computed.shape[1] if order else len(next(iter(known.values())))
+    vectors = np.empty((n, dim), dtype=np.float32)
+    for i, key in enumerate(keys):
+        vectors[i] = known[key]
+    if on_progress is not None and not order:
+        on_progress(n)
+    return (with_embeddings(rows, vectors, embedder.name, DONE),
+            EmbedOutcome(n, 0, None, reused=n - len(order)))
 
 
 def with_embeddings(rows: pa.Table, vectors: np.ndarray | None, model: str | None,

@@ -66,6 +66,21 @@ class SentenceTransformerEmbedder:
         return self._path.resolve().name or str(self._path)
 
     @property
+    def runtime(self) -> str:
+        """``torch``: which runtime computes the vectors (shown by CLI and bench)."""
+        return "torch"
+
+    @property
+    def precision(self) -> str:
+        """Always ``fp32``."""
+        return "fp32"
+
+    @property
+    def threads(self) -> int | None:
+        """torch intra-op threads set at load (None = torch's default, one per core)."""
+        return self._threads
+
+    @property
     def dim(self) -> int:
         """Embedding width reported by the model (loads the model on first use)."""
         self._load()

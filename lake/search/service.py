@@ -123,9 +123,10 @@ class SearchService:
         if self._embedder is None:
             source = self._embedder_source
             if source is None:
-                from lake.embedding.sentence import default_embedder
+                from lake.embedding.factory import embedder_for
 
-                self._embedder = default_embedder()
+                # One intra-op thread: a service answers queries side by side.
+                self._embedder = embedder_for(None, threads=1)
             elif isinstance(source, Embedder):
                 self._embedder = source
             else:

@@ -16,6 +16,8 @@ import typer
 from lake.errors import TurnlakeError
 from lake.settings import Settings
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
+from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 
 if TYPE_CHECKING:
     from pipeline.importers import ImportStream
@@ -42,20 +44,24 @@ KeyOpt = Annotated[str | None, typer.Option("--key", help="API key for --server.
 HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
 
 
-def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool,
-         replace: bool = True) -> None:
+def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
+         replace: bool = True, runtime: str | None = None, ray: str | None = None,
+         ray_cpus: int | None = None) -> None:
     from pipeline.ingest import Ingestor, Quarantined
-    from pipeline.jobs import run_ingest
     from pipeline.progress import job_progress
+    from pipeline.ray_ingest import ingest_job
 
-    settings = settings_from(lake)
+    settings = with_runtime(settings_from(lake), runtime)
     try:
+        if ray_cpus is not None and ray is None:
+            raise TurnlakeError("--ray-cpus needs --ray")
         with job_progress() as progress:
-            job = run_ingest(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
-                             replace=replace,
+            job = ingest_job(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
+                             replace=replace, ray=ray, ray_cpus=ray_cpus,
                              on_line=progress.counter("importing turns"),
                              on_embedded=progress.counter("embedding rows"),
-                             on_partition=progress.partitions("building indexes"))
+                             on_partition=progress.partitions("building indexes"),
+                             on_embedded_partition=progress.partitions("embedding on Ray"))
         problems = [Quarantined(p.source, _line(p.location), f"{p.location}: {p.reason}", p.raw)
                     for p in stream.problems]
         if problems:
@@ -83,7 +89,7 @@ def _line(location: str) -> int:
     return int(match.group()) if match else 0
 
 
-@import_app.command("claude-code")
+@import_app.command("claude-code", cls=RayFlagCommand)
 def import_claude_code(
     tenant: TenantOpt,
     user: UserOpt,
@@ -99,6 +105,9 @@ def import_claude_code(
         help="Seconds between two looks at the --watch folder.")] = 2.0,
     server: ServerOpt = None,
     key: KeyOpt = None,
+    runtime: RuntimeOption = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Import Claude Code session transcripts (one session = one conversation)."""
@@ -113,7 +122,8 @@ def import_claude_code(
         stream = iter_claude_code(paths, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index, replace)
+    _run(stream, lake, embed, index, replace=replace, runtime=runtime, ray=ray,
+         ray_cpus=ray_cpus)
 
 
 def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
@@ -205,11 +215,11 @@ def hook_claude_code(
 
 
 def _build(settings: Settings, partitions: set[tuple[str, str]]) -> None:
-    from lake.embedding.factory import embedder_for
+    from lake.embedding.factory import embedding_identity
     from lake.store import LakeStore
     from pipeline.index_build import build_indexes
 
-    build_indexes(LakeStore(settings.lake), model=embedder_for(settings.embedding_model).name,
+    build_indexes(LakeStore(settings.lake), model=embedding_identity(settings),
                   partitions=partitions)
 
 
@@ -223,7 +233,7 @@ def _log(path: Path, message: str) -> None:
         pass
 
 
-@import_app.command("chatgpt")
+@import_app.command("chatgpt", cls=RayFlagCommand)
 def import_chatgpt(
     path: Annotated[Path, typer.Argument(help="conversations.json (or the export .zip).")],
     tenant: TenantOpt,
@@ -232,6 +242,9 @@ def import_chatgpt(
     embed: Annotated[bool, typer.Option(help="Embed new rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build touched partitions.")] = True,
     replace: ReplaceOpt = True,
+    runtime: RuntimeOption = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Import a ChatGPT data export (the branch ending at each current_node)."""
@@ -241,4 +254,5 @@ def import_chatgpt(
         stream = iter_chatgpt(path, tenant=tenant, user_id=user, app=app_name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    _run(stream, lake, embed, index, replace)
+    _run(stream, lake, embed, index, replace=replace, runtime=runtime, ray=ray,
+         ray_cpus=ray_cpus)

@@ -17,11 +17,13 @@ from rich.table import Table as RichTable
 from typer._click import Context  # the vendored click whose Command TyperCommand is
 from typer.core import TyperCommand
 
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedder_from, embedding_identity
 from lake.errors import TurnlakeError
 from lake.index.status import partition_statuses
+from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
 from pipeline.embed import PartitionEmbedder, backfill
 from pipeline.index_build import PartitionBuilder, build_in_process, build_indexes
 from pipeline.progress import JobProgress, job_progress
@@ -60,8 +62,8 @@ def with_ray_value(args: list[str]) -> list[str]:
 
 
 @contextmanager
-def _runners(ray: str | None, ray_cpus: int | None, model: str | None,
-             batch_size: int) -> Iterator[tuple[PartitionBuilder, PartitionEmbedder | None]]:
+def _runners(ray: str | None, ray_cpus: int | None, settings: Settings,
+             ) -> Iterator[tuple[PartitionBuilder, PartitionEmbedder | None]]:
     """Where partitions are built and embedded: in this process, or on Ray for the job."""
     if ray is None:
         if ray_cpus is not None:
@@ -69,7 +71,8 @@ def _runners(ray: str | None, ray_cpus: int | None, model: str | None,
         yield build_in_process, None
         return
     with ray_session(ray, num_cpus=ray_cpus):
-        yield build_on_ray, EmbedOnRay(model, batch_size)
+        yield build_on_ray, EmbedOnRay(settings.embedding_model, settings.embed_batch_size,
+                                       settings.embedding_runtime, settings.embedding_precision)
 
 
 def _per_partition(progress: JobProgress, label: str) -> Callable[[str, int, int], None]:
@@ -101,11 +104,10 @@ def index_build(
     """Rebuild the indexes of partitions whose tables changed since their manifest."""
     settings = settings_from(lake)
     try:
-        with (_runners(ray, ray_cpus, settings.embedding_model,
-                       settings.embed_batch_size) as (builder, _),
+        with (_runners(ray, ray_cpus, settings) as (builder, _),
               job_progress() as progress):
             report = build_indexes(LakeStore(settings.lake),
-                                   model=embedder_for(settings.embedding_model).name,
+                                   model=embedding_identity(settings),
                                    full=full, tenant=tenant, month=month, builder=builder,
                                    on_partition=_per_partition(progress, "building indexes"))
     except TurnlakeError as exc:
@@ -150,7 +152,11 @@ def index_status(
 def embed(
     backfill_rows: Annotated[bool, typer.Option(
         "--backfill", help="Embed every row still pending or failed.")] = False,
+    reembed: Annotated[bool, typer.Option(
+        "--reembed", help="With --backfill: also re-embed rows whose vectors came from another "
+                          "embedding identity (model, runtime family or precision).")] = False,
     index: Annotated[bool, typer.Option(help="Rebuild the partitions that changed.")] = True,
+    runtime: RuntimeOption = None,
     ray: RayOption = None,
     ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
@@ -158,13 +164,12 @@ def embed(
     """Embed rows that were written without an embedding (provider down, --no-embed)."""
     if not backfill_rows:
         raise fail(TurnlakeError("nothing to do: pass --backfill"))
-    settings = settings_from(lake)
-    embedder = embedder_for(settings.embedding_model)
+    settings = with_runtime(settings_from(lake), runtime)
     try:
-        with (_runners(ray, ray_cpus, settings.embedding_model,
-                       settings.embed_batch_size) as (builder, runner),
+        embedder = embedder_from(settings, "bulk")
+        with (_runners(ray, ray_cpus, settings) as (builder, runner),
               job_progress() as progress):
-            report = backfill(settings, embedder, runner=runner,
+            report = backfill(settings, embedder, runner=runner, reembed=reembed,
                               on_progress=progress.total("embedding rows"),
                               on_partition=_per_partition(progress, "embedding"))
             if index and report.partitions:
@@ -175,6 +180,7 @@ def embed(
         raise fail(exc) from exc
     if report.error:
         console.print(f"[yellow]embedding failed:[/] {report.error}")
-    out.print(f"embedded {report.embedded} rows, {report.failed} failed")
+    out.print(f"embedded {report.embedded} rows, {report.failed} failed; {report.reused} "
+              "of them reused a vector instead of computing it")
     if report.error:
         raise typer.Exit(1)

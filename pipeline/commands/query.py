@@ -119,12 +119,12 @@ def search(
     lake: LakeOption = None,
 ) -> None:
     """Hybrid search (semantic + BM25 + trigram, fused with RRF and a recency lift)."""
-    from lake.embedding.factory import embedder_for
+    from lake.embedding.factory import embedder_from
     from lake.search.service import SearchService
 
     settings = settings_from(lake)
     service = SearchService(LakeStore(settings.lake),
-                            embedder=lambda: embedder_for(settings.embedding_model))
+                            embedder=lambda: embedder_from(settings, "query"))
     if queries is not None:
         _batch_search(service, queries)
         return

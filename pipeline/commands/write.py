@@ -13,10 +13,12 @@ from rich.table import Table as RichTable
 from lake.errors import TurnlakeError
 from lake.records import json_schema
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
+from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 from pipeline.progress import job_progress
 
 
-@app.command()
+@app.command(cls=RayFlagCommand)
 def ingest(
     paths: Annotated[list[Path], typer.Argument(
         help="Record files (.jsonl, .jsonl.gz) or folders.")],
@@ -29,19 +31,26 @@ def ingest(
     replace: Annotated[bool, typer.Option(
         "--replace", help="Supersede stored turns whose content changed (else: conflict).")
     ] = False,
+    runtime: RuntimeOption = None,
+    ray: RayOption = None,
+    ray_cpus: RayCpusOption = None,
 ) -> None:
     """Ingest turnlake.turn.v1 records; bad lines are quarantined, duplicates skipped, changed
     turns quarantined as conflicts (or superseded with --replace)."""
-    from pipeline.jobs import run_ingest
+    from pipeline.ray_ingest import ingest_job
 
-    settings = settings_from(lake)
+    settings = with_runtime(settings_from(lake), runtime)
     try:
+        if ray_cpus is not None and ray is None:
+            raise TurnlakeError("--ray-cpus needs --ray")
         with job_progress() as progress:
-            job = run_ingest(settings, paths, embed=embed, index=index,
-                             workers=workers or min(4, os.cpu_count() or 1), replace=replace,
+            job = ingest_job(settings, paths, embed=embed, index=index, ray=ray,
+                             ray_cpus=ray_cpus, workers=workers or min(4, os.cpu_count() or 1),
+                             replace=replace,
                              on_line=progress.counter("reading records"),
                              on_embedded=progress.counter("embedding rows"),
-                             on_partition=progress.partitions("building indexes"))
+                             on_partition=progress.partitions("building indexes"),
+                             on_embedded_partition=progress.partitions("embedding on Ray"))
     except TurnlakeError as exc:
         raise fail(exc) from exc
     report = job.ingest
@@ -55,7 +64,8 @@ def ingest(
         console.print(f"[yellow]embedding failed, rows kept for text search:[/] {error}")
     out.print(f"accepted {report.accepted}, duplicate {report.duplicates}, "
               f"quarantined {len(report.quarantined)} "
-              f"({report.rows_written} search rows, {job.embedding.embedded} embedded, "
+              f"({report.rows_written} search rows, {job.embedding.embedded} embedded "
+              f"[{job.embedding.reused} reusing a vector], "
               f"{job.embedding.failed} embedding failed, {report.files_stored} files, "
               f"{report.seconds:.2f}s) into {settings.lake}")
     if report.conflicts:
