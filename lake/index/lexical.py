@@ -330,6 +330,33 @@ class LexicalIndex:
         return cls(index, analyzers)
 
     @classmethod
+    def extend(
+        cls, directory: Path, docs: Iterable[LexicalDoc], *, heap_bytes: int = 50_000_000
+    ) -> LexicalIndex:
+        """Add ``docs`` to the complete index in ``directory`` in one commit.
+
+        The new rows become one more tantivy segment; the existing segment files are not
+        rewritten (tantivy never modifies a segment), so ``directory`` may be a hard-linked
+        copy of another index folder. Scores then use statistics over all rows, as one build
+        of the same rows would. Doc ids must not repeat those already indexed."""
+        index = cls.open(directory)
+        writer = index._index.writer(heap_size=heap_bytes, num_threads=1)
+        seen: set[int] = set()
+        try:
+            for row in docs:
+                writer.add_document(_document(row, seen))
+            writer.commit()
+        except BaseException:
+            writer.rollback()
+            raise
+        writer.wait_merging_threads()
+        meta = {"format": _FORMAT, "docs": len(index) + len(seen)}
+        (directory / _META_FILE).unlink()  # a hard link: replace it, never write through it
+        (directory / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        index._index.reload()
+        return index
+
+    @classmethod
     def open(cls, directory: Path) -> LexicalIndex:
         """Open an index previously written by :meth:`build`."""
         directory = Path(directory)
