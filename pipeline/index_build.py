@@ -17,8 +17,8 @@ from typing import Protocol
 
 from lake.faults import NO_FAULTS, Faults
 from lake.index.delta import append_partition
-from lake.index.manifest import PartitionManifest, drop_partition
-from lake.index.partition import build_partition
+from lake.index.manifest import PartitionManifest, drop_partition, publish
+from lake.index.partition import build_partition, write_partition
 from lake.index.status import partition_statuses
 from lake.locks import index_lock
 from lake.settings import Settings
@@ -133,8 +133,10 @@ def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None =
                 and s.manifest is not None and s.freshness != "orphan"
                 and (len(s.manifest.live_segments) > 1 or s.freshness == "stale")]
         for i, part in enumerate(todo, start=1):
-            manifest = build_partition(store, *part, content_version=content_version,
+            manifest = write_partition(store, *part, content_version=content_version,
                                        logs_version=logs_version, model=model)
+            faults.hit("index.compaction_written")  # the new base exists, the old is live
+            publish(store.root, manifest)
             faults.hit("index.after_compaction")
             report.built.append(manifest)
             report.compacted.append(f"{part[0]}/{part[1]}")

@@ -117,6 +117,18 @@ def build_partition(store: LakeStore, tenant: str, month: str, *, content_versio
                     exact_max_rows: int | None = None) -> PartitionManifest:
     """Build and publish the index set of one partition at the given table versions: one
     base segment over all its live rows (the other segments it had are removed)."""
+    manifest = write_partition(store, tenant, month, content_version=content_version,
+                               logs_version=logs_version, model=model,
+                               exact_max_rows=exact_max_rows)
+    publish(store.root, manifest)
+    return manifest
+
+
+def write_partition(store: LakeStore, tenant: str, month: str, *, content_version: int,
+                    logs_version: int, model: str | None,
+                    exact_max_rows: int | None = None) -> PartitionManifest:
+    """Write one base segment over the partition's live rows, beside the live segments, and
+    return its manifest; nothing changes for readers until it is published."""
     started = time.perf_counter()
     rows, vectors, dim, foreign = live_rows(store, tenant, month, content_version,
                                             logs_version, model)
@@ -140,7 +152,6 @@ def build_partition(store: LakeStore, tenant: str, month: str, *, content_versio
         embedding_model=model, foreign_vectors=foreign,
     )
     (folder / MANIFEST_FILE).write_text(manifest.to_json())
-    publish(store.root, manifest)
     return manifest
 
 
