@@ -209,6 +209,8 @@ class PartitionIndex:
 
     folder: Path
     manifest: PartitionManifest
+    # the view of the same partition this one replaces: its opened segments are reused
+    previous: PartitionIndex | None = None
 
     @cached_property
     def name(self) -> str:
@@ -220,7 +222,9 @@ class PartitionIndex:
         """The live segments' folders (base first), opened on demand."""
         names = self.manifest.live_segments
         folders = [self.folder.parent / name for name in names[:-1]] + [self.folder]
-        return Segments(folders, ROLE_ORDER)
+        before = self.previous.__dict__.get("segments") if self.previous is not None else None
+        self.previous = None  # keep no chain of old views alive
+        return Segments(folders, ROLE_ORDER, before)
 
     @cached_property
     def rows(self) -> pa.Table:

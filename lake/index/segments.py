@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -178,16 +179,33 @@ class TrigramPart:
 
 
 class Segments:
-    """Opened artifacts of a partition's segment folders (base first)."""
+    """Opened artifacts of a partition's segment folders (base first).
 
-    def __init__(self, folders: list[Path], role_order: dict[str, int]) -> None:
+    Segment folders never change once published, so what an earlier view of the partition
+    opened (``previous``) is reused: after an append only the new segment is loaded."""
+
+    def __init__(self, folders: list[Path], role_order: dict[str, int],
+                 previous: Segments | None = None) -> None:
         self.folders = folders
         self._role_order = role_order
+        self._opened: dict[tuple[str, Path], Any] = {}
+        if previous is not None:
+            live = set(folders)
+            self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
+
+    def _each(self, kind: str, load: Callable[[Path], Any]) -> list[Any]:
+        out = []
+        for folder in self.folders:
+            key = (kind, folder)
+            if key not in self._opened:
+                self._opened[key] = load(folder)
+            out.append(self._opened[key])
+        return out
 
     @cached_property
     def tables(self) -> list[pa.Table]:
         """Each segment's rows (memory-mapped Arrow)."""
-        return [feather.read_table(f / ROWS_FILE, memory_map=True) for f in self.folders]
+        return self._each("rows", lambda f: feather.read_table(f / ROWS_FILE, memory_map=True))
 
     @cached_property
     def layout(self) -> SegmentLayout:
@@ -197,13 +215,13 @@ class Segments:
     @cached_property
     def semantic_parts(self) -> list[SemanticIndex | None]:
         """Each segment's FAISS index (None where no row of it has a vector)."""
-        return [SemanticIndex.load(f / "semantic") if (f / "semantic").exists() else None
-                for f in self.folders]
+        return self._each("semantic", lambda f: SemanticIndex.load(f / "semantic")
+                          if (f / "semantic").exists() else None)
 
     @cached_property
     def trigram_parts(self) -> list[TrigramIndex]:
         """Each segment's trigram index."""
-        return [TrigramIndex.load(f / "trigram") for f in self.folders]
+        return self._each("trigram", lambda f: TrigramIndex.load(f / "trigram"))
 
     def trigram_scopes(self, allowed: np.ndarray) -> list[TrigramPart]:
         """Per segment, its trigram index and the part of ``allowed`` it holds."""

@@ -159,7 +159,7 @@ class SearchService:
         key = f"{manifest.tenant}/{manifest.month}"
         cached = self._open.get(key)
         if cached is None or cached.manifest.build_id != manifest.build_id:
-            cached = PartitionIndex(local_build(self.store.root, manifest), manifest)
+            cached = PartitionIndex(local_build(self.store.root, manifest), manifest, cached)
             self._open[key] = cached
         return cached
 
