@@ -68,6 +68,11 @@ def _translated(table: Table, action: str) -> Iterator[None]:
         raise LakeError(f"{action} on table {table.value} failed: {exc}") from exc
 
 
+def files_fingerprint(paths: Collection[str]) -> str:
+    """The fingerprint :meth:`LakeStore.partition_fingerprints` gives a partition's files."""
+    return hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
+
+
 def _relative(path: str, root: str) -> str:
     """A fragment's path relative to its table folder (fragments may carry the table's
     absolute path, or its path without the URI scheme)."""
@@ -221,8 +226,7 @@ class LakeStore:
         for path, tenant, month in actions.select(
                 "path", "partition.tenant", "partition.month").iter_rows():
             grouped.setdefault((tenant, month), []).append(path)
-        return {part: hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
-                for part, paths in grouped.items()}
+        return {part: files_fingerprint(paths) for part, paths in grouped.items()}
 
     def partition_files(self, table: Table, tenant: str, month: str,
                         version: int | None = None) -> frozenset[str]:

@@ -28,7 +28,7 @@ from lake.index.partition import (
     segment_bytes,
     write_segment,
 )
-from lake.store import LakeStore
+from lake.store import LakeStore, files_fingerprint
 from lake.tables import Table
 
 
@@ -38,6 +38,8 @@ class AppendPlan:
 
     content_files: frozenset[str]
     log_files: frozenset[str]
+    content_fingerprint: str  # of all the partition's files after the append
+    logs_fingerprint: str
 
 
 def plan_append(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
@@ -56,7 +58,9 @@ def plan_append(store: LakeStore, manifest: PartitionManifest, *, content_versio
     new_logs = store.partition_files(Table.TURN_LOGS, *part, logs_version)
     if not (old_content <= new_content and old_logs <= new_logs):
         return None
-    return AppendPlan(new_content - old_content, new_logs - old_logs)
+    return AppendPlan(new_content - old_content, new_logs - old_logs,
+                      files_fingerprint(new_content) if new_content else "",
+                      files_fingerprint(new_logs) if new_logs else "")
 
 
 def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
@@ -79,16 +83,14 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     rows, vectors, dim, foreign = joined_rows(content, logs, model)
     if not _all_logs_matched(logs, rows) or (dim and manifest.dim and dim != manifest.dim):
         return None
-    fingerprints = (store.partition_fingerprints(Table.CONTENT_ROWS, content_version),
-                    store.partition_fingerprints(Table.TURN_LOGS, logs_version))
     part = (manifest.tenant, manifest.month)
     if rows.height == 0:
         # Only files without live rows (or none at all): the same segments cover the new
         # versions. A new build id still makes the new state live atomically.
         return _publish(store, replace(
             manifest, build_id=manifest.build_id, content_version=content_version,
-            logs_version=logs_version, content_fingerprint=fingerprints[0].get(part, ""),
-            logs_fingerprint=fingerprints[1].get(part, ""),
+            logs_version=logs_version, content_fingerprint=plan.content_fingerprint,
+            logs_fingerprint=plan.logs_fingerprint,
             foreign_vectors=manifest.foreign_vectors + foreign))
     segment = new_segment_id()
     base = partition_dir(store.root, *part)
@@ -99,8 +101,7 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     turns = rows.select("conversation_id", "turn_id").n_unique()
     updated = replace(
         manifest, build_id=segment, content_version=content_version, logs_version=logs_version,
-        content_fingerprint=fingerprints[0].get(part, ""),
-        logs_fingerprint=fingerprints[1].get(part, ""),
+        content_fingerprint=plan.content_fingerprint, logs_fingerprint=plan.logs_fingerprint,
         row_count=manifest.row_count + rows.height, turn_count=manifest.turn_count + turns,
         embedded_rows=manifest.embedded_rows + int(rows["embedded"].sum()),
         model=manifest.model or (model if dim else None), dim=manifest.dim or dim,
