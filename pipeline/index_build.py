@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lake.faults import NO_FAULTS, Faults
-from lake.index.delta import append_partition
+from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish
 from lake.index.partition import build_partition, write_partition
 from lake.index.status import partition_statuses
@@ -40,11 +40,17 @@ class Compaction:
 
     def due(self, manifest: PartitionManifest) -> bool:
         """Whether the partition's segments have passed a threshold."""
+        return self.rebase_due(manifest) or self.merge_due(manifest)
+
+    def rebase_due(self, manifest: PartitionManifest) -> bool:
+        """Whether the deltas outgrew the base: time for a new base (a full build)."""
         rows = manifest.segment_rows
-        if len(manifest.live_segments) <= 1 or not rows:
-            return False
-        return (len(rows) > self.max_segments
-                or sum(rows[1:]) > self.max_delta_ratio * max(rows[0], 1))
+        return len(rows) > 1 and sum(rows[1:]) > self.max_delta_ratio * max(rows[0], 1)
+
+    def merge_due(self, manifest: PartitionManifest) -> bool:
+        """Whether there are too many segments. While the deltas stay small beside the base,
+        they are merged into one delta (cost: the delta rows), not rebuilt with the base."""
+        return len(manifest.segment_rows) > self.max_segments
 
 
 @dataclass
@@ -189,6 +195,14 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
         if not full and manifest is not None and statuses[part].freshness == "stale":
             appended = append_partition(store, manifest, content_version=content_version,
                                         logs_version=logs_version, model=model, faults=faults)
+        if appended is not None and compaction is not None and not compaction.rebase_due(
+                appended) and compaction.merge_due(appended):
+            merged = merge_deltas(store, appended, content_version=content_version,
+                                  logs_version=logs_version, model=model, faults=faults)
+            if merged is not None:
+                report.compacted.append(f"{part[0]}/{part[1]}")
+                finished(merged)
+                continue
         if appended is None:
             rebuild.append(part)
         elif compaction is not None and compaction.due(appended):

@@ -115,6 +115,28 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     return _publish(store, updated)
 
 
+def merge_deltas(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
+                 logs_version: int, model: str | None,
+                 faults: Faults = NO_FAULTS) -> PartitionManifest | None:
+    """Replace a partition's delta segments by one delta over everything appended since its
+    base (reading the files added since the base's versions, not the partition); None when
+    that is not a pure append any more (the caller rebuilds).
+
+    The base segment's folder keeps the manifest it was published with, which says what the
+    base covers."""
+    base = partition_dir(store.root, manifest.tenant, manifest.month) / manifest.live_segments[0]
+    try:
+        base_manifest = PartitionManifest.from_json((base / MANIFEST_FILE).read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    if base_manifest.live_segments != manifest.live_segments[:1]:
+        return None
+    merged = append_partition(store, base_manifest, content_version=content_version,
+                              logs_version=logs_version, model=model, faults=faults)
+    faults.hit("index.after_delta_merge")
+    return merged
+
+
 def _publish(store: LakeStore, manifest: PartitionManifest) -> PartitionManifest:
     folder = partition_dir(store.root, manifest.tenant, manifest.month) / manifest.build_id
     # The folder may be the live one (an append without live rows): replace its manifest in

@@ -117,13 +117,19 @@ def test_compaction_merges_segments_into_one_base(hashing_settings: Settings) ->
     assert len(folders) == 1
 
 
-def test_ingest_compacts_once_the_thresholds_pass(hashing_settings: Settings) -> None:
+def test_too_many_segments_merge_the_deltas_and_large_deltas_make_a_new_base(
+        hashing_settings: Settings, tmp_path: Path) -> None:
     _ingest(hashing_settings, [_record(i, i % 3, 0, [i % 15]) for i in range(10)])
-    policy = Compaction(max_segments=2, max_delta_ratio=1e9)
+    lake = Path(hashing_settings.lake)
+    policy = Compaction(max_segments=2, max_delta_ratio=0.5)
     _ingest(hashing_settings, [_record(30, 0, 1, [1])], compaction=policy)
-    assert len(_segments(Path(hashing_settings.lake))) == 2
+    assert _segments(lake) == [20, 2]
     _ingest(hashing_settings, [_record(31, 0, 1, [2])], compaction=policy)  # a third segment
-    assert _segments(Path(hashing_settings.lake)) == [24]
+    assert _segments(lake) == [20, 4], "the two deltas merged into one, the base kept"
+    with _rebuilt_copy(lake, tmp_path) as copy:
+        assert _hits(lake) == _hits(copy)
+    _ingest(hashing_settings, [_record(40 + i, 1, 2, [i]) for i in range(4)], compaction=policy)
+    assert _segments(lake) == [32], "deltas above half the base: a new base"
 
 
 def test_a_replaced_turn_is_never_served_from_an_older_segment(
