@@ -214,6 +214,14 @@ def bench_purge_section(rows: int) -> dict[str, Any]:
     return bench_purge(rows)
 
 
+def bench_segments_section(large_turns: int) -> dict[str, Any]:
+    """Warm record-until-searchable on a 1k-row and a larger partition, a 1 % incremental
+    build against a full one, and search before / after compaction."""
+    from bench.segments_bench import bench_segments
+
+    return bench_segments(500, large_turns)
+
+
 def bench_ray_section(rows: int) -> dict[str, Any]:
     """Partition-parallel index build on Ray with 1 and 2 workers, and in process."""
     from bench.ray_bench import bench_ray_build
@@ -324,6 +332,7 @@ def main() -> None:
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),
         ("purge_1pct", lambda: bench_purge_section(1_000_000)),
+        ("segments", lambda: bench_segments_section(10_000 if mode == "quick" else 50_000)),
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))

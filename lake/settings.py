@@ -70,6 +70,12 @@ class Settings:
     analyst_tenants: tuple[str, ...] = field(
         default=(), metadata={"help": "tenants the workbench analyst may read"}
     )
+    index_compact_segments: int = field(
+        default=8, metadata={"help": "a partition whose index has more segments than this is "
+                                     "compacted into one base segment after an ingest"})
+    index_compact_ratio: float = field(
+        default=0.10, metadata={"help": "...or whose delta segments hold more than this "
+                                        "fraction of its base segment's rows"})
     s3: S3Config = field(
         default_factory=S3Config,
         metadata={"help": "endpoint, region and credentials of an s3:// lake; unset fields "

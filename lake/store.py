@@ -8,7 +8,7 @@ conversation text (its min/max statistics otherwise would).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +92,20 @@ def _evolved(dt: DeltaTable, table: Table) -> DeltaTable:
         dt.alter.add_columns([Field.from_arrow(field) for field in missing])
         dt.update_incremental()
     return dt
+
+
+def files_fingerprint(paths: Collection[str]) -> str:
+    """The fingerprint :meth:`LakeStore.partition_fingerprints` gives a partition's files."""
+    return hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
+
+
+def _relative(path: str, root: str) -> str:
+    """A fragment's path relative to its table folder (fragments may carry the table's
+    absolute path, or its path without the URI scheme)."""
+    for prefix in (root, root.split("://", 1)[-1]):
+        if path.startswith(prefix + "/"):
+            return path[len(prefix) + 1:]
+    return path
 
 
 def _row_count(dt: DeltaTable) -> int:
@@ -238,8 +252,38 @@ class LakeStore:
         for path, tenant, month in actions.select(
                 "path", "partition.tenant", "partition.month").iter_rows():
             grouped.setdefault((tenant, month), []).append(path)
-        return {part: hashlib.sha256("\n".join(sorted(paths)).encode()).hexdigest()[:16]
-                for part, paths in grouped.items()}
+        return {part: files_fingerprint(paths) for part, paths in grouped.items()}
+
+    def partition_files(self, table: Table, tenant: str, month: str,
+                        version: int | None = None) -> frozenset[str]:
+        """The data files (paths relative to the table) of one partition at a version.
+
+        Raises LakeError when that version can no longer be read (its log was truncated)."""
+        dt = self.open(table, version)
+        if dt is None:
+            return frozenset()
+        with _translated(table, "inspect"):
+            actions = pl.from_arrow(pa.table(dt.get_add_actions(flatten=True)))
+        assert isinstance(actions, pl.DataFrame)
+        if actions.height == 0:
+            return frozenset()
+        mine = actions.filter((pl.col("partition.tenant") == tenant)
+                              & (pl.col("partition.month") == month))
+        return frozenset(mine["path"].to_list())
+
+    def read_files(self, table: Table, paths: Collection[str], *, columns: Sequence[str],
+                   version: int | None = None) -> pa.Table:
+        """Read columns of the given data files only (paths as :meth:`partition_files` names
+        them): what an append added, without scanning the rest of its partition."""
+        dataset = self.dataset(table, version)
+        wanted = set(paths)
+        if not wanted or not isinstance(dataset, ds.FileSystemDataset):
+            return SCHEMAS[table].empty_table().select(list(columns))
+        root = self.uri(table).rstrip("/")
+        fragments = [f for f in dataset.get_fragments() if _relative(f.path, root) in wanted]
+        with _translated(table, "read"):
+            return ds.FileSystemDataset(fragments, dataset.schema, dataset.format,
+                                        dataset.filesystem).to_table(columns=list(columns))
 
     def vacuum(self, table: Table, *, full: bool = False) -> list[str]:
         """Physically remove data files no longer referenced by the current version.

@@ -1,8 +1,11 @@
-"""``turnlake index build``: rebuild the indexes of partitions whose tables changed.
+"""``turnlake index build`` / ``index compact``: bring partition indexes up to date.
 
-Planning, locking and reporting live here; *where* the partitions are built is pluggable (a
+Planning, locking and reporting live here; *where* full builds run is pluggable (a
 :class:`PartitionBuilder`): in this process one after another (the default), or one Ray task
-each (``pipeline.ray_jobs.build_on_ray``).
+each (``pipeline.ray_jobs.build_on_ray``). A partition whose tables only grew since its build
+gets a delta segment of the new rows (lake.index.delta), in this process: its cost depends on
+the rows added. Everything else is rebuilt whole, and so is a partition whose segments pass
+the compaction thresholds (:class:`Compaction`).
 """
 
 from __future__ import annotations
@@ -13,21 +16,60 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lake.faults import NO_FAULTS, Faults
-from lake.index.manifest import PartitionManifest, drop_partition
-from lake.index.partition import build_partition
+from lake.index.delta import append_partition, merge_deltas
+from lake.index.manifest import PartitionManifest, drop_partition, publish
+from lake.index.partition import build_partition, write_partition
 from lake.index.status import partition_statuses
 from lake.locks import index_lock
+from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 
 
+@dataclass(frozen=True)
+class Compaction:
+    """When a partition's segments are merged into a new base (from :class:`Settings`)."""
+
+    max_segments: int = Settings.index_compact_segments
+    max_delta_ratio: float = Settings.index_compact_ratio
+
+    @classmethod
+    def of(cls, settings: Settings) -> Compaction:
+        """The thresholds a lake's settings give."""
+        return cls(settings.index_compact_segments, settings.index_compact_ratio)
+
+    def due(self, manifest: PartitionManifest) -> bool:
+        """Whether the partition's segments have passed a threshold."""
+        return self.rebase_due(manifest) or self.merge_due(manifest)
+
+    def rebase_due(self, manifest: PartitionManifest) -> bool:
+        """Whether the deltas outgrew the base: time for a new base (a full build)."""
+        rows = manifest.segment_rows
+        return len(rows) > 1 and sum(rows[1:]) > self.max_delta_ratio * max(rows[0], 1)
+
+    def merge_due(self, manifest: PartitionManifest) -> bool:
+        """Whether there are too many segments. While the deltas stay small beside the base,
+        they are merged into one delta (cost: the delta rows), not rebuilt with the base."""
+        return len(manifest.segment_rows) > self.max_segments
+
+
 @dataclass
 class BuildReport:
-    """What an index build did."""
+    """What an index build did. ``built`` lists every partition published (full builds,
+    delta segments and compactions alike); ``appended`` names those that got a delta segment
+    and ``compacted`` those merged into one base segment."""
 
     built: list[PartitionManifest] = field(default_factory=list)
     skipped_fresh: int = 0
     dropped: list[str] = field(default_factory=list)
+    appended: list[str] = field(default_factory=list)
+    compacted: list[str] = field(default_factory=list)
+
+    @property
+    def foreign_vectors(self) -> list[PartitionManifest]:
+        """Built partitions holding rows embedded by another model than the one asked for:
+        those rows are not searchable by meaning until a build with their model."""
+        return [m for m in self.built if m.foreign_vectors]
 
 
 class PartitionBuilder(Protocol):
@@ -54,31 +96,74 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                   partitions: set[tuple[str, str]] | None = None,
                   on_partition: Callable[[str, int, int], None] | None = None,
                   faults: Faults = NO_FAULTS,
-                  builder: PartitionBuilder = build_in_process) -> BuildReport:
-    """Build every stale or missing partition (all of them with ``full``) at the current
-    table versions; drop indexes of partitions that no longer have rows.
+                  builder: PartitionBuilder = build_in_process,
+                  compaction: Compaction | None = Compaction()) -> BuildReport:
+    """Bring every stale or missing partition up to date (rebuild all of them with ``full``)
+    at the current table versions; drop indexes of partitions that no longer have rows.
 
-    ``model`` is the embedding model whose vectors the semantic index uses (None: none).
-    ``on_partition(name, done, total)`` reports progress; ``faults`` marks the write boundary
-    after each published partition (``index.after_partition``) for crash tests. ``builder``
-    decides where partitions are built; the lock and the plan stay in this process.
+    ``model`` is the embedding model whose vectors the semantic index uses (None: none); a
+    partition built for another model is stale and rebuilt. A partition whose tables only
+    grew gets a delta segment of the new rows; one whose segments then pass ``compaction``
+    (None: never) is merged into one base segment. ``on_partition(name, done, total)``
+    reports progress; ``faults`` marks the write boundary after each published partition
+    (``index.after_partition``) for crash tests. ``builder`` decides where full builds run;
+    the lock and the plan stay in this process.
     """
     # Versions and statuses are read under the lock: a build that waited for another one
     # then sees what that build published and skips partitions it left fresh.
     with index_lock(store.root):
         return _build(store, model, full, tenant, month, partitions, on_partition, faults,
-                      builder)
+                      builder, compaction)
+
+
+def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None = None,
+                    month: str | None = None,
+                    on_partition: Callable[[str, int, int], None] | None = None,
+                    faults: Faults = NO_FAULTS) -> BuildReport:
+    """Merge the segments of every indexed partition (of a tenant / month) that has more than
+    one into a new base segment, at the current table versions, under the index lock.
+
+    The new base is published by the same ``current.json`` swap as any build: until then the
+    previous segments stay live, so a crash at any point leaves them searchable. A partition
+    that is stale is brought up to date on the way; one with a single segment is left alone.
+    """
+    with index_lock(store.root):
+        report = BuildReport()
+        content_version = store.version(Table.CONTENT_ROWS)
+        logs_version = store.version(Table.TURN_LOGS)
+        if content_version is None or logs_version is None:
+            return report
+        statuses = partition_statuses(store, model=model)
+        todo = [part for part, s in sorted(statuses.items())
+                if (not tenant or part[0] == tenant) and (not month or part[1] == month)
+                and s.manifest is not None and s.freshness != "orphan"
+                and (len(s.manifest.live_segments) > 1 or s.freshness == "stale")]
+        for i, part in enumerate(todo, start=1):
+            manifest = write_partition(store, *part, content_version=content_version,
+                                       logs_version=logs_version, model=model)
+            faults.hit("index.compaction_written")  # the new base exists, the old is live
+            publish(store.root, manifest)
+            faults.hit("index.after_compaction")
+            report.built.append(manifest)
+            report.compacted.append(f"{part[0]}/{part[1]}")
+            if on_partition is not None:
+                on_partition(f"{part[0]}/{part[1]}", i, len(todo))
+        report.skipped_fresh = sum(1 for part, s in statuses.items()
+                                   if part not in todo and s.freshness == "fresh"
+                                   and (not tenant or part[0] == tenant)
+                                   and (not month or part[1] == month))
+        return report
 
 
 def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
            month: str | None, partitions: set[tuple[str, str]] | None,
            on_partition: Callable[[str, int, int], None] | None, faults: Faults,
-           builder: PartitionBuilder) -> BuildReport:
+           builder: PartitionBuilder, compaction: Compaction | None) -> BuildReport:
     report = BuildReport()
     content_version = store.version(Table.CONTENT_ROWS)
     logs_version = store.version(Table.TURN_LOGS)
-    statuses = partition_statuses(store)
-    todo = []
+    statuses = partition_statuses(store, model=model)
+    todo: list[tuple[str, str]] = []
     for part, status in sorted(statuses.items()):
         if (tenant and part[0] != tenant) or (month and part[1] != month):
             continue
@@ -93,14 +178,44 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
             report.skipped_fresh += 1
     if content_version is None or logs_version is None:
         return report
-    built = builder(store, todo, content_version=content_version, logs_version=logs_version,
-                    model=model)
+    done = 0
+
+    def finished(manifest: PartitionManifest) -> None:
+        nonlocal done
+        done += 1
+        report.built.append(manifest)
+        faults.hit("index.after_partition")
+        if on_partition is not None:
+            on_partition(f"{manifest.tenant}/{manifest.month}", done, len(todo))
+
+    rebuild: list[tuple[str, str]] = []
+    for part in todo:
+        manifest = statuses[part].manifest
+        appended = None
+        if not full and manifest is not None and statuses[part].freshness == "stale":
+            appended = append_partition(store, manifest, content_version=content_version,
+                                        logs_version=logs_version, model=model, faults=faults)
+        if appended is not None and compaction is not None and not compaction.rebase_due(
+                appended) and compaction.merge_due(appended):
+            merged = merge_deltas(store, appended, content_version=content_version,
+                                  logs_version=logs_version, model=model, faults=faults)
+            if merged is not None:
+                report.compacted.append(f"{part[0]}/{part[1]}")
+                finished(merged)
+                continue
+        if appended is None:
+            rebuild.append(part)
+        elif compaction is not None and compaction.due(appended):
+            rebuild.append(part)  # published already; the rebuild below merges its segments
+            report.compacted.append(f"{part[0]}/{part[1]}")
+        else:
+            report.appended.append(f"{part[0]}/{part[1]}")
+            finished(appended)
+    built = builder(store, rebuild, content_version=content_version,
+                    logs_version=logs_version, model=model)
     # closing(): a failure here must stop builds still running elsewhere before the lock goes.
     with closing(built):
-        for i, manifest in enumerate(built, start=1):
-            report.built.append(manifest)
-            faults.hit("index.after_partition")
-            if on_partition is not None:
-                on_partition(f"{manifest.tenant}/{manifest.month}", i, len(todo))
+        for manifest in built:
+            finished(manifest)
     report.built.sort(key=lambda m: (m.tenant, m.month))  # parallel builders finish in any order
     return report

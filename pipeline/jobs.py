@@ -15,7 +15,7 @@ from lake.embedding.rows import embed_rows
 from lake.faults import NO_FAULTS, Faults
 from lake.settings import Settings
 from lake.store import LakeStore
-from pipeline.index_build import BuildReport, build_indexes
+from pipeline.index_build import BuildReport, Compaction, build_indexes
 from pipeline.ingest import Ingestor, IngestReport
 
 
@@ -53,23 +53,9 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     """
     tally = EmbedTally()
     provider = (embedder or embedder_from(settings)) if embed else None
-    reuse = VectorReuse(LakeStore(settings.lake), provider.name) if provider else None
-
-    def hook(rows: pa.Table) -> pa.Table:
-        assert provider is not None
-        embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,
-                                       on_progress=None, reuse=reuse)
-        tally.embedded += outcome.embedded
-        tally.reused += outcome.reused
-        tally.failed += outcome.failed
-        if outcome.error:
-            tally.errors.append(outcome.error)
-        if on_embedded is not None:
-            on_embedded(rows.num_rows)
-        return embedded
-
-    ingestor = Ingestor(settings, faults=faults, rows_hook=hook if provider else None,
-                        progress=on_line, workers=workers, replace=replace)
+    hook = embedding_hook(provider, settings, lambda: tally, on_embedded) if provider else None
+    ingestor = Ingestor(settings, faults=faults, rows_hook=hook, progress=on_line,
+                        workers=workers, replace=replace)
     if records is not None:
         report = ingestor.ingest_records(records)  # type: ignore[arg-type]
     else:
@@ -78,8 +64,30 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     if index and report.partitions:
         build = build_indexes(LakeStore(settings.lake), model=provider.name if provider else
                               _model_name(settings), partitions=report.partitions,
-                              on_partition=on_partition)
+                              on_partition=on_partition, compaction=Compaction.of(settings))
     return IngestJobReport(report, tally, build)
+
+
+def embedding_hook(provider: Embedder, settings: Settings, tally: Callable[[], EmbedTally],
+                   on_embedded: Callable[[int], None] | None = None,
+                   ) -> Callable[[pa.Table], pa.Table]:
+    """The ingest rows hook that embeds each batch's rows, counting into ``tally()``; vectors
+    the lake already holds for the same text, tenant and identity are reused."""
+    reuse = VectorReuse(LakeStore(settings.lake), provider.name)
+
+    def hook(rows: pa.Table) -> pa.Table:
+        embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,
+                                       on_progress=None, reuse=reuse)
+        counts = tally()
+        counts.embedded += outcome.embedded
+        counts.reused += outcome.reused
+        counts.failed += outcome.failed
+        if outcome.error:
+            counts.errors.append(outcome.error)
+        if on_embedded is not None:
+            on_embedded(rows.num_rows)
+        return embedded
+    return hook
 
 
 def _model_name(settings: Settings) -> str:

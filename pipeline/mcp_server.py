@@ -182,13 +182,13 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
     ``http_hosts``: the Host headers streamable HTTP accepts (``host:port``, ``*`` for any
     port), the SDK's guard against DNS rebinding; add the names a served host is reached by.
     """
-    from lake.embedding.factory import embedder_for
+    from lake.embedding.factory import embedder_from
 
     who = fixed_principal(principal) if isinstance(principal, Principal) else principal
     store = LakeStore(settings.lake)
     lake = _Lake(
-        search=service or SearchService(store, embedder=lambda: embedder_for(
-            settings.embedding_model)),
+        search=service or SearchService(store, embedder=lambda: embedder_from(
+            settings, "query")),
         catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
         puller=WorkspacePuller(store), limiter=anyio.CapacityLimiter(1))
     security = TransportSecuritySettings(

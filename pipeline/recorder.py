@@ -8,7 +8,9 @@
         turn.complete(f"Fixed the timezone; see {ref}.")
 
 Completing writes exactly one ``turnlake.turn.v1`` record: into the spool folder atomically
-(temp file, fsync, rename; ``turnlake ingest SPOOL`` drains it) or straight into the lake. A turn
+(temp file, fsync, rename; ``turnlake ingest SPOOL`` drains it) or straight into the lake,
+through one :class:`pipeline.live.LiveWriter` kept for the recorder's life (store and model
+stay open; the turn is embedded and searchable when ``complete`` returns). A turn
 left without ``complete`` is abandoned and writes nothing, so a host crash loses at most the
 open turn. Recording the same turn twice writes the same file name, and ingest keeps one copy.
 """
@@ -21,12 +23,16 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from lake.embedding.base import Embedder
 from lake.errors import RecordError, TurnlakeError
 from lake.records import TurnRecord
 from lake.refs import file_ref, normalize_relative_path, validate_id
 from lake.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.live import LiveWriter
 
 EventType = Literal["prompt", "followup", "steer"]
 StepStatus = Literal["started", "completed", "failed"]
@@ -40,11 +46,15 @@ class Recorder:
     """Creates turn recordings; writes completed turns to a spool folder or to the lake."""
 
     def __init__(self, *, spool: Path | None = None, settings: Settings | None = None,
-                 max_file_bytes: int | None = None) -> None:
+                 max_file_bytes: int | None = None, embedder: Embedder | None = None,
+                 embed: bool = True) -> None:
         if (spool is None) == (settings is None):
             raise RecorderError("give exactly one of spool= (a folder) or settings= (the lake)")
         self.spool = Path(spool) if spool is not None else None
         self.settings = settings
+        self._embedder = embedder
+        self._embed = embed
+        self._writer: LiveWriter | None = None  # opened on the first turn, then kept
         self.max_file_bytes = max_file_bytes or (
             settings.max_hosted_file_bytes if settings else 50 * 1024 * 1024)
         if self.spool is not None:
@@ -72,10 +82,12 @@ class Recorder:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
             return final
-        from pipeline.ingest import Ingestor
-
         assert self.settings is not None
-        report = Ingestor(self.settings).ingest_records([record], source="<recorder>")
+        if self._writer is None:
+            from pipeline.live import LiveWriter
+
+            self._writer = LiveWriter(self.settings, self._embedder, embed=self._embed)
+        report = self._writer.record([record]).ingest
         if report.quarantined:
             raise RecordError(report.quarantined[0].reason)
         return None

@@ -283,6 +283,20 @@ def _document(row: LexicalDoc, seen: set[int]) -> Document:
     return document
 
 
+def _commit(writer: Any, docs: Iterable[LexicalDoc]) -> set[int]:
+    """Add ``docs`` in one commit (nothing on failure); returns their doc ids."""
+    seen: set[int] = set()
+    try:
+        for row in docs:
+            writer.add_document(_document(row, seen))
+        writer.commit()
+    except BaseException:
+        writer.rollback()
+        raise
+    writer.wait_merging_threads()
+    return seen
+
+
 class LexicalIndex:
     """A built, searchable BM25 index of one partition's content rows."""
 
@@ -314,20 +328,29 @@ class LexicalIndex:
         # rows, stored together, would be split across the threads' segments. Two segments
         # made a user-scoped search 1.6x slower; building the documents in Python, not
         # indexing them, bounds the build either way.
-        writer = index.writer(heap_size=heap_bytes, num_threads=1)
-        seen: set[int] = set()
-        try:
-            for row in docs:
-                writer.add_document(_document(row, seen))
-            writer.commit()
-        except BaseException:
-            writer.rollback()
-            raise
-        writer.wait_merging_threads()
+        seen = _commit(index.writer(heap_size=heap_bytes, num_threads=1), docs)
         meta = {"format": _FORMAT, "docs": len(seen)}
         (directory / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
         index.reload()
         return cls(index, analyzers)
+
+    @classmethod
+    def extend(
+        cls, directory: Path, docs: Iterable[LexicalDoc], *, heap_bytes: int = 50_000_000
+    ) -> LexicalIndex:
+        """Add ``docs`` to the complete index in ``directory`` in one commit.
+
+        The new rows become one more tantivy segment; the existing segment files are not
+        rewritten (tantivy never modifies a segment), so ``directory`` may be a hard-linked
+        copy of another index folder. Scores then use statistics over all rows, as one build
+        of the same rows would. Doc ids must not repeat those already indexed."""
+        index = cls.open(directory)
+        seen = _commit(index._index.writer(heap_size=heap_bytes, num_threads=1), docs)
+        meta = {"format": _FORMAT, "docs": len(index) + len(seen)}
+        (directory / _META_FILE).unlink()  # a hard link: replace it, never write through it
+        (directory / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        index._index.reload()
+        return index
 
     @classmethod
     def open(cls, directory: Path) -> LexicalIndex:

@@ -1,8 +1,11 @@
 """Per-partition index manifests: what an index set was built from, and where it lives.
 
-Layout under ``<lake>/indexes/<tenant>/<month>/``: one folder per build (``<build_id>/`` holding
-``manifest.json`` and the artifacts) and ``current.json`` naming the live build. A new build is
-written beside the old one and made live by atomically replacing ``current.json``.
+Layout under ``<lake>/indexes/<tenant>/<month>/``: one folder per segment (``<segment_id>/``
+holding the artifacts of some of the partition's rows) and ``current.json`` naming the live
+build. A build's ``manifest.json`` sits in the folder of its newest segment and lists the live
+segments, base first (see lake.index.segments): a full build is one segment, an append adds a
+small delta segment beside the ones already live. Either way the new state is made live by
+atomically replacing ``current.json``, and only then are folders no live manifest names removed.
 
 In an object-store lake the same layout holds objects; builds are staged in, and opened from, a
 local cache folder per lake (``TURNLAKE_CACHE``, default ``~/.cache/turnlake``).
@@ -46,6 +49,25 @@ class PartitionManifest:
     built_at: str
     build_seconds: float
     bytes: dict[str, int] = field(default_factory=dict)
+    # The live segments, base first ([] in manifests older than segments: the build alone),
+    # and the rows of each; the build's own folder is the last segment.
+    segments: list[str] = field(default_factory=list)
+    segment_rows: list[int] = field(default_factory=list)
+    # The embedding model asked for at build time (``model`` is None when no row had its
+    # vectors), and how many rows carry vectors of another model and so are not searchable
+    # by meaning: a model change makes the partition stale instead of silently empty.
+    embedding_model: str | None = None
+    foreign_vectors: int = 0
+
+    @property
+    def live_segments(self) -> list[str]:
+        """Segment folder names, base first."""
+        return list(self.segments) or [self.build_id]
+
+    @property
+    def requested_model(self) -> str | None:
+        """The model this build was asked to index (older manifests: the one it used)."""
+        return self.embedding_model if self.embedding_model is not None else self.model
 
     def to_json(self) -> str:
         """The manifest as pretty JSON."""
@@ -94,32 +116,42 @@ def read_current(root: Path | str | LakeLocation, tenant: str,
 
 
 def local_build(root: Path | str | LakeLocation, manifest: PartitionManifest) -> Path:
-    """A local folder holding the build a manifest describes, ready to open.
+    """A local folder holding the build a manifest describes, ready to open (its segments are
+    the sibling folders :func:`local_segments` names).
 
-    Object-store lakes keep a cache keyed by build id (a new manifest names a new build), filled
-    on first use and stripped of the partition's other builds, so a rebuilt partition is
-    downloaded afresh and the superseded copy does not linger.
+    Object-store lakes keep a cache keyed by segment id (a segment never changes once
+    published), filled on first use and stripped of the partition's other segments, so a
+    rebuilt partition is downloaded afresh and the superseded copy does not linger.
     """
+    return local_segments(root, manifest)[-1]
+
+
+def local_segments(root: Path | str | LakeLocation, manifest: PartitionManifest) -> list[Path]:
+    """Local folders of a manifest's live segments, base first, downloaded when needed."""
     location = LakeLocation.of(root)
     base = partition_dir(location, manifest.tenant, manifest.month)
-    folder = base / manifest.build_id
-    if not location.remote or (folder / _COMPLETE).exists():
-        return folder
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{manifest.build_id}.", dir=base))
-    try:
-        location.blobs.download_dir(
-            f"{partition_key(manifest.tenant, manifest.month)}/{manifest.build_id}", staging)
-        (staging / _COMPLETE).touch()
+    names = manifest.live_segments
+    folders = [base / name for name in names]
+    if not location.remote:
+        return folders
+    for name, folder in zip(names, folders, strict=True):
+        if (folder / _COMPLETE).exists():
+            continue
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=base))
         try:
-            os.rename(staging, folder)
-        except OSError:
-            if not (folder / _COMPLETE).exists():  # another process finished the same download
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    _remove_local_builds(base, keep=manifest.build_id)
-    return folder
+            location.blobs.download_dir(
+                f"{partition_key(manifest.tenant, manifest.month)}/{name}", staging)
+            (staging / _COMPLETE).touch()
+            try:
+                os.rename(staging, folder)
+            except OSError:
+                if not (folder / _COMPLETE).exists():  # another process finished it first
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    _remove_local_builds(base, keep=set(names))
+    return folders
 
 
 def publish(root: Path | str | LakeLocation, manifest: PartitionManifest) -> None:
@@ -129,30 +161,38 @@ def publish(root: Path | str | LakeLocation, manifest: PartitionManifest) -> Non
     base = partition_key(manifest.tenant, manifest.month)
     local = partition_dir(location, manifest.tenant, manifest.month)
     if location.remote:
+        # Earlier segments were uploaded when they were published; only the new one goes up.
         location.blobs.upload_dir(local / manifest.build_id, f"{base}/{manifest.build_id}")
         (local / manifest.build_id / _COMPLETE).touch()
     location.blobs.write_bytes(f"{base}/{CURRENT_FILE}",
                                json.dumps({"build_id": manifest.build_id}).encode())
-    remove_other_builds(location, manifest.tenant, manifest.month, keep=manifest.build_id)
+    remove_other_builds(location, manifest.tenant, manifest.month,
+                        keep=set(manifest.live_segments))
 
 
 def remove_other_builds(root: Path | str | LakeLocation, tenant: str, month: str,
-                        keep: str | None) -> None:
-    """Delete build folders other than ``keep`` (left by older builds or crashed ones)."""
+                        keep: str | set[str] | None) -> None:
+    """Delete segment folders other than ``keep`` (left by older builds or crashed ones)."""
     location = LakeLocation.of(root)
     base = partition_key(tenant, month)
+    kept = _kept(keep)
     for name in location.blobs.children(base):
-        if name != keep and name != CURRENT_FILE and not name.startswith("."):
+        if name not in kept and name != CURRENT_FILE and not name.startswith("."):
             location.blobs.delete_prefix(f"{base}/{name}")
     if location.remote:  # a local lake's builds are the blobs just removed
-        _remove_local_builds(partition_dir(location, tenant, month), keep=keep)
+        _remove_local_builds(partition_dir(location, tenant, month), keep=kept)
 
 
-def _remove_local_builds(base: Path, keep: str | None) -> None:
+def _kept(keep: str | set[str] | None) -> set[str]:
+    return set() if keep is None else {keep} if isinstance(keep, str) else keep
+
+
+def _remove_local_builds(base: Path, keep: str | set[str] | None) -> None:
     if not base.exists():
         return
+    kept = _kept(keep)
     for child in base.iterdir():
-        if child.is_dir() and child.name != keep and not child.name.startswith("."):
+        if child.is_dir() and child.name not in kept and not child.name.startswith("."):
             shutil.rmtree(child, ignore_errors=True)
 
 
@@ -182,9 +222,10 @@ def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> 
 
 
 def prune_cache(root: Path | str | LakeLocation,
-                live: dict[tuple[str, str], str]) -> None:
-    """Drop cached builds of an object-store lake that are no longer live (``live`` maps each
-    indexed partition to its build id), so erased or expired content leaves search nodes too."""
+                live: dict[tuple[str, str], set[str]]) -> None:
+    """Drop cached segments of an object-store lake that are no longer live (``live`` maps
+    each indexed partition to its live segment ids), so erased or expired content leaves
+    search nodes too."""
     location = LakeLocation.of(root)
     if not location.remote:
         return

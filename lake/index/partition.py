@@ -26,15 +26,26 @@ import pyarrow.feather as feather
 from lake.errors import IndexError_
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
+from lake.index.segments import (
+    ROWS_FILE,
+    SORT_KEY,
+    SegmentedLexical,
+    SegmentedSemantic,
+    Segments,
+    TrigramPart,
+    link_tree,
+)
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
 from lake.store import LakeStore
 from lake.tables import ROLES, Table
 
-ROWS_FILE = "rows.arrow"
 ROLE_ORDER = {role: i for i, role in enumerate(ROLES)}
 _ROW_COLUMNS = ["row_id", "user_id", "conversation_id", "turn_id", "role", "seq", "event_type",
                 "ts", "turn_at", "expires_at", "text"]
+CONTENT_COLUMNS = [*_ROW_COLUMNS, "batch_id", "embedding", "embedding_model", "embedding_status"]
+_LOG_COLUMNS = ["conversation_id", "turn_id", "batch_id", "expires_at"]
+LOG_COLUMNS = _LOG_COLUMNS
 
 
 def _folder_bytes(path: Path) -> int:
@@ -44,42 +55,48 @@ def _folder_bytes(path: Path) -> int:
 
 
 def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
-              logs_version: int, model: str | None) -> tuple[pl.DataFrame, np.ndarray, int]:
+              logs_version: int, model: str | None
+              ) -> tuple[pl.DataFrame, np.ndarray, int, int]:
     """The partition's committed rows (joined to their TurnLog), sorted, with their vectors.
 
-    Returns (rows, vectors, dim). A row's ``expires_at`` is the earlier of its own and its
-    turn's. Rows without an embedding from ``model`` get a zero vector (never returned).
+    Returns (rows, vectors, dim, foreign): ``vectors`` holds one row per embedded row (column
+    ``embedded``), in row order; ``foreign`` counts rows embedded by another model, which the
+    semantic index cannot use. A row's ``expires_at`` is the earlier of its own and its turn's.
     """
     part = (ds.field("tenant") == tenant) & (ds.field("month") == month)
-    logs = pl.from_arrow(store.read(
-        Table.TURN_LOGS, version=logs_version, filter=part,
-        columns=["conversation_id", "turn_id", "batch_id", "expires_at"]))
-    assert isinstance(logs, pl.DataFrame)
+    logs = store.read(Table.TURN_LOGS, version=logs_version, filter=part, columns=_LOG_COLUMNS)
     content = store.read(Table.CONTENT_ROWS, version=content_version, filter=part,
-                         columns=[*_ROW_COLUMNS, "batch_id", "embedding", "embedding_model",
-                                  "embedding_status"])
+                         columns=CONTENT_COLUMNS)
+    return joined_rows(content, logs, model)
+
+
+def joined_rows(content: pa.Table, logs: pa.Table, model: str | None
+                ) -> tuple[pl.DataFrame, np.ndarray, int, int]:
+    """:func:`live_rows` of given content rows and TurnLogs (a partition, or what an
+    append added to it)."""
+    log_frame = pl.from_arrow(logs)
     frame = pl.from_arrow(content)
-    assert isinstance(frame, pl.DataFrame)
-    frame = (frame.join(logs.rename({"expires_at": "turn_expires_at"}),
+    assert isinstance(log_frame, pl.DataFrame) and isinstance(frame, pl.DataFrame)
+    frame = (frame.join(log_frame.rename({"expires_at": "turn_expires_at"}),
                         on=["conversation_id", "turn_id", "batch_id"], how="inner")
              .with_columns(pl.min_horizontal("expires_at", "turn_expires_at").alias("expires_at"),
                            pl.col("role").replace_strict(ROLE_ORDER, default=99)
                            .alias("_role_order"))
-             .sort(["user_id", "conversation_id", "turn_id", "_role_order", "seq"]))
-    usable = (frame["embedding_status"] == "done") & (frame["embedding_model"] == model) \
+             .sort(SORT_KEY, maintain_order=True))
+    done = frame["embedding_status"] == "done"
+    usable = (done & (frame["embedding_model"] == model)).fill_null(False) \
         if model is not None else pl.Series([False] * frame.height)
+    foreign = int(done.sum()) - int(usable.sum())
     dim = 0
     if model is not None and usable.any():
-        first = frame.filter(usable)["embedding"][0]
-        dim = len(first)
-    vectors = np.zeros((frame.height, dim), dtype=np.float32)
+        dim = len(frame.filter(usable)["embedding"][0])
+    vectors = np.zeros((0, dim), dtype=np.float32)
     if dim:
-        idx = np.flatnonzero(usable.to_numpy())
-        emb = frame["embedding"].gather(idx.tolist())
-        vectors[idx] = np.asarray(emb.explode().to_numpy(), dtype=np.float32).reshape(-1, dim)
+        emb = frame.filter(usable)["embedding"]
+        vectors = np.asarray(emb.explode().to_numpy(), dtype=np.float32).reshape(-1, dim)
     rows = frame.select(_ROW_COLUMNS).with_columns(
         pl.Series("embedded", usable.to_numpy() if dim else np.zeros(frame.height, bool)))
-    return rows, vectors, dim
+    return rows, vectors, dim, foreign
 
 
 def turn_contexts(rows: pl.DataFrame) -> list[str]:
@@ -98,53 +115,102 @@ def turn_contexts(rows: pl.DataFrame) -> list[str]:
 def build_partition(store: LakeStore, tenant: str, month: str, *, content_version: int,
                     logs_version: int, model: str | None,
                     exact_max_rows: int | None = None) -> PartitionManifest:
-    """Build and publish the index set of one partition at the given table versions."""
+    """Build and publish the index set of one partition at the given table versions: one
+    base segment over all its live rows (the other segments it had are removed)."""
+    manifest = write_partition(store, tenant, month, content_version=content_version,
+                               logs_version=logs_version, model=model,
+                               exact_max_rows=exact_max_rows)
+    publish(store.root, manifest)
+    return manifest
+
+
+def write_partition(store: LakeStore, tenant: str, month: str, *, content_version: int,
+                    logs_version: int, model: str | None,
+                    exact_max_rows: int | None = None) -> PartitionManifest:
+    """Write one base segment over the partition's live rows, beside the live segments, and
+    return its manifest; nothing changes for readers until it is published."""
     started = time.perf_counter()
-    rows, vectors, dim = live_rows(store, tenant, month, content_version, logs_version, model)
-    build_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    rows, vectors, dim, foreign = live_rows(store, tenant, month, content_version,
+                                            logs_version, model)
+    build_id = new_segment_id()
     folder = partition_dir(store.root, tenant, month) / build_id
-    folder.mkdir(parents=True, exist_ok=True)
-    feather.write_feather(rows.to_arrow(), folder / ROWS_FILE, compression="uncompressed")
-    texts = rows["text"].to_list()
-    semantic = (SemanticIndex.build(vectors) if exact_max_rows is None
-                else SemanticIndex.build(vectors, exact_max_rows=exact_max_rows)) if dim else None
-    if semantic is not None:
-        semantic.save(folder / "semantic")
-    contexts = turn_contexts(rows)
-    LexicalIndex.build(folder / "lexical", (
-        LexicalDoc(doc=i, text=t, role=r, user_id=u, conversation_id=c, context=x)
-        for i, (t, r, u, c, x) in enumerate(zip(texts, rows["role"].to_list(),
-                                                rows["user_id"].to_list(),
-                                                rows["conversation_id"].to_list(), contexts,
-                                                strict=True))))
-    TrigramIndex.build(texts).save(folder / "trigram")
-    fingerprints = store.partition_fingerprints(Table.CONTENT_ROWS, content_version)
-    log_prints = store.partition_fingerprints(Table.TURN_LOGS, logs_version)
+    semantic = write_segment(folder, rows, vectors, dim, doc_offset=0, lexical_from=None,
+                             exact_max_rows=exact_max_rows)
     manifest = PartitionManifest(
         tenant=tenant, month=month, build_id=build_id, content_version=content_version,
         logs_version=logs_version,
-        content_fingerprint=fingerprints.get((tenant, month), ""),
-        logs_fingerprint=log_prints.get((tenant, month), ""),
+        content_fingerprint=store.partition_fingerprints(
+            Table.CONTENT_ROWS, content_version).get((tenant, month), ""),
+        logs_fingerprint=store.partition_fingerprints(
+            Table.TURN_LOGS, logs_version).get((tenant, month), ""),
         row_count=rows.height,
         turn_count=rows.select("conversation_id", "turn_id").n_unique() if rows.height else 0,
         embedded_rows=int(rows["embedded"].sum()), model=model if dim else None, dim=dim,
         semantic_kind=semantic.kind if semantic is not None else "none",
         built_at=datetime.now(UTC).isoformat(), build_seconds=time.perf_counter() - started,
-        bytes={name: _folder_bytes(folder / name)
-               for name in (ROWS_FILE, "semantic", "lexical", "trigram")
-               if (folder / name).exists()},
+        bytes=segment_bytes(folder), segments=[build_id], segment_rows=[rows.height],
+        embedding_model=model, foreign_vectors=foreign,
     )
     (folder / MANIFEST_FILE).write_text(manifest.to_json())
-    publish(store.root, manifest)
     return manifest
+
+
+def new_segment_id() -> str:
+    """A fresh, time-ordered segment folder name."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def segment_bytes(folder: Path) -> dict[str, int]:
+    """Bytes of each artifact of a segment folder."""
+    return {name: _folder_bytes(folder / name)
+            for name in (ROWS_FILE, "semantic", "lexical", "trigram") if (folder / name).exists()}
+
+
+def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: int, *,
+                  doc_offset: int, lexical_from: Path | None,
+                  exact_max_rows: int | None = None) -> SemanticIndex | None:
+    """Write one segment's artifacts for ``rows`` (sorted) into a new ``folder``.
+
+    ``vectors`` hold the embedded rows' vectors only, in row order. The lexical index gets
+    doc ids from ``doc_offset`` on, added to a hard-linked copy of ``lexical_from`` (the
+    previous segment's lexical folder, which covers every earlier row) when given."""
+    folder.mkdir(parents=True, exist_ok=True)
+    feather.write_feather(rows.to_arrow(), folder / ROWS_FILE, compression="uncompressed")
+    texts = rows["text"].to_list()
+    semantic = None
+    if dim and vectors.shape[0]:
+        docs = np.flatnonzero(rows["embedded"].to_numpy()).astype(np.int64)
+        semantic = (SemanticIndex.build(vectors, doc_ids=docs, rows=rows.height)
+                    if exact_max_rows is None else
+                    SemanticIndex.build(vectors, doc_ids=docs, rows=rows.height,
+                                        exact_max_rows=exact_max_rows))
+        semantic.save(folder / "semantic")
+    contexts = turn_contexts(rows)
+    docs_in = (LexicalDoc(doc=doc_offset + i, text=t, role=r, user_id=u, conversation_id=c,
+                          context=x)
+               for i, (t, r, u, c, x) in enumerate(zip(texts, rows["role"].to_list(),
+                                                       rows["user_id"].to_list(),
+                                                       rows["conversation_id"].to_list(),
+                                                       contexts, strict=True)))
+    if lexical_from is None:
+        LexicalIndex.build(folder / "lexical", docs_in)
+    else:
+        link_tree(lexical_from, folder / "lexical")
+        LexicalIndex.extend(folder / "lexical", docs_in)
+    TrigramIndex.build(texts).save(folder / "trigram")
+    return semantic
 
 
 @dataclass
 class PartitionIndex:
-    """A live, opened partition index; artifacts are loaded lazily and shared read-only."""
+    """A live, opened partition index over its segments; artifacts are loaded lazily and
+    shared read-only. Doc ids are row numbers in full-build order (see lake.index.segments),
+    whatever the number of segments."""
 
     folder: Path
     manifest: PartitionManifest
+    # the view of the same partition this one replaces: its opened segments are reused
+    previous: PartitionIndex | None = None
 
     @cached_property
     def name(self) -> str:
@@ -152,10 +218,19 @@ class PartitionIndex:
         return f"{self.manifest.tenant}/{self.manifest.month}"
 
     @cached_property
+    def segments(self) -> Segments:
+        """The live segments' folders (base first), opened on demand."""
+        names = self.manifest.live_segments
+        folders = [self.folder.parent / name for name in names[:-1]] + [self.folder]
+        before = self.previous.__dict__.get("segments") if self.previous is not None else None
+        self.previous = None  # keep no chain of old views alive
+        return Segments(folders, ROLE_ORDER, before)
+
+    @cached_property
     def rows(self) -> pa.Table:
-        """The partition's rows (memory-mapped Arrow)."""
+        """The partition's rows (memory-mapped Arrow when there is one segment)."""
         try:
-            return feather.read_table(self.folder / ROWS_FILE, memory_map=True)
+            return self.segments.layout.rows
         except OSError as exc:  # a newer build replaced this one while it was being opened
             raise IndexError_(f"index rows at {self.folder} are unreadable: {exc}; "
                               "search again") from exc
@@ -166,20 +241,31 @@ class PartitionIndex:
         return RowColumns.from_rows(self.rows)
 
     @cached_property
-    def semantic(self) -> SemanticIndex | None:
-        """The FAISS index, or None when no row of the partition is embedded."""
-        path = self.folder / "semantic"
-        return SemanticIndex.load(path) if path.exists() else None
+    def semantic(self) -> SemanticIndex | SegmentedSemantic | None:
+        """The dense index, or None when no row of the partition is embedded."""
+        parts = self.segments.semantic_parts
+        if len(parts) == 1:
+            return parts[0]
+        if all(p is None for p in parts):
+            return None
+        return SegmentedSemantic(self.segments.layout, parts)
 
     @cached_property
-    def lexical(self) -> LexicalIndex:
-        """The BM25 index."""
-        return LexicalIndex.open(self.folder / "lexical")
+    def lexical(self) -> LexicalIndex | SegmentedLexical:
+        """The BM25 index (the newest segment's holds every row)."""
+        index = LexicalIndex.open(self.folder / "lexical")
+        if len(self.manifest.live_segments) == 1:
+            return index
+        return SegmentedLexical(self.segments.layout, index)
 
     @cached_property
     def trigram(self) -> TrigramIndex:
-        """The trigram index."""
-        return TrigramIndex.load(self.folder / "trigram")
+        """The base segment's trigram index (all rows when there is one segment)."""
+        return self.segments.trigram_parts[0]
+
+    def trigram_scopes(self, allowed: np.ndarray) -> list[TrigramPart]:
+        """Each segment's trigram index with its part of the ``allowed`` row numbers."""
+        return self.segments.trigram_scopes(allowed)
 
 
 @dataclass(frozen=True)

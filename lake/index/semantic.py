@@ -1,8 +1,9 @@
 """Semantic (vector) index of one partition: exact below a size threshold, HNSW above it.
 
-Doc ids are row positions ``0..n-1`` of the partition's embedding matrix. Rows whose embedding is
-missing arrive as all-zero (or non-finite) vectors; they are recorded in a boolean ``valid`` mask,
-kept out of the FAISS graph and never returned. The raw vectors are always saved as ``.npy`` and
+Doc ids are row positions ``0..n-1`` of the partition. Only rows with an embedding are stored:
+the caller names their doc ids (``doc_ids``), or passes every row and lets all-zero (or
+non-finite) vectors mark the rows without one; either way those rows take no space, never enter
+the FAISS graph and are never returned. The raw vectors are always saved as ``.npy`` and
 memory-mapped on load, so a search scoped to a small set of doc ids (one user's rows) is answered
 exactly from just those rows, whatever the index kind; only wide or unscoped searches on a large
 partition go through the approximate graph.
@@ -19,8 +20,9 @@ exact one (scores equal up to float32 rounding).
 On-disk layout of a saved index directory::
 
     semantic.json   kind, sizes and search parameters (written last: its presence = complete)
-    vectors.npy     float32 (rows, dim), unit rows, zeros where invalid
-    valid.npy       bool (rows,)
+    vectors.npy     float32 (stored, dim), unit rows of the embedded docs only
+    valid.npy       bool (stored,), all true (kept for the format)
+    docs.npy        int64 (stored,), ascending doc id of each stored row (absent: 0..stored-1)
     hnsw.faiss      FAISS IndexHNSWFlat over the valid rows only (kind "hnsw")
 """
 
@@ -74,6 +76,9 @@ _META = "semantic.json"
 _VECTORS = "vectors.npy"
 _VALID = "valid.npy"
 _GRAPH = "hnsw.faiss"
+_DOCS = "docs.npy"
+# Far above the rounding error of a float32 dot product of unit vectors (~1e-6 at 1024-d).
+_RESCORE_SLACK = 1e-4
 _KINDS = ("flat", "hnsw")
 
 
@@ -94,6 +99,8 @@ class SemanticIndex:
         ef_search: int = DEFAULT_EF_SEARCH,
         calibrated_recall: float | None = None,
         note: str | None = None,
+        doc_ids: np.ndarray | None = None,
+        rows: int | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
@@ -106,6 +113,13 @@ class SemanticIndex:
         # Graph label i is doc id _valid_ids[i]: invalid rows never enter the graph.
         self._valid_ids = np.flatnonzero(valid).astype(np.int64)
         self._graph = graph
+        # Stored row i is doc _docs[i] (ascending), of _rows docs in all; internally every
+        # method works on stored rows, and search() translates at its edges.
+        self._docs = (np.arange(vectors.shape[0], dtype=np.int64) if doc_ids is None
+                      else np.asarray(doc_ids, dtype=np.int64))
+        self._rows = int(vectors.shape[0] if rows is None else rows)
+        self._stored = int(vectors.shape[0])
+        self._identity = doc_ids is None or self._stored == self._rows
         self.ef_search = ef_search
         self.calibrated_recall = calibrated_recall
         self.note = note  # why a large partition ended up exact, for the manifest
@@ -134,14 +148,14 @@ class SemanticIndex:
         self._ef_search = _positive_int(value, "ef_search", QueryError)
 
     def __len__(self) -> int:
-        """Number of rows (doc ids), valid or not."""
-        return int(self._vectors.shape[0])
+        """Number of rows (doc ids), with an embedding or not."""
+        return self._rows
 
     def describe(self) -> dict[str, Any]:
         """Parameters worth recording in a partition manifest."""
         info: dict[str, Any] = {
             "kind": self.kind, "metric": "inner_product", "dim": self.dim,
-            "rows": len(self), "valid_rows": self.valid_rows,
+            "rows": len(self), "stored_rows": self._stored, "valid_rows": self.valid_rows,
         }
         if self.kind == "hnsw":
             info.update(hnsw_m=HNSW_M, ef_construction=HNSW_EF_CONSTRUCTION,
@@ -158,8 +172,12 @@ class SemanticIndex:
         exact_max_rows: int = EXACT_MAX_ROWS,
         ef_search: int | None = None,
         threads: int | None = None,
+        doc_ids: np.ndarray | None = None,
+        rows: int | None = None,
     ) -> SemanticIndex:
-        """Index ``vectors`` (shape ``(rows, dim)``); row ``i`` becomes doc id ``i``.
+        """Index ``vectors`` (shape ``(n, dim)``); row ``i`` becomes doc id ``i``, or
+        ``doc_ids[i]`` (ascending) of ``rows`` docs in all when given: then ``vectors`` need
+        hold only the embedded docs' vectors.
 
         Rows that are all-zero or contain NaN/inf are marked invalid; other rows are
         re-normalized to unit length. More than ``exact_max_rows`` valid rows selects HNSW,
@@ -174,24 +192,36 @@ class SemanticIndex:
         if ef_search is not None:
             _positive_int(ef_search, "ef_search", IndexError_)
         matrix, valid = _clean_vectors(vectors)
+        docs = (np.arange(matrix.shape[0], dtype=np.int64) if doc_ids is None
+                else np.asarray(doc_ids, dtype=np.int64))
+        if docs.shape != (matrix.shape[0],) or (docs.size > 1 and bool((docs[1:] <= docs[:-1])
+                                                                     .any())):
+            raise IndexError_("doc_ids must be ascending, one per vector")
+        total = matrix.shape[0] if rows is None else rows
+        if docs.size and (int(docs[0]) < 0 or int(docs[-1]) >= total):
+            raise IndexError_(f"doc_ids must lie in 0..{total - 1}")
+        if not valid.all():  # a zero or broken vector is a row without an embedding
+            matrix, docs = np.ascontiguousarray(matrix[valid]), docs[valid]
+            valid = np.ones(matrix.shape[0], dtype=np.bool_)
         if int(valid.sum()) <= exact_max_rows:
-            return cls(kind="flat", vectors=matrix, valid=valid, graph=None)
+            return cls(kind="flat", vectors=matrix, valid=valid, graph=None, doc_ids=docs,
+                       rows=total)
         graph = faiss.IndexHNSWFlat(matrix.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
         graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        rows = matrix if valid.all() else np.ascontiguousarray(matrix[valid])
         recall: float | None = None
         with _omp_threads(threads):
-            graph.add(rows)
+            graph.add(matrix)
             if ef_search is None:
-                ef_search, recall = _calibrate_ef(graph, rows)
+                ef_search, recall = _calibrate_ef(graph, matrix)
                 # A search touches roughly ef * 2M vectors at random addresses; when that is
                 # not well below one sequential pass over all rows, exact is as fast and exact.
-                if recall < TARGET_RECALL or ef_search * 2 * HNSW_M >= rows.shape[0]:
+                if recall < TARGET_RECALL or ef_search * 2 * HNSW_M >= matrix.shape[0]:
                     note = (f"hnsw rejected: ef_search {ef_search} reached recall@10 "
                             f"{recall:.3f}, no cheaper than an exact scan")
-                    return cls(kind="flat", vectors=matrix, valid=valid, graph=None, note=note)
+                    return cls(kind="flat", vectors=matrix, valid=valid, graph=None, note=note,
+                               doc_ids=docs, rows=total)
         return cls(kind="hnsw", vectors=matrix, valid=valid, graph=graph, ef_search=ef_search,
-                   calibrated_recall=recall)
+                   calibrated_recall=recall, doc_ids=docs, rows=total)
 
     def save(self, directory: Path) -> None:
         """Write the index into ``directory`` (created if needed), replacing any previous one."""
@@ -202,6 +232,7 @@ class SemanticIndex:
         (directory / _META).unlink(missing_ok=True)
         _atomic_write(directory / _VECTORS, lambda p: np.save(p, np.asarray(self._vectors)))
         _atomic_write(directory / _VALID, lambda p: np.save(p, self._valid))
+        _atomic_write(directory / _DOCS, lambda p: np.save(p, self._docs))
         graph = self._graph
         if graph is not None:
             _atomic_write(directory / _GRAPH, lambda p: faiss.write_index(graph, str(p)))
@@ -230,11 +261,14 @@ class SemanticIndex:
             # scoped search's arithmetic
             vectors = np.asarray(np.load(directory / _VECTORS, mmap_mode="r"))
             valid = np.load(directory / _VALID)
+            docs = np.load(directory / _DOCS) if (directory / _DOCS).exists() else None
             graph = faiss.read_index(str(directory / _GRAPH)) if kind == "hnsw" else None
         except (OSError, ValueError, RuntimeError) as exc:
             raise IndexError_(f"semantic index at {directory} is damaged: {exc}") from exc
         ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
-              and valid.shape == (vectors.shape[0],) and meta.get("rows") == vectors.shape[0]
+              and valid.shape == (vectors.shape[0],)
+              and meta.get("stored_rows", meta.get("rows")) == vectors.shape[0]
+              and (docs is None or docs.shape == (vectors.shape[0],))
               and meta.get("dim") == vectors.shape[1])
         if ok and graph is not None:
             ok = graph.ntotal == int(valid.sum()) and graph.d == vectors.shape[1]
@@ -244,7 +278,7 @@ class SemanticIndex:
         return cls(kind=str(kind), vectors=vectors, valid=valid, graph=graph,
                    ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
                    calibrated_recall=None if recall is None else float(recall),
-                   note=meta.get("note"))
+                   note=meta.get("note"), doc_ids=docs, rows=int(meta["rows"]))
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -257,14 +291,22 @@ class SemanticIndex:
         q = _check_query(query, self.dim)
         _positive_int(limit, "limit", QueryError)
         scope = None if allowed is None else _check_allowed(allowed, len(self))
+        if scope is not None and not self._identity:
+            # doc ids -> stored rows; docs without a vector drop out here
+            at = np.minimum(np.searchsorted(self._docs, scope), max(self._stored - 1, 0))
+            scope = at[self._docs[at] == scope] if self._stored else at[:0]
         if scope is not None:
             scope = scope[self._valid[scope]]
         if self._graph is None or (scope is not None and self._is_small_scope(scope.size)):
-            return self._exact(q, scope, limit)
-        return self._approximate(q, scope, limit)
+            found = self._exact(q, scope, limit)
+        else:
+            found = self._approximate(q, scope, limit)
+        if self._identity:
+            return found
+        return [(int(self._docs[i]), score) for i, score in found]
 
     def _is_small_scope(self, size: int) -> bool:
-        return size <= self.small_scope_rows or size < SMALL_SCOPE_FRACTION * len(self)
+        return size <= self.small_scope_rows or size < SMALL_SCOPE_FRACTION * self._stored
 
     def _exact(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -272,9 +314,10 @@ class SemanticIndex:
         ids = self._valid_ids if scope is None else scope
         if ids.size == 0:
             return []
-        if ids.size * 4 < len(self):
-            scores = np.asarray(self._vectors[ids] @ q, dtype=np.float32)
-            return _top(ids, scores, limit)
+        if ids.size * 4 < self._stored:
+            rows = self._vectors[ids]
+            return _rescored_top(ids, np.asarray(rows @ q, dtype=np.float32),
+                                 lambda keep: rows[keep], q, limit)
         # A wide search reads every row: through the sketch once that pays (a quarter of the
         # bytes), else in one sequential pass, which beats gathering most rows from a memory map.
         if ids.size >= SKETCH_MIN_ROWS:
@@ -286,7 +329,7 @@ class SemanticIndex:
                 if found is not None:
                     return found
         scores = np.asarray(self._vectors @ q, dtype=np.float32)[ids]
-        return _top(ids, scores, limit)
+        return _rescored_top(ids, scores, lambda keep: self._vectors[ids[keep]], q, limit)
 
     def build_sketch(self) -> None:
         """Build the in-memory 8-bit copy that wide exact searches use (see the module notes).
@@ -308,7 +351,7 @@ class SemanticIndex:
         if ids.size < self.valid_rows:
             member = np.zeros(self.valid_rows, dtype=np.bool_)
             # sketch row i is doc _valid_ids[i]: the doc itself when every row is valid
-            every = self.valid_rows == len(self)
+            every = self.valid_rows == self._stored
             member[ids if every else np.searchsorted(self._valid_ids, ids)] = True
             bitmap = np.packbits(member, bitorder="little")  # must outlive the search calls
             selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
@@ -385,9 +428,9 @@ class SemanticIndex:
         if self._graph is not None:
             params = _hnsw_params(max(self.ef_search, wanted))
             _, labels = self._graph.search(qs, wanted, params=params)
-            return [self._valid_ids[row[row >= 0]] for row in labels]
-        return [np.array([d for d, _ in self._exact(q, None, wanted)], dtype=np.int64)
-                for q in qs]
+            return [self._docs[self._valid_ids[row[row >= 0]]] for row in labels]
+        return [self._docs[np.array([d for d, _ in self._exact(q, None, wanted)],
+                                    dtype=np.int64)] for q in qs]
 
 
 class _Sketch:
@@ -438,6 +481,23 @@ def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray
     truth = exact.top_ids(queries, k)
     hits = [np.intersect1d(g, t).size / t.size for g, t in zip(got, truth, strict=True) if t.size]
     return float(np.mean(hits)) if hits else 1.0
+
+
+def _rescored_top(ids: np.ndarray, rough: np.ndarray, rows: Callable[[np.ndarray], np.ndarray],
+                  q: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """The top ``limit`` of ``ids`` by exact score, given BLAS scores ``rough``.
+
+    A float32 BLAS product rounds a row's score differently depending on where the row sits in
+    the matrix (tail rows take another kernel), so the same rows in a segment and in a full
+    build could swap places. Rows within _RESCORE_SLACK of the cut are scored again in
+    float64 and rounded: a row's score then depends on its vector alone."""
+    if ids.size > limit:
+        kth = np.partition(rough, ids.size - limit)[ids.size - limit]
+        keep = np.flatnonzero(rough >= kth - _RESCORE_SLACK)
+    else:
+        keep = np.arange(ids.size)
+    exact = np.einsum("ij,j->i", rows(keep).astype(np.float64), q.astype(np.float64))
+    return _top(ids[keep], exact.astype(np.float32), limit)
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:

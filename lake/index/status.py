@@ -20,6 +20,13 @@ from lake.tables import Table
 Freshness = Literal["fresh", "stale", "missing", "orphan"]
 
 
+class Unset:
+    """The type of :data:`UNSET`: "no model given", as None means "no model"."""
+
+
+UNSET = Unset()
+
+
 @dataclass(frozen=True)
 class PartitionStatus:
     """One partition's index state against the current tables."""
@@ -67,13 +74,17 @@ class StatusCache:
         if key != self._key:
             self._value = partition_statuses(self._store)
             self._key = key
-            prune_cache(self._store.root, {part: s.manifest.build_id
+            prune_cache(self._store.root, {part: set(s.manifest.live_segments)
                                            for part, s in self._value.items() if s.manifest})
         return self._value
 
 
-def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatus]:
-    """Compare every partition's live manifest with the tables' current file sets."""
+def partition_statuses(store: LakeStore, *, model: str | Unset | None = UNSET,
+                       ) -> dict[tuple[str, str], PartitionStatus]:
+    """Compare every partition's live manifest with the tables' current file sets.
+
+    Given ``model`` (the embedding model's name, None for none), a partition built for another
+    model is stale too: its semantic index holds none of this model's vectors."""
     content_version = store.version(Table.CONTENT_ROWS)
     content = store.partition_fingerprints(Table.CONTENT_ROWS)
     logs = store.partition_fingerprints(Table.TURN_LOGS)
@@ -92,7 +103,8 @@ def partition_statuses(store: LakeStore) -> dict[tuple[str, str], PartitionStatu
         elif manifest is None:
             freshness = "missing"
         elif (manifest.content_fingerprint == content[part]
-              and manifest.logs_fingerprint == logs.get(part, "")):
+              and manifest.logs_fingerprint == logs.get(part, "")
+              and (isinstance(model, Unset) or manifest.requested_model == model)):
             freshness = "fresh"
         else:
             freshness = "stale"

@@ -20,6 +20,7 @@ from lake.errors import EmbeddingError, QueryError
 from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
+from lake.index.segments import merge_top
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
@@ -159,7 +160,7 @@ class SearchService:
         key = f"{manifest.tenant}/{manifest.month}"
         cached = self._open.get(key)
         if cached is None or cached.manifest.build_id != manifest.build_id:
-            cached = PartitionIndex(local_build(self.store.root, manifest), manifest)
+            cached = PartitionIndex(local_build(self.store.root, manifest), manifest, cached)
             self._open[key] = cached
         return cached
 
@@ -306,11 +307,23 @@ def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: n
 
 def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
              request: SearchRequest) -> list[_PartHits]:
-    # all partitions at once: narrow scopes share one exact-scoring pass
-    per_part = search_scoped([(p.trigram, allowed) for p, allowed in in_scope], query,
-                             limit=request.depth, threshold=request.trigram_threshold)
-    return [_PartHits(part, [d for d, _ in found], [s for _, s in found])
-            for (part, _), found in zip(in_scope, per_part, strict=True)]
+    # all partitions' segments at once: narrow scopes share one exact-scoring pass; a
+    # segment's scores depend on its own rows only, so merging them gives one index's answer
+    scoped = [(part, piece) for part, allowed in in_scope
+              for piece in part.trigram_scopes(allowed)]
+    found = search_scoped([(piece.index, piece.allowed) for _, piece in scoped], query,
+                          limit=request.depth, threshold=request.trigram_threshold)
+    per_part: dict[int, list[tuple[np.ndarray | None, list[tuple[int, float]]]]] = {}
+    for (part, piece), hits in zip(scoped, found, strict=True):
+        per_part.setdefault(id(part), []).append((piece.numbers, hits))
+    out = []
+    for part, _ in in_scope:
+        pieces = per_part.get(id(part), [])
+        merged = pieces[0][1] if len(pieces) == 1 and pieces[0][0] is None else merge_top(
+            [(n if n is not None else np.arange(len(part.trigram)), h) for n, h in pieces],
+            request.depth)
+        out.append(_PartHits(part, [d for d, _ in merged], [s for _, s in merged]))
+    return out
 
 
 class _Parts:

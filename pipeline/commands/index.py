@@ -25,7 +25,13 @@ from lake.store import LakeStore
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
 from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
 from pipeline.embed import PartitionEmbedder, backfill
-from pipeline.index_build import PartitionBuilder, build_in_process, build_indexes
+from pipeline.index_build import (
+    BuildReport,
+    PartitionBuilder,
+    build_in_process,
+    build_indexes,
+    compact_indexes,
+)
 from pipeline.progress import JobProgress, job_progress
 from pipeline.ray_jobs import LOCAL, EmbedOnRay, build_on_ray, ray_session
 
@@ -112,13 +118,48 @@ def index_build(
                                    on_partition=_per_partition(progress, "building indexes"))
     except TurnlakeError as exc:
         raise fail(exc) from exc
+    _print_built(report)
+    out.print(f"{len(report.built)} built, {report.skipped_fresh} already fresh")
+
+
+def _print_built(report: BuildReport) -> None:
     for m in report.built:
-        out.print(f"built {m.tenant}/{m.month}: {m.row_count} rows ({m.embedded_rows} "
-                  f"embedded, {m.semantic_kind}) from content_rows v{m.content_version} "
-                  f"in {m.build_seconds:.2f}s")
+        name = f"{m.tenant}/{m.month}"
+        how = ("delta segment" if name in report.appended else
+               "compacted" if name in report.compacted else "built")
+        out.print(f"{how} {name}: {m.row_count} rows ({m.embedded_rows} embedded, "
+                  f"{m.semantic_kind}, {len(m.live_segments)} segment"
+                  f"{'s' if len(m.live_segments) > 1 else ''}) from content_rows "
+                  f"v{m.content_version} in {m.build_seconds:.2f}s")
+    for m in report.foreign_vectors:
+        # Rows embedded by another model are not in the semantic index: say so, never
+        # leave a partition silently unsearchable by meaning.
+        console.print(f"[yellow]warning:[/] {m.tenant}/{m.month}: {m.foreign_vectors} rows "
+                      f"carry vectors of another model than {m.embedding_model!r}; the "
+                      f"semantic index holds {m.embedded_rows} of {m.row_count} rows. Set "
+                      "TURNLAKE_EMBEDDING_MODEL to their model and rebuild, or re-embed them.")
     for name in report.dropped:
         out.print(f"dropped index of {name} (no rows left)")
-    out.print(f"{len(report.built)} built, {report.skipped_fresh} already fresh")
+
+
+@index_app.command("compact")
+def index_compact(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+    month: Annotated[str | None, typer.Option(help="Only this month (YYYY-MM).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Merge each partition's index segments into one new base segment."""
+    settings = settings_from(lake)
+    try:
+        with job_progress() as progress:
+            report = compact_indexes(LakeStore(settings.lake),
+                                     model=embedding_identity(settings),
+                                     tenant=tenant, month=month,
+                                     on_partition=_per_partition(progress, "compacting"))
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    _print_built(report)
+    out.print(f"{len(report.compacted)} compacted, {report.skipped_fresh} already one segment")
 
 
 @index_app.command("status")
@@ -127,22 +168,28 @@ def index_status(
     lake: LakeOption = None,
 ) -> None:
     """Show each partition's index freshness, sizes and the command that rebuilds it."""
-    statuses = partition_statuses(LakeStore(settings_from(lake).lake))
+    settings = settings_from(lake)
+    statuses = partition_statuses(LakeStore(settings.lake),
+                                  model=embedding_identity(settings))
     if as_json:
         out.print_json(json.dumps([{
             "partition": s.name, "freshness": s.freshness,
             "rows": s.manifest.row_count if s.manifest else None,
             "embedded_rows": s.manifest.embedded_rows if s.manifest else None,
+            "segments": len(s.manifest.live_segments) if s.manifest else None,
+            "foreign_vectors": s.manifest.foreign_vectors if s.manifest else None,
             "built_from_version": s.manifest.content_version if s.manifest else None,
             "table_version": s.content_version,
             "rebuild": s.rebuild_command if s.freshness != "fresh" else None,
         } for s in statuses.values()]))
         return
-    table = RichTable("partition", "state", "rows", "embedded", "built from", "table", "fix")
+    table = RichTable("partition", "state", "rows", "embedded", "segments", "built from",
+                      "table", "fix")
     for s in statuses.values():
         m = s.manifest
         table.add_row(s.name, s.freshness, str(m.row_count) if m else "-",
                       str(m.embedded_rows) if m else "-",
+                      str(len(m.live_segments)) if m else "-",
                       f"v{m.content_version}" if m else "-", f"v{s.content_version}",
                       s.rebuild_command if s.freshness in ("stale", "missing") else "")
     out.print(table)

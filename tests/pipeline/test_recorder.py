@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lake.errors import RecordError, RefError
+from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.materialize import TurnMaterializer
 from lake.settings import Settings
@@ -73,9 +74,13 @@ def test_abandoned_turn_writes_nothing(tmp_path: Path) -> None:
     assert list(spool.iterdir()) == []
 
 
-def test_direct_to_lake(settings: Settings) -> None:
-    _record_turn(Recorder(settings=settings))
-    assert LakeStore(settings.lake).read(Table.TURN_LOGS).num_rows == 1
+def test_direct_to_lake(hashing_settings: Settings) -> None:
+    _record_turn(Recorder(settings=hashing_settings))
+    assert LakeStore(hashing_settings.lake).read(Table.TURN_LOGS).num_rows == 1
+    # indexed on the way: the turn is findable as soon as complete() returned
+    (status,) = partition_statuses(LakeStore(hashing_settings.lake)).values()
+    assert status.freshness == "fresh" and status.manifest is not None
+    assert status.manifest.embedded_rows == status.manifest.row_count > 0
 
 
 @pytest.mark.parametrize("path", ["files/../../etc/passwd", "/etc/passwd", "files/a/%2e%2e/b",

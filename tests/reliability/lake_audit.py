@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.feather as feather
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import TurnlakeError
 from lake.filestore import FileStore, packs_of
 from lake.index.manifest import read_current
-from lake.index.partition import ROWS_FILE
+from lake.index.partition import PartitionIndex
 from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.catalog import TurnCatalog
@@ -255,7 +254,8 @@ def _check_indexes(store: LakeStore, rows: pl.DataFrame, query: str, audit: Audi
             continue
         current = read_current(store.root, tenant, month)
         assert current is not None
-        indexed = feather.read_table(current[0] / ROWS_FILE, columns=["row_id"])
+        # every live segment's rows, base first (a delta segment holds only what it added)
+        indexed = PartitionIndex(current[0], current[1]).rows.select(["row_id"])
         want = rows.filter((pl.col("tenant") == tenant) & (pl.col("month") == month))
         if sorted(indexed.column("row_id").to_pylist()) != sorted(want["row_id"].to_list()):
             audit.problems.append(f"fresh index of {tenant}/{month} disagrees with its table")

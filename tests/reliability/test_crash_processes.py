@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from lake.erasure import STEPS
+from lake.index.manifest import read_current
 from lake.retention import read_audit
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -145,6 +146,49 @@ def test_index_build_killed_between_and_inside_partitions(tmp_path: Path,
     audit = clean(audit_lake(lake))
     assert audit.not_fresh == [] and audit.keys == {key_of(r) for r in records}
     kill_log.record("index build", 4, 1 + kills, "indexes fresh or reported, lake clean")
+
+
+def _segment_count(lake: Path) -> int:
+    current = read_current(lake, "acme", "2026-03")
+    assert current is not None
+    return len(current[1].live_segments)
+
+
+def test_delta_segment_and_compaction_killed_leave_the_last_segments_live(
+        tmp_path: Path, kill_log: KillLog) -> None:
+    lake = tmp_path / "lake"
+    # 50 rows: two one-turn appends (4 rows) stay under the 10 % compaction threshold
+    first = [turn_record(n, conversation=f"c-{n % 3}") for n in range(25)]
+    _seed(lake, first, index=True)
+    wanted = {key_of(r) for r in first}
+    kills = 0
+    for i, point in enumerate(["index.after_delta_segment", "index.after_partition"]):
+        more = [turn_record(100 + i, conversation="c-new")]
+        _seed(lake, more, index=False)
+        wanted |= {key_of(r) for r in more}
+        before = _segment_count(lake)
+        killed = cli(lake, "index", "build", fault=point)
+        assert killed.returncode == KILLED, (point, killed.stderr[-2000:])
+        kills += 1
+        audit = clean(audit_lake(lake))  # stale and reported, or fresh with the new segment
+        assert _segment_count(lake) in (before, before + 1)
+        assert cli(lake, "index", "build").returncode == 0
+        audit = clean(audit_lake(lake))
+        assert (audit.keys, audit.not_fresh) == (wanted, [])
+    assert _segment_count(lake) == 3, "two appends, two delta segments"
+    for point in ("index.compaction_written", "index.after_compaction"):
+        killed = cli(lake, "index", "compact", fault=point)
+        assert killed.returncode == KILLED, (point, killed.stderr[-2000:])
+        kills += 1
+        audit = clean(audit_lake(lake))
+        assert (audit.keys, audit.not_fresh) == (wanted, [])
+    assert _segment_count(lake) == 1, "the kill after publishing left the compacted base"
+    folders = [p for p in (lake / "indexes" / "acme" / "2026-03").iterdir() if p.is_dir()]
+    assert len(folders) == 1, "the crashed compaction's leftovers were removed"
+    done = cli(lake, "index", "compact")
+    assert done.returncode == 0 and "0 compacted" in done.stdout
+    kill_log.record("index delta segment / compaction", 4, kills,
+                    "previous segments live, lake clean")
 
 
 def _retention_lake(lake: Path) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:

@@ -232,3 +232,24 @@ def test_bad_build_input_raises_index_errors() -> None:
         SemanticIndex.build(np.ones(DIM, dtype=np.float32))
     with pytest.raises(IndexError_, match="exact_max_rows"):
         SemanticIndex.build(np.ones((2, DIM), dtype=np.float32), exact_max_rows=-1)
+
+
+def test_only_embedded_rows_are_stored_and_doc_ids_survive_a_reload(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(5, DIM)).astype(np.float32)
+    docs = np.array([2, 5, 6, 40, 99])
+    index = SemanticIndex.build(vectors, doc_ids=docs, rows=100)
+    index.save(tmp_path / "idx")
+    loaded = SemanticIndex.load(tmp_path / "idx")
+    assert np.load(tmp_path / "idx" / "vectors.npy").shape == (5, DIM)  # no zero rows
+    assert (len(loaded), loaded.valid_rows) == (100, 5)
+    query = vectors[3]
+    assert loaded.search(query, limit=1)[0][0] == 40
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosine = dict(zip(docs.tolist(), (unit @ (query / np.linalg.norm(query))).tolist(),
+                      strict=True))
+    assert [d for d, _ in loaded.search(query, allowed=np.arange(0, 30), limit=10)] \
+        == sorted([2, 5, 6], key=lambda d: -cosine[d])
+    assert loaded.search(query, allowed=np.array([0, 1, 3]), limit=10) == []
+    with pytest.raises(IndexError_, match="ascending"):
+        SemanticIndex.build(vectors, doc_ids=docs[::-1], rows=100)

@@ -127,4 +127,4 @@ def test_sketch_is_built_only_after_repeated_wide_searches(
         _same(index.search(query, limit=10), _plain(vectors, query, 10))
     assert index._sketch is not None  # built by the third wide search, which used it
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
-        "semantic.json", "valid.npy", "vectors.npy"]  # the sketch is never saved
+        "docs.npy", "semantic.json", "valid.npy", "vectors.npy"]  # the sketch is never saved

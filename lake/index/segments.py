@@ -1,0 +1,235 @@
+"""Segmented partition indexes: a base segment plus small delta segments, read as one index.
+
+A partition's live build lists its segments, base first (``PartitionManifest.segments``). Each
+segment folder holds the rows it adds (``rows.arrow``, sorted like a full build), a FAISS index
+of those rows' vectors and a trigram index of their texts. Its ``lexical`` folder holds a
+tantivy index of *every* row up to and including that segment: a hard-linked copy of the
+previous segment's lexical folder (tantivy never rewrites a segment file) plus one commit of
+the new rows. Tantivy computes BM25 statistics (document count, document frequencies, average
+field lengths) across its own segments, so scores equal those of an index built over the same
+rows in one go, at a cost that depends on the new rows only.
+
+Reading: the rows of all segments, concatenated base first, are numbered by their place in the
+order a full build would give them (:class:`SegmentLayout`). Every segment is sorted by the same
+key, so a segment's docs keep their relative order in that numbering: a scope maps to each
+segment by binary search, each segment answers exactly (dense: inner products; trigram:
+per-row similarities, which depend on no other row), and the merged top ``limit`` by (score,
+doc) is the one index's answer, ties included.
+
+Only appends become delta segments. A partition whose tables lost files since its build
+(re-ingest, retention, erasure, table compaction) is rebuilt whole, so a replaced or removed row
+is never served from an older segment; so is one whose embedding model changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from lake.index.lexical import LexicalIndex
+from lake.index.semantic import SemanticIndex
+from lake.index.trigram import TrigramIndex
+
+ROWS_FILE = "rows.arrow"
+SORT_KEY = ["user_id", "conversation_id", "turn_id", "_role_order", "seq"]
+_LOCK_SUFFIX = ".lock"  # tantivy's lock files belong to one index folder, never shared
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """Copy a folder as hard links (files are immutable once written); a plain copy where
+    the file system refuses links."""
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.iterdir():
+        if path.is_dir() or path.name.endswith(_LOCK_SUFFIX):
+            continue
+        try:
+            os.link(path, target / path.name)
+        except OSError:
+            shutil.copy2(path, target / path.name)
+
+
+@dataclass
+class SegmentLayout:
+    """The rows of a partition's segments in full-build order.
+
+    ``order[g]`` is the concatenated position (base first) of the row numbered ``g``;
+    ``globals_[s][i]`` is the number of segment ``s``'s row ``i`` (ascending in ``i``)."""
+
+    rows: pa.Table
+    order: np.ndarray
+    inverse: np.ndarray
+    offsets: np.ndarray
+    globals_: list[np.ndarray]
+
+    @classmethod
+    def of(cls, tables: Sequence[pa.Table], role_order: dict[str, int]) -> SegmentLayout:
+        """Number the rows of the given segment tables (base first) as a full build would."""
+        sizes = np.array([t.num_rows for t in tables], np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if len(tables) == 1:
+            ident = np.arange(int(sizes[0]), dtype=np.int64)
+            return cls(tables[0], ident, ident, offsets, [ident])
+        joined = pa.concat_tables(tables, promote_options="default")
+        keys = pl.from_arrow(joined.select(["user_id", "conversation_id", "turn_id", "role",
+                                            "seq"]))
+        assert isinstance(keys, pl.DataFrame)
+        keys = keys.with_columns(pl.col("role").replace_strict(role_order, default=99)
+                                 .alias("_role_order"))
+        order = keys.with_row_index("_at").sort(SORT_KEY, maintain_order=True)["_at"] \
+            .to_numpy().astype(np.int64)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size, dtype=np.int64)
+        return cls(joined.take(order), order, inverse, offsets,
+                   [inverse[offsets[s]:offsets[s + 1]] for s in range(len(tables))])
+
+    def local(self, segment: int, allowed: np.ndarray) -> np.ndarray:
+        """The segment's own doc ids among ``allowed`` (sorted row numbers), ascending."""
+        numbers = self.globals_[segment]
+        if numbers.size == 0 or allowed.size == 0:
+            return np.empty(0, np.int64)
+        at = np.minimum(np.searchsorted(numbers, allowed), numbers.size - 1)
+        local: np.ndarray = at[numbers[at] == allowed].astype(np.int64)
+        return local
+
+
+def merge_top(found: list[tuple[np.ndarray, list[tuple[int, float]]]],
+              limit: int) -> list[tuple[int, float]]:
+    """Per-segment hits (segment row numbers, [(local doc, score)]) as one list of
+    (row number, score), best first, ties by row number, cut to ``limit``."""
+    docs: list[int] = []
+    scores: list[float] = []
+    for numbers, hits in found:
+        if hits:
+            local = np.fromiter((d for d, _ in hits), np.int64, len(hits))
+            docs += numbers[local].tolist()
+            scores += [s for _, s in hits]
+    if not docs:
+        return []
+    d, s = np.array(docs, np.int64), np.array(scores, np.float64)
+    order = np.lexsort((d, -s))[:limit]
+    return list(zip(d[order].tolist(), s[order].tolist(), strict=True))
+
+
+class SegmentedSemantic:
+    """Dense search over several segments' FAISS indexes, as one index over all rows."""
+
+    def __init__(self, layout: SegmentLayout, parts: list[SemanticIndex | None]) -> None:
+        self._layout = layout
+        self._parts = parts
+
+    @property
+    def valid_rows(self) -> int:
+        """Rows with a vector, over all segments."""
+        return sum(p.valid_rows for p in self._parts if p is not None)
+
+    def search(self, query: np.ndarray, *, allowed: np.ndarray | None = None,
+               limit: int = 50) -> list[tuple[int, float]]:
+        """Up to ``limit`` (row number, cosine) pairs, best first, ties by row number."""
+        found = []
+        for s, index in enumerate(self._parts):
+            if index is None:
+                continue
+            numbers = self._layout.globals_[s]
+            scope = None if allowed is None else self._layout.local(s, allowed)
+            if scope is not None and scope.size == 0:
+                continue
+            found.append((numbers, index.search(query, allowed=scope, limit=limit)))
+        return merge_top(found, limit)
+
+
+class SegmentedLexical:
+    """The newest segment's tantivy index (it holds every row), answering in row numbers."""
+
+    def __init__(self, layout: SegmentLayout, index: LexicalIndex) -> None:
+        self._layout = layout
+        self._index = index
+
+    def __len__(self) -> int:
+        """Number of indexed rows."""
+        return len(self._index)
+
+    def search(self, query: str, **options: object) -> list[tuple[int, float]]:
+        """:meth:`LexicalIndex.search`, with docs as row numbers (ties by row number)."""
+        hits = self._index.search(query, **options)  # type: ignore[arg-type]
+        mapped = [(int(self._layout.inverse[d]), s) for d, s in hits]
+        return sorted(mapped, key=lambda h: (-h[1], h[0]))
+
+    def term_stats(self, query: str) -> tuple[int, list[int]]:
+        """:meth:`LexicalIndex.term_stats` over every segment's rows."""
+        return self._index.term_stats(query)
+
+
+@dataclass
+class TrigramPart:
+    """One segment's trigram index with the scope mapped into it."""
+
+    index: TrigramIndex
+    allowed: np.ndarray
+    numbers: np.ndarray | None  # segment doc -> row number (None: the same)
+
+
+class Segments:
+    """Opened artifacts of a partition's segment folders (base first).
+
+    Segment folders never change once published, so what an earlier view of the partition
+    opened (``previous``) is reused: after an append only the new segment is loaded."""
+
+    def __init__(self, folders: list[Path], role_order: dict[str, int],
+                 previous: Segments | None = None) -> None:
+        self.folders = folders
+        self._role_order = role_order
+        self._opened: dict[tuple[str, Path], Any] = {}
+        if previous is not None:
+            live = set(folders)
+            self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
+
+    def _each(self, kind: str, load: Callable[[Path], Any]) -> list[Any]:
+        out = []
+        for folder in self.folders:
+            key = (kind, folder)
+            if key not in self._opened:
+                self._opened[key] = load(folder)
+            out.append(self._opened[key])
+        return out
+
+    @cached_property
+    def tables(self) -> list[pa.Table]:
+        """Each segment's rows (memory-mapped Arrow)."""
+        return self._each("rows", lambda f: feather.read_table(f / ROWS_FILE, memory_map=True))
+
+    @cached_property
+    def layout(self) -> SegmentLayout:
+        """The rows in full-build order."""
+        return SegmentLayout.of(self.tables, self._role_order)
+
+    @cached_property
+    def semantic_parts(self) -> list[SemanticIndex | None]:
+        """Each segment's FAISS index (None where no row of it has a vector)."""
+        return self._each("semantic", lambda f: SemanticIndex.load(f / "semantic")
+                          if (f / "semantic").exists() else None)
+
+    @cached_property
+    def trigram_parts(self) -> list[TrigramIndex]:
+        """Each segment's trigram index."""
+        return self._each("trigram", lambda f: TrigramIndex.load(f / "trigram"))
+
+    def trigram_scopes(self, allowed: np.ndarray) -> list[TrigramPart]:
+        """Per segment, its trigram index and the part of ``allowed`` it holds."""
+        if len(self.folders) == 1:
+            return [TrigramPart(self.trigram_parts[0], allowed, None)]
+        out = []
+        for s, index in enumerate(self.trigram_parts):
+            local = self.layout.local(s, allowed)
+            if local.size:
+                out.append(TrigramPart(index, local, self.layout.globals_[s]))
+        return out

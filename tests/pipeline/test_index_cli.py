@@ -1,0 +1,59 @@
+"""`turnlake index build / compact / status` with segments and a changed embedding model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import make_record, write_jsonl
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.setenv("TURNLAKE_LAKE", str(tmp_path / "lake"))
+    return CliRunner()
+
+
+def _status(runner: CliRunner) -> dict[str, object]:
+    result = runner.invoke(app, ["index", "status", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)
+    assert isinstance(row, dict)
+    return row
+
+
+def test_a_wrong_model_is_reported_and_a_later_build_with_the_right_one_rebuilds(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_jsonl(tmp_path / "in.jsonl", [make_record(i) for i in range(3)])
+    assert runner.invoke(app, ["ingest", str(path)]).exit_code == 0
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-32")  # not the rows' model
+    wrong = runner.invoke(app, ["index", "build", "--full", "--tenant", "acme",
+                                "--month", "2026-03"])
+    assert wrong.exit_code == 0, wrong.output
+    assert "6 rows carry vectors of another model" in wrong.output
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    row = _status(runner)
+    assert row["freshness"] == "stale" and row["embedded_rows"] == 0
+    again = runner.invoke(app, ["index", "build"])
+    assert "1 built, 0 already fresh" in again.output, again.output
+    row = _status(runner)
+    assert row["freshness"] == "fresh" and row["embedded_rows"] == 6
+
+
+def test_index_compact_merges_delta_segments(runner: CliRunner, tmp_path: Path) -> None:
+    base = write_jsonl(tmp_path / "a.jsonl", [make_record(i, conversation=f"c-{i}")
+                                              for i in range(40)])
+    assert runner.invoke(app, ["ingest", str(base)]).exit_code == 0
+    more = write_jsonl(tmp_path / "b.jsonl", [make_record(99, conversation="c-99")])
+    assert runner.invoke(app, ["ingest", str(more)]).exit_code == 0
+    assert _status(runner)["segments"] == 2
+    done = runner.invoke(app, ["index", "compact", "--tenant", "acme"])
+    assert done.exit_code == 0, done.output
+    assert "1 compacted" in done.output
+    row = _status(runner)
+    assert (row["segments"], row["freshness"], row["rows"]) == (1, "fresh", 82)
