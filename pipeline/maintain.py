@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lake.batches import BatchCommitter, RecoveryReport
+from lake.embedding.factory import embedding_identity
 from lake.erasure import DeletionOutcome, DeletionRunner
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
@@ -42,6 +43,7 @@ from lake.retention import DeletionPlan
 from lake.settings import Settings
 from lake.store import COMPACT_TARGET_BYTES, FileStats, LakeStore, Partition
 from lake.tables import PARTITIONS, Table
+from pipeline.index_build import compact_indexes
 from pipeline.retention import index_rebuilder
 
 Progress = Callable[[str, int, int], None]
@@ -130,12 +132,16 @@ def refresh_indexes(store: LakeStore, settings: Settings, *, tenant: str | None,
     date; returns the partitions rebuilt, as ``tenant/month``.
 
     Compaction rewrites files without changing rows, but index freshness is a hash of each
-    partition's file set, so the compacted partitions read as stale until rebuilt here.
+    partition's file set, so the compacted partitions read as stale until rebuilt here; then
+    every partition left with more than one index segment is compacted into a new base.
     """
     stale = _stale_indexes(store, tenant)
     if stale:
         index_rebuilder(store, settings, on_partition)(stale)
-    return [f"{t}/{m}" for t, m in sorted(stale)]
+    # Partitions fed turn by turn collect delta segments: merge them into one base each.
+    compacted = compact_indexes(store, model=embedding_identity(settings), tenant=tenant,
+                                on_partition=on_partition).compacted
+    return sorted({f"{t}/{m}" for t, m in stale} | set(compacted))
 
 
 def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = False,
@@ -178,7 +184,6 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]
         _compact(store, report.tables, target_bytes, faults, on_partition)
         faults.hit("maintain.after_compact")
-        # The one call site of the index step (segment compaction will replace it).
         report.indexes = refresh_indexes(store, settings, tenant=tenant, on_partition=on_index)
         faults.hit("maintain.after_indexes")
         report.waited_s = _clean_up(store, report.tables, grace_s, faults, on_table, sleep)
