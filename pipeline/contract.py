@@ -72,7 +72,8 @@ class QueryOptions(BaseModel):
         weights.update(self.weights or {})
         return SearchRequest(
             query=self.query, principal=principal, scope=self.scope,
-            user_id=self.user if principal.analyst else None,
+            # An end user naming another user is refused by the scope rules, not ignored.
+            user_id=self.user if principal.analyst or self.user != principal.user_id else None,
             conversation_id=self.conversation, roles=tuple(roles),
             since=parse_time(self.since, "since"), until=parse_time(self.until, "until"),
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
