@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
+from lake.search.catalog import ConversationEntry
 from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest, SearchResult
 from lake.tables import DEFAULT_SEARCH_ROLES
 
@@ -175,25 +176,10 @@ class CatalogAnswer(BaseModel):
     turns: list[CatalogTurnModel]
 
 
-class ConversationModel(BaseModel):
-    """A conversation with at least one live turn."""
-
-    tenant: str
-    conversation_id: str
-    user_id: str
-    app: str
-    agent: str
-    title: str | None
-    started_at: datetime
-    last_activity_at: datetime
-    turn_count: int
-    last_turn_id: str
-
-
 class ConversationsAnswer(BaseModel):
     """``GET /v1/conversations``: most recent activity first."""
 
-    conversations: list[ConversationModel]
+    conversations: list[ConversationEntry]
 
 
 class TurnOutcome(BaseModel):

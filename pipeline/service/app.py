@@ -8,16 +8,19 @@ group-commit writer, the metrics — and mounts the routers. Tests build one per
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from lake.embedding.base import Embedder
 from lake.embedding.factory import embedder_for
 from lake.embedding.sentence import SentenceTransformerEmbedder
+from lake.errors import EmbeddingError
 from lake.index.status import PartitionStatus
 from lake.keys import KeyStore
 from lake.search.catalog import TurnCatalog
@@ -31,6 +34,7 @@ from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.routes import conversations, ops, refs, search, turns
 from pipeline.service.writer import GroupWriter
 
+log = logging.getLogger(__name__)
 # How `turnlake serve` hands its options to the worker processes uvicorn starts.
 ENV_LAKE = "TURNLAKE_LAKE"
 ENV_NO_EMBED = "TURNLAKE_SERVE_NO_EMBED"
@@ -67,6 +71,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Load the model before the first request instead of during it.
+        await run_in_threadpool(_warm, provider)
         context.writer.start()
         try:
             yield
@@ -95,6 +101,13 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
         return response
 
     return app
+
+
+def _warm(embedder: Embedder) -> None:
+    try:
+        embedder.encode(["warm up"])
+    except EmbeddingError as exc:  # searches then fall back to the text generators, and say so
+        log.warning("the embedding model did not load: %s", exc)
 
 
 def _stale(statuses: Iterable[PartitionStatus]) -> int:

@@ -19,7 +19,6 @@ from lake.search.catalog import CatalogTurn
 from pipeline.contract import (
     CatalogAnswer,
     CatalogTurnModel,
-    ConversationModel,
     ConversationsAnswer,
     ErasureAnswer,
     parse_time,
@@ -86,8 +85,7 @@ def conversations(request: Request, principal: Reader,
     """Conversations with at least one live turn, most recent activity first."""
     entries = context_of(request).catalog.conversations(
         principal, user_id=user, as_of=parse_time(as_of, "as_of"))
-    return ConversationsAnswer(conversations=[
-        ConversationModel.model_validate(e, from_attributes=True) for e in entries])
+    return ConversationsAnswer(conversations=entries)
 
 
 @router.get("/v1/conversations/{conversation}/turns/{turn}", responses=_ERRORS)
