@@ -7,7 +7,8 @@ run — under the lake's writer lock, one Delta commit per table — then answer
 submission with the outcome of each of its lines. The futures resolve only after the commit
 returned, so an answer means the accepted turns are durable.
 
-Index updates lag on purpose: a second thread rebuilds the partitions each commit touched
+Index updates lag on purpose: a second thread has a child process (pipeline/service/builder.py)
+rebuild the partitions each commit touched
 (several commits' worth at once when it falls behind) and records, per commit, the time
 from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
 
@@ -37,6 +38,7 @@ from lake.store import LakeStore, Partition
 from pipeline.contract import TurnStatus
 from pipeline.index_build import build_indexes
 from pipeline.ingest import Ingestor
+from pipeline.service.builder import ChildBuilder
 from pipeline.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class GroupWriter:
         self._model = embedder.name if embedder is not None else \
             embedder_for(settings.embedding_model).name
         self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
+        self._builder = ChildBuilder() if index else None
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -97,6 +100,8 @@ class GroupWriter:
         self._to_index.put(None)
         for thread in self._threads[1:]:
             thread.join(timeout_s)
+        if self._builder is not None:
+            self._builder.close()
 
     def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
         """Queue turns' JSON lines; the future gives one outcome per line once durable."""
@@ -198,6 +203,8 @@ class GroupWriter:
     # -- the indexer thread ---------------------------------------------------------------
 
     def _index_loop(self) -> None:
+        builder = self._builder
+        assert builder is not None  # the thread runs only with index=True
         waiting: list[tuple[set[Partition], float]] = []
         stop = False
         while waiting or not stop:
@@ -209,7 +216,8 @@ class GroupWriter:
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _ in waiting))
             try:
-                build_indexes(self._store, model=self._model, partitions=partitions)
+                build_indexes(self._store, model=self._model, partitions=partitions,
+                              builder=builder)
             except Exception:  # the partitions stay stale (search says so); try again soon
                 log.exception("index build of %d partitions failed", len(partitions))
                 self._metrics.index_failures.inc()

@@ -85,7 +85,7 @@ class Server:
     def client(self, key: str | None = None) -> httpx.Client:
         """An HTTP client of this server, with the key as bearer when given."""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=300)
 
     def __enter__(self) -> Server:
         return self.start()
