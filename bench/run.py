@@ -229,6 +229,13 @@ def bench_ray_section(rows: int) -> dict[str, Any]:
     return bench_ray_build(rows, cache=CACHE)
 
 
+def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any]:
+    """`turnlake serve` on loopback: 8 recording + 4 searching clients for ``seconds``."""
+    from bench.serve import bench_serve
+
+    return bench_serve(seconds, embed=embed)
+
+
 def scale_paper_section(results: dict[str, Any]) -> dict[str, Any]:
     """The 10^9-row paragraph (bench/results/scale-1e9.md) from this run's 1M figures."""
     from bench.scale_paper import write
@@ -333,12 +340,14 @@ def main() -> None:
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),
         ("purge_1pct", lambda: bench_purge_section(1_000_000)),
         ("segments", lambda: bench_segments_section(10_000 if mode == "quick" else 50_000)),
+        ("serve", lambda: bench_serve_section(15 if mode == "quick" else 60)),
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))
         # Not in --quick: three builds plus two Ray start-ups take over a minute even at 100k.
         plan.append(("ray_build_100k", lambda: bench_ray_section(100_000)))
         plan.append(("ray_build_1m", lambda: bench_ray_section(1_000_000)))
+        plan.append(("serve_embed", lambda: bench_serve_section(60, embed=True)))
         # Last: the 10^9 paper reads the figures measured above.
         plan.append(("scale_1e9", lambda: scale_paper_section(results)))
     for name, run in plan:

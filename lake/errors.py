@@ -8,6 +8,7 @@
     │   ├── RefNotFound        the ref is well formed but names no retained object
     │   └── RefExpired         the object existed but is past its expires_at
     ├── AccessDenied           the principal may not see or ask for this
+    ├── Unauthenticated        no API key, or one the lake does not know (or revoked)
     ├── LakeError              the lake (Delta tables, file store) failed or is inconsistent
     │   └── ConcurrentWriteError   another writer committed first; safe to re-run
     ├── IndexError_            a partition index is missing or unusable
@@ -48,6 +49,10 @@ class RefExpired(RefError):
 
 class AccessDenied(TurnlakeError):
     """The principal may not see the requested data or use the requested scope."""
+
+
+class Unauthenticated(TurnlakeError):
+    """A request carried no API key, or one that is unknown, malformed or revoked."""
 
 
 class LakeError(TurnlakeError):

@@ -76,6 +76,17 @@ class Settings:
     index_compact_ratio: float = field(
         default=0.10, metadata={"help": "...or whose delta segments hold more than this "
                                         "fraction of its base segment's rows"})
+    max_body_bytes: int = field(
+        default=10 * 1024 * 1024,
+        metadata={"help": "largest request body the service accepts (larger: 413)"})
+    commit_window_ms: float = field(
+        default=5.0, metadata={"help": "how long the service gathers concurrent recordings "
+                                       "into one group commit"})
+    commit_max_turns: int = field(
+        default=20_000, metadata={"help": "most turns the service puts in one group commit"})
+    key_cache_s: float = field(
+        default=5.0, metadata={"help": "how long the service trusts a key record it read "
+                                       "(a revocation takes effect within this)"})
     s3: S3Config = field(
         default_factory=S3Config,
         metadata={"help": "endpoint, region and credentials of an s3:// lake; unset fields "

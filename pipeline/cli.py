@@ -18,6 +18,7 @@ from pipeline.commands import (  # noqa: F401 - importing registers the commands
     query,
     recorder,
     retention,
+    serve,
     write,
 )
 from pipeline.commands.common import app

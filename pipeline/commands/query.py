@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,13 +11,18 @@ import typer
 from rich.table import Table as RichTable
 
 from lake.errors import QueryError, TurnlakeError
-from lake.search.access import Principal
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
-from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest
+from lake.search.request import SearchRequest
 from lake.store import LakeStore
-from lake.tables import DEFAULT_SEARCH_ROLES
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.contract import (
+    CatalogAnswer,
+    QueryLine,
+    SearchAnswer,
+    parse_time,
+    principal_from,
+)
 
 turn_app = typer.Typer(no_args_is_help=True, help="Show recorded turns.")
 ref_app = typer.Typer(no_args_is_help=True, help="Resolve conv:* references.")
@@ -32,61 +36,10 @@ AnalystOption = Annotated[bool, typer.Option("--analyst", help="Act as an analys
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def parse_time(value: str | None, what: str) -> datetime | None:
-    """An ISO 8601 time (date-only means midnight UTC; no offset means UTC)."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise QueryError(f"{what} {value!r} is not an ISO 8601 time") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def principal_from(tenant: str | None, user: str | None, analyst: bool) -> Principal:
-    """The principal a command acts as."""
-    if not tenant:
-        raise QueryError("--tenant is required")
-    if not analyst and not user:
-        raise QueryError("--user is required (or --analyst to act as an analyst)")
-    return Principal(tenant=tenant, user_id=user, analyst=analyst)
-
-
 def request_from(options: dict[str, Any]) -> SearchRequest:
     """Build a SearchRequest from option names (the CLI's long options, underscored)."""
-    known = {"id", "query", "tenant", "user", "analyst", "scope", "conversation", "roles",
-             "role", "k", "since", "until", "as_of", "half_life_days", "recency_weight",
-             "no_semantic", "no_lexical", "no_trigram", "max_per_conversation", "snippets",
-             "weights", "fusion"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise QueryError(f"unknown option(s) {', '.join(unknown)}")
-    query = options.get("query")
-    if not isinstance(query, str):
-        raise QueryError("query must be a string")
-    principal = principal_from(options.get("tenant"), options.get("user"),
-                               bool(options.get("analyst", False)))
-    roles = options.get("roles") or options.get("role") or list(DEFAULT_SEARCH_ROLES)
-    if isinstance(roles, str):
-        roles = [roles]
-    enabled = {g: not options.get(f"no_{g}", False) for g in ("semantic", "lexical", "trigram")}
-    weights = dict(DEFAULT_WEIGHTS)
-    weights.update({str(k): float(v) for k, v in (options.get("weights") or {}).items()})
-    max_per = options.get("max_per_conversation")
-    fusion = options.get("fusion")
-    return SearchRequest(
-        query=query, principal=principal, scope=options.get("scope") or "user",
-        user_id=options.get("user") if principal.analyst else None,
-        conversation_id=options.get("conversation"), roles=tuple(roles),
-        since=parse_time(options.get("since"), "since"),
-        until=parse_time(options.get("until"), "until"),
-        k=int(options.get("k") or 10), enabled=enabled, weights=weights,
-        half_life_days=float(options.get("half_life_days", 7.0)),
-        recency_weight=float(options.get("recency_weight", 1.0)),
-        as_of=parse_time(options.get("as_of"), "as_of"),
-        max_per_conversation=None if max_per is None else int(max_per),
-        snippets=options.get("snippets") or "both",
-        fusion=FusionSettings(method=fusion) if fusion else FusionSettings())
+    line = QueryLine.parse(options)
+    return line.to_request(line.principal())
 
 
 @app.command()
@@ -143,8 +96,7 @@ def search(
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     if as_json:
-        out.print_json(json.dumps({"hits": [h.to_json() for h in result.hits],
-                                   "warnings": result.warnings}))
+        out.print_json(json.dumps(SearchAnswer.of(result).to_json()))
         return
     table = RichTable("#", "score", "conversation / turn", "role", "when", "text")
     for i, hit in enumerate(result.hits, start=1):
@@ -168,9 +120,9 @@ def _batch_search(service: Any, path: Path) -> None:
                 raise QueryError("each line must be a JSON object")
             qid = options.get("id", number)
             result = service.search(request_from(options))
-            answer: dict[str, Any] = {"id": qid, "hits": [h.to_json() for h in result.hits]}
-            if result.warnings:
-                answer["warnings"] = result.warnings
+            answer: dict[str, Any] = {"id": qid, **SearchAnswer.of(result).to_json()}
+            if not result.warnings:
+                del answer["warnings"]
         except (TurnlakeError, ValueError, TypeError) as exc:
             answer = {"id": qid, "error": f"{path}:{number}: {exc}"}
         sys.stdout.write(json.dumps(answer) + "\n")
@@ -207,7 +159,8 @@ def catalog(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     if as_json:
-        out.print_json(json.dumps({"turns": [t.to_json() for t in turns]}))
+        out.print_json(CatalogAnswer.model_validate(
+            {"turns": [t.to_json() for t in turns]}).model_dump_json())
         return
     table = RichTable("#", "conversation / turn", "started", "user asked", "assistant answered")
     for t in turns:

@@ -12,7 +12,7 @@ from lake.errors import QueryError, TurnlakeError
 from lake.retention import ErasureTarget
 from lake.settings import RetentionRule, Settings, save_policy
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
-from pipeline.commands.query import parse_time
+from pipeline.contract import parse_time
 from pipeline.progress import job_progress
 from pipeline.retention import RetentionJobReport, apply_policy, erase, purge
 

@@ -1,0 +1,250 @@
+"""Service benchmark: a real ``turnlake serve`` on loopback under recording and search load.
+
+Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index]`` (default 15 s,
+without embeddings, indexes built after commits).
+8 recording clients post 50-turn requests and 4 searching clients post searches, for a bounded
+time; a probe samples acknowledged turns and polls search until each is found. Printed:
+turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load.
+Clients run as threads of this process, so on a small machine they compete with the server
+for the cores: the figures are the whole loop's, client included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from lake.keys import KeyStore
+
+RECORDERS = 8
+SEARCHERS = 4
+PER_REQUEST = 50
+SEED_TURNS = 2_000
+WORDS = ("invoice", "deploy", "forecast", "timeout", "schema", "refund", "latency", "backup",
+         "migration", "report", "cluster", "token")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _record(n: int, client: int) -> dict[str, Any]:
+    start = datetime(2026, 11, 1, 9, tzinfo=UTC) + timedelta(seconds=n)
+    word = WORDS[n % len(WORDS)]
+    marker = f"mk{client}x{n}"
+    return {
+        "schema": "turnlake.turn.v1", "tenant": "acme", "app": "bench", "agent": "bench",
+        "user_id": f"u-{(n // 20) % 40}", "conversation_id": f"c-{client}-{n // 20}",
+        "turn_id": f"t-{n}", "writer": "minimal", "started_at": start.isoformat(),
+        "ended_at": (start + timedelta(seconds=5)).isoformat(),
+        "submissions": [{"text": f"{marker} how do I fix the {word} problem in staging",
+                         "event_type": "prompt", "batch": 0, "arrived_at": start.isoformat()}],
+        "completion": {"text": f"{marker} check the {word} settings and retry the job",
+                       "at": (start + timedelta(seconds=4)).isoformat()},
+        "ttl_days": 36_500}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _pct(values: list[float], q: float, scale: float = 1000.0) -> float | None:
+    return round(float(np.percentile(values, q)) * scale, 1) if values else None
+
+
+class _Load:
+    """What the clients measured."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acks: list[float] = []
+        self.turns = 0
+        self.searches: list[float] = []
+        self.visible: list[float] = []
+        self.sample: list[tuple[str, float]] = []  # (marker, ack time) to probe
+        self.errors: list[str] = []
+
+
+def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Load) -> None:
+    n = 0
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=120) as http:
+        while not stop.is_set():
+            body = {"turns": [_record(n + i, client) for i in range(PER_REQUEST)]}
+            t = time.perf_counter()
+            answer = http.post("/v1/turns", json=body)
+            acked = time.perf_counter()
+            n += PER_REQUEST
+            with load.lock:
+                if answer.status_code != 200 or answer.json()["accepted"] != PER_REQUEST:
+                    load.errors.append(answer.text[:300])
+                    return
+                load.acks.append(acked - t)
+                load.turns += PER_REQUEST
+                if len(load.acks) % 4 == 0:
+                    load.sample.append((f"mk{client}x{n - 1}", acked))
+
+
+def _searcher(url: str, key: str, seed: int, stop: threading.Event, load: _Load) -> None:
+    rng = np.random.default_rng(seed)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=120) as http:
+        while not stop.is_set():
+            query = " ".join(rng.choice(WORDS, 2))
+            t = time.perf_counter()
+            answer = http.post("/v1/search", json={"query": f"{query} problem",
+                                                   "scope": "tenant"})
+            took = time.perf_counter() - t
+            with load.lock:
+                if answer.status_code != 200:
+                    load.errors.append(answer.text[:300])
+                    return
+                load.searches.append(took)
+
+
+def _probe(url: str, key: str, stop: threading.Event, load: _Load) -> None:
+    """Poll search for sampled acknowledged turns: the time from ack to first found."""
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=120) as http:
+        while not stop.is_set():
+            with load.lock:
+                item = load.sample.pop() if load.sample else None
+            if item is None:
+                time.sleep(0.05)
+                continue
+            marker, acked = item
+            deadline = time.perf_counter() + 60
+            while time.perf_counter() < deadline:
+                hits = http.post("/v1/search", json={
+                    "query": marker, "scope": "tenant", "k": 1, "no_semantic": True,
+                    "no_trigram": True}).json()["hits"]
+                if hits and marker in hits[0]["text"]:
+                    with load.lock:
+                        load.visible.append(time.perf_counter() - acked)
+                    break
+                time.sleep(0.02)
+            with load.lock:
+                load.sample.clear()  # probe the newest turns, not a backlog
+
+
+def _search_latency(url: str, key: str, n: int) -> list[float]:
+    took = []
+    rng = np.random.default_rng(7)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=120) as http:
+        for _ in range(n):
+            query = " ".join(rng.choice(WORDS, 2))
+            t = time.perf_counter()
+            assert http.post("/v1/search", json={"query": f"{query} problem",
+                                                 "scope": "tenant"}).status_code == 200
+            took.append(time.perf_counter() - t)
+    return took
+
+
+def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = True
+                ) -> dict[str, Any]:
+    """Run the load for ``seconds`` against a fresh lake; the figures as a dict. With
+    ``index=False`` the server builds no index (recording alone; nothing becomes searchable)."""
+    root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    lake = root / "lake"
+    keys = KeyStore(lake)
+    recorder = keys.create(tenant="acme", role="recorder")[1]
+    analyst = keys.create(tenant="acme", role="analyst")[1]
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(lake), "--port",
+            str(port), *([] if embed else ["--no-embed"]), *([] if index else ["--no-index"])]
+    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {recorder}"},
+                          timeout=300) as http:
+            for start in range(0, SEED_TURNS, 500):
+                http.post("/v1/turns", json={"turns": [_record(start + i, 99)
+                                                        for i in range(500)]})
+        idle_probe = _Load()
+        idle_probe.sample.append((f"mk99x{SEED_TURNS - 1}", time.perf_counter()))
+        stop = threading.Event()
+        waiter = threading.Thread(target=_probe, args=(url, analyst, stop, idle_probe))
+        waiter.start()
+        while index and not idle_probe.visible and time.monotonic() < deadline + 60:
+            time.sleep(0.05)
+        stop.set()
+        waiter.join()
+        idle = _search_latency(url, analyst, 60)
+        load, stop = _Load(), threading.Event()
+        threads = [threading.Thread(target=_recorder, args=(url, recorder, c, stop, load))
+                   for c in range(RECORDERS)]
+        threads += [threading.Thread(target=_searcher, args=(url, analyst, s, stop, load))
+                    for s in range(SEARCHERS)]
+        if index:
+            threads.append(threading.Thread(target=_probe, args=(url, analyst, stop, load)))
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+        elapsed = time.perf_counter() - started
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    batch = _histogram_mean(metrics, "turnlake_commit_turns")
+    return {
+        "seconds": round(elapsed, 1), "embed": embed, "index": index, "recorders": RECORDERS,
+        "searchers": SEARCHERS, "turns_per_request": PER_REQUEST,
+        "turns": load.turns, "turns_per_s": round(load.turns / elapsed),
+        "ack_p50_ms": _pct(load.acks, 50), "ack_p95_ms": _pct(load.acks, 95),
+        "ack_to_searchable_p50_s": _pct(load.visible, 50, 1.0),
+        "ack_to_searchable_p95_s": _pct(load.visible, 95, 1.0),
+        "ack_to_searchable_samples": len(load.visible),
+        "search_idle_p50_ms": _pct(idle, 50), "search_idle_p95_ms": _pct(idle, 95),
+        "search_load_p50_ms": _pct(load.searches, 50),
+        "search_load_p95_ms": _pct(load.searches, 95),
+        "searches_under_load": len(load.searches),
+        "mean_turns_per_commit": batch, "errors": load.errors[:3],
+    }
+
+
+def _histogram_mean(text: str, name: str) -> float | None:
+    """The mean of a Prometheus histogram in exposition text."""
+    values = {}
+    for line in text.splitlines():
+        for part in ("_sum", "_count"):
+            if line.startswith(f"{name}{part} "):
+                values[part] = float(line.split()[1])
+    if values.get("_count"):
+        return round(values["_sum"] / values["_count"], 1)
+    return None
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    print(json.dumps(bench_serve(float(args[0]) if args else 15.0, embed="--embed" in sys.argv,
+                                 index="--no-index" not in sys.argv), indent=2))

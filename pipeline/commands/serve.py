@@ -1,0 +1,101 @@
+"""``turnlake keys create|list|revoke`` and ``turnlake serve``."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.table import Table as RichTable
+
+from lake.errors import TurnlakeError
+from lake.keys import KEY_ROLES, KeyStore
+from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys of `turnlake serve`.")
+app.add_typer(keys_app, name="keys")
+
+
+def _store(lake: str | None) -> KeyStore:
+    settings = settings_from(lake)
+    return KeyStore(settings.lake, s3=settings.s3)
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option("--tenant", help="The only tenant the key acts in.")],
+    role: Annotated[str, typer.Option("--role", help=f"One of {', '.join(KEY_ROLES)}.")],
+    user: Annotated[str | None, typer.Option(
+        "--user", help="The user a user key reads as (required for role user).")] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="A name to list and revoke the key by (default ROLE-ID).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Create an API key; it is printed once, as the last word on stdout, and never stored."""
+    try:
+        stored, key = _store(lake).create(tenant=tenant, role=role, user_id=user, name=name)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    console.print(f"created key {stored.name}: {stored.role} of tenant {stored.tenant}"
+                  + (f", user {stored.user_id}" if stored.user_id else "")
+                  + " (shown once; the lake keeps only a salted hash)")
+    typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(lake: LakeOption = None) -> None:
+    """List the keys: name, tenant, role, user, created, revoked (never the secrets)."""
+    try:
+        keys = _store(lake).list()
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    table = RichTable("name", "tenant", "role", "user", "created", "revoked")
+    for k in keys:
+        table.add_row(k.name, k.tenant, k.role, k.user_id or "", k.created_at,
+                      k.revoked_at or "")
+    out.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    name: Annotated[str, typer.Argument(help="The key's name.")],
+    lake: LakeOption = None,
+) -> None:
+    """Revoke a key: requests with it get 401 (within the service's key cache time)."""
+    try:
+        revoked = _store(lake).revoke(name)
+    except TurnlakeError as exc:
+        raise fail(exc) from exc
+    out.print(f"revoked key {revoked.name} at {revoked.revoked_at}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8700,
+    workers: Annotated[int, typer.Option(
+        help="Worker processes (each holds its own model, indexes and writer).")] = 1,
+    no_embed: Annotated[bool, typer.Option(
+        "--no-embed", help="Record turns without embeddings (text search only for them).")
+    ] = False,
+    no_index: Annotated[bool, typer.Option(
+        "--no-index", help="Do not build indexes after commits (leave it to turnlake index).")
+    ] = False,
+    lake: LakeOption = None,
+) -> None:
+    """Serve the lake over HTTP: record turns, search, catalog, turns, refs, erase."""
+    import uvicorn
+
+    from pipeline.service.app import ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX
+
+    settings = settings_from(lake)
+    if workers < 1:
+        raise fail(TurnlakeError(f"--workers must be 1 or more, not {workers}"))
+    # The workers build their apps from the environment (uvicorn starts them by import path).
+    os.environ[ENV_LAKE] = str(settings.lake)
+    os.environ[ENV_NO_EMBED] = "1" if no_embed else ""
+    os.environ[ENV_NO_INDEX] = "1" if no_index else ""
+    console.print(f"serving {settings.lake} on http://{host}:{port} "
+                  f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs")
+    uvicorn.run("pipeline.service.app:app_from_env", factory=True, host=host, port=port,
+                workers=workers, log_level="warning", access_log=False)

@@ -1,0 +1,225 @@
+"""The JSON contract of turnlake's readers, shared by the CLI and the HTTP service.
+
+One pydantic definition per shape: the CLI's ``search --queries`` lines and ``--json``
+output, and the service's request bodies and answers (and so its OpenAPI document), are
+these models. The service's bodies carry no identity: tenant, user role and analyst come
+from the API key (``QueryOptions``); a ``--queries`` line adds them (``QueryLine``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lake.errors import QueryError
+from lake.records import describe_validation_error
+from lake.search.access import Principal, Scope
+from lake.search.catalog import ConversationEntry
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest, SearchResult
+from lake.tables import DEFAULT_SEARCH_ROLES
+
+TurnStatus = Literal["accepted", "duplicate", "rejected"]
+
+
+def parse_time(value: str | None, what: str) -> datetime | None:
+    """An ISO 8601 time (date-only means midnight UTC; no offset means UTC)."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise QueryError(f"{what} {value!r} is not an ISO 8601 time") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class QueryOptions(BaseModel):
+    """One search's options, without the principal (``POST /v1/search``'s body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | int | None = Field(default=None, description="Echoed back, to match answers.")
+    query: str = Field(description="What to look for.")
+    user: str | None = Field(default=None, description="The user an analyst looks at (an end "
+                             "user may only name itself).")
+    scope: Scope = Field(default="user", description="conversation, user or tenant.")
+    conversation: str | None = None
+    roles: list[str] | str | None = Field(default=None, description="Roles to search (default "
+                                          "user, assistant, summary, anchor, attachment).")
+    role: list[str] | str | None = Field(default=None, description="Same as roles.")
+    k: int = Field(default=10, ge=1, le=1000, description="Number of turns to return.")
+    since: str | None = Field(default=None, description="Only turns at or after (ISO).")
+    until: str | None = Field(default=None, description="Only turns before (ISO).")
+    as_of: str | None = Field(default=None, description="Evaluate as of this time (ISO).")
+    half_life_days: float = 7.0
+    recency_weight: float = 1.0
+    no_semantic: bool = False
+    no_lexical: bool = False
+    no_trigram: bool = False
+    max_per_conversation: int | None = Field(default=None, ge=0)
+    snippets: Literal["user", "assistant", "both", "none"] = "both"
+    weights: dict[str, float] | None = None
+    fusion: Literal["rrf", "rrf_score"] | None = None
+
+    def to_request(self, principal: Principal) -> SearchRequest:
+        """The SearchRequest these options make for a principal."""
+        roles = self.roles or self.role or list(DEFAULT_SEARCH_ROLES)
+        if isinstance(roles, str):
+            roles = [roles]
+        enabled = {"semantic": not self.no_semantic, "lexical": not self.no_lexical,
+                   "trigram": not self.no_trigram}
+        weights = dict(DEFAULT_WEIGHTS)
+        weights.update(self.weights or {})
+        return SearchRequest(
+            query=self.query, principal=principal, scope=self.scope,
+            # An end user naming another user is refused by the scope rules, not ignored.
+            user_id=self.user if principal.analyst or self.user != principal.user_id else None,
+            conversation_id=self.conversation, roles=tuple(roles),
+            since=parse_time(self.since, "since"), until=parse_time(self.until, "until"),
+            k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
+            recency_weight=self.recency_weight, as_of=parse_time(self.as_of, "as_of"),
+            max_per_conversation=self.max_per_conversation, snippets=self.snippets,
+            fusion=FusionSettings(method=self.fusion) if self.fusion else FusionSettings())
+
+
+class QueryLine(QueryOptions):
+    """A ``search --queries`` line: the options plus the principal they run as."""
+
+    tenant: str | None = None
+    analyst: bool = False
+
+    def principal(self) -> Principal:
+        """The principal the line names."""
+        return principal_from(self.tenant, self.user, self.analyst)
+
+    @classmethod
+    def parse(cls, options: dict[str, Any]) -> QueryLine:
+        """A line from option names (the CLI's long options, underscored); QueryError
+        naming the bad fields otherwise."""
+        try:
+            return cls.model_validate(options)
+        except ValidationError as exc:
+            raise QueryError(describe_validation_error(exc)) from None
+
+
+def principal_from(tenant: str | None, user: str | None, analyst: bool) -> Principal:
+    """The principal a command acts as."""
+    if not tenant:
+        raise QueryError("--tenant is required")
+    if not analyst and not user:
+        raise QueryError("--user is required (or --analyst to act as an analyst)")
+    return Principal(tenant=tenant, user_id=user, analyst=analyst)
+
+
+class GeneratorRankModel(BaseModel):
+    """A hit's best row in one generator."""
+
+    rank: int
+    score: float
+
+
+class HitModel(BaseModel):
+    """One matched turn, with the evidence of how it scored."""
+
+    tenant: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    turn_at: str = Field(description="ISO 8601")
+    role: str
+    text: str
+    row_id: str
+    ranks: dict[str, GeneratorRankModel | None]
+    rrf: float
+    lift: float
+    score: float
+    snippets: dict[str, str]
+
+
+class SearchAnswer(BaseModel):
+    """A search's answer: ``search --json`` and ``POST /v1/search``."""
+
+    id: str | int | None = None
+    hits: list[HitModel]
+    warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, result: SearchResult, qid: str | int | None = None) -> SearchAnswer:
+        """The answer of a search result."""
+        return cls(id=qid, hits=[HitModel.model_validate(h.to_json()) for h in result.hits],
+                   warnings=result.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields (``id`` only when there is one)."""
+        return self.model_dump(mode="json", exclude={"id"} if self.id is None else None)
+
+
+class CatalogTurnModel(BaseModel):
+    """One turn in its conversation's order."""
+
+    tenant: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    ordinal: int
+    started_at: str
+    ended_at: str
+    writer: str
+    first_user_message: str
+    last_completion: str
+
+
+class CatalogAnswer(BaseModel):
+    """``catalog --json`` and ``GET /v1/catalog``."""
+
+    turns: list[CatalogTurnModel]
+
+
+class ConversationsAnswer(BaseModel):
+    """``GET /v1/conversations``: most recent activity first."""
+
+    conversations: list[ConversationEntry]
+
+
+class TurnOutcome(BaseModel):
+    """What became of one turn of a recording request."""
+
+    index: int = Field(description="0-based position of the turn in the request.")
+    status: TurnStatus
+    conversation_id: str | None = None
+    turn_id: str | None = None
+    reason: str | None = None
+    field: str | None = Field(default=None, description="Path of the first bad field.")
+
+
+class RecordAnswer(BaseModel):
+    """``POST /v1/turns``: sent once every accepted turn is durable."""
+
+    accepted: int
+    duplicates: int
+    rejected: int
+    turns: list[TurnOutcome]
+
+
+class ErasureAnswer(BaseModel):
+    """``DELETE /v1/conversations/{c}`` and ``DELETE /v1/users/{u}``: the erase job, what it
+    planned to remove (counts) and what it removed (rows deleted per table)."""
+
+    job_id: str
+    counts: dict[str, int]
+    deleted: dict[str, int]
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong, and where."""
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorAnswer(BaseModel):
+    """The one error shape of the service."""
+
+    error: ErrorDetail

@@ -1,0 +1,121 @@
+"""The app factory: one warm FastAPI app per lake, and the entry uvicorn starts.
+
+``create_app(settings)`` builds everything a process keeps warm — the key store, one search
+service (which reopens newer published indexes itself), the catalog and materializer, the
+group-commit writer, the metrics — and mounts the routers. Tests build one per lake;
+``turnlake serve`` has uvicorn call ``app_from_env`` in each worker process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from lake.embedding.base import Embedder
+from lake.embedding.factory import embedder_for
+from lake.embedding.sentence import SentenceTransformerEmbedder
+from lake.errors import EmbeddingError
+from lake.index.status import PartitionStatus
+from lake.keys import KeyStore
+from lake.search.catalog import TurnCatalog
+from lake.search.materialize import TurnMaterializer
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.service.context import ServiceContext
+from pipeline.service.errors import install_error_handlers
+from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.routes import conversations, ops, refs, search, turns
+from pipeline.service.writer import GroupWriter
+
+log = logging.getLogger(__name__)
+# How `turnlake serve` hands its options to the worker processes uvicorn starts.
+ENV_LAKE = "TURNLAKE_LAKE"
+ENV_NO_EMBED = "TURNLAKE_SERVE_NO_EMBED"
+ENV_NO_INDEX = "TURNLAKE_SERVE_NO_INDEX"
+
+
+def service_embedder(settings: Settings) -> Embedder:
+    """The embedder of a long-running process: a sentence-transformers model runs one
+    intra-op thread per call, so concurrent queries share the cores instead of each
+    claiming all of them."""
+    embedder = embedder_for(settings.embedding_model)
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        return SentenceTransformerEmbedder(settings.embedding_model, threads=1)
+    return embedder
+
+
+def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: bool = True,
+               index: bool = True) -> FastAPI:
+    """The service over one lake. ``embed=False`` records turns without embeddings (search
+    then uses the text generators for them); ``index=False`` leaves index builds to
+    ``turnlake index``."""
+    provider = embedder or service_embedder(settings)
+    metrics = ServiceMetrics()
+    store = LakeStore(settings.lake)
+    search_service = SearchService(store, embedder=provider)
+    context = ServiceContext(
+        settings=settings,
+        keys=KeyStore(settings.lake, s3=settings.s3, cache_s=settings.key_cache_s),
+        search=search_service, catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
+        writer=GroupWriter(settings, embedder=provider if embed else None, index=index,
+                           metrics=metrics),
+        metrics=metrics)
+    metrics.watch_stale(lambda: _stale(search_service.statuses().values()))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Load the model before the first request instead of during it.
+        await run_in_threadpool(_warm, provider)
+        context.writer.start()
+        try:
+            yield
+        finally:
+            context.writer.close()
+
+    app = FastAPI(title="turnlake", version="1",
+                  summary="Record conversation turns and search them, behind API keys.",
+                  lifespan=lifespan)
+    app.state.turnlake = context
+    install_error_handlers(app)
+    for module in (turns, search, conversations, refs, ops):
+        app.include_router(module.router)
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                      ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        # The route's template, never the raw path: ids must not become label values.
+        name = getattr(route, "path", "unmatched")
+        metrics.request_seconds.labels(method=request.method, route=name,
+                                       status=str(response.status_code)).observe(
+            time.perf_counter() - started)
+        return response
+
+    return app
+
+
+def _warm(embedder: Embedder) -> None:
+    try:
+        embedder.encode(["warm up"])
+    except EmbeddingError as exc:  # searches then fall back to the text generators, and say so
+        log.warning("the embedding model did not load: %s", exc)
+
+
+def _stale(statuses: Iterable[PartitionStatus]) -> int:
+    return sum(1 for s in statuses if s.freshness == "stale")
+
+
+def app_from_env() -> FastAPI:
+    """The app uvicorn builds in each worker process of ``turnlake serve``."""
+    settings = Settings.from_env(os.environ.get(ENV_LAKE))
+    return create_app(settings, embed=not os.environ.get(ENV_NO_EMBED),
+                      index=not os.environ.get(ENV_NO_INDEX))

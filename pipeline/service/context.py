@@ -1,0 +1,36 @@
+"""What one service process holds warm: settings, keys, the search service and the readers,
+the group-commit writer and the metrics. Built once by the app factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from lake.keys import KeyStore
+from lake.search.catalog import TurnCatalog
+from lake.search.materialize import TurnMaterializer
+from lake.search.service import SearchService
+from lake.settings import Settings
+from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.writer import GroupWriter
+
+
+@dataclass
+class ServiceContext:
+    """The warm objects every route works with."""
+
+    settings: Settings
+    keys: KeyStore
+    search: SearchService
+    catalog: TurnCatalog
+    materializer: TurnMaterializer
+    writer: GroupWriter
+    metrics: ServiceMetrics
+
+
+def context_of(request: Request) -> ServiceContext:
+    """The context of the app serving a request."""
+    ctx = request.app.state.turnlake
+    assert isinstance(ctx, ServiceContext)
+    return ctx

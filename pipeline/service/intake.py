@@ -1,0 +1,109 @@
+"""A recording request's body, split into turn lines: one ``turnlake.turn.v1`` object,
+``{"turns": [...]}``, or NDJSON (one object per line).
+
+Only what identity demands is checked here — that each turn is a JSON object of the key's
+tenant; everything else (the schema, duplicates, a conversation's owner) is the ingest's to
+decide, so a bad turn is reported and quarantined the way ``turnlake ingest`` would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from pipeline.service.errors import MalformedBody
+from pipeline.service.writer import LineOutcome, TurnKey
+
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines",
+                "application/ndjson")
+
+
+@dataclass(frozen=True)
+class Intake:
+    """The turns of one request: those to ingest, and those refused before any ingest."""
+
+    count: int
+    lines: list[str]  # JSON text of each turn to ingest
+    keys: list[TurnKey | None]
+    positions: list[int]  # each line's position in the request
+    refused: dict[int, LineOutcome]  # by position
+    ids: list[tuple[str | None, str | None]]  # (conversation_id, turn_id) by position
+
+
+def split_body(body: bytes, content_type: str, tenant: str) -> Intake:
+    """Split a body into turns; MalformedBody when it is not JSON / NDJSON of objects."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind in NDJSON_TYPES:
+        given = [line for line in body.split(b"\n") if line.strip()]
+        records = [_parse_line(line, n) for n, line in enumerate(given, start=1)]
+        texts: list[bytes | None] = list(given)
+    else:
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedBody(f"the body is not valid JSON: {exc}") from None
+        records = _records_of(parsed)
+        texts = [None] * len(records)
+    if not records:
+        raise MalformedBody("the request has no turns")
+    return _intake(records, texts, tenant)
+
+
+def _parse_line(line: bytes, number: int) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return _Unparsed(f"line {number} is not valid JSON: {exc}")
+
+
+@dataclass(frozen=True)
+class _Unparsed:
+    reason: str
+
+
+def _records_of(parsed: Any) -> list[Any]:
+    if isinstance(parsed, dict) and "schema" not in parsed and "turns" in parsed:
+        extra = sorted(set(parsed) - {"turns"})
+        if extra:
+            raise MalformedBody(f"unknown field(s) beside turns: {', '.join(extra)}")
+        turns = parsed["turns"]
+        if not isinstance(turns, list):
+            raise MalformedBody("turns must be a list of turn objects")
+        return turns
+    if isinstance(parsed, dict):
+        return [parsed]
+    raise MalformedBody("the body must be a turn object, {\"turns\": [...]} or NDJSON")
+
+
+def _intake(records: list[Any], texts: list[bytes | None], tenant: str) -> Intake:
+    lines: list[str] = []
+    keys: list[TurnKey | None] = []
+    positions: list[int] = []
+    refused: dict[int, LineOutcome] = {}
+    ids: list[tuple[str | None, str | None]] = []
+    for position, (record, text) in enumerate(zip(records, texts, strict=True)):
+        if isinstance(record, _Unparsed):
+            refused[position] = LineOutcome("rejected", record.reason)
+            ids.append((None, None))
+            continue
+        if not isinstance(record, dict):
+            refused[position] = LineOutcome("rejected", "a turn must be a JSON object")
+            ids.append((None, None))
+            continue
+        conversation, turn = record.get("conversation_id"), record.get("turn_id")
+        ids.append((conversation if isinstance(conversation, str) else None,
+                    turn if isinstance(turn, str) else None))
+        if record.get("tenant") != tenant:
+            # Never ingested: nothing of another tenant's may enter this tenant's lake rows.
+            refused[position] = LineOutcome(
+                "rejected", f"the turn's tenant {record.get('tenant')!r} is not the key's "
+                f"tenant {tenant!r}", "tenant")
+            continue
+        lines.append(text.decode("utf-8", errors="replace") if text is not None
+                     else orjson.dumps(record).decode())
+        keys.append((tenant, conversation, turn)
+                    if isinstance(conversation, str) and isinstance(turn, str) else None)
+        positions.append(position)
+    return Intake(len(records), lines, keys, positions, refused, ids)

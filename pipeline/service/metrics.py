@@ -1,0 +1,54 @@
+"""Prometheus metrics of one service process (``GET /metrics``).
+
+Each app owns its registry, so tests may build several apps in one process. With
+``--workers N`` every worker process counts for itself: a scrape sees the worker that
+answered it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000)
+_LAG_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class ServiceMetrics:
+    """The service's counters and histograms, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.request_seconds = Histogram(
+            "turnlake_request_seconds", "Request latency by route", ["method", "route", "status"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.turns = Counter("turnlake_turns_total", "Turns received, by outcome", ["outcome"],
+                             registry=r)
+        self.commit_turns = Histogram("turnlake_commit_turns", "Turns per group commit",
+                                      buckets=_BATCH_BUCKETS, registry=r)
+        self.commit_requests = Histogram("turnlake_commit_requests",
+                                         "Recording requests per group commit",
+                                         buckets=_BATCH_BUCKETS, registry=r)
+        self.commit_seconds = Histogram("turnlake_commit_seconds", "Group commit duration",
+                                        buckets=_LATENCY_BUCKETS, registry=r)
+        self.ack_to_searchable = Histogram(
+            "turnlake_ack_to_searchable_seconds",
+            "From a recording's answer to its partition index being published",
+            buckets=_LAG_BUCKETS, registry=r)
+        self.index_failures = Counter("turnlake_index_build_failures_total",
+                                      "Index builds after a commit that failed (retried)",
+                                      registry=r)
+        self.partitions_stale = Gauge("turnlake_partitions_stale",
+                                      "Partitions whose index is older than their tables",
+                                      registry=r)
+
+    def watch_stale(self, count: Callable[[], int]) -> None:
+        """Have the stale-partition gauge computed at each scrape."""
+        self.partitions_stale.set_function(count)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

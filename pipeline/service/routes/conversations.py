@@ -1,0 +1,126 @@
+"""Conversations: the catalog, the list, one turn, and erasing (admin).
+
+An end user's key is refused the same way whether a conversation or turn is another user's
+or does not exist, so a refusal never tells which; an analyst's reads never leave its tenant,
+where another tenant's objects are as absent as missing ones.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from lake.errors import AccessDenied, QueryError, RefNotFound
+from lake.retention import ErasureTarget
+from lake.search.access import Principal
+from lake.search.catalog import CatalogTurn
+from pipeline.contract import (
+    CatalogAnswer,
+    CatalogTurnModel,
+    ConversationsAnswer,
+    ErasureAnswer,
+    parse_time,
+)
+from pipeline.retention import erase
+from pipeline.service.auth import Eraser, Reader
+from pipeline.service.context import ServiceContext, context_of
+from pipeline.service.errors import error_responses
+
+router = APIRouter(tags=["conversations"])
+_ERRORS = error_responses(400, 403, 404)
+AsOf = Annotated[str | None, Query(description="Evaluate as of this time (ISO 8601).")]
+
+
+def refused(principal: Principal, what: str) -> AccessDenied:
+    """The one refusal of an end user reaching past its own data."""
+    return AccessDenied(f"{principal.describe()} may not read {what}")
+
+
+def _conversation(ctx: ServiceContext, principal: Principal, conversation: str,
+                  as_of: str | None) -> list[CatalogTurn]:
+    """A conversation's turns; an end user is refused alike when it is not theirs or none."""
+    try:
+        turns = ctx.catalog.turns(principal, conversation, as_of=parse_time(as_of, "as_of"))
+    except AccessDenied:
+        turns = []
+    if not turns and not principal.analyst:
+        raise refused(principal, f"conversation {conversation}")
+    return turns
+
+
+@router.get("/v1/catalog", response_model=CatalogAnswer, responses=_ERRORS)
+def catalog(request: Request, principal: Reader, conversation: str | None = None,
+            ordinal: Annotated[int | None, Query(description="Nth turn (1-based; -1 = last)."
+                                                 )] = None,
+            when: Annotated[str | None, Query(description='A phrase: "yesterday", "last week", '
+                                              '"in March 2026", "3rd turn", "the last turn".'
+                                              )] = None,
+            user: Annotated[str | None, Query(description="The user an analyst looks at.")
+                            ] = None,
+            as_of: AsOf = None) -> CatalogAnswer:
+    """A conversation's turns in order, or turns looked up by position or time phrase."""
+    ctx = context_of(request)
+    now = parse_time(as_of, "as_of")
+    if conversation is not None:
+        _conversation(ctx, principal, conversation, as_of)
+    if when is not None:
+        turns = ctx.catalog.resolve(principal, when, conversation_id=conversation,
+                                    user_id=user, as_of=now)
+    elif conversation is None:
+        raise QueryError("give conversation (optionally with ordinal) or when")
+    elif ordinal is not None:
+        turns = [ctx.catalog.nth(principal, conversation, ordinal, as_of=now)]
+    else:
+        turns = ctx.catalog.turns(principal, conversation, as_of=now)
+    return CatalogAnswer(turns=[CatalogTurnModel.model_validate(t.to_json()) for t in turns])
+
+
+@router.get("/v1/conversations", response_model=ConversationsAnswer, responses=_ERRORS)
+def conversations(request: Request, principal: Reader,
+                  user: Annotated[str | None, Query(description="The user an analyst looks at."
+                                                    )] = None,
+                  as_of: AsOf = None) -> ConversationsAnswer:
+    """Conversations with at least one live turn, most recent activity first."""
+    entries = context_of(request).catalog.conversations(
+        principal, user_id=user, as_of=parse_time(as_of, "as_of"))
+    return ConversationsAnswer(conversations=entries)
+
+
+@router.get("/v1/conversations/{conversation}/turns/{turn}", responses=_ERRORS)
+def turn(conversation: str, turn: str, request: Request, principal: Reader,
+         as_of: AsOf = None) -> Response:
+    """One turn materialized from its TurnLog (the `turn show --json` shape): messages, file
+    cards, steps, citations, events."""
+    try:
+        shown = context_of(request).materializer.turn(principal, conversation, turn,
+                                                      as_of=parse_time(as_of, "as_of"))
+    except (AccessDenied, QueryError) as exc:
+        if not principal.analyst:
+            raise refused(principal, f"turn {conversation}/{turn}") from None
+        if isinstance(exc, QueryError):
+            raise RefNotFound(str(exc)) from None
+        raise
+    return Response(json.dumps(shown.to_json(), default=str), media_type="application/json")
+
+
+@router.delete("/v1/conversations/{conversation}", response_model=ErasureAnswer,
+               responses=_ERRORS)
+def erase_conversation(conversation: str, request: Request, key: Eraser) -> ErasureAnswer:
+    """Erase one conversation of the key's tenant now, as `turnlake erase` (admin keys)."""
+    return _erase(request, ErasureTarget(tenant=key.tenant, conversation_id=conversation),
+                  key.describe())
+
+
+@router.delete("/v1/users/{user}", response_model=ErasureAnswer, responses=_ERRORS)
+def erase_user(user: str, request: Request, key: Eraser) -> ErasureAnswer:
+    """Erase everything of one user of the key's tenant now (admin keys)."""
+    return _erase(request, ErasureTarget(tenant=key.tenant, user_id=user), key.describe())
+
+
+def _erase(request: Request, target: ErasureTarget, actor: str) -> ErasureAnswer:
+    report = erase(context_of(request).settings, target, actor=actor)
+    assert report.outcome is not None  # not a dry run
+    return ErasureAnswer(job_id=report.plan.job_id, counts=dict(report.plan.counts),
+                         deleted=dict(report.outcome.deleted))

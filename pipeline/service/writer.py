@@ -1,0 +1,252 @@
+"""Group commit: recordings that arrive within a few milliseconds become one ingest.
+
+Request handlers ``submit`` their turns' JSON lines and wait on the returned future. One
+writer thread takes the first waiting submission, gathers whatever else arrives within
+``Settings.commit_window_ms`` (up to ``commit_max_turns`` turns), and ingests them all as one
+run — under the lake's writer lock, one Delta commit per table — then answers each
+submission with the outcome of each of its lines. The futures resolve only after the commit
+returned, so an answer means the accepted turns are durable.
+
+Index updates lag on purpose: a second thread has a child process (pipeline/service/builder.py)
+rebuild the partitions each commit touched
+(several commits' worth at once when it falls behind) and records, per commit, the time
+from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
+
+This module is the one place the service writes turns, so the ingest call can be swapped for
+an incremental writer without touching the routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lake.embedding.base import Embedder
+from lake.embedding.factory import embedder_for
+from lake.embedding.rows import embed_rows
+from lake.errors import LakeError, RecordError, TurnlakeError
+from lake.records import parse_record
+from lake.settings import Settings
+from lake.store import LakeStore, Partition
+from pipeline.contract import TurnStatus
+from pipeline.index_build import build_indexes
+from pipeline.ingest import Ingestor
+from pipeline.service.builder import ChildBuilder
+from pipeline.service.metrics import ServiceMetrics
+
+log = logging.getLogger(__name__)
+TurnKey = tuple[str, str, str]
+_INDEX_RETRY_S = 2.0
+
+
+@dataclass(frozen=True)
+class LineOutcome:
+    """What became of one submitted line."""
+
+    status: TurnStatus
+    reason: str | None = None
+    field: str | None = None
+
+
+@dataclass
+class _Submission:
+    lines: list[str]
+    keys: list[TurnKey | None]  # each line's turn identity, when the line names one
+    future: Future[list[LineOutcome]] = field(default_factory=Future)
+
+
+class GroupWriter:
+    """Commits concurrent submissions together; see the module docstring."""
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None,
+                 index: bool = True, metrics: ServiceMetrics | None = None) -> None:
+        self._settings = settings
+        self._embedder = embedder
+        self._metrics = metrics or ServiceMetrics()
+        self._store = LakeStore(settings.lake)
+        self._ingestor = Ingestor(settings, rows_hook=self._rows)
+        self._kept: set[TurnKey] = set()
+        self._queue: queue.Queue[_Submission | None] = queue.Queue()
+        self._index = index
+        self._model = embedder.name if embedder is not None else \
+            embedder_for(settings.embedding_model).name
+        self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
+        self._builder = ChildBuilder() if index else None
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the writer (and indexer) threads."""
+        self._threads = [threading.Thread(target=self._write_loop, name="turnlake-writer",
+                                          daemon=True)]
+        if self._index:
+            self._threads.append(threading.Thread(target=self._index_loop,
+                                                  name="turnlake-indexer", daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Commit what was submitted, then stop both threads."""
+        self._closed = True
+        self._queue.put(None)
+        self._threads[0].join(timeout_s)
+        self._to_index.put(None)
+        for thread in self._threads[1:]:
+            thread.join(timeout_s)
+        if self._builder is not None:
+            self._builder.close()
+
+    def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
+        """Queue turns' JSON lines; the future gives one outcome per line once durable."""
+        if self._closed:
+            raise LakeError("the service is shutting down; record again on another server")
+        submission = _Submission(lines, keys)
+        self._queue.put(submission)
+        return submission.future
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            group, stop = self._gather(first)
+            self._commit(group)
+            if stop:
+                return
+
+    def _gather(self, first: _Submission) -> tuple[list[_Submission], bool]:
+        """The first submission plus those arriving within the window (bounded)."""
+        group, turns = [first], len(first.lines)
+        deadline = time.monotonic() + self._settings.commit_window_ms / 1000
+        while turns < self._settings.commit_max_turns:
+            left = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                return group, True
+            group.append(item)
+            turns += len(item.lines)
+        return group, False
+
+    def _commit(self, group: list[_Submission]) -> None:
+        started = time.perf_counter()
+        lines = [line for s in group for line in s.lines]
+        self._kept = set()
+        try:
+            report = self._ingestor.ingest_records(lines, source=f"<api {uuid.uuid4().hex}>")
+            outcomes = self._outcomes(group, lines, report.accepted,
+                                      {q.line: q.reason for q in report.quarantined})
+        except Exception as exc:  # every waiting request must hear of the failure
+            failure = exc if isinstance(exc, TurnlakeError) else LakeError(
+                f"recording failed: {type(exc).__name__}: {exc}")
+            log.exception("group commit of %d turns failed", len(lines))
+            for s in group:
+                s.future.set_exception(failure)
+            return
+        acked = time.monotonic()
+        for s, answer in zip(group, outcomes, strict=True):
+            s.future.set_result(answer)
+        m = self._metrics
+        m.commit_seconds.observe(time.perf_counter() - started)
+        m.commit_turns.observe(len(lines))
+        m.commit_requests.observe(len(group))
+        if self._index and report.partitions:
+            self._to_index.put((set(report.partitions), acked))
+
+    def _rows(self, rows: pa.Table) -> pa.Table:
+        """The ingest's rows hook: note which turns a batch keeps, and embed their rows."""
+        self._kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
+                              rows["turn_id"].to_pylist(), strict=True))
+        if self._embedder is None:
+            return rows
+        embedded, _ = embed_rows(rows, self._embedder,
+                                 batch_size=self._settings.embed_batch_size)
+        return embedded
+
+    def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
+                  quarantined: dict[int, str]) -> list[list[LineOutcome]]:
+        """Each submission's outcomes: a quarantined line is rejected; of the others, the first
+        line of each turn the ingest kept is accepted and every other one a duplicate."""
+        # Every kept turn has content rows (its assistant row at least), so the hook saw it.
+        if len(self._kept) != accepted:
+            raise LakeError(f"the ingest kept {accepted} turns but wrote rows of "
+                            f"{len(self._kept)}; the outcomes cannot be told apart")
+        answered: set[TurnKey] = set()
+        out: list[list[LineOutcome]] = []
+        number = 0
+        for s in group:
+            mine: list[LineOutcome] = []
+            for line, key in zip(s.lines, s.keys, strict=True):
+                number += 1  # ingest numbers lines from 1
+                if number in quarantined:
+                    mine.append(_rejected(line, quarantined[number]))
+                elif key is not None and key in self._kept and key not in answered:
+                    answered.add(key)
+                    mine.append(LineOutcome("accepted"))
+                else:
+                    mine.append(LineOutcome("duplicate", "this turn is recorded already"))
+            out.append(mine)
+        assert number == len(lines)
+        return out
+
+    # -- the indexer thread ---------------------------------------------------------------
+
+    def _index_loop(self) -> None:
+        builder = self._builder
+        assert builder is not None  # the thread runs only with index=True
+        waiting: list[tuple[set[Partition], float]] = []
+        stop = False
+        while waiting or not stop:
+            if not waiting:
+                item = self._to_index.get()
+                if item is None:
+                    return
+                waiting.append(item)
+            stop = self._drain(waiting) or stop
+            partitions: set[Partition] = set().union(*(p for p, _ in waiting))
+            try:
+                build_indexes(self._store, model=self._model, partitions=partitions,
+                              builder=builder)
+            except Exception:  # the partitions stay stale (search says so); try again soon
+                log.exception("index build of %d partitions failed", len(partitions))
+                self._metrics.index_failures.inc()
+                if stop:
+                    return
+                time.sleep(_INDEX_RETRY_S)
+                continue
+            published = time.monotonic()
+            for _, acked in waiting:
+                self._metrics.ack_to_searchable.observe(published - acked)
+            waiting = []
+
+    def _drain(self, waiting: list[tuple[set[Partition], float]]) -> bool:
+        """Move every queued commit into ``waiting``; True when close() was asked for."""
+        while True:
+            try:
+                item = self._to_index.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            waiting.append(item)
+
+
+def _rejected(line: str, reason: str) -> LineOutcome:
+    """A rejected line's outcome, with the path of its first bad field when it has one."""
+    try:
+        parse_record(line)
+    except RecordError as exc:
+        return LineOutcome("rejected", reason, exc.field)
+    # A valid record refused for what it says about the lake: another user's conversation.
+    return LineOutcome("rejected", reason, "user_id")
