@@ -18,8 +18,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedder_for
-from lake.embedding.sentence import SentenceTransformerEmbedder
+from lake.embedding.factory import embedder_from
 from lake.errors import EmbeddingError
 from lake.index.status import PartitionStatus
 from lake.keys import KeyStore
@@ -42,13 +41,10 @@ ENV_NO_INDEX = "TURNLAKE_SERVE_NO_INDEX"
 
 
 def service_embedder(settings: Settings) -> Embedder:
-    """The embedder of a long-running process: a sentence-transformers model runs one
-    intra-op thread per call, so concurrent queries share the cores instead of each
-    claiming all of them."""
-    embedder = embedder_for(settings.embedding_model)
-    if isinstance(embedder, SentenceTransformerEmbedder):
-        return SentenceTransformerEmbedder(settings.embedding_model, threads=1)
-    return embedder
+    """The embedder of a long-running process: the query embedder of the settings (one
+    intra-op thread per call by default, ``embed_query_threads``), so concurrent queries
+    share the cores instead of each claiming all of them."""
+    return embedder_from(settings, "query")
 
 
 def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: bool = True,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedder_for
+from lake.embedding.factory import embedding_identity
 from lake.embedding.rows import embed_rows
 from lake.errors import LakeError, RecordError, TurnlakeError
 from lake.records import parse_record
@@ -75,8 +75,7 @@ class GroupWriter:
         self._kept: set[TurnKey] = set()
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         self._index = index
-        self._model = embedder.name if embedder is not None else \
-            embedder_for(settings.embedding_model).name
+        self._model = embedder.name if embedder is not None else embedding_identity(settings)
         self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
         self._builder = ChildBuilder() if index else None
         self._threads: list[threading.Thread] = []
