@@ -108,10 +108,12 @@ class SeededLake:
     now: datetime
 
 
-def seed(root: Path | str, *, demo_turns: int = 120, index: bool = True) -> SeededLake:
-    """Build a lake at ``root`` (a folder or an s3:// URI) with the hashing-64 embedder."""
+def seed(root: Path | str, *, demo_turns: int = 120, index: bool = True,
+         model: str | None = "hashing-64") -> SeededLake:
+    """Build a lake at ``root`` (a folder or an s3:// URI) with the hashing-64 embedder (or
+    ``model``; None = the packaged sentence-transformers model)."""
     now = datetime.now(UTC).replace(microsecond=0)
-    settings = Settings(lake=root, embedding_model="hashing-64")
+    settings = Settings(lake=root, embedding_model=model)
     lines: list[object] = list(generate_lines(users=6, turns=demo_turns, seed=7, now=now))
     records = [*lines, *(json.dumps(r) for r in known_records(now))]
     report = run_ingest(settings, records=records, embed=True, index=index)
