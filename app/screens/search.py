@@ -34,8 +34,7 @@ with st.form("search-form"):
     scope = c1.selectbox("Scope", scopes)
     user = c2.selectbox("User", users, disabled=not viewer.is_analyst)
     conversation = c3.text_input(
-        "Conversation id", value=state.replay_conversation or "",
-        help="Only this conversation's turns (with scope conversation); empty = any.")
+        "Conversation id", help="Only this conversation's turns; empty = any.")
     c1, c2 = st.columns([2, 1])
     roles = c1.multiselect("Roles", ROLES, default=list(DEFAULT_SEARCH_ROLES))
     when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
