@@ -1,20 +1,30 @@
 """The turnlake analyst workbench: ``streamlit run app/main.py``.
 
 The lake comes from ``TURNLAKE_LAKE`` (else ``./data/lake``), the analyst's tenants from
-``TURNLAKE_TENANTS`` (comma separated; else every tenant found in the lake). A deep link
-``/replay?conversation=C&turn=T`` opens that turn in Replay.
+``TURNLAKE_TENANTS`` (comma separated; else every tenant found in the lake). The identity is
+in the URL (``?tenant=T&as_user=U``); a deep link ``/replay?conversation=C&turn=T`` opens that
+turn in Replay. Search answers at both ``/`` and ``/search``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-st.set_page_config(page_title="turnlake workbench", page_icon=":material/database:",
-                   layout="wide")
+from app.components.identity import sidebar
+from lake.settings import Settings
 
-st.navigation([
-    st.Page("screens/search.py", title="Search", icon=":material/search:", url_path="search",
-            default=True),
+# A local file: a page icon given as an emoji or a Material name is fetched from a CDN.
+ICON = Path(__file__).parent / "assets" / "icon.png"
+
+st.set_page_config(page_title="turnlake workbench", page_icon=str(ICON), layout="wide")
+
+# The default page is served at "/"; its own url_path is reserved, so /search is the alias's.
+search = st.Page("screens/search.py", title="Search", icon=":material/search:",
+                 url_path="start", default=True)
+pages = [
+    search,
     st.Page("screens/replay.py", title="Conversations & Replay", icon=":material/forum:",
             url_path="replay"),
     st.Page("screens/overview.py", title="Overview", icon=":material/monitoring:",
@@ -23,4 +33,10 @@ st.navigation([
             url_path="retention"),
     st.Page("screens/index_health.py", title="Index health",
             icon=":material/health_metrics:", url_path="index-health"),
-]).run()
+]
+# The same Search page under /search as well; the sidebar links only the default one.
+search_alias = st.Page("screens/search.py", title="Search", icon=":material/search:",
+                       url_path="search")
+navigation = st.navigation([*pages, search_alias], position="hidden")
+sidebar(Settings.from_env(), pages)
+navigation.run()

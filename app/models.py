@@ -7,11 +7,13 @@ dataclasses, so that no page or component reaches into a dict.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lake.errors import QueryError
+from lake.errors import QueryError, RefError
+from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
 from lake.search.materialize import FileCard, MaterializedTurn
 from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, Hit, SearchRequest
@@ -65,6 +67,17 @@ class SearchForm:
     recency_weight: float = 1.0
     k: int = 10
     max_per_conversation: int | None = None
+
+    def has_words(self) -> bool:
+        """Whether the query holds a word to search (not only spaces and punctuation)."""
+        return any(ch.isalnum() for ch in self.query)
+
+    def generators_on(self) -> list[str]:
+        """The generators that are switched on with a weight above 0."""
+        on = ((self.semantic, self.semantic_weight), (self.lexical, self.lexical_weight),
+              (self.trigram, self.trigram_weight))
+        return [name for name, (enabled, weight) in zip(GENERATORS, on, strict=True)
+                if enabled and weight > 0]
 
     def request(self, principal: Principal, as_of: datetime) -> SearchRequest:
         """The service request; a ``when`` phrase becomes the since/until range.
@@ -124,10 +137,69 @@ class SearchOutcome:
     """A search's hits with the service's freshness warnings and timings."""
 
     viewer: Viewer
-    query: str
+    form: SearchForm
     hits: list[HitView]
     warnings: list[str]
     total_ms: float
+
+    @property
+    def query(self) -> str:
+        """The query as typed."""
+        return self.form.query
+
+    def notes(self) -> list[str]:
+        """Why the answer holds fewer turns than asked for, when the form explains it."""
+        form = self.form
+        if not form.generators_on():
+            return ["Every generator is switched off or weighted 0, so nothing can find a "
+                    "turn: switch on Semantic, Lexical or Trigram."]
+        if self.hits and len(self.hits) < form.k:
+            cap = ("no cap per conversation" if form.max_per_conversation == 0 else
+                   f"at most {form.max_per_conversation} per conversation"
+                   if form.max_per_conversation is not None else
+                   "the default cap of turns per conversation (set Max per conversation to 0 "
+                   "to lift it)")
+            return [f"{len(self.hits)} turns, fewer than k = {form.k}: each generator hands "
+                    "fusion only its best-ranked rows (the lexical and trigram ones only rows "
+                    f"that share text with the query), rows fold into turns, and {cap} "
+                    "applies."]
+        return []
+
+
+# A ref in text runs to the first space, quote or bracket; the sentence's trailing
+# punctuation is not part of it.
+REF_PATTERN = re.compile(r"conv:fi:[^\s\"'`<>()\[\]]+")
+_TRAILING = ".,;:!?"
+
+
+def parse_mention(raw: str) -> tuple[str, str] | None:
+    """``(ref, file name)`` of a ``conv:fi:`` ref found in text, None when malformed."""
+    ref = raw.rstrip(_TRAILING)
+    try:
+        parsed = parse_ref(ref)
+    except RefError:
+        return None
+    return ref, parsed.path.rsplit("/", 1)[-1]
+
+
+def mentioned_refs(text: str) -> list[tuple[str, str]]:
+    """The well-formed ``conv:fi:`` refs a text mentions, as (ref, file name), once each."""
+    found: dict[str, str] = {}
+    for match in REF_PATTERN.finditer(text):
+        mention = parse_mention(match.group(0))
+        if mention is not None:
+            found.setdefault(*mention)
+    return list(found.items())
+
+
+@dataclass(frozen=True)
+class MentionView:
+    """A file a ``conv:fi:`` ref in the answer names, resolved like a hosted file."""
+
+    ref: str
+    name: str
+    data: bytes | None
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -142,7 +214,8 @@ class SubmissionView:
 
 @dataclass(frozen=True)
 class AttachmentView:
-    """A file the user attached (its bytes are not hosted by turnlake)."""
+    """A file the user attached; with a ``ref`` its bytes may be fetched through the
+    resolver, else turnlake does not host them."""
 
     name: str
     mime: str
@@ -166,7 +239,7 @@ class StepView:
 
     name: str
     status: str
-    at: str
+    at: datetime
     detail: str | None
 
 
@@ -187,7 +260,17 @@ class EventView:
     source: str
     type: str
     at: str
-    data_json: str
+    data: Any  # the event's JSON value, as recorded
+
+    @property
+    def data_json(self) -> str:
+        """The data as compact JSON (for the table of events without a renderer)."""
+        return json.dumps(self.data, ensure_ascii=False, sort_keys=True)
+
+    def field(self, name: str) -> str | None:
+        """A text field of an object ``data`` (None when absent or not text)."""
+        value = self.data.get(name) if isinstance(self.data, dict) else None
+        return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -210,62 +293,48 @@ class FeedbackView:
 
 @dataclass(frozen=True)
 class ReplayTurn:
-    """Everything the Replay page shows for one turn."""
+    """A materialized turn as Replay shows it: the lake's turn itself, plus what the app adds
+    (hosted files with their resolved bytes, and typed views of the payload's JSON parts)."""
 
-    conversation_id: str
-    turn_id: str
-    user_id: str
-    app: str
-    agent: str
-    writer: str
-    title: str | None
-    ordinal: int
-    started_at: datetime
-    ended_at: datetime
-    submissions: list[SubmissionView]
-    answer: str
-    answered_at: str
-    attachments: list[AttachmentView]
+    turn: MaterializedTurn
     files: list[FileView]
+    mentions: list[MentionView]
+    attached: dict[str, MentionView]  # attachment ref -> what the resolver gave for it
+    submissions: list[SubmissionView]
+    attachments: list[AttachmentView]
     steps: list[StepView]
     citations: list[CitationView]
     events: list[EventView]
     usage: UsageView | None
     feedback: FeedbackView | None
-    summary: str | None
-    anchors: list[str]
-    notes: list[str]
+
+    @property
+    def answer(self) -> str:
+        """The completion's text."""
+        return str(self.turn.completion["text"])
 
     @classmethod
-    def build(cls, turn: MaterializedTurn, files: list[FileView]) -> ReplayTurn:
-        """Translate a materialized turn (and its resolved files) into the typed view."""
+    def build(cls, turn: MaterializedTurn, files: list[FileView],
+              mentions: list[MentionView], attached: dict[str, MentionView]) -> ReplayTurn:
+        """Type a materialized turn's JSON parts (and take its resolved files and refs)."""
         usage, feedback = turn.usage, turn.feedback
         return cls(
-            conversation_id=turn.conversation_id, turn_id=turn.turn_id, user_id=turn.user_id,
-            app=turn.app, agent=turn.agent, writer=turn.writer, title=turn.title,
-            ordinal=turn.ordinal, started_at=turn.started_at, ended_at=turn.ended_at,
+            turn=turn, files=files, mentions=mentions, attached=attached,
             submissions=[SubmissionView(str(s["text"]), str(s["event_type"]), int(s["batch"]),
                                         str(s["arrived_at"])) for s in turn.submissions],
-            answer=str(turn.completion["text"]), answered_at=str(turn.completion["at"]),
             attachments=[AttachmentView(str(a["name"]), str(a["mime"]), int(a["size"]),
                                         a.get("ref"), bool(a.get("text")))
                          for a in turn.attachments],
-            files=files,
             # A timeline: adapters may report steps out of order.
-            steps=sorted((StepView(str(s["name"]), str(s["status"]), str(s["at"]),
-                                   s.get("detail")) for s in turn.steps),
-                         key=lambda step: datetime.fromisoformat(step.at)),
+            steps=sorted((StepView(str(s["name"]), str(s["status"]),
+                                   datetime.fromisoformat(str(s["at"])), s.get("detail"))
+                          for s in turn.steps), key=lambda step: step.at),
             citations=[CitationView(str(c["title"]), str(c["url"]), c.get("snippet"))
                        for c in turn.citations],
             events=[EventView(int(e["seq"]), str(e["source"]), str(e["type"]), str(e["at"]),
-                              _compact_json(e["data"])) for e in turn.events],
+                              e["data"]) for e in turn.events],
             usage=None if usage is None else UsageView(
                 usage.get("tokens_in"), usage.get("tokens_out"), usage.get("cost_usd"),
                 usage.get("duration_ms")),
             feedback=None if feedback is None else FeedbackView(int(feedback["rating"]),
-                                                                feedback.get("comment")),
-            summary=turn.summary, anchors=list(turn.anchors), notes=list(turn.notes))
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+                                                                feedback.get("comment")))

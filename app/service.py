@@ -8,6 +8,8 @@ same principal rules as the CLI, so a page never sees a row the service would no
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,15 +18,32 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from app.models import FileView, HitView, ReplayTurn, SearchForm, SearchOutcome, Viewer
+from app.models import (
+    FileView,
+    HitView,
+    MentionView,
+    ReplayTurn,
+    SearchForm,
+    SearchOutcome,
+    Viewer,
+    mentioned_refs,
+)
 from lake import analytics
 from lake.embedding.factory import embedder_from
-from lake.errors import AccessDenied, RefError
+from lake.errors import AccessDenied, QueryError, RefError
 from lake.index.manifest import list_partitions, read_current
 from lake.location import LakeLocation
 from lake.retention import AuditEntry, read_audit
-from lake.search.catalog import CatalogTurn, ConversationEntry, TurnCatalog
+from lake.search.access import Principal
+from lake.search.catalog import (
+    CatalogTurn,
+    ConversationEntry,
+    ConversationPage,
+    ConversationQuery,
+    TurnCatalog,
+)
 from lake.search.materialize import FileCard, TurnMaterializer
+from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import RetentionRule, Settings
 from lake.store import LakeStore
@@ -82,6 +101,63 @@ class RetentionData:
 PurgeRunner = Callable[[Viewer, datetime], list[analytics.PurgeCount]]
 
 
+class Warmup:
+    """Loads a service's model, tables and indexes in a background thread.
+
+    Started when the service is built (the app's first run), so that the first search does
+    not pay for loading the embedding model; pages show :meth:`describe` until it is done,
+    and a search that comes earlier waits on :meth:`wait` behind a visible spinner.
+    """
+
+    def __init__(self, load: Callable[[], str]) -> None:
+        self._load = load
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+        self._seconds: float | None = None
+        self._what = ""
+        self.error: str | None = None
+
+    def start(self) -> None:
+        """Begin loading (once; later calls do nothing)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._started = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="workbench-warmup",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._what = self._load()
+        except Exception as exc:  # shown on the page; search reports its own error then
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._seconds = time.monotonic() - self._started
+            self._done.set()
+
+    @property
+    def ready(self) -> bool:
+        """Whether loading has finished (successfully or not)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until loading has finished (starting it if needed); False on timeout."""
+        self.start()
+        return self._done.wait(timeout)
+
+    def describe(self) -> str:
+        """One line for the page: loading (for how long), ready, or what failed."""
+        if not self.ready:
+            waited = time.monotonic() - self._started if self._started else 0.0
+            return f"Loading the model, tables and indexes in the background ({waited:.0f} s)"
+        if self.error is not None:
+            return f"Warm-up failed ({self.error}); searches load what they need themselves."
+        return f"Service ready: {self._what} (loaded in {self._seconds or 0.0:.1f} s)"
+
+
 class Workbench:
     """Read-only access to one lake for the workbench pages."""
 
@@ -92,6 +168,19 @@ class Workbench:
             self.store, embedder=lambda: embedder_from(settings, "query"))
         self.catalog = TurnCatalog(self.store)
         self.materializer = TurnMaterializer(self.store)
+        self.warmup = Warmup(self.warm)
+
+    def warm(self) -> str:
+        """Load what a first search needs: the embedding model (one query encoded), the index
+        statuses, and each tenant's partition indexes (one search per tenant opens them).
+        Returns what was loaded, for the page."""
+        model = self.settings.embedding_model or "all-MiniLM-L6-v2"
+        self.search_service.embedder().encode(["warm up"])
+        tenants = self.tenants()
+        for tenant in tenants:
+            self.search_service.search(SearchRequest(
+                "warm up", Principal(tenant, analyst=True), scope="tenant", k=1))
+        return f"model {model}, indexes of {len(tenants)} tenant(s)"
 
     # -- identity ------------------------------------------------------------------------
 
@@ -109,13 +198,29 @@ class Workbench:
 
     def search(self, viewer: Viewer, form: SearchForm, *,
                as_of: datetime | None = None) -> SearchOutcome:
-        """Run the form's search; raises QueryError / AccessDenied for a refused request."""
+        """Run the form's search; raises QueryError / AccessDenied for a refused request,
+        and QueryError for a query without a word (spaces or punctuation only)."""
+        if not form.has_words():
+            raise QueryError("the query has no words to search")
         request = form.request(viewer.principal, as_of or datetime.now(UTC))
         result = self.search_service.search(request)
-        titles = {c.conversation_id: c.title for c in self.conversations(viewer)}
+        titles = self.titles(viewer, list(dict.fromkeys(h.conversation_id
+                                                        for h in result.hits)))
         hits = [HitView(h, titles.get(h.conversation_id)) for h in result.hits]
-        return SearchOutcome(viewer, form.query, hits, result.warnings,
+        return SearchOutcome(viewer, form, hits, result.warnings,
                              float(result.timings_ms.get("total", 0.0)))
+
+    def titles(self, viewer: Viewer, conversation_ids: list[str]) -> dict[str, str]:
+        """Titles of the named conversations; an untitled one is named by its first prompt."""
+        return self.catalog.titles(viewer.principal, conversation_ids)
+
+    def conversation_page(self, viewer: Viewer, query: ConversationQuery) -> ConversationPage:
+        """One page of the viewer's conversations (never all of a tenant's at once)."""
+        return self.catalog.conversation_page(viewer.principal, query)
+
+    def facets(self, viewer: Viewer) -> dict[str, list[str]]:
+        """The apps, agents and users the conversation list can filter on."""
+        return self.catalog.facets(viewer.principal)
 
     def conversations(self, viewer: Viewer, *,
                       user_id: str | None = None) -> list[ConversationEntry]:
@@ -129,7 +234,22 @@ class Workbench:
     def replay(self, viewer: Viewer, conversation_id: str, turn_id: str) -> ReplayTurn:
         """One turn rebuilt for replay, its hosted files resolved through the ref resolver."""
         turn = self.materializer.turn(viewer.principal, conversation_id, turn_id)
-        return ReplayTurn.build(turn, [self._file(viewer, card) for card in turn.files])
+        hosted = {card.ref for card in turn.files}
+        mentions = [self._mention(viewer, ref, name)
+                    for ref, name in mentioned_refs(str(turn.completion["text"]))
+                    if ref not in hosted]
+        attached = {str(a["ref"]): self._mention(viewer, str(a["ref"]), str(a["name"]))
+                    for a in turn.attachments if a.get("ref")}
+        return ReplayTurn.build(turn, [self._file(viewer, card) for card in turn.files],
+                                mentions, attached)
+
+    def _mention(self, viewer: Viewer, ref: str, name: str) -> MentionView:
+        """A ref resolved for the viewer, or the resolver's reason for refusing it."""
+        try:
+            card, data = self.materializer.resolve(viewer.principal, ref)
+        except (RefError, AccessDenied) as exc:
+            return MentionView(ref, name, None, str(exc))
+        return MentionView(card.ref, card.name, data, None)
 
     def file_bytes(self, viewer: Viewer, ref: str) -> bytes:
         """A hosted file's bytes; RefError / AccessDenied when the resolver refuses."""
@@ -194,6 +314,32 @@ def purge_runner(workbench: Workbench) -> PurgeRunner | None:
     return run
 
 
+IndexRebuilder = Callable[[Viewer, list[tuple[str, str]], Callable[[str, int, int], None]],
+                          list[str]]
+
+
+def index_rebuilder(workbench: Workbench) -> IndexRebuilder:
+    """The rebuild action of the Index health page: rebuild the named stale or missing
+    partitions of the viewer's tenant, under the index lock exactly as ``turnlake index build``
+    takes it (a build already running elsewhere is waited for; what it left fresh is skipped).
+    Returns the partitions built. Analysts only."""
+    from pipeline.index_build import build_indexes
+
+    def run(viewer: Viewer, partitions: list[tuple[str, str]],
+            progress: Callable[[str, int, int], None]) -> list[str]:
+        if not viewer.is_analyst:
+            raise AccessDenied("only an analyst of the tenant may rebuild indexes")
+        foreign = [f"{t}/{m}" for t, m in partitions if t != viewer.tenant]
+        if foreign:
+            raise AccessDenied(f"{viewer.describe()} may not rebuild {', '.join(foreign)}")
+        model = embedder_for(workbench.settings.embedding_model).name
+        report = build_indexes(workbench.store, model=model, tenant=viewer.tenant,
+                               partitions=set(partitions), on_partition=progress)
+        return [f"{m.tenant}/{m.month}" for m in report.built] + report.dropped
+
+    return run
+
+
 def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[AuditEntry]:
     """The tenant's retention audit rows, newest first (analysts only; users see none)."""
     if not viewer.is_analyst:
@@ -204,7 +350,9 @@ def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _workbench(settings: Settings, version: LakeVersion) -> Workbench:
     del version  # part of the cache key only: a new version builds a new service
-    return Workbench(settings)
+    workbench = Workbench(settings)
+    workbench.warmup.start()
+    return workbench
 
 
 def cached_workbench(settings: Settings) -> Workbench:

@@ -7,9 +7,11 @@ import polars as pl
 
 
 def turns_per_day(frame: pl.DataFrame, group_label: str) -> alt.Chart:
-    """Stacked bars of turns per day, coloured by app or agent."""
+    """Stacked bars of turns per day, coloured by app or agent; one bar and at most one
+    tick per calendar day (never hourly ticks on a short window)."""
     chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
-        x=alt.X("day:T", title="day"),
+        x=alt.X("yearmonthdate(day):T", title="day",
+                axis=alt.Axis(format="%b %d", tickCount="day", labelOverlap=True)),
         y=alt.Y("turns:Q", title="turns"),
         color=alt.Color("group:N", title=group_label),
         tooltip=["day:T", alt.Tooltip("group:N", title=group_label), "turns:Q"],

@@ -1,13 +1,20 @@
-"""The sidebar identity block and the context every page starts from."""
+"""The sidebar (page links, identity, service state) and the context every page starts from.
+
+The sidebar is drawn by the entrypoint, ``app/main.py``, on every run: Streamlit keeps the
+state of the entrypoint's widgets across page changes, where a page script's widgets would be
+reset. Pages read the identity back through :func:`page_context`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.navigation.page import StreamlitPage
 
 from app.models import Viewer
-from app.service import Workbench, cached_workbench
+from app.service import Warmup, Workbench, cached_workbench
 from app.state import TENANT_KEY, VIEW_AS_ON_KEY, VIEW_AS_USER_KEY, WorkbenchState
 from lake.errors import TurnlakeError
 from lake.refs import validate_id
@@ -23,12 +30,11 @@ class PageContext:
     state: WorkbenchState
 
 
-def page_context() -> PageContext:
-    """Draw the sidebar identity and return the page context.
+def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
+    """Draw the sidebar: page links, the tenant and view-as choice, the service's state.
 
-    Stops the page with a clear message when the lake holds no tenant to show.
+    Stops the run with a clear message when the lake cannot be read or holds no tenant.
     """
-    settings = Settings.from_env()
     state = WorkbenchState(st.session_state)
     try:
         workbench = cached_workbench(settings)
@@ -37,31 +43,73 @@ def page_context() -> PageContext:
         st.error(f"Cannot read the lake at `{settings.lake}`: {exc}")
         st.stop()
     with st.sidebar:
+        for link in links:
+            st.page_link(link)
+        st.divider()
         st.caption(f"Lake: `{settings.lake}`")
-        if not tenants:
-            st.info("No tenants yet.")
     if not tenants:
+        st.sidebar.info("No tenants yet.")
         st.info(f"The lake at `{settings.lake}` holds no conversations yet. Seed a demo with "
                 f"`turnlake demo --lake {settings.lake}` or load turns with "
                 f"`turnlake ingest FILES --lake {settings.lake}`, then reload this page.")
         st.stop()
-    with st.sidebar:
-        st.markdown("**Acting as analyst of** " + ", ".join(f"`{t}`" for t in tenants))
-        tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY)
-        assert tenant is not None
+    for tenant in tenants:
         try:
             validate_id(tenant, "tenant")
         except TurnlakeError as exc:
             st.error(f"TURNLAKE_TENANTS names an invalid tenant: {exc}")
             st.stop()
+    state.apply_url_identity(st.query_params.to_dict(), tenants)
+    if state.tenant not in tenants:
+        st.session_state[TENANT_KEY] = tenants[0]
+    with st.sidebar:
+        st.markdown("**Acting as analyst of** " + ", ".join(f"`{t}`" for t in tenants))
+        tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY)
+        assert tenant is not None
+        as_user = None
         if st.toggle("View as user", key=VIEW_AS_ON_KEY,
                      help="Restrict every page to one user's own data, through the same "
                           "rules the service applies to that user."):
             users = workbench.users(Viewer(tenant))
-            st.selectbox("User", users, key=VIEW_AS_USER_KEY)
-            if state.view_as_user is None:
+            state.settle_user(users)
+            if not users:
                 st.warning(f"Tenant {tenant} has no user to view as.")
                 st.stop()
-        viewer = Viewer(tenant, state.view_as_user)
+            as_user = st.selectbox("User", users, key=VIEW_AS_USER_KEY)
+        viewer = Viewer(tenant, as_user)
         st.caption(f"Reading as **{viewer.describe()}**")
-    return PageContext(workbench, viewer, state)
+        _service_state(workbench.warmup)
+    params = state.enter(viewer)
+    # Page links drop the query string: put the identity back (keeping a page's own keys).
+    for key, value in params.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+    if viewer.as_user is None and "as_user" in st.query_params:
+        del st.query_params["as_user"]
+
+
+def _service_state(warmup: Warmup) -> None:
+    if warmup.ready:
+        st.caption(warmup.describe())
+        return
+    _loading(warmup)
+
+
+@st.fragment(run_every=1.0)
+def _loading(warmup: Warmup) -> None:
+    if warmup.ready:
+        st.rerun()  # the whole app: the page drops its loading state
+    st.info(f":material/hourglass_top: {warmup.describe()}")
+
+
+def page_context() -> PageContext:
+    """The context of the page being drawn; shows (once) the notes the identity change left,
+    e.g. a conversation of another user that was closed."""
+    state = WorkbenchState(st.session_state)
+    viewer = state.viewer
+    if viewer is None:  # the entrypoint always sets it before a page runs
+        st.error("No identity chosen: open the workbench from its start page.")
+        st.stop()
+    for note in state.take_notes():
+        st.info(note, icon=":material/info:")
+    return PageContext(cached_workbench(Settings.from_env()), viewer, state)

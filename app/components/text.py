@@ -10,6 +10,10 @@ from typing import Literal
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 _TERM = re.compile(r"[\w][\w'-]*", re.UNICODE)
 _MIN_TERM = 2
+_FENCE = re.compile(r"```+|~~~+")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_LINE_MARK = re.compile(r"(?m)^\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+|\d{1,3}[.)]\s+)")
+_EMPHASIS = re.compile(r"\*\*|__|(?<!\w)[*_](?=\S)|(?<=\S)[*_](?!\w)|`+|~~")
 
 BadgeColor = Literal["red", "orange", "yellow", "blue", "green", "violet", "gray", "grey",
                      "primary"]
@@ -35,14 +39,33 @@ def query_terms(query: str) -> list[str]:
     return sorted(seen, key=lambda t: (-len(t), t))
 
 
+def strip_markdown(text: str) -> str:
+    """Plain text of a Markdown snippet: emphasis, code marks, headings, quotes, list
+    bullets and link targets dropped; each list item or paragraph kept apart by " · "."""
+    out = _FENCE.sub(" ", text)
+    out = _LINK.sub(r"\1", out)
+    out = _LINE_MARK.sub("", out)
+    out = _EMPHASIS.sub("", out)
+    parts = [" ".join(line.split()) for line in out.splitlines()]
+    return " · ".join(p for p in parts if p)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+
+
 def highlight_markdown(text: str, query: str, *, limit: int = 600) -> str:
-    """``text`` (cut to ``limit`` characters) as escaped Markdown with every case-insensitive
-    occurrence of a query term marked with a background colour."""
+    """``text`` (cut to ``limit`` characters) as escaped Markdown with every word that
+    starts with a query term (case-insensitive, whole words only, so "the" never marks
+    "other") marked with a background colour."""
     shown = text if len(text) <= limit else text[:limit].rstrip() + "…"
     terms = query_terms(query)
     if not terms:
         return escape_markdown(shown)
-    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(t) for t in terms)
+                         + r")[\w'-]*", re.IGNORECASE)
     out: list[str] = []
     last = 0
     for match in pattern.finditer(shown):

@@ -1,4 +1,10 @@
-"""One turn replayed: user bubbles, the answer, attachments, hosted files, steps, evidence."""
+"""One turn replayed: user bubbles, the answer, files, and the recorded events by type.
+
+Events render by their type: ``chat.step`` rows join the steps timeline, ``panel.*`` events are
+the panels the person saw live (``panel.code``: a code block with its output), ``badge.*``
+events are badges beside the answer, ``citation*`` events are links, anything else is one
+compact table row. ``conv:fi:`` refs in the answer become downloads through the resolver.
+"""
 
 from __future__ import annotations
 
@@ -7,50 +13,76 @@ from collections.abc import Callable
 import polars as pl
 import streamlit as st
 
+from app.components.events import EventGroups, badge_text, group_events, ref_mentions
 from app.components.text import EVENT_TYPE_COLORS, escape_markdown, human_bytes
-from app.models import FileView, ReplayTurn
+from app.models import (
+    AttachmentView,
+    CitationView,
+    FileView,
+    MentionView,
+    ReplayTurn,
+    StepView,
+)
 
 FileLoader = Callable[[str], bytes]
+_STEP_MARKS = {"completed": ":green[:material/check_circle:]",
+               "failed": ":red[:material/error:]", "started": ":blue[:material/play_circle:]"}
 
 
-def turn_view(turn: ReplayTurn, load_file: FileLoader) -> None:
-    """Draw a turn as a chat exchange; ``load_file`` fetches a large file's bytes (by ref)
-    only when its download button is pressed."""
+def status_badge(turn: ReplayTurn) -> str | None:
+    """A badge when the turn did not end well, else None.
+
+    The record has no completion status yet, so today this reads the one sign the turn
+    carries: a step that failed. (The record's ``completion.status`` replaces this check.)
+    """
+    if any(step.status == "failed" for step in turn.steps):
+        return ":red-badge[:material/error: a step failed]"
+    return None
+
+
+def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
+    """Draw a turn as a chat exchange; ``load_file`` fetches a file's bytes (by ref) only
+    when its download button is pressed, through the ref resolver."""
+    turn = view.turn
+    groups = group_events(view.events)
     st.caption(f"Turn {turn.ordinal} · {turn.turn_id} · {turn.started_at:%Y-%m-%d %H:%M:%S} "
                f"→ {turn.ended_at:%H:%M:%S} UTC · {turn.app} / {turn.agent} · "
                f"{turn.writer} writer · user {turn.user_id}")
     with st.chat_message("user"):
-        for sub in turn.submissions:
-            st.badge(sub.event_type,
-                     color=EVENT_TYPE_COLORS.get(sub.event_type, "gray"))
+        for sub in view.submissions:
+            st.badge(sub.event_type, color=EVENT_TYPE_COLORS.get(sub.event_type, "gray"))
             st.markdown(escape_markdown(sub.text))
-        for att in turn.attachments:
-            with st.container(border=True):
-                searchable = " · text searchable" if att.has_text else ""
-                st.markdown(f":material/attach_file: **{escape_markdown(att.name)}** · "
-                            f"{att.mime} · {human_bytes(att.size)}{searchable}")
+        for att in view.attachments:
+            _attachment(att, view.attached.get(att.ref) if att.ref else None)
     with st.chat_message("assistant"):
-        st.markdown(turn.answer)
-        for view in turn.files:
-            _file_card(view, load_file)
-        _badges(turn)
-    if turn.citations:
-        with st.expander(f"Citations ({len(turn.citations)})", expanded=True):
-            for c in turn.citations:
-                # Only web links become links; anything else (javascript:, data:) is shown.
-                safe = c.url.startswith(("https://", "http://")) and ")" not in c.url
-                line = (f"- [{escape_markdown(c.title)}]({c.url})" if safe
-                        else f"- {escape_markdown(c.title)} `{c.url}`")
-                st.markdown(line + (f" — {escape_markdown(c.snippet)}" if c.snippet else ""))
-    if turn.steps:
-        with st.expander(f"Steps ({len(turn.steps)})"):
-            for step in turn.steps:
-                mark = {"completed": ":green[:material/check_circle:]",
-                        "failed": ":red[:material/error:]"}.get(
-                    step.status, ":gray[:material/pending:]")
-                detail = f" — {escape_markdown(step.detail)}" if step.detail else ""
-                st.markdown(f"{mark} `{step.at}` **{escape_markdown(step.name)}** "
-                            f"{step.status}{detail}")
+        text, _ = ref_mentions(view.answer)
+        st.markdown(text)
+        for mention in view.mentions:
+            _mention(mention)
+        for file_view in view.files:
+            _file_card(file_view, load_file)
+        _badges(view, groups)
+    for panel in groups.panels:
+        with st.container(border=True):
+            title = panel.field("title") or panel.type.removeprefix("panel.")
+            st.markdown(f":material/terminal: **{escape_markdown(title)}** · `{panel.at}`")
+            code = panel.field("code")
+            if code is not None:
+                st.code(code, language=panel.field("language") or "text")
+            output = panel.field("output")
+            if output is not None:
+                st.caption("Output")
+                st.code(output, language="text")
+            if code is None and output is None:
+                st.code(panel.data_json, language="json")
+    citations = [*view.citations, *groups.citations]
+    if citations:
+        with st.expander(f"Citations ({len(citations)})", expanded=True):
+            for c in citations:
+                st.markdown(_citation(c))
+    if view.steps:
+        with st.expander(f"Steps ({len(view.steps)})", expanded=True):
+            _timeline(view.steps)
     if turn.summary or turn.anchors or turn.notes:
         with st.expander("Working summary, anchors and notes"):
             if turn.summary:
@@ -59,12 +91,57 @@ def turn_view(turn: ReplayTurn, load_file: FileLoader) -> None:
                 st.markdown("Anchors: " + ", ".join(f"`{a}`" for a in turn.anchors))
             for note in turn.notes:
                 st.markdown(f"- {escape_markdown(note)}")
-    if turn.events:
-        with st.expander(f"Recorded events ({len(turn.events)})"):
+    if groups.other:
+        with st.expander(f"Other recorded events ({len(groups.other)})"):
             st.dataframe(pl.DataFrame(
-                {"seq": [e.seq for e in turn.events], "source": [e.source for e in turn.events],
-                 "type": [e.type for e in turn.events], "at": [e.at for e in turn.events],
-                 "data": [e.data_json for e in turn.events]}), hide_index=True)
+                {"seq": [e.seq for e in groups.other],
+                 "source": [e.source for e in groups.other],
+                 "type": [e.type for e in groups.other], "at": [e.at for e in groups.other],
+                 "data": [e.data_json for e in groups.other]}), hide_index=True)
+
+
+def _mention(mention: MentionView) -> None:
+    """A download of a file the answer names by ref (resolved through the resolver)."""
+    if mention.data is None:
+        st.caption(f":material/link_off: {escape_markdown(mention.name)}: "
+                   f"{escape_markdown(mention.error or 'cannot be resolved')}")
+        return
+    st.download_button(f"Download {mention.name}", data=mention.data, file_name=mention.name,
+                       key=f"dl-mention-{mention.ref}", on_click="ignore",
+                       icon=":material/download:")
+
+
+def _timeline(steps: list[StepView]) -> None:
+    start = steps[0].at
+    for step in steps:
+        mark = _STEP_MARKS.get(step.status, ":gray[:material/pending:]")
+        offset = (step.at - start).total_seconds()
+        detail = f" — {escape_markdown(step.detail)}" if step.detail else ""
+        st.markdown(f"{mark} `+{offset:.1f} s` **{escape_markdown(step.name)}** "
+                    f"{step.status}{detail}")
+
+
+def _citation(c: CitationView) -> str:
+    # Only web links become links; anything else (javascript:, data:) is shown as text.
+    safe = c.url.startswith(("https://", "http://")) and not any(ch in c.url for ch in ")< ")
+    line = (f"- [{escape_markdown(c.title)}]({c.url})" if safe
+            else f"- {escape_markdown(c.title)} `{c.url}`")
+    return line + (f" — {escape_markdown(c.snippet)}" if c.snippet else "")
+
+
+def _attachment(att: AttachmentView, resolved: MentionView | None) -> None:
+    with st.container(border=True):
+        searchable = " · text searchable" if att.has_text else ""
+        st.markdown(f":material/attach_file: **{escape_markdown(att.name)}** · "
+                    f"{att.mime} · {human_bytes(att.size)}{searchable}")
+        if resolved is None:
+            st.caption("Not hosted by turnlake (no ref): nothing to download.")
+        elif resolved.data is None:
+            st.caption(f":material/link_off: {escape_markdown(resolved.error or '')}")
+        else:
+            st.download_button(f"Download {att.name}", data=resolved.data, file_name=att.name,
+                               mime=att.mime, key=f"dl-att-{resolved.ref}", on_click="ignore",
+                               icon=":material/download:")
 
 
 def _file_card(view: FileView, load_file: FileLoader) -> None:
@@ -78,28 +155,35 @@ def _file_card(view: FileView, load_file: FileLoader) -> None:
         if view.error is not None:
             st.warning(f"Cannot download: {view.error}")
             return
+        if view.data is not None and card.mime in ("image/png", "image/jpeg", "image/gif",
+                                                     "image/webp"):
+            st.image(view.data, caption=card.name, width=480)
         ref = card.ref
         data = view.data if view.data is not None else (lambda: load_file(ref))
         st.download_button(f"Download {card.name}", data=data, file_name=card.name,
                            mime=card.mime, key=f"dl-{ref}", on_click="ignore")
 
 
-def _badges(turn: ReplayTurn) -> None:
+def _badges(view: ReplayTurn, groups: EventGroups) -> None:
     parts = []
-    if turn.usage is not None:
-        u = turn.usage
+    status = status_badge(view)
+    if status is not None:
+        parts.append(status)
+    if view.usage is not None:
+        u = view.usage
         parts.append(f":gray-badge[tokens {u.tokens_in or 0} in / {u.tokens_out or 0} out]")
         if u.cost_usd is not None:
-            parts.append(f":gray-badge[${u.cost_usd:.4f}]".replace("$", "\\$"))
+            parts.append(f":gray-badge[\\${u.cost_usd:.4f}]")
         if u.duration_ms is not None:
             parts.append(f":gray-badge[{u.duration_ms / 1000:.1f} s]")
-    if turn.feedback is not None:
-        rating = turn.feedback.rating
+    parts += [f":blue-badge[{badge_text(event)}]" for event in groups.badges]
+    if view.feedback is not None:
+        rating = view.feedback.rating
         color, mark = (("green", ":material/thumb_up:") if rating > 0 else
                        ("red", ":material/thumb_down:") if rating < 0 else
                        ("gray", ":material/thumbs_up_down:"))
         parts.append(f":{color}-badge[{mark} feedback {rating:+d}]")
-        if turn.feedback.comment:
-            parts.append(f"“{escape_markdown(turn.feedback.comment)}”")
+        if view.feedback.comment:
+            parts.append(f"“{escape_markdown(view.feedback.comment)}”")
     if parts:
         st.markdown(" ".join(parts))

@@ -1,4 +1,5 @@
-"""Index health: per partition freshness, coverage, sizes, build times and the fix command."""
+"""Index health: per partition freshness, coverage, sizes, build times, and a rebuild of stale
+partitions for analysts (under the same index lock as the CLI)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import streamlit as st
 
 from app.components import charts
 from app.components.identity import page_context
+from app.components.text import human_bytes
+from app.service import index_rebuilder
+from lake.errors import TurnlakeError
 
 ctx = page_context()
-wb, viewer = ctx.workbench, ctx.viewer
+wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Index health")
+for done in state.take_results("index"):
+    st.success(done)
 health = wb.index_health(viewer)
 if not health:
     st.info(f"No indexed partition for {viewer.describe()} yet. Build the indexes with "
@@ -23,9 +29,8 @@ cols = st.columns(4)
 for col, (name, count) in zip(cols, counts.items(), strict=True):
     col.metric(f"{name} partitions", count)
 
-for h in health:
-    if h.rebuild_command is None:
-        continue
+todo = [h for h in health if h.rebuild_command is not None]
+for h in todo:
     if h.freshness == "stale":
         st.warning(f"Index of **{h.name}** is stale: built from content version "
                    f"{h.index_content_version}, the table is at {h.table_version}. Newer "
@@ -35,7 +40,30 @@ for h in health:
     else:
         st.warning(f"Index of **{h.name}** has no table rows left; rebuild to drop it:")
     st.code(h.rebuild_command, language="bash")
+if todo and viewer.is_analyst:
+    label = f"Rebuild {len(todo)} partition{'s' if len(todo) > 1 else ''} now"
+    if st.button(label, type="primary", icon=":material/build:"):
+        bar = st.progress(0.0, text="Waiting for the index lock …")
 
+        def progress(name: str, done: int, total: int) -> None:
+            bar.progress(done / max(total, 1), text=f"Built {name} ({done} of {total})")
+
+        try:
+            built = index_rebuilder(wb)(viewer, [(h.tenant, h.month) for h in todo], progress)
+        except TurnlakeError as exc:
+            st.error(f"Rebuild failed: {exc}")
+        else:
+            state.add_result("index", "Rebuilt " + (", ".join(built) or "nothing (another "
+                                                    "build had already made them fresh)"))
+            st.rerun()
+elif todo:
+    st.caption("Rebuilding is for analysts of the tenant; a user view shows the state only.")
+
+st.caption("*Index version* is the content-rows table version the index was built from; "
+           "*table version* is that table's version now. Every commit to any partition "
+           "raises the table version, so an index stays **fresh** while its own partition's "
+           "data files (content rows and turn logs) are unchanged, even when the numbers "
+           "differ.")
 frame = pl.DataFrame({
     "partition": [h.name for h in health], "state": [h.freshness for h in health],
     "rows": [h.rows for h in health], "embedded": [h.embedded for h in health],
@@ -43,12 +71,18 @@ frame = pl.DataFrame({
     "index rows": [h.index_rows for h in health],
     "index version": [h.index_content_version for h in health],
     "table version": [h.table_version for h in health],
-    "index bytes": [h.index_bytes for h in health], "model": [h.model for h in health],
-    "built at": [h.built_at for h in health], "build s": [h.build_seconds for h in health],
+    "index size": [human_bytes(h.index_bytes) for h in health],
+    "model": [h.model or "-" for h in health],
+    "built at": [(h.built_at or "-")[:19].replace("T", " ") for h in health],
+    "build s": [h.build_seconds for h in health],
 }, schema_overrides={"index rows": pl.Int64, "index version": pl.Int64,
-                     "table version": pl.Int64, "index bytes": pl.Int64, "model": pl.String,
-                     "built at": pl.String, "build s": pl.Float64})
-st.dataframe(frame, hide_index=True)
+                     "table version": pl.Int64, "model": pl.String, "built at": pl.String,
+                     "build s": pl.Float64})
+st.dataframe(frame, hide_index=True, width="stretch", column_config={
+    "partition": st.column_config.TextColumn(width="medium"),
+    "built at": st.column_config.TextColumn(width="medium"),
+    "model": st.column_config.TextColumn(width="medium"),
+    "build s": st.column_config.NumberColumn(format="%.2f")})
 
 st.subheader("Embedding coverage")
 total = sum(h.rows for h in health)

@@ -1,6 +1,7 @@
-"""Conversations & Replay: browse conversations, replay one turn by turn, download files.
+"""Conversations & Replay: browse conversations a page at a time, replay one turn by turn.
 
-A deep link ``?conversation=C&turn=T`` opens that turn.
+A deep link ``?conversation=C&turn=T`` opens that turn. Selections are ids held by the
+workbench state (never a widget's display label), owned by the view they were made in.
 """
 
 from __future__ import annotations
@@ -10,57 +11,81 @@ import streamlit as st
 
 from app.components.identity import page_context
 from app.components.turn import turn_view
-from app.state import REPLAY_CONVERSATION_KEY, REPLAY_TURN_KEY
+from app.state import URL_CONVERSATION, URL_TURN
 from lake.errors import TurnlakeError
+from lake.search.catalog import ConversationQuery, SortColumn
 
 ANY = "(any)"
-SORTS = {"last activity": "last_activity_at", "started": "started_at", "turns": "turn_count",
-         "title": "title"}
+PAGE_SIZE = 50
+SORTS: dict[str, SortColumn] = {"last activity": "last_activity_at", "started": "started_at",
+                                "turns": "turn_count", "title": "title"}
 
 ctx = page_context()
 wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Conversations & Replay")
-state.apply_link(st.query_params.get("conversation"), st.query_params.get("turn"))
+state.apply_link(st.query_params.get(URL_CONVERSATION), st.query_params.get(URL_TURN))
 
-entries = wb.conversations(viewer)
-listing = pl.DataFrame(
-    {"conversation_id": [c.conversation_id for c in entries],
-     "title": [c.title or "" for c in entries], "user_id": [c.user_id for c in entries],
-     "app": [c.app for c in entries], "agent": [c.agent for c in entries],
-     "started_at": [c.started_at for c in entries],
-     "last_activity_at": [c.last_activity_at for c in entries],
-     "turn_count": [c.turn_count for c in entries]},
-    schema_overrides={"turn_count": pl.Int64})
-
-with st.expander(f"Conversations ({listing.height})", expanded=state.replay_conversation is None):
+facets = wb.facets(viewer)
+with st.expander("Conversations", expanded=state.replay_conversation is None):
     f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2])
-    text = f1.text_input("Title or id contains")
-    app_pick = f2.selectbox("App", [ANY, *sorted(set(listing["app"]))])
-    agent_pick = f3.selectbox("Agent", [ANY, *sorted(set(listing["agent"]))])
-    user_pick = f4.selectbox("User", [ANY, *sorted(set(listing["user_id"]))])
-    sort = f5.selectbox("Sort by", list(SORTS))
-    shown = listing
-    if text:
-        needle = text.lower()
-        shown = shown.filter(pl.col("title").str.to_lowercase().str.contains(needle, literal=True)
-                             | pl.col("conversation_id").str.contains(needle, literal=True))
-    for column, pick in (("app", app_pick), ("agent", agent_pick), ("user_id", user_pick)):
-        if pick != ANY:
-            shown = shown.filter(pl.col(column) == pick)
-    shown = shown.sort(SORTS[sort], descending=sort != "title")
-    st.dataframe(shown, hide_index=True, height=260)
+    text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
+    app_pick = f2.selectbox("App", [ANY, *facets["app"]], on_change=state.reset_conversation_page)
+    agent_pick = f3.selectbox("Agent", [ANY, *facets["agent"]],
+                              on_change=state.reset_conversation_page)
+    user_pick = f4.selectbox("User", [ANY, *facets["user_id"]],
+                             on_change=state.reset_conversation_page)
+    sort = f5.selectbox("Sort by", list(SORTS), on_change=state.reset_conversation_page)
+    query = ConversationQuery(
+        text=text.strip(), app=None if app_pick == ANY else app_pick,
+        agent=None if agent_pick == ANY else agent_pick,
+        user_id=None if user_pick == ANY else user_pick, sort=SORTS[sort],
+        descending=sort != "title", offset=state.conversation_page * PAGE_SIZE,
+        limit=PAGE_SIZE)
+    page = wb.conversation_page(viewer, query)
+    entries = page.entries
+    titles = wb.titles(viewer, [e.conversation_id for e in entries if not e.title])
+    listing = pl.DataFrame(
+        {"conversation_id": [c.conversation_id for c in entries],
+         "title": [c.title or titles.get(c.conversation_id, "") for c in entries],
+         "user_id": [c.user_id for c in entries], "app": [c.app for c in entries],
+         "agent": [c.agent for c in entries], "started_at": [c.started_at for c in entries],
+         "last_activity_at": [c.last_activity_at for c in entries],
+         "turn_count": [c.turn_count for c in entries]},
+        schema_overrides={"turn_count": pl.Int64, "title": pl.String,
+                          "conversation_id": pl.String, "user_id": pl.String})
+    last = min(query.offset + len(entries), page.total)
+    st.caption(f"Conversations {query.offset + 1 if entries else 0}–{last} of {page.total:,}"
+               " (untitled ones are named by their first message)")
+    table_key = f"conversations-{state.conversation_page}"
 
-titles = dict(zip(listing["conversation_id"], listing["title"], strict=True))
-options = shown["conversation_id"].to_list()
-if state.replay_conversation and state.replay_conversation not in options:
-    options.insert(0, state.replay_conversation)  # a deep link outside the filtered list
+    def open_row() -> None:
+        rows = st.session_state[table_key].selection.rows
+        if rows and rows[0] < len(entries):
+            state.open_conversation(entries[rows[0]].conversation_id)
+
+    st.dataframe(listing, hide_index=True, height=260, on_select=open_row,
+                 selection_mode="single-row", key=table_key)
+    p1, p2, _ = st.columns([1, 1, 6])
+    p1.button("◀ Newer", on_click=state.turn_conversation_page, args=(-1,),
+              disabled=query.offset == 0)
+    p2.button("Older ▶", on_click=state.turn_conversation_page, args=(1,),
+              disabled=last >= page.total)
+
+options = [e.conversation_id for e in entries]
+labels = dict(zip(listing["conversation_id"], listing["title"], strict=True))
+current = state.replay_conversation
+if current is not None and current not in options:
+    options.insert(0, current)  # a deep link, or a conversation on another list page
+    labels.update(wb.titles(viewer, [current]))
 if not options:
     st.info("No conversation to show: the filters match none, or this view has none.")
     st.stop()
-cid = st.selectbox("Conversation", options, key=REPLAY_CONVERSATION_KEY,
-                   on_change=state.forget_turn,
-                   format_func=lambda c: f"{titles.get(c) or '(untitled)'} · {c}")
+cid = st.selectbox("Conversation", options,
+                   index=options.index(current) if current in options else 0,
+                   format_func=lambda c: f"{labels.get(c) or '(untitled)'} · {c}")
 assert cid is not None
+if cid != current:
+    state.open_conversation(cid)
 try:
     turns = wb.turns(viewer, cid)
 except TurnlakeError as exc:
@@ -69,6 +94,7 @@ except TurnlakeError as exc:
 if not turns:
     st.warning(f"Conversation {cid} has no live turn (it may have expired).")
     st.stop()
+state.claim(turns[0].user_id)
 
 turn_ids = [t.turn_id for t in turns]
 if state.replay_turn not in turn_ids:
@@ -80,17 +106,21 @@ previews = {t.turn_id: f"#{t.ordinal} · {t.started_at:%Y-%m-%d %H:%M} · "
 back, pick, forward = st.columns([1, 6, 1], vertical_alignment="bottom")
 back.button("◀ Previous", on_click=state.step_turn, args=(turn_ids, -1),
             disabled=state.replay_turn == turn_ids[0])
-tid = pick.selectbox("Turn", turn_ids, key=REPLAY_TURN_KEY, format_func=previews.__getitem__)
+open_turn = state.replay_turn
+tid = pick.selectbox("Turn", turn_ids, index=turn_ids.index(open_turn) if open_turn in turn_ids
+                     else 0, format_func=previews.__getitem__)
 forward.button("Next ▶", on_click=state.step_turn, args=(turn_ids, 1),
                disabled=state.replay_turn == turn_ids[-1])
 assert tid is not None
-st.query_params.from_dict({"conversation": cid, "turn": tid})
-state.mark_link(cid, tid)
+if tid != state.replay_turn:
+    state.select_turn(tid)
+for key, value in state.link_params().items():
+    st.query_params[key] = value
 
 try:
     turn = wb.replay(viewer, cid, tid)
 except TurnlakeError as exc:
     st.error(f"Cannot replay turn {cid}/{tid}: {exc}")
     st.stop()
-st.subheader(turn.title or cid)
+st.subheader(turn.turn.title or labels.get(cid) or cid)
 turn_view(turn, lambda ref: wb.file_bytes(viewer, ref))

@@ -12,8 +12,10 @@ from app.components.text import human_bytes
 from app.service import audit_log, purge_runner
 
 ctx = page_context()
-wb, viewer = ctx.workbench, ctx.viewer
+wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Retention")
+for result in state.take_results("retention"):
+    st.success(result)
 weeks = st.slider("Weeks ahead", 1, 52, 12)
 data = wb.retention(viewer, weeks=weeks)
 st.caption(f"As of {data.as_of:%Y-%m-%d %H:%M} UTC · tenant {viewer.tenant}"
@@ -42,7 +44,12 @@ else:
         else:
             col.metric(row["table"], f"{row['rows']:,} rows")
     st.altair_chart(charts.table_bytes(data.sizes))
-    st.dataframe(data.sizes, hide_index=True)
+    st.dataframe(data.sizes.with_columns(
+        pl.col("month").fill_null("(all months)"),
+        pl.Series("size", [human_bytes(b) for b in data.sizes["bytes"].to_list()]),
+    ).drop("bytes") if viewer.is_analyst else data.sizes.drop("bytes"), hide_index=True)
+    if not viewer.is_analyst:
+        st.caption("A user's share of a table has no byte size of its own: rows only.")
 
 st.subheader(f"Expiring in the next {weeks} weeks")
 if data.histogram.height == 0:
@@ -60,32 +67,43 @@ if data.expired_files.height:
     st.dataframe(data.expired_files, hide_index=True)
 
 st.subheader("Purge preview")
-st.dataframe(pl.DataFrame({"table": [p.table for p in data.purge],
-                           "rows to purge": [p.rows for p in data.purge],
-                           "bytes": [p.bytes for p in data.purge]},
-                          schema_overrides={"bytes": pl.Int64}), hide_index=True)
+total = sum(p.rows for p in data.purge)
+sized = any(p.bytes is not None for p in data.purge)
+preview = pl.DataFrame({"table": [p.table for p in data.purge],
+                        "rows to purge": [p.rows for p in data.purge]})
+if sized:
+    preview = preview.with_columns(pl.Series("size", [human_bytes(p.bytes) for p in data.purge]))
+st.dataframe(preview, hide_index=True)
+if total == 0:
+    st.caption("Nothing is past its TTL: there is nothing to purge.")
 runner = purge_runner(wb)
 if runner is None or not viewer.is_analyst:
     st.caption("Purging is for analysts of the tenant; a user view shows the preview only.")
-else:
-    total = sum(p.rows for p in data.purge)
+elif total:
     confirm = st.checkbox(f"I understand: purge deletes these {total:,} rows of tenant "
                           f"{viewer.tenant} for good (tables, files, indexes, old data files).",
-                          disabled=total == 0)
+                          key=f"purge-confirm-{state.actions}")
     if st.button("Purge expired rows", type="primary", disabled=not confirm):
         with st.spinner("Purging, rebuilding indexes and vacuuming ..."):
-            done = runner(viewer, data.as_of)
-        st.success("Purged " + (", ".join(f"{p.rows} {p.table}" for p in done if p.rows)
-                                or "nothing (already gone)"))
+            purged = runner(viewer, data.as_of)
+        state.count_action()
+        state.add_result("retention", "Purged " + (
+            ", ".join(f"{p.rows} {p.table}" for p in purged if p.rows)
+            or "nothing (already gone)"))
+        st.rerun()
 
 st.subheader("Audit log")
-entries = audit_log(wb, viewer)
-if not entries:
-    st.caption("No purge or erase has run for this tenant yet.")
+if not viewer.is_analyst:
+    st.caption("The audit log of purges and erasures is for analysts of the tenant; a user "
+               "view does not show it.")
 else:
-    st.dataframe(pl.DataFrame({
-        "at": [e.at for e in entries], "action": [e.action for e in entries],
-        "actor": [e.actor for e in entries], "target": [e.target for e in entries],
-        "counts": [", ".join(f"{k}: {v}" for k, v in sorted(e.counts.items())
-                             if isinstance(v, int) and v) for e in entries]}),
-        hide_index=True)
+    entries = audit_log(wb, viewer)
+    if not entries:
+        st.caption("No purge or erase has run for this tenant yet.")
+    else:
+        st.dataframe(pl.DataFrame({
+            "at": [e.at for e in entries], "action": [e.action for e in entries],
+            "actor": [e.actor for e in entries], "target": [e.target for e in entries],
+            "counts": [", ".join(f"{k}: {v}" for k, v in sorted(e.counts.items())
+                                 if isinstance(v, int) and v) for e in entries]}),
+            hide_index=True)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from app.components.hits import hit_card
+from app.components.hits import export_frame, hit_card
 from app.components.identity import page_context
+from app.components.text import shorten
 from app.models import SearchForm
+from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
 from lake.search.request import DEFAULT_WEIGHTS
 from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
 
 ANY = "(any)"
+MAX_K = 200
+ECHO_CHARS = 80
 
 ctx = page_context()
 wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
@@ -21,17 +27,14 @@ st.title("Search")
 scopes: list[Scope] = ["tenant", "user", "conversation"] if viewer.is_analyst else [
     "user", "conversation"]
 users = [ANY, *wb.users(viewer)] if viewer.is_analyst else [viewer.as_user or ANY]
-conversations = {c.conversation_id: c for c in wb.conversations(viewer)}
 
 with st.form("search-form"):
     query = st.text_input("Query", placeholder="e.g. spreadsheet shows wrong hours")
     c1, c2, c3 = st.columns(3)
     scope = c1.selectbox("Scope", scopes)
     user = c2.selectbox("User", users, disabled=not viewer.is_analyst)
-    conversation = c3.selectbox(
-        "Conversation", [ANY, *conversations],
-        format_func=lambda cid: cid if cid == ANY else
-        f"{conversations[cid].title or cid} ({cid})")
+    conversation = c3.text_input(
+        "Conversation id", help="Only this conversation's turns; empty = any.")
     c1, c2 = st.columns([2, 1])
     roles = c1.multiselect("Roles", ROLES, default=list(DEFAULT_SEARCH_ROLES))
     when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
@@ -50,7 +53,7 @@ with st.form("search-form"):
         r1, r2, r3, r4 = st.columns(4)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
-        k = r3.number_input("k (hits)", 1, 200, 10, 1)
+        k = r3.number_input("k (hits)", 1, MAX_K, 10, 1)
         cap = r4.number_input("Max per conversation", 0, 100, value=None, step=1,
                               placeholder="auto", help="0 = no cap; empty = the default")
     submitted = st.form_submit_button("Search", type="primary")
@@ -58,12 +61,15 @@ with st.form("search-form"):
 if submitted:
     form = SearchForm(
         query=query, scope=scope, user_id=None if user == ANY else user,
-        conversation_id=None if conversation == ANY else conversation, roles=tuple(roles),
+        conversation_id=conversation.strip() or None, roles=tuple(roles),
         when=when, semantic=semantic, lexical=lexical, trigram=trigram,
         semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
         recency_weight=float(recency_w), k=int(k),
         max_per_conversation=None if cap is None else int(cap))
+    if not wb.warmup.ready:
+        with st.spinner("Waiting for the model to finish loading (it started with the app)…"):
+            wb.warmup.wait()
     try:
         state.last_search = wb.search(viewer, form)
     except TurnlakeError as exc:
@@ -72,17 +78,42 @@ if submitted:
 
 outcome = state.last_search
 if outcome is not None and outcome.viewer == viewer:
+    echo = shorten(outcome.query, ECHO_CHARS)
     for warning in outcome.warnings:
         st.warning(warning)
+    for note in outcome.notes():
+        st.info(note)
     if not outcome.hits:
-        st.info(f"No turn matches {outcome.query!r} in this scope.")
+        if outcome.form.generators_on():
+            st.info(f"No turn matches “{echo}” in this scope.")
     else:
-        st.caption(f"{len(outcome.hits)} turns for {outcome.query!r} in "
-                   f"{outcome.total_ms:.0f} ms")
-    for i, view in enumerate(outcome.hits, start=1):
-        if hit_card(view, outcome.query, i):
-            st.switch_page("screens/replay.py", query_params={
-                "conversation": view.hit.conversation_id, "turn": view.hit.turn_id})
+        shown = outcome.hits[:state.shown_hits]
+        st.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
+                   + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
+        table = export_frame(shown)
+        e1, e2, _ = st.columns([1, 1, 4])
+        e1.download_button("Export CSV", table.write_csv(), file_name="hits.csv",
+                           mime="text/csv", on_click="ignore", icon=":material/download:")
+        e2.download_button("Export JSONL", table.write_ndjson(), file_name="hits.jsonl",
+                           mime="application/jsonl", on_click="ignore",
+                           icon=":material/download:")
+        for i, view in enumerate(shown, start=1):
+            if hit_card(view, outcome.query, i):
+                st.switch_page("screens/replay.py", query_params={
+                    **identity_params(viewer), "conversation": view.hit.conversation_id,
+                    "turn": view.hit.turn_id})
+        more = len(outcome.hits) > len(shown) or (
+            len(outcome.hits) == outcome.form.k and outcome.form.k < MAX_K)
+        if more and st.button(f"Show {HITS_STEP} more"):
+            state.show_more_hits()
+            if state.shown_hits > len(outcome.hits) and outcome.form.k < MAX_K:
+                # Fewer hits fetched than wanted on show: ask the service for that many.
+                bigger = replace(outcome.form, k=min(MAX_K, state.shown_hits))
+                try:
+                    state.widen_search(wb.search(viewer, bigger))
+                except TurnlakeError as exc:
+                    st.error(f"Search refused: {exc}")
+            st.rerun()
 else:
     st.caption("Type a query and press Search. Scope, roles, time and generator weights "
                "follow the CLI's `turnlake search` options.")

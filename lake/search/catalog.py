@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 import polars as pl
 import pyarrow.compute as pc
@@ -23,6 +24,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 
 _PREVIEW_CHARS = 300
+_TITLE_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,32 @@ class ConversationEntry:
     last_activity_at: datetime
     turn_count: int
     last_turn_id: str
+
+
+SortColumn = Literal["last_activity_at", "started_at", "turn_count", "title"]
+
+
+@dataclass(frozen=True)
+class ConversationQuery:
+    """A page request of the conversation list: filters, order and window."""
+
+    text: str = ""
+    app: str | None = None
+    agent: str | None = None
+    user_id: str | None = None
+    sort: SortColumn = "last_activity_at"
+    descending: bool = True
+    offset: int = 0
+    limit: int = 50
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """One page of conversations and how many match in all."""
+
+    entries: list[ConversationEntry]
+    total: int
+    query: ConversationQuery
 
 
 class TurnCatalog:
@@ -151,6 +179,86 @@ class TurnCatalog:
             last_turn_id=r["last_turn_id"]) for r in table.to_pylist()]
         entries.sort(key=lambda e: e.last_activity_at, reverse=True)
         return entries
+
+    def conversation_page(self, principal: Principal, page: ConversationQuery, *,
+                          as_of: datetime | None = None) -> ConversationPage:
+        """One page of the principal's live conversations, filtered and sorted in the scan, so
+        that a list never materializes every conversation of a tenant."""
+        user = self._user_filter(principal, page.user_id)
+        now = as_of or datetime.now(UTC)
+        frame = self._store.scan(Table.TIMELINES).filter(
+            (pl.col("tenant") == principal.tenant) & (pl.col("expires_at") > now))
+        if user is not None:
+            frame = frame.filter(pl.col("user_id") == user)
+        for column, value in (("app", page.app), ("agent", page.agent)):
+            if value is not None:
+                frame = frame.filter(pl.col(column) == value)
+        if page.text:
+            needle = page.text.lower()
+            frame = frame.filter(
+                pl.col("title").fill_null("").str.to_lowercase().str.contains(needle, literal=True)
+                | pl.col("conversation_id").str.to_lowercase().str.contains(needle,
+                                                                           literal=True))
+        if pending_manifests(self._store):
+            # As in conversations(): a timeline may outlive its last turn mid-purge.
+            live = self._store.scan(Table.TURN_LOGS).filter(
+                (pl.col("tenant") == principal.tenant) & (pl.col("expires_at") > now)
+            ).select("conversation_id").unique()
+            frame = frame.join(live, on="conversation_id", how="semi")
+        total = frame.select(pl.len()).collect().item()
+        columns = ["tenant", "conversation_id", "user_id", "app", "agent", "title",
+                   "started_at", "last_activity_at", "turn_count", "last_turn_id"]
+        rows = (frame.select(columns)
+                .sort([page.sort, "conversation_id"], descending=[page.descending, False],
+                      nulls_last=True)
+                .slice(page.offset, page.limit).collect())
+        return ConversationPage([ConversationEntry(**r) for r in rows.iter_rows(named=True)],
+                                int(total), page)
+
+    def facets(self, principal: Principal) -> dict[str, list[str]]:
+        """The distinct apps, agents and users of the principal's live conversations, for
+        list filters (one small aggregate, not the conversations themselves)."""
+        frame = self._store.scan(Table.TIMELINES).filter(pl.col("tenant") == principal.tenant)
+        if not principal.analyst:
+            frame = frame.filter(pl.col("user_id") == principal.user_id)
+        out = {}
+        for column in ("app", "agent", "user_id"):
+            values = frame.select(pl.col(column).unique()).collect()[column].to_list()
+            out[column] = sorted(v for v in values if v)
+        return out
+
+    def titles(self, principal: Principal, conversation_ids: list[str]) -> dict[str, str]:
+        """A title for each named conversation the principal may read: its own, else (an
+        untitled conversation) its first user message cut to a line."""
+        if not conversation_ids:
+            return {}
+        frame = self._store.scan(Table.TIMELINES).filter(
+            (pl.col("tenant") == principal.tenant)
+            & pl.col("conversation_id").is_in(conversation_ids))
+        if not principal.analyst:
+            frame = frame.filter(pl.col("user_id") == principal.user_id)
+        named = frame.select("conversation_id", "title").collect()
+        out = {c: t for c, t in named.iter_rows() if t and t.strip()}
+        untitled = [c for c in named["conversation_id"].to_list() if c not in out]
+        for cid, text in self._first_prompts(principal, untitled).items():
+            line = " ".join(text.split())
+            out[cid] = line if len(line) <= _TITLE_CHARS else line[:_TITLE_CHARS - 1] + "…"
+        return out
+
+    def _first_prompts(self, principal: Principal,
+                       conversation_ids: list[str]) -> dict[str, str]:
+        if not conversation_ids:
+            return {}
+        frame = self._store.scan(Table.CONTENT_ROWS).filter(
+            (pl.col("tenant") == principal.tenant) & (pl.col("role") == "user")
+            & pl.col("conversation_id").is_in(conversation_ids))
+        if not principal.analyst:
+            frame = frame.filter(pl.col("user_id") == principal.user_id)
+        first = (frame.select("conversation_id", "turn_at", "seq", "text")
+                 .sort(["turn_at", "seq"]).group_by("conversation_id")
+                 .agg(pl.col("text").first()).collect())
+        return dict(zip(first["conversation_id"].to_list(), first["text"].to_list(),
+                        strict=True))
 
     # -- helpers ------------------------------------------------------------------------
 

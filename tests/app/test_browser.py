@@ -7,13 +7,16 @@ absent (`apt-get install -y chromium`).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,12 +24,16 @@ from lake.search.access import Principal
 from lake.search.materialize import TurnMaterializer
 from lake.store import LakeStore
 from tests.app.workbench_lake import (
+    ANA,
     FILE_BYTES,
     FILE_REF,
     KNOWN_CONVERSATION,
+    PANEL_CODE,
+    PANEL_OUTPUT,
     QUERY,
     TENANT,
     SeededLake,
+    seed,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -36,6 +43,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking"]
 WAIT_MS = 30_000
+# Loading the packaged sentence-transformers model on a busy machine.
+MODEL_WAIT_MS = 180_000
+PAGES = (("", "Search"), ("replay", "Conversations & Replay"), ("overview", "Overview"),
+         ("retention", "Retention"), ("index-health", "Index health"))
 
 
 def _free_port() -> int:
@@ -58,17 +69,19 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     raise RuntimeError(f"streamlit did not come up in 60 s:\n{log.read_text()}")
 
 
-@pytest.fixture(scope="module")
-def server(seeded: SeededLake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`streamlit run app/main.py` on a free port against the seeded lake; its base URL."""
+@contextmanager
+def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64"
+               ) -> Iterator[str]:
+    """`streamlit run app/main.py` on a free loopback port against ``lake``; its base URL."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium "
                     "(apt-get install -y chromium)")
     port = _free_port()
-    env = {**os.environ, "TURNLAKE_LAKE": str(seeded.settings.lake),
-           "TURNLAKE_EMBEDDING_MODEL": "hashing-64"}
+    env = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1"}
     env.pop("TURNLAKE_TENANTS", None)
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    env.pop("TURNLAKE_EMBEDDING_MODEL", None)
+    if model is not None:
+        env["TURNLAKE_EMBEDDING_MODEL"] = model
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
@@ -89,8 +102,16 @@ def server(seeded: SeededLake, tmp_path_factory: pytest.TempPathFactory) -> Iter
             proc.wait()
 
 
-def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
-                                               tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def server(seeded: SeededLake, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The workbench on the shared seeded lake (read only)."""
+    with _streamlit(seeded.settings.lake,
+                    tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
+
+
+@contextmanager
+def _browser() -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -98,39 +119,112 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
             page = browser.new_page(viewport={"width": 1280, "height": 900},
                                     accept_downloads=True)
             page.set_default_timeout(WAIT_MS)
-            page.goto(server)
-            page.get_by_role("heading", name="Search").wait_for()
-            page.get_by_label("Query").fill(QUERY)
-            page.get_by_role("button", name="Search", exact=True).click()
-            page.get_by_text("1. Quokka workbook").wait_for()
-            page.screenshot(path=tmp_path / "search.png")
-
-            page.get_by_role("button", name="Open in Replay").first.click()
-            page.get_by_role("heading", name="Conversations & Replay").wait_for()
-            download_button = page.get_by_role("button", name="Download quokka.csv")
-            download_button.wait_for()
-            page.wait_for_url(f"**/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
-            page.screenshot(path=tmp_path / "replay.png")
-            with page.expect_download() as info:
-                download_button.click()
-            got = Path(info.value.path()).read_bytes()
-            _, resolved = TurnMaterializer(LakeStore(seeded.settings.lake)).resolve(
-                Principal(TENANT, analyst=True), FILE_REF)
-            assert got == resolved == FILE_BYTES
-            assert info.value.suggested_filename == "quokka.csv"
-
-            page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0002")
-            page.get_by_text("April is fine.").wait_for()
-
-            for path, title, shot in (("overview", "Overview", "overview.png"),
-                                      ("retention", "Retention", "retention.png"),
-                                      ("index-health", "Index health", "index_health.png")):
-                page.goto(f"{server}/{path}")
-                page.get_by_role("heading", name=title).wait_for()
-                page.wait_for_selector(".stVegaLiteChart, [data-testid='stVegaLiteChart']")
-                assert page.get_by_text("Page not found").count() == 0
-                page.screenshot(path=tmp_path / shot, full_page=True)
+            yield page
         finally:
             browser.close()
+
+
+def _search(page: Any, query: str) -> None:
+    page.get_by_label("Query").fill(query)
+    page.get_by_role("button", name="Search", exact=True).click()
+
+
+def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
+                                               tmp_path: Path) -> None:
+    with _browser() as page:
+        page.goto(server)
+        page.get_by_role("heading", name="Search").wait_for()
+        _search(page, QUERY)
+        page.get_by_text("1. Quokka workbook").wait_for()
+        page.screenshot(path=tmp_path / "search.png")
+
+        page.get_by_role("button", name="Open in Replay").first.click()
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        download_button = page.get_by_role("button", name="Download quokka.csv")
+        download_button.wait_for()
+        page.wait_for_url(re.compile(rf"/replay\?.*conversation={KNOWN_CONVERSATION}"
+                                     r"&turn=t-0001"))
+        page.screenshot(path=tmp_path / "replay.png")
+        with page.expect_download() as info:
+            download_button.click()
+        got = Path(info.value.path()).read_bytes()
+        _, resolved = TurnMaterializer(LakeStore(seeded.settings.lake)).resolve(
+            Principal(TENANT, analyst=True), FILE_REF)
+        assert got == resolved == FILE_BYTES
+        assert info.value.suggested_filename == "quokka.csv"
+
+        page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0002")
+        page.get_by_text("April is fine.").wait_for()
+
+        for path, title, shot in (("overview", "Overview", "overview.png"),
+                                  ("retention", "Retention", "retention.png"),
+                                  ("index-health", "Index health", "index_health.png")):
+            page.goto(f"{server}/{path}")
+            page.get_by_role("heading", name=title).wait_for()
+            page.wait_for_selector(".stVegaLiteChart, [data-testid='stVegaLiteChart']")
+            assert page.get_by_text("Page not found").count() == 0
+            page.screenshot(path=tmp_path / shot, full_page=True)
+        page.goto(f"{server}/search")
+        page.get_by_role("heading", name="Search").wait_for()
+        assert page.get_by_text("Page not found").count() == 0
     for name in ("search", "replay", "overview", "retention", "index_health"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+def test_view_as_survives_navigating_every_page(server: str) -> None:
+    reading = f"Reading as user {ANA} of {TENANT}"
+    with _browser() as page:
+        page.goto(f"{server}/?tenant={TENANT}&as_user={ANA}")
+        page.get_by_role("heading", name="Search").wait_for()
+        page.get_by_text(reading).wait_for()
+        sidebar = page.locator("[data-testid='stSidebar']")
+        for _ in range(2):
+            for _, title in (*PAGES[1:], PAGES[0]):
+                sidebar.get_by_role("link", name=title).click()
+                page.get_by_role("heading", name=title).wait_for()
+                page.get_by_text(reading).wait_for()
+                page.wait_for_url(re.compile(rf"[?&]as_user={ANA}"))
+        # A page of the user view shows only that user's conversations.
+        sidebar.get_by_role("link", name="Conversations & Replay").click()
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.get_by_text(reading).wait_for()
+        assert page.get_by_text("may not read").count() == 0
+
+
+def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
+    with _browser() as page:
+        page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.get_by_text("tz docs").wait_for()
+        # Highlighted code is split into token spans: read the code blocks' own text.
+        page.wait_for_function("() => [...document.querySelectorAll(\"[data-testid='stCode']\")]"
+                               ".some(c => c.innerText.includes('print(sum(hours))'))")
+        codes = page.locator("[data-testid='stCode']")
+        texts = [codes.nth(i).inner_text().strip() for i in range(codes.count())]
+        assert PANEL_CODE in texts and PANEL_OUTPUT in texts  # the panel: code, then output
+        page.get_by_text("cost · $0.0100 · 200 tokens").wait_for()
+        page.get_by_text("tz docs").wait_for()
+        assert page.get_by_role("link", name="tz docs").get_attribute("href") == (
+            "https://example.com/tz")
+        page.locator("[data-testid='stImage'] img").first.wait_for()
+        page.screenshot(path=tmp_path / "replay-events.png", full_page=True)
+
+
+def test_a_purge_refreshes_the_retention_page(tmp_path: Path) -> None:
+    lake = seed(tmp_path / "lake", demo_turns=0)
+    with _streamlit(lake.settings.lake, tmp_path / "server.log") as url, _browser() as page:
+        page.goto(f"{url}/retention")
+        page.get_by_role("heading", name="Retention").wait_for()
+        # (a disabled Streamlit button has no accessible name: find it by its text)
+        button = page.locator("button", has_text="Purge expired rows")
+        button.wait_for()
+        assert button.is_disabled()
+        page.get_by_text("I understand").click()
+        page.wait_for_function("() => [...document.querySelectorAll('button')].some("
+                               "b => b.innerText.includes('Purge expired rows') && !b.disabled)")
+        button.click()
+        page.get_by_text("Purged").wait_for(timeout=120_000)
+        page.get_by_text("there is nothing to purge").wait_for()
+        assert page.locator("button", has_text="Purge expired rows").count() == 0
+        assert page.get_by_text("I understand").count() == 0
+        page.get_by_text("No purge or erase has run").wait_for(state="detached")

@@ -22,6 +22,8 @@ from tests.app.workbench_lake import (
     ANA,
     BEN,
     KNOWN_CONVERSATION,
+    PANEL_CODE,
+    PANEL_OUTPUT,
     PRIVATE_CONVERSATION,
     QUERY,
     TENANT,
@@ -88,13 +90,15 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
     by = dict(zip(table["component"], table.itertuples(index=False), strict=True))
     for generator, rank in expected.ranks.items():
         assert rank is not None
-        assert by[generator].rank == rank.rank
-        assert by[generator].score == pytest.approx(rank.score, rel=1e-9)
-    assert by["rrf"].score == pytest.approx(expected.rrf, rel=1e-9)
+        assert by[generator].rank == str(rank.rank)
+        assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
+    assert float(by["rrf"].score) == pytest.approx(expected.rrf, rel=1e-9)
     # The app searched a moment earlier: the recency lift differs by that moment only.
-    assert by["recency lift"].score == pytest.approx(expected.lift, rel=1e-4)
-    assert by["final"].score == pytest.approx(expected.score, rel=1e-4)
-    assert by["final"].score == pytest.approx(by["rrf"].score * by["recency lift"].score)
+    assert float(by["recency lift"].score) == pytest.approx(expected.lift, rel=1e-4)
+    assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
+    assert float(by["final"].score) == pytest.approx(
+        float(by["rrf"].score) * float(by["recency lift"].score))
+    assert "None" not in set(table["rank"]) | set(table["score"])
 
 
 def test_a_hit_opens_in_replay_with_its_file_card(
@@ -103,8 +107,10 @@ def test_a_hit_opens_in_replay_with_its_file_card(
     next(b for b in at.button if b.label == "Open in Replay").click().run()
     assert not at.exception and not at.error
     assert [t.value for t in at.title] == ["Conversations & Replay"]
-    assert at.query_params == {"conversation": KNOWN_CONVERSATION, "turn": "t-0001"}
-    assert [b.label for b in at.download_button] == ["Download quokka.csv"]
+    assert at.query_params == {"tenant": TENANT, "conversation": KNOWN_CONVERSATION,
+                               "turn": "t-0001"}
+    assert [b.label for b in at.download_button] == [
+        "Download quokka-copy.csv", "Download chart.png", "Download quokka.csv"]
     text = _texts(at)
     assert "**quokka\\.csv** · text/csv · 22 B" in text
     assert "corrected quokka hours" in text
@@ -119,11 +125,14 @@ def test_deep_link_opens_a_turn(seeded: SeededLake, monkeypatch: pytest.MonkeyPa
     assert not at.exception and not at.error
     assert [t.value for t in at.title] == ["Conversations & Replay"]
     assert "April is fine" in _texts(at)
-    assert not at.download_button  # turn 2 hosts no file
+    # turn 2 hosts no file; its answer names turn 1's file by ref: a download through the
+    # resolver, and the ref itself is not shown raw
+    assert [b.label for b in at.download_button] == ["Download quokka.csv"]
+    assert "conv:fi:" not in "".join(m.value for m in at.markdown)
     # Next / Previous step through the conversation
     next(b for b in at.button if b.label == "◀ Previous").click().run()
     assert at.query_params["turn"] == "t-0001"
-    assert [b.label for b in at.download_button] == ["Download quokka.csv"]
+    assert "Download chart.png" in [b.label for b in at.download_button]
 
 
 def test_view_as_user_cannot_reach_another_users_conversation(
@@ -247,3 +256,98 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     from lake.store import LakeStore
 
     assert [e.action for e in read_audit(LakeStore(settings.lake))] == ["purge"]
+    # The page was read afresh: no preview of purged rows, no ticked box, no button, and
+    # the audit log shows the purge.
+    preview = next(d.value for d in at.dataframe if "rows to purge" in d.value)
+    assert set(preview["rows to purge"]) == {0}
+    assert not [c for c in at.checkbox if c.label.startswith("I understand")]
+    assert not [b for b in at.button if b.label == "Purge expired rows"]
+    assert any("nothing to purge" in c.value for c in at.caption)
+    audit = at.dataframe[-1].value
+    assert list(audit["action"]) == ["purge"]
+    at.switch_page("screens/index_health.py").run()
+    assert not at.exception and not at.error
+
+
+def test_view_as_from_the_url_survives_every_page(seeded: SeededLake,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch)
+    at.query_params = {"tenant": TENANT, "as_user": ANA}
+    at.run()
+    for page in [*PAGES, *PAGES]:
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert "Reading as **user u-wb-ana of acme**" in _texts(at), page
+        assert at.query_params["tenant"] == TENANT and at.query_params["as_user"] == ANA
+    # The sidebar turns it off: every page is the analyst's again, and so is the URL.
+    next(t for t in at.sidebar.toggle if t.label == "View as user").set_value(False).run()
+    at.switch_page("screens/overview.py").run()
+    assert "Reading as **analyst of acme**" in _texts(at)
+    assert "as_user" not in at.query_params
+
+
+def test_a_selection_of_another_tenant_is_closed_with_a_note(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.query_params = {"tenant": TENANT, "conversation": KNOWN_CONVERSATION, "turn": "t-0001"}
+    at.switch_page("screens/replay.py").run()
+    assert "Converted the" in _texts(at)
+    next(s for s in at.sidebar.selectbox if s.label == "Tenant").select("globex").run()
+    assert not at.exception and not at.error
+    assert any(KNOWN_CONVERSATION in i.value and "was closed" in i.value for i in at.info)
+    assert "Converted the" not in _texts(at)
+    assert at.query_params.get("tenant") == "globex"
+    # Ids, never labels: picking another conversation opens it by its id.
+    listing = next(d.value for d in at.dataframe if "conversation_id" in d.value)
+    other = str(listing["conversation_id"].iloc[-1])
+    next(s for s in at.selectbox if s.label == "Conversation").set_value(other).run()
+    assert not at.exception and not at.error
+    assert at.query_params["conversation"] == other
+
+
+def test_replay_renders_panels_badges_links_and_images(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": KNOWN_CONVERSATION, "turn": "t-0001"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    codes = {(c.value, c.language) for c in at.code}
+    assert (PANEL_CODE, "python") in codes and (PANEL_OUTPUT, "text") in codes
+    text = _texts(at)
+    assert ":blue-badge[cost · \\$0.0100 · 200 tokens]" in text
+    assert "[tz docs](https://example.com/tz)" in text
+    assert "+0.0 s" in text and "run\\_python" in text  # the steps timeline
+    assert [i.captions for i in at.get("image")] == [["chart.png"]]  # the PNG preview
+    other = next(d.value for d in at.dataframe if "type" in d.value)
+    assert list(other["type"]) == ["canvas.opened"]  # unknown types: compact rows
+
+
+def test_search_messages_paging_and_export(seeded: SeededLake,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    _search(at, "?!… ***")
+    assert any("the query has no words to search" in e.value for e in at.error)
+    assert not [b for b in at.button if b.label == "Open in Replay"]
+    long = "quokka " + "x" * 5000
+    _search(at, long)
+    echo = " ".join(c.value for c in [*at.caption, *at.info])
+    assert "quokka" in echo and long not in echo and "…" in echo
+    _search(at, "the answer")
+    opened = [b for b in at.button if b.label == "Open in Replay"]
+    assert len(opened) == 10
+    assert [b.label for b in at.download_button] == ["Export CSV", "Export JSONL"]
+    next(b for b in at.button if b.label == "Show 20 more").click().run()
+    assert not at.exception
+    assert len([b for b in at.button if b.label == "Open in Replay"]) > 10
+    for toggle in at.toggle:
+        if toggle.label in ("Semantic", "Lexical (BM25)", "Trigram"):
+            toggle.set_value(False)
+    at.form_submit_button[0].click().run()
+    assert any("switched off or weighted 0" in i.value for i in at.info)
+    assert not any("No turn matches" in i.value for i in at.info)
+
+
+def test_untitled_conversations_show_their_first_prompt(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), "wallaby export stall")
+    assert at.markdown[0].value == "**1. why does the wallaby export stall at night?**"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from app.components.events import badge_text, group_events, ref_mentions
 from app.components.text import (
     compact_number,
     escape_markdown,
@@ -15,11 +17,13 @@ from app.components.text import (
     human_bytes,
     query_terms,
 )
-from app.models import SearchForm, Viewer
-from app.service import Workbench, cached_workbench, lake_version, purge_runner
-from app.state import REPLAY_TURN_KEY, WorkbenchState
+from app.components.turn import status_badge
+from app.models import SearchForm, SearchOutcome, Viewer
+from app.service import Warmup, Workbench, cached_workbench, lake_version, purge_runner
+from app.state import HITS_STEP, WorkbenchState, identity_params
 from lake.errors import AccessDenied, QueryError
 from lake.search.access import Principal
+from lake.search.catalog import ConversationQuery
 from lake.settings import Settings
 from pipeline.jobs import run_ingest
 from tests.app.workbench_lake import (
@@ -28,9 +32,13 @@ from tests.app.workbench_lake import (
     FILE_BYTES,
     FILE_REF,
     KNOWN_CONVERSATION,
+    PANEL_CODE,
+    PANEL_OUTPUT,
+    PNG_BYTES,
     PRIVATE_CONVERSATION,
     QUERY,
     TENANT,
+    UNTITLED_CONVERSATION,
     SeededLake,
     seed,
     turn_record,
@@ -72,7 +80,8 @@ def test_search_and_replay_through_the_service(seeded: SeededLake) -> None:
     assert not outcome.warnings and outcome.viewer == ANALYST
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
     assert [s.event_type for s in turn.submissions] == ["prompt", "steer"]
-    assert [(f.card.ref, f.data, f.error) for f in turn.files] == [(FILE_REF, FILE_BYTES, None)]
+    assert [(f.card.ref, f.data, f.error) for f in turn.files
+            if f.card.mime == "text/csv"] == [(FILE_REF, FILE_BYTES, None)]
     assert turn.feedback is not None and turn.feedback.rating == 1
     assert turn.usage is not None and turn.usage.tokens_in == 120
     assert [s.name for s in turn.steps] == ["run_python"]
@@ -129,6 +138,9 @@ def test_state_deep_links_and_turn_steps() -> None:
     state = WorkbenchState(session)
     assert state.replay_conversation is None and state.view_as_user is None
     state.apply_link("c-1", "t-2")
+    assert state.replay is None  # no identity yet: a link is never opened for nobody
+    state.enter(ANALYST)
+    state.apply_link("c-1", "t-2")
     assert (state.replay_conversation, state.replay_turn) == ("c-1", "t-2")
     state.select_turn("t-3")
     state.apply_link("c-1", "t-2")  # the same link again: the user's pick stays
@@ -137,10 +149,173 @@ def test_state_deep_links_and_turn_steps() -> None:
     assert state.replay_turn == "t-3"  # clamped at the end
     state.step_turn(["t-1", "t-2", "t-3"], -2)
     assert state.replay_turn == "t-1"
+    assert state.link_params() == {"conversation": "c-1", "turn": "t-1"}
     state.forget_turn()
-    assert session[REPLAY_TURN_KEY] is None and state.replay_turn is None
+    assert state.replay_turn is None and state.replay_conversation == "c-1"
+    assert state.link_params() == {}
     session.update({"wb_view_as_on": True, "wb_view_as_user": ANA})
     assert state.view_as_user == ANA
+
+
+def test_identity_comes_from_the_url_once_and_goes_back_into_it() -> None:
+    session: dict[str, object] = {}
+    state = WorkbenchState(session)
+    state.apply_url_identity({"tenant": "globex", "as_user": "u-1"}, ["acme", "globex"])
+    assert (state.tenant, state.view_as_user) == ("globex", "u-1")
+    assert state.enter(Viewer("globex", "u-1")) == {"tenant": "globex", "as_user": "u-1"}
+    # A page change drops the query string: the identity stays.
+    state.apply_url_identity({}, ["acme", "globex"])
+    assert (state.tenant, state.view_as_user) == ("globex", "u-1")
+    # The user changed the sidebar; the URL still names the identity it wrote: no reset.
+    session.update({"wb_tenant": "acme", "wb_view_as_on": False})
+    state.apply_url_identity({"tenant": "globex", "as_user": "u-1"}, ["acme", "globex"])
+    assert (state.tenant, state.view_as_user) == ("acme", None)
+    assert identity_params(Viewer("acme")) == {"tenant": "acme"}
+    # A tenant the analyst may not read is refused with a note.
+    state.apply_url_identity({"tenant": "umbrella"}, ["acme", "globex"])
+    assert state.tenant == "acme"
+    assert any("umbrella" in n and "ignored" in n for n in state.take_notes())
+    assert state.take_notes() == []  # shown once
+    # Another tenant's user is never kept.
+    session.update({"wb_view_as_on": True, "wb_view_as_user": "u-1"})
+    state.settle_user(["u-7", "u-8"])
+    assert state.view_as_user == "u-7" and state.take_notes()
+
+
+def test_selections_of_another_tenant_or_user_are_cleared_with_a_note() -> None:
+    state = WorkbenchState({})
+    state.enter(ANALYST)
+    state.open_conversation(PRIVATE_CONVERSATION, "t-0003")
+    state.claim(BEN)
+    state.last_search = SearchOutcome(ANALYST, SearchForm("zanzibar"), [], [], 1.0)
+    state.enter(Viewer(TENANT, BEN))  # the conversation is Ben's: it stays open
+    assert state.replay_conversation == PRIVATE_CONVERSATION
+    assert state.last_search is None  # a search is the view's own
+    state.take_notes()
+    state.enter(AS_ANA)
+    assert state.replay is None
+    notes = state.take_notes()
+    assert any(PRIVATE_CONVERSATION in n and "was closed" in n for n in notes)
+    state.open_conversation(KNOWN_CONVERSATION)
+    state.enter(Viewer("globex"))
+    assert state.replay is None and state.take_notes()
+
+
+def test_hit_paging_counts_and_actions() -> None:
+    state = WorkbenchState({})
+    assert state.shown_hits == HITS_STEP
+    state.show_more_hits()
+    assert state.shown_hits == 2 * HITS_STEP
+    state.last_search = None  # a new search starts at the first page again
+    assert state.shown_hits == HITS_STEP
+    state.turn_conversation_page(-1)
+    assert state.conversation_page == 0
+    state.turn_conversation_page(2)
+    assert state.conversation_page == 2
+    state.reset_conversation_page()
+    assert state.conversation_page == 0
+    key = state.actions
+    state.count_action()
+    assert state.actions == key + 1
+    state.add_result("retention", "Purged 3 turn_logs")
+    assert state.take_results("retention") == ["Purged 3 turn_logs"]
+    assert state.take_results("retention") == []
+
+
+def test_warmup_loads_in_the_background_and_reports_its_state() -> None:
+    gate = threading.Event()
+
+    def load() -> str:
+        gate.wait(30)
+        return "model hashing-64"
+
+    warmup = Warmup(load)
+    assert not warmup.ready and "Loading the model" in warmup.describe()
+    warmup.start()
+    warmup.start()  # once only
+    assert not warmup.wait(0.05) and "Loading the model" in warmup.describe()
+    gate.set()
+    assert warmup.wait(30) and warmup.ready
+    assert warmup.describe().startswith("Service ready: model hashing-64")
+
+    def broken() -> str:
+        raise OSError("no weights")
+
+    failed = Warmup(broken)
+    assert failed.wait(30) and "no weights" in failed.describe()
+
+
+def test_the_service_warms_its_model_and_indexes(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    assert "indexes of 3 tenant(s)" in wb.warm()
+    assert wb.search_service._open  # the partitions are open before any search
+
+
+def test_search_refuses_a_query_without_words_and_explains_short_answers(
+        seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    for query in ("", "   ", "?!… --- ***"):
+        with pytest.raises(QueryError, match="the query has no words to search"):
+            wb.search(ANALYST, SearchForm(query, scope="tenant"))
+    off = SearchForm(QUERY, scope="tenant", semantic=False, lexical=False, trigram_weight=0)
+    outcome = wb.search(ANALYST, off)
+    assert not outcome.hits and "switched off or weighted 0" in outcome.notes()[0]
+    many = wb.search(ANALYST, SearchForm(QUERY, scope="tenant", k=200))
+    assert 0 < len(many.hits) < 200
+    assert "fewer than k = 200" in many.notes()[0] and "per conversation" in many.notes()[0]
+    assert wb.search(ANALYST, SearchForm(QUERY, scope="tenant", k=1)).notes() == []
+
+
+def test_untitled_conversations_are_named_by_their_first_prompt(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    titles = wb.titles(ANALYST, [UNTITLED_CONVERSATION, KNOWN_CONVERSATION])
+    assert titles == {UNTITLED_CONVERSATION: "why does the wallaby export stall at night?",
+                      KNOWN_CONVERSATION: "Quokka workbook"}
+    hit = wb.search(ANALYST, SearchForm("wallaby export stall", scope="tenant")).hits[0]
+    assert hit.title == "why does the wallaby export stall at night?"
+    assert wb.titles(Viewer(TENANT, BEN), [UNTITLED_CONVERSATION]) == {}  # Ana's, not Ben's
+
+
+def test_the_conversation_list_comes_a_page_at_a_time(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    everything = wb.conversations(ANALYST)
+    first = wb.conversation_page(ANALYST, ConversationQuery(limit=5))
+    assert first.total == len(everything) and len(first.entries) == 5
+    assert [e.conversation_id for e in first.entries] == [
+        e.conversation_id for e in everything[:5]]
+    second = wb.conversation_page(ANALYST, ConversationQuery(offset=5, limit=5))
+    assert not {e.conversation_id for e in first.entries} & {
+        e.conversation_id for e in second.entries}
+    quokka = wb.conversation_page(ANALYST, ConversationQuery(text="QUOKKA"))
+    assert [e.conversation_id for e in quokka.entries] == [KNOWN_CONVERSATION]
+    mine = wb.conversation_page(AS_ANA, ConversationQuery())
+    assert mine.total and {e.user_id for e in mine.entries} == {ANA}
+    with pytest.raises(AccessDenied):
+        wb.conversation_page(AS_ANA, ConversationQuery(user_id=BEN))
+    by_title = wb.conversation_page(ANALYST, ConversationQuery(sort="title", descending=False))
+    titles = [e.title for e in by_title.entries if e.title]
+    assert titles == sorted(titles)
+    facets = wb.facets(AS_ANA)
+    assert facets["user_id"] == [ANA] and "support-desk" in facets["app"]
+
+
+def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
+    groups = group_events(turn.events)
+    assert [(p.type, p.field("code"), p.field("output")) for p in groups.panels] == [
+        ("panel.code", PANEL_CODE, PANEL_OUTPUT)]
+    assert [badge_text(b) for b in groups.badges] == ["cost · \\$0.0100 · 200 tokens"]
+    assert [e.type for e in groups.other] == ["canvas.opened"]
+    assert {f.card.name: f.data for f in turn.files}["chart.png"] == PNG_BYTES
+    assert turn.attached[FILE_REF].data == FILE_BYTES and turn.mentions == []
+    later = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0002")
+    assert [(m.ref, m.name, m.data) for m in later.mentions] == [
+        (FILE_REF, "quokka.csv", FILE_BYTES)]
+    text, mentions = ref_mentions(later.answer)
+    assert FILE_REF not in text and "**quokka\\.csv** :material/download:." in text
+    assert mentions == [(FILE_REF, "quokka.csv")]
+    assert status_badge(turn) is None
 
 
 def test_highlighting_escapes_markdown_and_marks_terms() -> None:

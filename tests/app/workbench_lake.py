@@ -18,8 +18,14 @@ ANA = "u-wb-ana"
 BEN = "u-wb-ben"
 KNOWN_CONVERSATION = "c-wb-forecast"
 PRIVATE_CONVERSATION = "c-wb-private"
+UNTITLED_CONVERSATION = "c-wb-untitled"
 FILE_BYTES = b"month,hours\n3,12\n4,13\n"
 FILE_REF = f"conv:fi:conv_{KNOWN_CONVERSATION}.turn_t-0001.files/quokka.csv"
+# A 1×1 PNG: the hosted image Replay previews.
+PNG_BYTES = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+PANEL_CODE = "hours = [12, 13]\nprint(sum(hours))"
+PANEL_OUTPUT = "25"
 QUERY = "quokka spreadsheet drift"
 
 
@@ -56,20 +62,35 @@ def known_records(now: datetime) -> list[dict[str, Any]]:
             {"text": "actually, use UTC everywhere", "event_type": "steer", "batch": 1,
              "arrived_at": stamp}],
         attachments=[{"name": "quokka.xlsx", "mime": "application/vnd.ms-excel",
-                      "size": 2048, "text": "hours column of the quokka sheet"}],
+                      "size": 2048, "text": "hours column of the quokka sheet"},
+                     {"name": "quokka-copy.csv", "mime": "text/csv", "size": len(FILE_BYTES),
+                      "ref": FILE_REF}],
         steps=[{"name": "run_python", "status": "completed", "at": stamp, "detail": "ok"}],
         hosted_files=[{"path": "files/quokka.csv", "mime": "text/csv",
                        "content_b64": base64.b64encode(FILE_BYTES).decode(),
-                       "description": "corrected quokka hours"}],
+                       "description": "corrected quokka hours"},
+                      {"path": "files/chart.png", "mime": "image/png",
+                       "content_b64": base64.b64encode(PNG_BYTES).decode(),
+                       "description": "hours per month"}],
+        events=[{"type": "panel.code", "at": stamp,
+                 "data": {"title": "run_python", "language": "python", "code": PANEL_CODE,
+                          "output": PANEL_OUTPUT}},
+                {"type": "badge.cost", "at": (at + timedelta(seconds=30)).isoformat(),
+                 "data": {"usd": 0.01, "tokens": 200}},
+                {"type": "canvas.opened", "at": stamp, "data": {"canvas": "hours"}}],
         summary="Goal: fix the quokka timezone drift. Outcome: converted to UTC.",
         anchors=["quokka.csv"], citations=[{"title": "tz docs",
                                             "url": "https://example.com/tz"}],
         usage={"tokens_in": 120, "tokens_out": 80, "cost_usd": 0.01, "duration_ms": 4000},
         feedback={"rating": 1, "comment": "great"})
+    untitled = turn_record(5, at=at + timedelta(hours=1), conversation=UNTITLED_CONVERSATION,
+                           prompt="why does the wallaby export stall at night?",
+                           answer="The wallaby export waits on the nightly lock.")
+    del untitled["conversation_title"]
     return [
-        rich,
+        rich, untitled,
         turn_record(2, at=at + timedelta(minutes=5), prompt="thanks, and the April sheet?",
-                    answer="April is fine."),
+                    answer=f"April is fine. The corrected sheet is still {FILE_REF}."),
         turn_record(3, at=at, user=BEN, conversation=PRIVATE_CONVERSATION,
                     prompt="zanzibar budget secret numbers", answer="kept in the vault",
                     conversation_title="Zanzibar budget"),
@@ -87,10 +108,12 @@ class SeededLake:
     now: datetime
 
 
-def seed(root: Path | str, *, demo_turns: int = 120, index: bool = True) -> SeededLake:
-    """Build a lake at ``root`` (a folder or an s3:// URI) with the hashing-64 embedder."""
+def seed(root: Path | str, *, demo_turns: int = 120, index: bool = True,
+         model: str | None = "hashing-64") -> SeededLake:
+    """Build a lake at ``root`` (a folder or an s3:// URI) with the hashing-64 embedder (or
+    ``model``; None = the packaged sentence-transformers model)."""
     now = datetime.now(UTC).replace(microsecond=0)
-    settings = Settings(lake=root, embedding_model="hashing-64")
+    settings = Settings(lake=root, embedding_model=model)
     lines: list[object] = list(generate_lines(users=6, turns=demo_turns, seed=7, now=now))
     records = [*lines, *(json.dumps(r) for r in known_records(now))]
     report = run_ingest(settings, records=records, embed=True, index=index)

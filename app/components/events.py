@@ -1,0 +1,79 @@
+"""Pure helpers of the replay: recorded events sorted by how they render, badge texts, and the
+``conv:fi:`` refs an answer mentions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from app.components.text import escape_markdown
+from app.models import REF_PATTERN, CitationView, EventView, parse_mention
+
+
+@dataclass
+class EventGroups:
+    """A turn's recorded events, by how Replay draws them (each list in replay order)."""
+
+    panels: list[EventView] = field(default_factory=list)
+    badges: list[EventView] = field(default_factory=list)
+    citations: list[CitationView] = field(default_factory=list)
+    other: list[EventView] = field(default_factory=list)
+
+
+def group_events(events: list[EventView]) -> EventGroups:
+    """Sort events into panels, badges, citations and the rest; ``chat.step`` events are left
+    out, since the steps timeline of the turn shows them."""
+    groups = EventGroups()
+    for event in events:
+        if event.type == "chat.step":
+            continue
+        if event.type.startswith("panel."):
+            groups.panels.append(event)
+        elif event.type.startswith("badge."):
+            groups.badges.append(event)
+        elif event.type.startswith("citation") and event.field("url"):
+            url = event.field("url") or ""
+            groups.citations.append(CitationView(event.field("title") or url, url,
+                                                 event.field("snippet")))
+        else:
+            groups.other.append(event)
+    return groups
+
+
+def badge_text(event: EventView) -> str:
+    """A badge's Markdown-safe label: ``badge.cost {"usd": 0.01, "tokens": 900}`` reads
+    ``cost $0.0100 · 900 tokens``."""
+    name = escape_markdown(event.type.removeprefix("badge."))
+    data = event.data
+    if not isinstance(data, dict):
+        return name if data is None else f"{name} {escape_markdown(str(data))}"
+    parts = []
+    for key, value in data.items():
+        if key in ("usd", "cost_usd") and isinstance(value, int | float):
+            parts.append(f"\\${value:.4f}")
+        elif key == "tokens" and isinstance(value, int):
+            parts.append(f"{value:,} tokens")
+        elif key in ("ms", "duration_ms") and isinstance(value, int | float):
+            parts.append(f"{value / 1000:.1f} s")
+        elif key in ("label", "text", "value"):
+            parts.append(escape_markdown(str(value)))
+        else:
+            parts.append(f"{escape_markdown(str(key))} {escape_markdown(str(value))}")
+    return " · ".join([name, *parts]) if parts else name
+
+
+def ref_mentions(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The answer with each well-formed ``conv:fi:`` ref replaced by its file name in bold,
+    and the (ref, file name) pairs in order of first mention; malformed refs stay as text."""
+    found: dict[str, str] = {}
+
+    def swap(match: re.Match[str]) -> str:
+        raw = match.group(0)
+        mention = parse_mention(raw)
+        if mention is None:
+            return raw
+        ref, name = mention
+        found.setdefault(ref, name)
+        return f"**{escape_markdown(name)}** :material/download:" + raw[len(ref):]
+
+    return REF_PATTERN.sub(swap, text), list(found.items())
