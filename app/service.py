@@ -29,7 +29,7 @@ from app.models import (
     mentioned_refs,
 )
 from lake import analytics
-from lake.embedding.factory import embedder_from
+from lake.embedding.factory import embedder_from, embedding_identity
 from lake.errors import AccessDenied, QueryError, RefError
 from lake.index.manifest import list_partitions, read_current
 from lake.location import LakeLocation
@@ -332,7 +332,7 @@ def index_rebuilder(workbench: Workbench) -> IndexRebuilder:
         foreign = [f"{t}/{m}" for t, m in partitions if t != viewer.tenant]
         if foreign:
             raise AccessDenied(f"{viewer.describe()} may not rebuild {', '.join(foreign)}")
-        model = embedder_for(workbench.settings.embedding_model).name
+        model = embedding_identity(workbench.settings)
         report = build_indexes(workbench.store, model=model, tenant=viewer.tenant,
                                partitions=set(partitions), on_partition=progress)
         return [f"{m.tenant}/{m.month}" for m in report.built] + report.dropped
