@@ -12,13 +12,12 @@ same answer as a missing one.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from anyio import to_thread
@@ -29,6 +28,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from lake.errors import AccessDenied, QueryError, TurnlakeError
+from lake.keys import KeyPrincipal, KeyStore
 from lake.refs import normalize_relative_path
 from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
@@ -54,17 +54,6 @@ INSTRUCTIONS = (
     "of position or time ('the 3rd turn', 'yesterday'), get_turn to read one turn whole with "
     "its file refs, and pull_files to copy a turn's files into the workspace. What you can see "
     "is fixed by the key this server runs with.")
-
-
-class KeyPrincipal(Protocol):
-    """What ``lake.keys.authenticate`` returns for a valid API key."""
-
-    @property
-    def tenant(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def user_id(self) -> str | None: ...
 
 
 # -- structured outputs ------------------------------------------------------------------------
@@ -100,34 +89,10 @@ class PullAnswer(BaseModel):
 
 # -- identity ----------------------------------------------------------------------------------
 
-def principal_for(tenant: str, role: str, user_id: str | None) -> Principal:
-    """The read principal of an API key's role: ``user`` reads its own conversations,
-    ``analyst`` and ``admin`` read their tenant; a ``recorder`` key may not read (AccessDenied).
-    """
-    if role == "user":
-        if not user_id:
-            raise AccessDenied("a user key without a user id may not read conversations")
-        return Principal(tenant=tenant, user_id=user_id)
-    if role in ("analyst", "admin"):
-        return Principal(tenant=tenant, user_id=None, analyst=True)
-    raise AccessDenied(f"a {role} key may not read conversations")
-
-
 def resolve_key(settings: Settings, key: str) -> Principal:
-    """The principal of an API key, through ``lake.keys.authenticate(location, key)``.
-
-    AccessDenied for an unknown key or a role that may not read, QueryError when this build
-    has no key store.
-    """
-    try:
-        keys = importlib.import_module("lake.keys")
-    except ModuleNotFoundError as exc:
-        if exc.name != "lake.keys":
-            raise  # the key store is there but something it needs is not: a real failure
-        raise QueryError("API keys need the key store (lake.keys, `turnlake keys`), which this "
-                         "build does not have; give --tenant with --user or --analyst") from exc
-    found: KeyPrincipal = keys.authenticate(settings.lake, key)
-    return principal_for(found.tenant, found.role, found.user_id)
+    """The read principal of an API key (``turnlake keys create``): AccessDenied for an
+    unknown or revoked key and for a role that may not read (a recorder's)."""
+    return KeyStore(settings.lake, s3=settings.s3).authenticate(key).reader()
 
 
 PrincipalSource = Callable[[Context[Any, Any, Any]], Principal]
@@ -364,7 +329,8 @@ ASGIApp = Callable[[Scope_, Receive, Send], Awaitable[None]]
 
 def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal], *,
                  service: SearchService | None = None, path: str = "/mcp",
-                 hosts: Sequence[str] = LOOPBACK_HOSTS) -> tuple[FastMCP, ASGIApp]:
+                 hosts: Sequence[str] = LOOPBACK_HOSTS,
+                 workspace: Path | None = None) -> tuple[FastMCP, ASGIApp]:
     """The MCP server as a streamable-HTTP ASGI app with a bearer key per request.
 
     ``authenticate`` maps a key to its tenant, role and user (``lake.keys.authenticate`` bound
@@ -376,10 +342,11 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal]
     ``server.session_manager.run()`` in its lifespan (the app's own lifespan does that when it
     is served alone). ``path`` is where the app answers inside itself: the default when it is
     served alone or routed as ``Route("/mcp", app)``, ``"/"`` for ``Mount("/mcp", app)``.
-    ``hosts`` as in :func:`create_mcp_server`.
+    ``hosts`` and ``workspace`` (the folder pull_files writes into; no tool without one) as in
+    :func:`create_mcp_server`.
     """
     server = create_mcp_server(settings, request_principal, service=service, http_path=path,
-                               http_hosts=hosts)
+                               http_hosts=hosts, workspace=workspace)
     inner = server.streamable_http_app()
 
     async def app(scope: Scope_, receive: Receive, send: Send) -> None:
@@ -395,7 +362,7 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal]
             await _refuse(send, 401, "unauthorized", str(exc))
             return
         try:
-            principal = principal_for(found.tenant, found.role, found.user_id)
+            principal = found.reader()
         except TurnlakeError as exc:
             await _refuse(send, 403, "forbidden", str(exc))
             return

@@ -30,11 +30,13 @@ _STEP_MARKS = {"completed": ":green[:material/check_circle:]",
 
 
 def status_badge(turn: ReplayTurn) -> str | None:
-    """A badge when the turn did not end well, else None.
-
-    The record has no completion status yet, so today this reads the one sign the turn
-    carries: a step that failed. (The record's ``completion.status`` replaces this check.)
-    """
+    """A badge when the turn did not end well, else None: the record's ``completion.status``
+    (interrupted, failed), or a step that failed in a completed turn."""
+    status = turn.turn.completion_status
+    if status == "interrupted":
+        return ":orange-badge[:material/pause_circle: interrupted before the answer]"
+    if status == "failed":
+        return ":red-badge[:material/error: the turn failed]"
     if any(step.status == "failed" for step in turn.steps):
         return ":red-badge[:material/error: a step failed]"
     return None

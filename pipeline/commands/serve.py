@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -81,12 +82,15 @@ def serve(
     no_index: Annotated[bool, typer.Option(
         "--no-index", help="Do not build indexes after commits (leave it to turnlake index).")
     ] = False,
+    workspace: Annotated[Path | None, typer.Option(
+        help="Folder of this machine that POST /v1/pull and the MCP pull_files tool write "
+             "into (relative folders below it); without it, pulls are refused.")] = None,
     lake: LakeOption = None,
 ) -> None:
     """Serve the lake over HTTP: record turns, search, catalog, turns, refs, erase."""
     import uvicorn
 
-    from pipeline.service.app import ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX
+    from pipeline.service.app import ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX, ENV_WORKSPACE
 
     settings = settings_from(lake)
     if workers < 1:
@@ -95,6 +99,7 @@ def serve(
     os.environ[ENV_LAKE] = str(settings.lake)
     os.environ[ENV_NO_EMBED] = "1" if no_embed else ""
     os.environ[ENV_NO_INDEX] = "1" if no_index else ""
+    os.environ[ENV_WORKSPACE] = str(workspace.resolve()) if workspace else ""
     console.print(f"serving {settings.lake} on http://{host}:{port} "
                   f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs")
     uvicorn.run("pipeline.service.app:app_from_env", factory=True, host=host, port=port,

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -27,10 +28,12 @@ from lake.search.materialize import TurnMaterializer
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.workspace import WorkspacePuller
+from pipeline.mcp_server import mcp_http_app
 from pipeline.service.context import ServiceContext
 from pipeline.service.errors import install_error_handlers
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.routes import conversations, ops, refs, search, turns
+from pipeline.service.routes import conversations, ops, pull, refs, search, turns
 from pipeline.service.writer import GroupWriter
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 ENV_LAKE = "TURNLAKE_LAKE"
 ENV_NO_EMBED = "TURNLAKE_SERVE_NO_EMBED"
 ENV_NO_INDEX = "TURNLAKE_SERVE_NO_INDEX"
+ENV_WORKSPACE = "TURNLAKE_SERVE_WORKSPACE"
 
 
 def service_embedder(settings: Settings) -> Embedder:
@@ -48,10 +52,11 @@ def service_embedder(settings: Settings) -> Embedder:
 
 
 def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: bool = True,
-               index: bool = True) -> FastAPI:
+               index: bool = True, workspace: Path | None = None) -> FastAPI:
     """The service over one lake. ``embed=False`` records turns without embeddings (search
     then uses the text generators for them); ``index=False`` leaves index builds to
-    ``turnlake index``."""
+    ``turnlake index``; ``workspace`` is the folder of this machine that ``POST /v1/pull``
+    and the MCP ``pull_files`` tool write into (None: no pulls)."""
     provider = embedder or service_embedder(settings)
     metrics = ServiceMetrics()
     store = LakeStore(settings.lake)
@@ -62,8 +67,11 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
         search=search_service, catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
         writer=GroupWriter(settings, embedder=provider if embed else None, index=index,
                            metrics=metrics),
-        metrics=metrics)
+        metrics=metrics, puller=WorkspacePuller(store), workspace=workspace)
     metrics.watch_stale(lambda: _stale(search_service.statuses().values()))
+    # The agent tools at /mcp: the same keys, search service and identity rules as the routes.
+    mcp_server, mcp_app = mcp_http_app(settings, context.keys.authenticate,
+                                       service=search_service, path="/", workspace=workspace)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -71,7 +79,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
         await run_in_threadpool(_warm, provider)
         context.writer.start()
         try:
-            yield
+            async with mcp_server.session_manager.run():
+                yield
         finally:
             context.writer.close()
 
@@ -80,8 +89,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
                   lifespan=lifespan)
     app.state.turnlake = context
     install_error_handlers(app)
-    for module in (turns, search, conversations, refs, ops):
+    for module in (turns, search, conversations, refs, pull, ops):
         app.include_router(module.router)
+    app.mount("/mcp", mcp_app)
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -113,5 +123,7 @@ def _stale(statuses: Iterable[PartitionStatus]) -> int:
 def app_from_env() -> FastAPI:
     """The app uvicorn builds in each worker process of ``turnlake serve``."""
     settings = Settings.from_env(os.environ.get(ENV_LAKE))
+    workspace = os.environ.get(ENV_WORKSPACE)
     return create_app(settings, embed=not os.environ.get(ENV_NO_EMBED),
-                      index=not os.environ.get(ENV_NO_INDEX))
+                      index=not os.environ.get(ENV_NO_INDEX),
+                      workspace=Path(workspace) if workspace else None)

@@ -4,6 +4,7 @@ the group-commit writer and the metrics. Built once by the app factory."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from fastapi import Request
 
@@ -12,6 +13,7 @@ from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
 from lake.search.service import SearchService
 from lake.settings import Settings
+from lake.workspace import WorkspacePuller
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.writer import GroupWriter
 
@@ -27,6 +29,8 @@ class ServiceContext:
     materializer: TurnMaterializer
     writer: GroupWriter
     metrics: ServiceMetrics
+    puller: WorkspacePuller
+    workspace: Path | None = None  # where POST /v1/pull may write (None: pulls are off)
 
 
 def context_of(request: Request) -> ServiceContext:

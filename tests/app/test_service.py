@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from datetime import UTC, datetime, timedelta
@@ -316,6 +317,9 @@ def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake)
     assert FILE_REF not in text and "**quokka\\.csv** :material/download:." in text
     assert mentions == [(FILE_REF, "quokka.csv")]
     assert status_badge(turn) is None
+    interrupted = dataclasses.replace(
+        turn, turn=dataclasses.replace(turn.turn, completion_status="interrupted"))
+    assert "interrupted" in (status_badge(interrupted) or "")
 
 
 def test_highlighting_escapes_markdown_and_marks_terms() -> None:

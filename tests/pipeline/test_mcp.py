@@ -4,13 +4,11 @@ and through `turnlake mcp` over stdio as a real subprocess."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import os
 import socket
 import sys
 import threading
 import time
-import types
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,11 +25,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult, TextContent
 
-from lake.errors import AccessDenied, QueryError
+from lake.errors import AccessDenied, TurnlakeError
+from lake.keys import KeyPrincipal, KeyStore
 from lake.search.access import Principal
 from lake.settings import Settings
 from pipeline.jobs import run_ingest
-from pipeline.mcp_server import create_mcp_server, mcp_http_app, principal_for, resolve_key
+from pipeline.mcp_server import create_mcp_server, mcp_http_app, resolve_key
 
 ANA = Principal("acme", "u-ana")
 ANALYST = Principal("acme", analyst=True)
@@ -202,29 +201,17 @@ def test_pull_files_into_the_workspace(lake: Settings, tmp_path: Path) -> None:
     assert not (tmp_path.parent / "outside").exists()
 
 
-def test_key_roles_map_to_read_principals(monkeypatch: pytest.MonkeyPatch,
-                                          lake: Settings) -> None:
-    assert principal_for("acme", "user", "u-ana") == ANA
-    assert principal_for("acme", "admin", None) == ANALYST
+def test_keys_map_to_read_principals(lake: Settings) -> None:
+    store = KeyStore(lake.lake)
+    ana = store.create(tenant="acme", role="user", user_id="u-ana", name="ana")[1]
+    admin = store.create(tenant="acme", role="admin", name="boss")[1]
+    rec = store.create(tenant="acme", role="recorder", name="host")[1]
+    assert resolve_key(lake, ana) == ANA
+    assert resolve_key(lake, admin) == ANALYST
     with pytest.raises(AccessDenied, match="recorder key may not read"):
-        principal_for("acme", "recorder", None)
-    if importlib.util.find_spec("lake.keys") is None:  # this branch: no key store yet
-        with pytest.raises(QueryError, match="key store"):
-            resolve_key(lake, "tl_x")
-    seen: list[tuple[object, str]] = []
-
-    def authenticate(location: object, key: str) -> types.SimpleNamespace:
-        seen.append((location, key))
-        if key != "tl_good":
-            raise AccessDenied("unknown API key")
-        return types.SimpleNamespace(tenant="acme", role="user", user_id="u-ana")
-
-    monkeypatch.setitem(sys.modules, "lake.keys",
-                        types.SimpleNamespace(authenticate=authenticate))
-    assert resolve_key(lake, "tl_good") == ANA
-    with pytest.raises(AccessDenied):
-        resolve_key(lake, "tl_bad")
-    assert seen[0] == (lake.lake, "tl_good")
+        resolve_key(lake, rec)
+    with pytest.raises(TurnlakeError):
+        resolve_key(lake, "tlk_unknown")
 
 
 # -- streamable HTTP ----------------------------------------------------------------------------
@@ -237,11 +224,11 @@ def _free_port() -> int:
 
 
 def test_streamable_http_takes_the_principal_from_each_requests_key(lake: Settings) -> None:
-    keys = {"key-ana": types.SimpleNamespace(tenant="acme", role="user", user_id="u-ana"),
-            "key-analyst": types.SimpleNamespace(tenant="acme", role="analyst", user_id=None),
-            "key-rec": types.SimpleNamespace(tenant="acme", role="recorder", user_id=None)}
+    keys = {"key-ana": KeyPrincipal("ana", "acme", "user", "u-ana"),
+            "key-analyst": KeyPrincipal("analyst", "acme", "analyst"),
+            "key-rec": KeyPrincipal("host", "acme", "recorder")}
 
-    def authenticate(key: str) -> types.SimpleNamespace:
+    def authenticate(key: str) -> KeyPrincipal:
         if key not in keys:
             raise AccessDenied("unknown API key")
         return keys[key]
@@ -266,7 +253,7 @@ def test_streamable_http_takes_the_principal_from_each_requests_key(lake: Settin
         recorder = httpx.post(url, json={}, headers={"Authorization": "Bearer key-rec"})
         assert recorder.status_code == 403
         assert recorder.json()["error"] == {"code": "forbidden",
-                                            "message": "a recorder key may not read conversations"}
+                                            "message": "a recorder key may not read"}
 
         async def users_seen(key: str) -> set[str]:
             client = httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"},

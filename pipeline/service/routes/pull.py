@@ -1,0 +1,54 @@
+"""``POST /v1/pull``: copy a turn's files into a folder below the server's workspace.
+
+Meant for a server on the agent's own machine (``turnlake serve --workspace DIR``): the files
+land on the server's disk, in DIR/<into>/files/... and DIR/<into>/user.attachments/..., with
+the manifest ``.turnlake-pull.json``, exactly as ``turnlake pull`` writes them.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from lake.errors import QueryError
+from lake.refs import normalize_relative_path
+from lake.workspace import PullItem
+from pipeline.service.auth import Reader
+from pipeline.service.context import context_of
+from pipeline.service.errors import error_responses
+
+router = APIRouter(tags=["pull"])
+
+
+class PullBody(BaseModel):
+    """What to pull, and where below the server's workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+    targets: list[str] = Field(min_length=1, description=(
+        "conv:fi: refs, or turns as 'CONVERSATION/TURN' (all of a turn's files and "
+        "attachments)."))
+    into: str = Field("", description="A folder relative to the server's workspace "
+                                      "(empty: the workspace itself).")
+
+
+class PullAnswer(BaseModel):
+    """What the pull did per file; ``ok`` is true when every file with bytes was pulled."""
+
+    into: str
+    manifest: str
+    ok: bool
+    items: list[PullItem]
+
+
+@router.post("/v1/pull", response_model=PullAnswer, responses=error_responses(400, 403, 422))
+def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
+    """Materialize the targets the key may read into the workspace; a ref that expired or
+    that the key may not read is reported per item and the rest is pulled."""
+    ctx = context_of(request)
+    if ctx.workspace is None:
+        raise QueryError("this server has no workspace to pull into: start it with "
+                         "`turnlake serve --workspace DIR`", field="workspace")
+    folder = ctx.workspace / normalize_relative_path(body.into) if body.into else ctx.workspace
+    report = ctx.puller.pull(principal, body.targets, folder)
+    return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
+                      items=report.items)
