@@ -22,8 +22,8 @@ from pipeline.commands.query import (
     JsonOption,
     TenantOption,
     UserOption,
-    principal_from,
 )
+from pipeline.contract import principal_from
 
 KeyOption = Annotated[str | None, typer.Option(
     "--key", envvar="TURNLAKE_KEY",

@@ -110,9 +110,10 @@ def capture_transcript(settings: Settings, session_id: str, transcript: Path,
     report.records = len(records)
     report.problems = [f"{p.location}: {p.reason}" for p in stream.problems]
     if server is not None:
-        outcome = (post or post_turns)(server, records)
-        report.accepted = _outcomes(outcome).get("accepted", 0)
-        report.duplicates = _outcomes(outcome).get("duplicate", 0)
+        if records:
+            accepted, duplicates, refused = _outcomes((post or post_turns)(server, records))
+            report.accepted, report.duplicates = accepted, duplicates
+            report.problems.extend(refused)
     else:
         _ingest(settings, records, stream, report)
     if reader.last_start is not None:
@@ -157,16 +158,21 @@ def post_turns(server: ServerTarget, records: Sequence[TurnRecord]) -> dict[str,
     return answer if isinstance(answer, dict) else {}
 
 
-def _outcomes(answer: dict[str, Any]) -> dict[str, int]:
-    """Counts of the per-turn outcomes a server answered (``{"results": [{"outcome"}]}`` or
-    ``{"outcomes": [...]}``)."""
-    items = answer.get("results") or answer.get("outcomes") or []
-    counts: dict[str, int] = {}
-    for item in items if isinstance(items, list) else []:
-        outcome = item.get("outcome") or item.get("status") if isinstance(item, dict) else item
-        if isinstance(outcome, str):
-            counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
+def _outcomes(answer: dict[str, Any]) -> tuple[int, int, list[str]]:
+    """(accepted, duplicates, problems) of a ``POST /v1/turns`` answer
+    (:class:`pipeline.contract.RecordAnswer`); TurnlakeError for any other body."""
+    from pydantic import ValidationError
+
+    from pipeline.contract import RecordAnswer
+
+    try:
+        parsed = RecordAnswer.model_validate(answer)
+    except ValidationError as exc:
+        raise TurnlakeError(f"turnlake serve answered an unexpected body: {exc}") from None
+    problems = [f"turn {t.turn_id or t.index}: rejected by the server: {t.reason}"
+                + (f" (field {t.field})" if t.field else "")
+                for t in parsed.turns if t.status == "rejected"]
+    return parsed.accepted, parsed.duplicates, problems
 
 
 def _load_state(blobs: Any, key: str) -> dict[str, Any] | None:

@@ -153,7 +153,8 @@ def test_posting_to_a_server_sends_the_turns_with_the_key(
 
     def post(server: ServerTarget, records: list[object]) -> dict[str, object]:
         sent.append((server, [r.turn_id for r in records]))  # type: ignore[attr-defined]
-        return {"results": [{"outcome": "accepted"}] * len(records)}
+        return {"accepted": len(records), "duplicates": 0, "rejected": 0,
+                "turns": [{"index": i, "status": "accepted"} for i in range(len(records))]}
 
     report = capture_transcript(settings, SESSION, path, IDENTITY,
                                 server=ServerTarget("http://x", "k1"), post=post)
@@ -172,7 +173,9 @@ def test_the_server_poster_speaks_the_serve_api(tmp_path: Path) -> None:
             seen["path"], seen["auth"] = self.path, self.headers["Authorization"]
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen["turns"] = len(body["turns"])
-            answer = json.dumps({"results": [{"outcome": "accepted"}] * len(body["turns"])})
+            n = len(body["turns"])
+            answer = json.dumps({"accepted": n, "duplicates": 0, "rejected": 0, "turns": [
+                {"index": i, "status": "accepted"} for i in range(n)]})
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -195,7 +198,7 @@ def test_the_server_poster_speaks_the_serve_api(tmp_path: Path) -> None:
         server.shutdown()
         thread.join(timeout=10)
     assert seen == {"path": "/v1/turns", "auth": "Bearer k1", "turns": 3}
-    assert len(answer["results"]) == 3
+    assert answer["accepted"] == 3
 
 
 def test_watch_captures_each_change_once(settings: Settings, tmp_path: Path) -> None:
