@@ -47,7 +47,7 @@ def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
     ctx = context_of(request)
     if ctx.workspace is None:
         raise QueryError("this server has no workspace to pull into: start it with "
-                         "`turnlake serve --workspace DIR`", field="workspace")
+                         "`turnlake serve --workspace DIR`")
     folder = ctx.workspace / normalize_relative_path(body.into) if body.into else ctx.workspace
     report = ctx.puller.pull(principal, body.targets, folder)
     return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
