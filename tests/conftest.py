@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,18 @@ def settings(tmp_path: Path) -> Settings:
 def hashing_settings(tmp_path: Path) -> Settings:
     """Settings whose embedder is the dependency-free hashing provider (fast, deterministic)."""
     return Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+
+
+@pytest.fixture(autouse=True)
+def fresh_fork_server() -> Iterator[None]:
+    """Each test starts without the ingest workers' fork server of an earlier test.
+
+    The fork server outlives the ingest that started it (it serves the whole process), so a
+    test would otherwise get one started under another test's environment, sys.path and
+    threads: in the full suite, worker-based ingests then failed with BrokenProcessPool while
+    passing alone, and Ray's no-leftover-process checks saw the server as theirs.
+    """
+    yield
+    server = multiprocessing.forkserver._forkserver
+    if getattr(server, "_forkserver_pid", None) is not None:
+        server._stop()
