@@ -25,9 +25,6 @@ def machine_busy_s() -> float | None:
 
 
 def main() -> None:
-    from pipeline.workers import keep_freed_pages
-
-    keep_freed_pages()  # as the CLI's entry point does, before deltalake loads
     from lake.settings import Settings
     from pipeline.ingest import Ingestor
 

@@ -5,11 +5,6 @@ The commands live in ``pipeline.commands``; importing the modules registers them
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # `python -m pipeline.cli`: before the commands import deltalake
-    from pipeline.workers import keep_freed_pages
-
-    keep_freed_pages()
-
 from pipeline.commands import (  # noqa: F401 - importing registers the commands
     agent,
     importers,

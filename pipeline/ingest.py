@@ -39,9 +39,13 @@ from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
     Quarantined,
+    cyclic_gc_paused,
+    init_worker,
     prepare_chunk,
     prepare_packed,
     raw_text,
+    start_worker_server,
+    worker_context,
 )
 from pipeline.sources import (
     FileSpan,
@@ -51,7 +55,6 @@ from pipeline.sources import (
     discover,
     read_spans,
 )
-from pipeline.workers import cyclic_gc_paused, init_worker, start_worker_server, worker_context
 
 RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
@@ -131,7 +134,7 @@ class Ingestor:
     """Ingests record lines into a lake. ``progress`` is called with the number of lines read.
 
     With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
-    that many worker processes (see :func:`pipeline.workers.worker_context`); the calling
+    that many worker processes (see :func:`pipeline.prepare.worker_context`); the calling
     script must then guard its entry point (``if __name__ == "__main__":``), as the CLI does.
     The default, 1, stays in-process. With ``replace``, a turn stored with other content is
     superseded by the new record rather than quarantined as a conflict (see
@@ -275,7 +278,10 @@ class Ingestor:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         turns = pa.concat_tables(c.turns for c in chunks)
         existing = self._existing_turns(turns)
-        sifted = _sift(chunks, seen, existing)
+        # The usual batch, recognised column-wise, keeps every turn; any other is sifted.
+        sifted = (_keep_all(chunks, turns, seen)
+                  if _all_new(turns, [c.keys for c in chunks], seen, existing)
+                  else _sift(chunks, seen, existing))
         kept, pending = sifted.kept, sifted.pending
         report.duplicates += sifted.duplicates
         if sifted.duplicates:
@@ -406,6 +412,29 @@ def _pairs(table: pa.Table, first: str, second: str) -> set[tuple[str, str]]:
     return set(zip(distinct[first].to_pylist(), distinct[second].to_pylist(), strict=True))
 
 
+def _all_new(turns: pa.Table, keys: list[list[str]], seen: set[str],
+             existing: _Existing) -> bool:
+    """Whether a batch keeps every one of its turns: none was seen before (in this run or the
+    lake) or twice in the batch, and each conversation has one user, its owner's if it has
+    stored turns. Column-wise, rather than one turn at a time as _sift decides."""
+    if any(not seen.isdisjoint(chunk) for chunk in keys):
+        return False
+    if pc.count_distinct(turns["key"]).as_py() != turns.num_rows:
+        return False
+    if existing.turns.num_rows and pc.any(pc.is_in(
+            turns["key"], value_set=existing.turns["key"].combine_chunks())).as_py():
+        return False
+    users = turns.group_by(["tenant", "conversation_id"], use_threads=False).aggregate(
+        [("user_id", "count_distinct"), ("user_id", "min")])
+    if pc.max(users["user_id_count_distinct"]).as_py() != 1:
+        return False
+    owners = existing.owners
+    return not owners or all(
+        owners.get((tenant, cid), user) == user for tenant, cid, user in zip(
+            users["tenant"].to_pylist(), users["conversation_id"].to_pylist(),
+            users["user_id_min"].to_pylist(), strict=True))
+
+
 @dataclass(frozen=True)
 class _Sifted:
     """Which turns of a batch are kept, and what becomes of the others."""
@@ -418,11 +447,17 @@ class _Sifted:
     duplicates: int  # turns dropped as already seen
 
 
+def _keep_all(chunks: list[_Prepared], turns: pa.Table, seen: set[str]) -> _Sifted:
+    """Keep every turn of a batch (``turns``: all of theirs) that _all_new cleared."""
+    for c in chunks:
+        seen.update(c.keys)
+    return _Sifted(turns, [set() for _ in chunks],
+                   [file for c in chunks for _, file in c.chunk.pending], [], [], 0)
+
+
 def _sift(chunks: list[_Prepared], seen: set[str], existing: _Existing) -> _Sifted:
     """Decide turn by turn, in input order, which turns of a batch are kept: not duplicates of
-    turns seen before (in this run or the lake), nor another user's turn in a conversation.
-    The one place that decides (a column-wise "keep all" shortcut beside it, which repeated
-    these rules, saved under 1 % of an ingest)."""
+    turns seen before (in this run or the lake), nor another user's turn in a conversation."""
     owners = dict(existing.owners)
     kept: list[pa.Table] = []
     drops: list[set[str]] = []
