@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing.forkserver
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,13 +43,26 @@ def hashing_settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture(autouse=True)
+def original_main_module() -> Iterator[None]:
+    """Each test starts with pytest's own ``__main__`` module.
+
+    Streamlit's script runner (the app tests' AppTest) installs the page it ran as
+    ``__main__`` and leaves it there. An ingest's worker fork server imports ``__main__`` by
+    its file, so every later worker-based ingest ran a workbench page in its fork server and
+    died with BrokenProcessPool, in the full suite only.
+    """
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
 def fresh_fork_server() -> Iterator[None]:
     """Each test starts without the ingest workers' fork server of an earlier test.
 
     The fork server outlives the ingest that started it (it serves the whole process), so a
-    test would otherwise get one started under another test's environment, sys.path and
-    threads: in the full suite, worker-based ingests then failed with BrokenProcessPool while
-    passing alone, and Ray's no-leftover-process checks saw the server as theirs.
+    test would otherwise get one started under another test's environment and sys.path, and
+    Ray's no-leftover-process checks saw the server as theirs.
     """
     yield
     server = multiprocessing.forkserver._forkserver

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lake.keys import KeyStore
@@ -41,6 +42,12 @@ def _search(server: Server, key: str, done: threading.Event, errors: list[str]) 
                 return
 
 
+def _finds(client: httpx.Client, marker: str) -> bool:
+    answer = client.post("/v1/search", json={"query": marker, "scope": "tenant"})
+    assert answer.status_code == 200, answer.text
+    return any(h["text"].startswith(marker) for h in answer.json()["hits"])
+
+
 def _run_two(servers: tuple[Server, Server], keys: dict[str, str], requests: int = REQUESTS
              ) -> set[TurnKey]:
     acked: set[TurnKey] = set()
@@ -69,9 +76,8 @@ def _run_two(servers: tuple[Server, Server], keys: dict[str, str], requests: int
             assert sorted(stored) == sorted(acked)  # each once, none lost
             for w in range(4):
                 last = f"mk{w * 1000 + requests * PER_REQUEST - 1}"
-                assert wait_until(lambda q=last: any(h["text"].startswith(q) for h in client.post(
-                    "/v1/search", json={"query": q, "scope": "tenant"}).json()["hits"]),
-                    timeout_s=120), f"{last} is not searchable through {server.url}"
+                assert wait_until(lambda q=last: _finds(client, q), timeout_s=120), \
+                    f"{last} is not searchable through {server.url}"
     return acked
 
 
