@@ -60,6 +60,13 @@ class Settings:
         metadata={"help": "intra-op threads for bulk embedding (ingest, backfill); None = "
                           "every core"},
     )
+    embed_reuse_min_texts: int = field(
+        default=256,
+        metadata={"help": "a job reads a tenant's stored vectors for reuse only once it has "
+                          "asked about this many of the tenant's texts (smaller jobs reuse "
+                          "within themselves: reading a large tenant costs more than "
+                          "embedding a few texts)"},
+    )
     ingest_batch_turns: int = field(default=50_000, metadata={"help": "turns per Delta commit"})
     max_hosted_file_bytes: int = field(
         default=50 * 1024 * 1024, metadata={"help": "largest hosted file accepted"}
@@ -164,6 +171,11 @@ def _check_embedding_fields(settings: Settings) -> None:
                              f"{settings.embedding_precision!r} (TURNLAKE_EMBEDDING_PRECISION)")
     if settings.embedding_precision == "int8" and settings.embedding_runtime != "onnx":
         raise EmbeddingError("int8 embeddings need the onnx runtime")
+    if (isinstance(settings.embed_reuse_min_texts, bool)
+            or not isinstance(settings.embed_reuse_min_texts, int)
+            or settings.embed_reuse_min_texts < 0):
+        raise EmbeddingError("embed_reuse_min_texts must be an int >= 0, got "
+                             f"{settings.embed_reuse_min_texts!r}")
     for name in ("embed_query_threads", "embed_bulk_threads"):
         value = getattr(settings, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)

@@ -99,12 +99,14 @@ class EmbedInProcess:
 
     embedder: Embedder
     batch_size: int
+    reuse_after: int = Settings.embed_reuse_min_texts
 
     def __call__(self, store: LakeStore, version: int, partitions: Sequence[tuple[str, str]],
                  *, reembed: str | None = None, on_rows: Callable[[int], None] | None = None,
                  ) -> Generator[EmbeddedPartition, None, None]:
         """Embed the partitions one after another, reusing vectors across all of them."""
-        reuse = VectorReuse(store, self.embedder.name, version=version)
+        reuse = VectorReuse(store, self.embedder.name, version=version,
+                            load_after=self.reuse_after)
         for tenant, month in partitions:
             yield embed_partition(store, version, tenant, month, self.embedder,
                                   batch_size=self.batch_size, reembed=reembed, reuse=reuse,
@@ -140,7 +142,8 @@ def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
             if on_progress is not None:
                 on_progress(done + n, total)
 
-        embed = runner or EmbedInProcess(embedder, settings.embed_batch_size)
+        embed = runner or EmbedInProcess(embedder, settings.embed_batch_size,
+                                           settings.embed_reuse_min_texts)
         results = embed(store, version, sorted(counts), reembed=keep, on_rows=progress)
         # closing(): stop partitions still being embedded elsewhere when this loop ends early.
         with closing(results):

@@ -73,7 +73,8 @@ def embedding_hook(provider: Embedder, settings: Settings, tally: Callable[[], E
                    ) -> Callable[[pa.Table], pa.Table]:
     """The ingest rows hook that embeds each batch's rows, counting into ``tally()``; vectors
     the lake already holds for the same text, tenant and identity are reused."""
-    reuse = VectorReuse(LakeStore(settings.lake), provider.name)
+    reuse = VectorReuse(LakeStore(settings.lake), provider.name,
+                        load_after=settings.embed_reuse_min_texts)
 
     def hook(rows: pa.Table) -> pa.Table:
         embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,

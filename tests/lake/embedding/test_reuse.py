@@ -89,7 +89,7 @@ def test_the_same_text_in_two_tenants_is_embedded_for_each(lake: Path) -> None:
 
 
 def test_vectors_in_the_lake_are_reused_by_the_same_tenant_only(lake: Path) -> None:
-    settings = Settings(lake=lake, embedding_model=MODEL)
+    settings = Settings(lake=lake, embedding_model=MODEL, embed_reuse_min_texts=0)
     counting = _Counting()
     job = run_ingest(settings, records=_records("acme", 10, ["continue", "brand new text"])
                      + _records("globex", 20, ["continue"]), embedder=counting, index=False)
@@ -104,8 +104,31 @@ def test_vectors_in_the_lake_are_reused_by_the_same_tenant_only(lake: Path) -> N
             rows.column("text").to_pylist()), atol=1e-6)
 
 
+def test_a_small_job_computes_its_few_vectors_rather_than_read_the_tenant(lake: Path) -> None:
+    counting = _Counting()
+    job = run_ingest(Settings(lake=lake, embedding_model=MODEL),
+                     records=_records("acme", 10, ["continue", "continue"]), embedder=counting,
+                     index=False)
+    assert sorted(counting.seen) == ["continue", "thanks"]  # within the job only
+    assert job.embedding.reused == job.embedding.embedded - 2
+    reuse = VectorReuse(LakeStore(lake), MODEL, load_after=3)
+    assert reuse.lookup("acme", [text_digest("continue")]) == {}
+    assert not reuse.loaded("acme")
+    assert set(reuse.lookup("acme", [text_digest("continue"), text_digest("thanks")])) == {
+        text_digest("continue"), text_digest("thanks")}
+    assert reuse.loaded("acme")
+
+
+def test_a_tenant_not_loaded_keeps_a_bounded_memory_of_its_vectors(lake: Path) -> None:
+    reuse = VectorReuse(LakeStore(lake), MODEL, load_after=10**6, remember_at_most=2)
+    for text in ("a", "b", "c"):
+        reuse.remember("acme", text_digest(text), np.zeros(64, np.float32))
+    assert set(reuse.lookup("acme", [text_digest(t) for t in "abc"])) == {
+        text_digest("b"), text_digest("c")}
+
+
 def test_a_lookup_reads_and_answers_from_one_tenant_only(lake: Path) -> None:
-    reuse = VectorReuse(LakeStore(lake), MODEL)
+    reuse = VectorReuse(LakeStore(lake), MODEL, load_after=0)
     digest = text_digest("continue")
     assert digest in reuse.lookup("acme", [digest])
     assert reuse.lookup("globex", [digest]) == {}
