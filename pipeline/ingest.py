@@ -144,12 +144,13 @@ class Ingestor:
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
                  rows_hook: RowsHook | None = None,
                  progress: Callable[[int], None] | None = None,
-                 workers: int | None = None, replace: bool = False) -> None:
+                 workers: int | None = None, replace: bool = False,
+                 store: LakeStore | None = None) -> None:
         self._settings = settings
         self._replace = replace
         self._superseding: list[Conflict] = []
         self._workers = workers or 1
-        self._store = LakeStore(settings.lake)
+        self._store = store or LakeStore(settings.lake)
         self._files = FileStore(settings.lake)
         self._committer = BatchCommitter(self._store, self._files, faults=faults)
         self._rows_hook = rows_hook

@@ -55,7 +55,9 @@ class LiveWriter:
                        else embedding_identity(settings))
         self._store = LakeStore(settings.lake)
         self._tally = EmbedTally()
-        self._ingestor = Ingestor(settings, faults=faults, rows_hook=(
+        # One store for the ingest and the index builds: it keeps the tables' newest
+        # snapshots, which the builds read right after the ingest wrote them.
+        self._ingestor = Ingestor(settings, faults=faults, store=self._store, rows_hook=(
             embedding_hook(self._provider, settings, lambda: self._tally)
             if self._provider is not None else None))
         self._compaction = Compaction.of(settings)
