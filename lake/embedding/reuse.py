@@ -42,7 +42,8 @@ class VectorReuse:
     ``content_rows`` (None = the latest, read when the tenant is loaded)."""
 
     def __init__(self, store: LakeStore, identity: str, *, version: int | None = None,
-                 load_after: int = Settings.embed_reuse_min_texts, remember_at_most: int = 100_000) -> None:
+                 load_after: int = Settings.embed_reuse_min_texts,
+                 remember_at_most: int = 100_000) -> None:
         self._store = store
         self._identity = identity
         self._version = version
