@@ -15,16 +15,24 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import pyarrow as pa
 
 from lake.embedding.base import Embedder
 from lake.embedding.factory import embedder_from, embedding_identity
 from lake.faults import NO_FAULTS, Faults
 from lake.records import TurnRecord
 from lake.settings import Settings
-from lake.store import LakeStore
-from pipeline.index_build import Compaction, build_indexes
+from lake.store import LakeStore, Partition
+from pipeline.index_build import (
+    BuildReport,
+    Compaction,
+    PartitionBuilder,
+    build_in_process,
+    build_indexes,
+)
 from pipeline.ingest import Ingestor
 from pipeline.jobs import EmbedTally, IngestJobReport, embedding_hook
 
@@ -40,39 +48,75 @@ class LiveWriter:
       ``pending`` for ``turnlake embed --backfill``), then publishes a delta segment for every
       partition the batch touched, under the index lock. When it returns, the turns are
       findable by any :class:`lake.search.service.SearchService` on the lake.
+    * ``record`` is :meth:`ingest` then :meth:`index`; a host that answers once the turns are
+      durable and indexes behind (the service's group writer) calls the two itself, from two
+      threads if it likes: ingests are serialized among themselves, and so are index builds.
+    * ``on_rows`` sees each batch's new content rows (before embedding).
     * Bad records are quarantined and reported in ``report.ingest.quarantined``, as by
       ``turnlake ingest``; an embedding failure leaves rows for text search
       (``report.embedding``); lake errors raise :class:`lake.errors.TurnlakeError`.
-    * Calls are serialized within the process (one at a time, from any thread); other
-      processes may write the same lake, the locks order them.
+    * Other processes may write the same lake: the locks order them.
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None, *,
-                 embed: bool = True, faults: Faults = NO_FAULTS) -> None:
+                 embed: bool = True, faults: Faults = NO_FAULTS,
+                 on_rows: Callable[[pa.Table], None] | None = None) -> None:
         self.settings = settings
         self._provider = (embedder or embedder_from(settings)) if embed else None
         self._model = (self._provider.name if self._provider is not None
                        else embedding_identity(settings))
-        self._store = LakeStore(settings.lake)
-        self._tally = EmbedTally()
         # One store for the ingest and the index builds: it keeps the tables' newest
         # snapshots, which the builds read right after the ingest wrote them.
-        self._ingestor = Ingestor(settings, faults=faults, store=self._store, rows_hook=(
-            embedding_hook(self._provider, settings, lambda: self._tally)
-            if self._provider is not None else None))
+        self._store = LakeStore(settings.lake)
+        self._tally = EmbedTally()
+        embed_rows = (embedding_hook(self._provider, settings, lambda: self._tally)
+                      if self._provider is not None else None)
+        self._ingestor = Ingestor(settings, faults=faults, store=self._store,
+                                  rows_hook=_rows_hook(on_rows, embed_rows))
         self._compaction = Compaction.of(settings)
         self._faults = faults
-        self._lock = threading.Lock()
+        self._ingest_lock = threading.Lock()
+        self._index_lock = threading.Lock()
+
+    @property
+    def model(self) -> str:
+        """The embedding identity the index builds use."""
+        return self._model
 
     def record(self, records: Sequence[TurnRecord | str | dict[str, Any]]) -> IngestJobReport:
         """Ingest, embed and index ``records``; see the class notes for the contract."""
+        ingested = self.ingest(records)
+        build = self.index(ingested.ingest.partitions) if ingested.ingest.partitions else None
+        return IngestJobReport(ingested.ingest, ingested.embedding, build)
+
+    def ingest(self, records: Sequence[TurnRecord | str | dict[str, Any]], *,
+               source: str = "<live>") -> IngestJobReport:
+        """Ingest and embed ``records`` as one batch, without indexing them (``build`` is
+        None); the turns are durable when it returns."""
         lines = [r if isinstance(r, TurnRecord | str) else json.dumps(r) for r in records]
-        with self._lock:
+        with self._ingest_lock:
             self._tally = EmbedTally()
-            report = self._ingestor.ingest_records(lines, source="<live>")
-            build = None
-            if report.partitions:
-                build = build_indexes(self._store, model=self._model,
-                                      partitions=report.partitions, faults=self._faults,
-                                      compaction=self._compaction)
-            return IngestJobReport(report, self._tally, build)
+            report = self._ingestor.ingest_records(lines, source=source)
+            return IngestJobReport(report, self._tally, None)
+
+    def index(self, partitions: set[Partition], *,
+              builder: PartitionBuilder = build_in_process) -> BuildReport:
+        """Bring the given partitions' indexes up to date: a delta segment of their new rows,
+        compaction past the settings' thresholds (full rebuilds run through ``builder``)."""
+        with self._index_lock:
+            return build_indexes(self._store, model=self._model, partitions=set(partitions),
+                                 faults=self._faults, compaction=self._compaction,
+                                 builder=builder)
+
+
+def _rows_hook(observe: Callable[[pa.Table], None] | None,
+               embed: Callable[[pa.Table], pa.Table] | None
+               ) -> Callable[[pa.Table], pa.Table] | None:
+    """The ingest rows hook: show the rows to ``observe``, then embed them."""
+    if observe is None:
+        return embed
+
+    def hook(rows: pa.Table) -> pa.Table:
+        observe(rows)
+        return rows if embed is None else embed(rows)
+    return hook

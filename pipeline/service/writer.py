@@ -12,8 +12,10 @@ rebuild the partitions each commit touched
 (several commits' worth at once when it falls behind) and records, per commit, the time
 from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
 
-This module is the one place the service writes turns, so the ingest call can be swapped for
-an incremental writer without touching the routes.
+Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
+its ingest (with vector reuse) in the writer thread, its index step (delta segments,
+compaction past the thresholds) in the indexer thread. This module is the one place the
+service writes turns.
 """
 
 from __future__ import annotations
@@ -29,15 +31,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
-from lake.embedding.factory import embedding_identity
-from lake.embedding.rows import embed_rows
 from lake.errors import LakeError, RecordError, TurnlakeError
 from lake.records import parse_record
 from lake.settings import Settings
-from lake.store import LakeStore, Partition
+from lake.store import Partition
 from pipeline.contract import TurnStatus
-from pipeline.index_build import build_indexes
-from pipeline.ingest import Ingestor
+from pipeline.live import LiveWriter
 from pipeline.service.builder import ChildBuilder
 from pipeline.service.metrics import ServiceMetrics
 
@@ -68,14 +67,12 @@ class GroupWriter:
     def __init__(self, settings: Settings, *, embedder: Embedder | None,
                  index: bool = True, metrics: ServiceMetrics | None = None) -> None:
         self._settings = settings
-        self._embedder = embedder
         self._metrics = metrics or ServiceMetrics()
-        self._store = LakeStore(settings.lake)
-        self._ingestor = Ingestor(settings, rows_hook=self._rows)
+        self._live = LiveWriter(settings, embedder, embed=embedder is not None,
+                                on_rows=self._note_kept)
         self._kept: set[TurnKey] = set()
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         self._index = index
-        self._model = embedder.name if embedder is not None else embedding_identity(settings)
         self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
         self._builder = ChildBuilder() if index else None
         self._threads: list[threading.Thread] = []
@@ -143,7 +140,7 @@ class GroupWriter:
         lines = [line for s in group for line in s.lines]
         self._kept = set()
         try:
-            report = self._ingestor.ingest_records(lines, source=f"<api {uuid.uuid4().hex}>")
+            report = self._live.ingest(lines, source=f"<api {uuid.uuid4().hex}>").ingest
             outcomes = self._outcomes(group, lines, report.accepted,
                                       {q.line: q.reason for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
@@ -163,15 +160,10 @@ class GroupWriter:
         if self._index and report.partitions:
             self._to_index.put((set(report.partitions), acked))
 
-    def _rows(self, rows: pa.Table) -> pa.Table:
-        """The ingest's rows hook: note which turns a batch keeps, and embed their rows."""
+    def _note_kept(self, rows: pa.Table) -> None:
+        """Note which turns a batch keeps (the rows of every kept turn pass here)."""
         self._kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
                               rows["turn_id"].to_pylist(), strict=True))
-        if self._embedder is None:
-            return rows
-        embedded, _ = embed_rows(rows, self._embedder,
-                                 batch_size=self._settings.embed_batch_size)
-        return embedded
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
                   quarantined: dict[int, str]) -> list[list[LineOutcome]]:
@@ -215,8 +207,7 @@ class GroupWriter:
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _ in waiting))
             try:
-                build_indexes(self._store, model=self._model, partitions=partitions,
-                              builder=builder)
+                self._live.index(partitions, builder=builder)
             except Exception:  # the partitions stay stale (search says so); try again soon
                 log.exception("index build of %d partitions failed", len(partitions))
                 self._metrics.index_failures.inc()
