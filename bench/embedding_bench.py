@@ -10,6 +10,7 @@ measured in the same run (the machine is shared; absolute milliseconds drift):
   between their vectors;
 - reuse: the share of rows that get a vector without computing one, on the demo lake and on
   LoCoMo (texts are what decides it, so the dependency-free hashing embedder stands in);
+- ingest with real embeddings (ONNX, reuse on) of ``--ingest-turns`` demo turns: turns/s;
 - with ``--locomo``: LoCoMo semantic and fused recall for torch, ONNX fp32 and ONNX int8.
 """
 
@@ -110,6 +111,26 @@ def reuse_share(lines: Sequence[str]) -> dict[str, Any]:
             "ingest_s_hashing": round(seconds, 1)}
 
 
+def ingest_with_embeddings(lines: Sequence[str]) -> dict[str, Any]:
+    """Ingest ``lines`` into a fresh lake with the default embedder (ONNX, every core) and
+    vector reuse, no indexes: turns/s and the share of rows that reused a vector."""
+    from lake.settings import Settings
+    from pipeline.jobs import run_ingest
+
+    with tempfile.TemporaryDirectory(prefix="embed-ingest-") as tmp:
+        settings = Settings(lake=Path(tmp) / "lake")
+        embedder = embedder_for(None)
+        embedder.encode(["warm up"])  # the graph loads before the clock starts
+        t = time.perf_counter()
+        job = run_ingest(settings, records=list(lines), index=False, embedder=embedder)
+        seconds = time.perf_counter() - t
+    tally = job.embedding
+    return {"turns": job.ingest.accepted, "rows": tally.embedded,
+            "turns_per_s": round(job.ingest.accepted / seconds, 1),
+            "reused_share": round(tally.reused / max(tally.embedded, 1), 4),
+            "seconds": round(seconds, 1)}
+
+
 def locomo_lines() -> list[str]:
     """LoCoMo as minimal records (read from the shared evaluation folder, never copied)."""
     from bench import locomo
@@ -125,8 +146,8 @@ def _locomo_path() -> Path:
     return locomo.LOCOMO if locomo.LOCOMO.exists() else SHARED_LOCOMO
 
 
-def bench_runtimes(*, queries: int = 200, texts: int = 1000,
-                   demo_turns: int = 100_000) -> dict[str, Any]:
+def bench_runtimes(*, queries: int = 200, texts: int = 1000, demo_turns: int = 100_000,
+                   ingest_turns: int = 2_000) -> dict[str, Any]:
     """The quick section: query latency, latency under load, bulk throughput, cosine, reuse."""
     from pipeline.demo import generate_lines
 
@@ -153,10 +174,12 @@ def bench_runtimes(*, queries: int = 200, texts: int = 1000,
                                  "texts": len(sample)},
         "reuse_demo": reuse_share(list(generate_lines(users=12, turns=demo_turns, seed=7))),
         "reuse_locomo": reuse_share(locomo_lines()),
+        "ingest_with_embeddings_demo": ingest_with_embeddings(
+            list(generate_lines(users=12, turns=ingest_turns, seed=7))),
     }
 
 
-RUNTIMES = {"torch_fp32": {"runtime": "torch"}, "onnx_fp32": {},
+RUNTIMES: dict[str, dict[str, Any]] = {"torch_fp32": {"runtime": "torch"}, "onnx_fp32": {},
             "onnx_int8": {"precision": "int8"}}
 
 
@@ -202,9 +225,12 @@ def main() -> None:
     parser.add_argument("--runtimes", nargs="*", default=list(RUNTIMES), choices=list(RUNTIMES))
     parser.add_argument("--configs", nargs="*", default=["semantic", "fused"])
     parser.add_argument("--demo-turns", type=int, default=100_000)
+    parser.add_argument("--ingest-turns", type=int, default=2_000,
+                        help="demo turns ingested with real embeddings (100k: ~30 minutes)")
     args = parser.parse_args()
     if not args.only_locomo:
-        print(json.dumps(bench_runtimes(demo_turns=args.demo_turns), indent=2), flush=True)
+        print(json.dumps(bench_runtimes(demo_turns=args.demo_turns,
+                                        ingest_turns=args.ingest_turns), indent=2), flush=True)
     if args.locomo or args.only_locomo:
         print(json.dumps(bench_locomo_runtimes(args.runtimes, args.configs), indent=2),
               flush=True)

@@ -10,7 +10,8 @@ Run: ``.venv/bin/python -m bench.segments_bench [small_turns large_turns]`` (def
 * ``incremental``: a 1 % append indexed as a delta segment, against a full build of the same
   partition, as a ratio.
 * ``compaction``: tenant-scope search p50 over a partition with many single-turn delta
-  segments, before and after ``compact_indexes``.
+  segments, before and after ``compact_indexes``; ``compaction_thresholds``: the same after
+  single-turn appends under the settings' compaction thresholds (an untended live lake).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
 from lake.search.service import SearchService
@@ -127,14 +129,20 @@ def _search_p50(service: SearchService, queries: list[str]) -> float:
     return statistics.median(times)
 
 
-def compaction_effect(settings: Settings, appends: int, first: int) -> dict[str, Any]:
-    """Search p50 after ``appends`` single-turn delta segments, then after compaction."""
+def compaction_effect(settings: Settings, appends: int, first: int, *,
+                      thresholds: bool = False) -> dict[str, Any]:
+    """Search p50 after ``appends`` single-turn appends, then after compaction: with every
+    append a delta segment of its own (compaction off), or with the settings' thresholds
+    (``thresholds``: what an untended live lake looks like)."""
     rng = random.Random(5)
-    never = settings.with_(index_compact_segments=10**9, index_compact_ratio=1e9)
-    writer = LiveWriter(never, HashingEmbedder(64))
+    live = settings if thresholds else settings.with_(index_compact_segments=10**9,
+                                                      index_compact_ratio=1e9)
+    writer = LiveWriter(live, HashingEmbedder(64))
     for i in range(appends):
         writer.record([_record(first + i, rng)])
     store = LakeStore(settings.lake)
+    manifest = partition_statuses(store)[("acme", "2026-03")].manifest
+    segments = len(manifest.live_segments) if manifest is not None else 0
     queries = [" ".join(rng.sample(_VOCAB, 2)) for _ in range(60)]
     service = SearchService(store, embedder=HashingEmbedder(64))
     _search_p50(service, queries[:10])  # warm: open the segments
@@ -143,12 +151,13 @@ def compaction_effect(settings: Settings, appends: int, first: int) -> dict[str,
     service = SearchService(store, embedder=HashingEmbedder(64))
     _search_p50(service, queries[:10])
     after = _search_p50(service, queries)
-    return {"segments_before": appends + 1, "search_p50_ms_before": round(before, 2),
+    return {"appends": appends, "segments_before": segments,
+            "search_p50_ms_before": round(before, 2),
             "search_p50_ms_after": round(after, 2), "ratio": round(before / after, 2)}
 
 
 def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40,
-                   appends: int = 100) -> dict[str, Any]:
+                   appends: int = 100, live_appends: int = 200) -> dict[str, Any]:
     """Every figure of this module, on fresh lakes in a temporary folder."""
     out: dict[str, Any] = {"small_rows": 2 * small, "large_rows": 2 * large}
     with tempfile.TemporaryDirectory(prefix="turnlake-segments-") as tmp:
@@ -161,6 +170,10 @@ def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40
                 print(f"incremental_1pct: {out['incremental_1pct']}", flush=True)
                 out["compaction"] = compaction_effect(settings, appends,
                                                       turns + 2000 + turns // 100)
+                print(f"compaction: {out['compaction']}", flush=True)
+                out["compaction_thresholds"] = compaction_effect(
+                    settings, live_appends, turns + 3000 + appends + turns // 100,
+                    thresholds=True)
     out["record_p50_ratio"] = round(out["record_large"]["p50_ms"]
                                     / out["record_small"]["p50_ms"], 2)
     return out

@@ -128,7 +128,7 @@ class LakeStore:
         self.root = LakeLocation.of(root)
         self._options = self.root.delta_options()
         # The newest snapshots opened of each table, keyed by the commit each is at: open().
-        self._snapshots: dict[Table, list[tuple[tuple[int, str], DeltaTable]]] = {}
+        self._snapshots: dict[Table, list[_Snapshot]] = {}
         self._snapshots_lock = threading.Lock()
 
     def path(self, table: Table) -> Path:
@@ -155,34 +155,42 @@ class LakeStore:
         and created again is never confused with the one it replaced. One handle may serve
         several threads: deltalake serializes calls on it.
         """
+        snapshot = self._snapshot(table, version)
+        return None if snapshot is None else snapshot.table
+
+    def _snapshot(self, table: Table, version: int | None) -> _Snapshot | None:
+        """The kept snapshot of a version (the latest: None), opened and kept when needed."""
         wanted = self.latest_version(table) if version is None else version
         if wanted is None:
             return None
         stamp = self.root.blobs.stamp(self._commit_key(table, wanted))
-        key = (wanted, stamp)
         if stamp is not None:
             with self._snapshots_lock:
-                for kept_key, kept in self._snapshots.get(table, ()):
-                    if kept_key == key:
+                for kept in self._snapshots.get(table, ()):
+                    if kept.key == (wanted, stamp):
                         return kept
         dt = self._open_fresh(table, wanted)
-        if dt is not None and stamp is not None:
-            self._keep(table, dt, stamp)
-        return dt
+        if dt is None:
+            return None
+        if stamp is None:  # its commit is gone from the log: not worth keeping
+            return _Snapshot((wanted, ""), dt)
+        return self._keep(table, dt, stamp)
 
-    def _keep(self, table: Table, dt: DeltaTable, stamp: str | None = None) -> None:
+    def _keep(self, table: Table, dt: DeltaTable, stamp: str | None = None) -> _Snapshot:
         """Remember ``dt`` (which nobody writes through any more) as a snapshot of its version;
         the two newest versions are kept (an index build reads the one it indexed last beside
         the latest)."""
         version = dt.version()
         stamp = stamp or self.root.blobs.stamp(self._commit_key(table, version))
+        snapshot = _Snapshot((version, stamp or ""), dt)
         if stamp is None:
-            return
+            return snapshot
         with self._snapshots_lock:
-            kept = [k for k in self._snapshots.get(table, []) if k[0][0] != version]
-            kept.append(((version, stamp), dt))
-            kept.sort(key=lambda k: k[0][0])
+            kept = [k for k in self._snapshots.get(table, []) if k.key[0] != version]
+            kept.append(snapshot)
+            kept.sort(key=lambda k: k.key[0])
             self._snapshots[table] = kept[-_SNAPSHOTS_KEPT:]
+        return snapshot
 
     def _open_fresh(self, table: Table, version: int | None = None) -> DeltaTable | None:
         """A handle of the table of its own (at a version), or None when it does not exist."""
@@ -293,36 +301,39 @@ class LakeStore:
         Two versions give the same fingerprint for a partition exactly when no commit between
         them added or removed a file of that partition.
         """
-        dt = self.open(table, version)
-        if dt is None:
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
             return {}
-        with _translated(table, "inspect"):
-            actions = pl.from_arrow(pa.table(dt.get_add_actions(flatten=True)))
-        assert isinstance(actions, pl.DataFrame)
-        if actions.height == 0:
-            return {}
-        grouped: dict[Partition, list[str]] = {}
-        for path, tenant, month in actions.select(
-                "path", "partition.tenant", "partition.month").iter_rows():
-            grouped.setdefault((tenant, month), []).append(path)
-        return {part: files_fingerprint(paths) for part, paths in grouped.items()}
+        if snapshot.fingerprints is None:
+            snapshot.fingerprints = {part: files_fingerprint(paths) for part, paths
+                                     in self._partition_paths(table, snapshot).items()}
+        return dict(snapshot.fingerprints)
 
     def partition_files(self, table: Table, tenant: str, month: str,
                         version: int | None = None) -> frozenset[str]:
         """The data files (paths relative to the table) of one partition at a version.
 
         Raises LakeError when that version can no longer be read (its log was truncated)."""
-        dt = self.open(table, version)
-        if dt is None:
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
             return frozenset()
-        with _translated(table, "inspect"):
-            actions = pl.from_arrow(pa.table(dt.get_add_actions(flatten=True)))
-        assert isinstance(actions, pl.DataFrame)
-        if actions.height == 0:
-            return frozenset()
-        mine = actions.filter((pl.col("partition.tenant") == tenant)
-                              & (pl.col("partition.month") == month))
-        return frozenset(mine["path"].to_list())
+        return self._partition_paths(table, snapshot).get((tenant, month), frozenset())
+
+    @staticmethod
+    def _partition_paths(table: Table, snapshot: _Snapshot) -> dict[Partition, frozenset[str]]:
+        """A snapshot's data files by (tenant, month), worked out once per snapshot (an index
+        build asks for them at every turn a live writer records)."""
+        if snapshot.paths is None:
+            with _translated(table, "inspect"):
+                actions = pl.from_arrow(pa.table(snapshot.table.get_add_actions(flatten=True)))
+            assert isinstance(actions, pl.DataFrame)
+            grouped: dict[Partition, set[str]] = {}
+            if actions.height:
+                for path, tenant, month in actions.select(
+                        "path", "partition.tenant", "partition.month").iter_rows():
+                    grouped.setdefault((tenant, month), set()).add(path)
+            snapshot.paths = {part: frozenset(paths) for part, paths in grouped.items()}
+        return snapshot.paths
 
     def read_files(self, table: Table, paths: Collection[str], *, columns: Sequence[str],
                    version: int | None = None) -> pa.Table:
@@ -454,6 +465,17 @@ class LakeStore:
         # file retention); deltalake lists those again.
         return [path for path in found
                 if self.root.blobs.exists(f"tables/{table.value}/{path}")]
+
+
+@dataclass
+class _Snapshot:
+    """A table handle at one commit (``key``: its version and the commit file's stamp), and
+    what has been worked out of it: a snapshot never changes, so neither do these."""
+
+    key: tuple[int, str]
+    table: DeltaTable
+    paths: dict[Partition, frozenset[str]] | None = None
+    fingerprints: dict[Partition, str] | None = None
 
 
 @dataclass(frozen=True)
