@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,7 +48,6 @@ _WRITER = WriterProperties(
     column_properties={name: ColumnProperties(statistics_enabled="NONE") for name in _FREE_TEXT})
 _LOG_RETENTION = "delta.logRetentionDuration"
 _NO_LOG_RETENTION = "interval 0 days"
-_SNAPSHOTS_KEPT = 2  # per table and store: see LakeStore._keep
 # Compaction's file size: a month of a busy tenant's rows in a few files, each still small
 # enough that a filtered scan skips most of the others.
 COMPACT_TARGET_BYTES = 128 * 1024 * 1024
@@ -127,9 +127,6 @@ class LakeStore:
     def __init__(self, root: Path | str | LakeLocation) -> None:
         self.root = LakeLocation.of(root)
         self._options = self.root.delta_options()
-        # The newest snapshots opened of each table, keyed by the commit each is at: open().
-        self._snapshots: dict[Table, list[_Snapshot]] = {}
-        self._snapshots_lock = threading.Lock()
 
     def path(self, table: Table) -> Path:
         """The folder of a table in a local lake."""
@@ -148,12 +145,13 @@ class LakeStore:
         """The Delta table (at a version), or None when it does not exist yet: a snapshot to
         read, which callers must not write through (writers use :meth:`ensure`).
 
-        The newest snapshots opened are kept and handed out again for their versions (the
-        latest while the table has no newer commit): opening replays the log since its last
-        checkpoint, ~7 ms a table on the bench machine, and a warm writer recording one turn
-        opened tables 16 times. The commit file's stamp is part of the key, so a table removed
-        and created again is never confused with the one it replaced. One handle may serve
-        several threads: deltalake serializes calls on it.
+        The newest snapshots opened in this process are kept (for every store of the lake)
+        and handed out again for their versions (the latest while the table has no newer
+        commit): opening replays the log since its last checkpoint, ~7 ms a table on the
+        bench machine, and a warm writer recording one turn opened tables 16 times, the
+        search that then found it a few more. The commit file's stamp is part of the key, so
+        a table removed and created again is never confused with the one it replaced. One
+        handle may serve several threads: deltalake serializes calls on it.
         """
         snapshot = self._snapshot(table, version)
         return None if snapshot is None else snapshot.table
@@ -165,10 +163,9 @@ class LakeStore:
             return None
         stamp = self.root.blobs.stamp(self._commit_key(table, wanted))
         if stamp is not None:
-            with self._snapshots_lock:
-                for kept in self._snapshots.get(table, ()):
-                    if kept.key == (wanted, stamp):
-                        return kept
+            found = _SNAPSHOTS.find(self.uri(table), (wanted, stamp))
+            if found is not None:
+                return found
         dt = self._open_fresh(table, wanted)
         if dt is None:
             return None
@@ -185,11 +182,7 @@ class LakeStore:
         snapshot = _Snapshot((version, stamp or ""), dt)
         if stamp is None:
             return snapshot
-        with self._snapshots_lock:
-            kept = [k for k in self._snapshots.get(table, []) if k.key[0] != version]
-            kept.append(snapshot)
-            kept.sort(key=lambda k: k.key[0])
-            self._snapshots[table] = kept[-_SNAPSHOTS_KEPT:]
+        _SNAPSHOTS.keep(self.uri(table), snapshot)
         return snapshot
 
     def _open_fresh(self, table: Table, version: int | None = None) -> DeltaTable | None:
@@ -275,13 +268,17 @@ class LakeStore:
 
     def dataset(self, table: Table, version: int | None = None) -> ds.Dataset:
         """A pyarrow dataset of the table (an empty one with the schema when it does not exist)."""
-        dt = self.open(table, version)
-        if dt is None:
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
             return ds.dataset(SCHEMAS[table].empty_table())
-        with _translated(table, "read"):
-            # Merges may write string_view columns; reading through our schema keeps every
-            # file (and every filter) on plain string types.
-            return dt.to_pyarrow_dataset(schema=SCHEMAS[table])
+        if snapshot.dataset is None:
+            # Made once per snapshot (a dataset never changes either): building one lists
+            # every data file with its partition values, ~8 ms on a live-written table.
+            with _translated(table, "read"):
+                # Merges may write string_view columns; reading through our schema keeps
+                # every file (and every filter) on plain string types.
+                snapshot.dataset = snapshot.table.to_pyarrow_dataset(schema=SCHEMAS[table])
+        return snapshot.dataset
 
     def read(self, table: Table, *, columns: Sequence[str] | None = None,
              filter: ds.Expression | None = None, version: int | None = None) -> pa.Table:
@@ -467,6 +464,38 @@ class LakeStore:
                 if self.root.blobs.exists(f"tables/{table.value}/{path}")]
 
 
+class _SnapshotRegistry:
+    """The process's kept table snapshots: the two newest versions of each table (an index
+    build reads the one it indexed last beside the latest), for the most recently used
+    tables (a test run or a multi-lake host opens many)."""
+
+    def __init__(self, per_table: int = 2, tables: int = 256) -> None:
+        self._per_table = per_table
+        self._tables = tables
+        self._kept: OrderedDict[str, list[_Snapshot]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def find(self, uri: str, key: tuple[int, str]) -> _Snapshot | None:
+        """The kept snapshot of the table at ``uri`` with ``key``, if there is one."""
+        with self._lock:
+            for kept in self._kept.get(uri, ()):
+                if kept.key == key:
+                    self._kept.move_to_end(uri)
+                    return kept
+        return None
+
+    def keep(self, uri: str, snapshot: _Snapshot) -> None:
+        """Keep ``snapshot`` of the table at ``uri`` (replacing one of the same version)."""
+        with self._lock:
+            kept = [k for k in self._kept.get(uri, []) if k.key[0] != snapshot.key[0]]
+            kept.append(snapshot)
+            kept.sort(key=lambda k: k.key[0])
+            self._kept[uri] = kept[-self._per_table:]
+            self._kept.move_to_end(uri)
+            while len(self._kept) > self._tables:
+                self._kept.popitem(last=False)
+
+
 @dataclass
 class _Snapshot:
     """A table handle at one commit (``key``: its version and the commit file's stamp), and
@@ -476,6 +505,10 @@ class _Snapshot:
     table: DeltaTable
     paths: dict[Partition, frozenset[str]] | None = None
     fingerprints: dict[Partition, str] | None = None
+    dataset: ds.Dataset | None = None
+
+
+_SNAPSHOTS = _SnapshotRegistry()
 
 
 @dataclass(frozen=True)
