@@ -155,7 +155,8 @@ class Settings:
 
 EMBEDDING_RUNTIMES = ("onnx", "torch")
 # int8 (lake.embedding.onnx_export quantizes it) is not offered: its LoCoMo recall@10 was
-# 0.438 against fp32's 0.429, a move over the 0.005 issue #25 allows (README, Embedding runtimes).
+# 0.438 (0.4343 in a later run) against fp32's 0.429, a move over the 0.005 issue #25 allows
+# (README, Embedding runtimes).
 EMBEDDING_PRECISIONS = ("fp32",)
 
 
