@@ -94,12 +94,33 @@ class SegmentLayout:
 
     def local(self, segment: int, allowed: np.ndarray) -> np.ndarray:
         """The segment's own doc ids among ``allowed`` (sorted row numbers), ascending."""
-        numbers = self.globals_[segment]
-        if numbers.size == 0 or allowed.size == 0:
-            return np.empty(0, np.int64)
-        at = np.minimum(np.searchsorted(numbers, allowed), numbers.size - 1)
-        local: np.ndarray = at[numbers[at] == allowed].astype(np.int64)
-        return local
+        return self.split(allowed)[segment]
+
+    def split(self, allowed: np.ndarray) -> list[np.ndarray]:
+        """Per segment, its own doc ids among ``allowed`` (sorted row numbers), ascending.
+
+        One pass over ``allowed`` for every segment: a tenant-scope search allows every row,
+        and looking each segment's rows up in it apart cost ~0.5 ms a segment and generator
+        on a 20k-row partition."""
+        segment_of, local_of = self._where
+        if allowed.size == 0:
+            return [np.empty(0, np.int64) for _ in self.globals_]
+        segments = segment_of[allowed]
+        # Stable: within a segment the local ids keep the ascending order of ``allowed``.
+        by_segment = local_of[allowed][np.argsort(segments, kind="stable")]
+        counts = np.bincount(segments, minlength=len(self.globals_))
+        return list(np.split(by_segment, np.cumsum(counts)[:-1]))
+
+    @cached_property
+    def _where(self) -> tuple[np.ndarray, np.ndarray]:
+        """For every row number, the segment holding it and its doc id there."""
+        total = int(self.offsets[-1])
+        segment_of = np.empty(total, np.int64)
+        local_of = np.empty(total, np.int64)
+        for s, numbers in enumerate(self.globals_):
+            segment_of[numbers] = s
+            local_of[numbers] = np.arange(numbers.size, dtype=np.int64)
+        return segment_of, local_of
 
 
 def merge_top(found: list[tuple[np.ndarray, list[tuple[int, float]]]],
@@ -136,11 +157,12 @@ class SegmentedSemantic:
                limit: int = 50) -> list[tuple[int, float]]:
         """Up to ``limit`` (row number, cosine) pairs, best first, ties by row number."""
         found = []
+        scopes = None if allowed is None else self._layout.split(allowed)
         for s, index in enumerate(self._parts):
             if index is None:
                 continue
             numbers = self._layout.globals_[s]
-            scope = None if allowed is None else self._layout.local(s, allowed)
+            scope = None if scopes is None else scopes[s]
             if scope is not None and scope.size == 0:
                 continue
             found.append((numbers, index.search(query, allowed=scope, limit=limit)))
@@ -228,8 +250,8 @@ class Segments:
         if len(self.folders) == 1:
             return [TrigramPart(self.trigram_parts[0], allowed, None)]
         out = []
-        for s, index in enumerate(self.trigram_parts):
-            local = self.layout.local(s, allowed)
+        for s, (index, local) in enumerate(zip(self.trigram_parts, self.layout.split(allowed),
+                                               strict=True)):
             if local.size:
                 out.append(TrigramPart(index, local, self.layout.globals_[s]))
         return out
