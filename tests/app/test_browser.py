@@ -70,18 +70,20 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64"
-               ) -> Iterator[str]:
+def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64",
+               env: dict[str, str] | None = None) -> Iterator[str]:
     """`streamlit run app/main.py` on a free loopback port against ``lake``; its base URL."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium "
                     "(apt-get install -y chromium)")
     port = _free_port()
+    extra = env or {}
     env = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1"}
     env.pop("TURNLAKE_TENANTS", None)
     env.pop("TURNLAKE_EMBEDDING_MODEL", None)
     if model is not None:
         env["TURNLAKE_EMBEDDING_MODEL"] = model
+    env.update(extra)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
@@ -229,3 +231,19 @@ def test_a_purge_refreshes_the_retention_page(tmp_path: Path) -> None:
         page.locator("button", has_text="Purge expired rows").wait_for(state="detached")
         page.get_by_text("I understand").wait_for(state="detached")
         page.get_by_text("No purge or erase has run").wait_for(state="detached")
+
+
+def test_a_cold_start_shows_the_loading_state_and_the_first_search_answers(
+        tmp_path: Path) -> None:
+    # The packaged model, embedded by ONNX Runtime; the workbench runs it on PyTorch (the same
+    # identity), whose import and load take seconds: long enough to see the loading state.
+    lake = seed(tmp_path / "lake", demo_turns=0, model=None)
+    with _streamlit(lake.settings.lake, tmp_path / "server.log", model=None,
+                    env={"TURNLAKE_EMBEDDING_RUNTIME": "torch"}) as url, _browser() as page:
+        page.goto(url)
+        page.get_by_role("heading", name="Search").wait_for()
+        page.get_by_text("Loading the model, tables and indexes in the background").wait_for()
+        _search(page, QUERY)  # asked while the model loads: answered once it has
+        page.get_by_text("1. Quokka workbook").wait_for(timeout=MODEL_WAIT_MS)
+        page.get_by_text("Service ready").wait_for(timeout=MODEL_WAIT_MS)
+        page.get_by_text("Loading the model, tables and indexes").wait_for(state="detached")
