@@ -1,10 +1,11 @@
 """Workbench page idle times: how long each page takes, in a real Chromium, until Streamlit has
 finished running it.
 
-Run: ``.venv/bin/python -m bench.workbench_idle [turns ...]`` (default 600 and 100000 demo
-turns; the lakes are written with the dependency-free hashing embedder, so the model's load is
-not what is measured). For each lake: ``streamlit run app/main.py`` on a loopback port, the
-Search page until the background warm-up says the service is ready, then every page twice
+Run: ``.venv/bin/python -m bench.workbench_idle [turns ...] [--shots docs]`` (default 600
+and 100000 demo turns; the lakes are written with the dependency-free hashing embedder, so the
+model's load is not what is measured; ``--shots`` saves the first lake's pages there). For
+each lake: ``streamlit run app/main.py`` on a loopback port, the Search page until the
+background warm-up says the service is ready, then every page twice
 (first and second visit), each from navigation until the heading is up and Streamlit's
 "running" indicator has been gone for half a second. Uses Debian's Chromium at
 ``/usr/bin/chromium``, never a downloaded browser.
@@ -91,8 +92,10 @@ def _idle(page: Any) -> None:
     raise RuntimeError("the page never went idle in 120 s")
 
 
-def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
-    """Seconds from navigation to idle for every page, first and second visit."""
+def page_idle_times(lake: Path, log: Path, shots: Path | None = None) -> dict[str, Any]:
+    """Seconds from navigation to idle for every page, first and second visit; with
+    ``shots``, a screenshot of every page (Search after a search) is saved there as
+    ``workbench-<page>.png``."""
     from playwright.sync_api import sync_playwright
 
     proc, url = _serve(lake, log)
@@ -115,6 +118,8 @@ def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
                     # The settling wait is not the page's time.
                     visits.setdefault(title, []).append(
                         round(time.perf_counter() - t - SETTLED_S, 2))
+            if shots is not None:
+                _screenshots(page, url, shots)
             browser.close()
     finally:
         proc.terminate()
@@ -127,19 +132,42 @@ def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
             "slowest_s": max(max(v) for v in visits.values())}
 
 
-def bench_workbench_idle(sizes: tuple[int, ...] = (600, 100_000)) -> dict[str, Any]:
-    """Page idle times on demo lakes of each size, in a temporary folder."""
+def _screenshots(page: Any, url: str, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, title in PAGES:
+        page.goto(f"{url}/{path}")
+        page.get_by_role("heading", name=title).wait_for()
+        if title == "Search":
+            page.get_by_label("Query").fill("forecast spreadsheet")
+            page.get_by_role("button", name="Search", exact=True).click()
+            page.get_by_role("button", name="Open in Replay").first.wait_for()
+        _idle(page)
+        slug = path or "search"
+        page.screenshot(path=str(folder / f"workbench-{slug}.png"), full_page=True)
+
+
+def bench_workbench_idle(sizes: tuple[int, ...] = (600, 100_000),
+                         shots: Path | None = None) -> dict[str, Any]:
+    """Page idle times on demo lakes of each size, in a temporary folder; screenshots of the
+    first lake's pages into ``shots`` when given."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="turnlake-idle-") as tmp:
         for turns in sizes:
             lake = Path(tmp) / f"lake-{turns}"
             built = build_lake(lake, turns)
             out[f"{turns}_turns"] = {"lake_build_s": round(built, 1),
-                                     **page_idle_times(lake, Path(tmp) / f"st-{turns}.log")}
+                                     **page_idle_times(lake, Path(tmp) / f"st-{turns}.log",
+                                                       shots if turns == sizes[0] else None)}
             print(json.dumps({f"{turns}_turns": out[f"{turns}_turns"]}), flush=True)
     return out
 
 
 if __name__ == "__main__":
-    chosen = tuple(int(a) for a in sys.argv[1:]) or (600, 100_000)
-    print(json.dumps(bench_workbench_idle(chosen), indent=2))
+    argv = sys.argv[1:]
+    folder = None
+    if "--shots" in argv:
+        at = argv.index("--shots")
+        folder = Path(argv[at + 1])
+        del argv[at:at + 2]
+    chosen = tuple(int(a) for a in argv) or (600, 100_000)
+    print(json.dumps(bench_workbench_idle(chosen, folder), indent=2))
