@@ -121,6 +121,26 @@ class WorkbenchState:
         if as_user is not None:
             self._s[VIEW_AS_USER_KEY] = as_user
 
+    def keep_identity(self) -> None:
+        """Put the current identity back into the sidebar widgets' state when Streamlit has
+        dropped it (call before drawing them).
+
+        Streamlit forgets a widget's state after a run that did not draw it: a page change
+        clicked while the previous run was still drawing, on a busy machine, reset "view as"
+        to off. The identity itself (not a widget's state) survives, and a missing widget
+        state is only ever a dropped one: the sidebar draws both widgets on every run.
+        """
+        viewer = self.viewer
+        if viewer is None:
+            return
+        missing = object()
+        if self._s.get(TENANT_KEY, missing) is missing:
+            self._s[TENANT_KEY] = viewer.tenant
+        if self._s.get(VIEW_AS_ON_KEY, missing) is missing:
+            self._s[VIEW_AS_ON_KEY] = viewer.as_user is not None
+        if viewer.as_user is not None and self._s.get(VIEW_AS_USER_KEY, missing) is missing:
+            self._s[VIEW_AS_USER_KEY] = viewer.as_user
+
     def settle_user(self, users: Sequence[str]) -> None:
         """Keep the view-as user only when the tenant has that user (before its widget is
         drawn); another tenant's user is replaced by the first one, with a note."""

@@ -59,6 +59,7 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
         except TurnlakeError as exc:
             st.error(f"TURNLAKE_TENANTS names an invalid tenant: {exc}")
             st.stop()
+    state.keep_identity()
     state.apply_url_identity(st.query_params.to_dict(), tenants)
     if state.tenant not in tenants:
         st.session_state[TENANT_KEY] = tenants[0]

@@ -134,6 +134,20 @@ def test_the_cached_service_follows_the_lake_version(tmp_path: Path) -> None:
     assert cached_workbench(lake.settings) is not first
 
 
+def test_a_dropped_widget_state_gets_the_identity_back_and_a_choice_is_kept() -> None:
+    session: dict[str, object] = {}
+    state = WorkbenchState(session)
+    state.keep_identity()
+    assert session == {}  # nobody to restore before the first identity
+    state.enter(Viewer(TENANT, ANA))
+    state.keep_identity()  # Streamlit dropped the sidebar widgets' state
+    assert (session["wb_tenant"], session["wb_view_as_on"], session["wb_view_as_user"]) == (
+        TENANT, True, ANA)
+    session["wb_view_as_on"] = False  # the analyst switched "view as" off: that stays
+    state.keep_identity()
+    assert session["wb_view_as_on"] is False and state.view_as_user is None
+
+
 def test_state_deep_links_and_turn_steps() -> None:
     session: dict[str, object] = {}
     state = WorkbenchState(session)
