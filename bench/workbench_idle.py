@@ -50,20 +50,26 @@ def build_lake(root: Path, turns: int) -> float:
     return time.perf_counter() - started
 
 
-def _serve(lake: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_workbench(lake: Path | str, log: Path, env: dict[str, str] | None = None,
+                    wait_s: float = 120.0) -> tuple[subprocess.Popen[bytes], str]:
+    """``streamlit run app/main.py`` on a free loopback port against ``lake`` (output to
+    ``log``), once its health check answers: the process and its base URL. ``env`` is added
+    to this process's environment, from which the lake's tenant and model choices are left
+    out; the caller stops the process."""
     port = _free_port()
-    env = {**os.environ, "TURNLAKE_LAKE": str(lake), "TURNLAKE_EMBEDDING_MODEL": MODEL,
-           "HF_HUB_OFFLINE": "1"}
-    env.pop("TURNLAKE_TENANTS", None)
+    full = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1"}
+    full.pop("TURNLAKE_TENANTS", None)
+    full.pop("TURNLAKE_EMBEDDING_MODEL", None)
+    full.update(env or {})
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
              "--server.port", str(port), "--server.address", "127.0.0.1",
              "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=out,
+             "--server.fileWatcherType", "none"], cwd=ROOT, env=full, stdout=out,
             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"streamlit exited early:\n{log.read_text()}")
@@ -74,7 +80,8 @@ def _serve(lake: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.3)
     proc.kill()
-    raise RuntimeError(f"streamlit did not come up in 120 s:\n{log.read_text()}")
+    proc.wait()
+    raise RuntimeError(f"streamlit did not come up in {wait_s:.0f} s:\n{log.read_text()}")
 
 
 def _idle(page: Any) -> None:
@@ -98,7 +105,7 @@ def page_idle_times(lake: Path, log: Path, shots: Path | None = None) -> dict[st
     ``workbench-<page>.png``."""
     from playwright.sync_api import sync_playwright
 
-    proc, url = _serve(lake, log)
+    proc, url = start_workbench(lake, log, {"TURNLAKE_EMBEDDING_MODEL": MODEL})
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -6,13 +6,8 @@ absent (`apt-get install -y chromium`).
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.workbench_idle import start_workbench
 from lake.search.access import Principal
 from lake.search.materialize import TurnMaterializer
 from lake.store import LakeStore
@@ -38,7 +34,6 @@ from tests.app.workbench_lake import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking"]
@@ -49,26 +44,6 @@ PAGES = (("", "Search"), ("replay", "Conversations & Replay"), ("overview", "Ove
          ("retention", "Retention"), ("index-health", "Index health"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited early:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise RuntimeError(f"streamlit did not come up in 60 s:\n{log.read_text()}")
-
-
 @contextmanager
 def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64",
                env: dict[str, str] | None = None) -> Iterator[str]:
@@ -76,24 +51,10 @@ def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64",
     if not CHROMIUM.exists():
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium "
                     "(apt-get install -y chromium)")
-    port = _free_port()
-    extra = env or {}
-    env = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1"}
-    env.pop("TURNLAKE_TENANTS", None)
-    env.pop("TURNLAKE_EMBEDDING_MODEL", None)
-    if model is not None:
-        env["TURNLAKE_EMBEDDING_MODEL"] = model
-    env.update(extra)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-             "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    extra = {**({"TURNLAKE_EMBEDDING_MODEL": model} if model is not None else {}),
+             **(env or {})}
+    proc, url = start_workbench(lake, log, extra)
     try:
-        _wait_healthy(url, proc, log)
         yield url
     finally:
         proc.terminate()
