@@ -13,6 +13,7 @@ background warm-up says the service is ready, then every page twice
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -169,12 +170,16 @@ def bench_workbench_idle(sizes: tuple[int, ...] = (600, 100_000),
     return out
 
 
+def main() -> None:
+    """Print the figures for the sizes named on the command line."""
+    parser = argparse.ArgumentParser(description="Workbench page idle times in Chromium.")
+    parser.add_argument("turns", nargs="*", type=int, default=[600, 100_000],
+                        help="demo turns of each lake (default 600 and 100000)")
+    parser.add_argument("--shots", type=Path, default=None,
+                        help="save the first lake's pages as workbench-<page>.png here")
+    args = parser.parse_args()
+    print(json.dumps(bench_workbench_idle(tuple(args.turns), args.shots), indent=2))
+
+
 if __name__ == "__main__":
-    argv = sys.argv[1:]
-    folder = None
-    if "--shots" in argv:
-        at = argv.index("--shots")
-        folder = Path(argv[at + 1])
-        del argv[at:at + 2]
-    chosen = tuple(int(a) for a in argv) or (600, 100_000)
-    print(json.dumps(bench_workbench_idle(chosen, folder), indent=2))
+    main()
