@@ -154,8 +154,8 @@ def _search_latency(url: str, key: str, n: int) -> list[float]:
     return took
 
 
-def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = True
-                ) -> dict[str, Any]:
+def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = True,
+                workers: int = 1) -> dict[str, Any]:
     """Run the load for ``seconds`` against a fresh lake; the figures as a dict. With
     ``index=False`` the server builds no index (recording alone; nothing becomes searchable)."""
     root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -167,7 +167,8 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(lake), "--port",
-            str(port), *([] if embed else ["--no-embed"]), *([] if index else ["--no-index"])]
+            str(port), *([] if embed else ["--no-embed"]), *([] if index else ["--no-index"]),
+            "--workers", str(workers)]
     proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -217,7 +218,7 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             proc.kill()
     batch = _histogram_mean(metrics, "turnlake_commit_turns")
     return {
-        "seconds": round(elapsed, 1), "embed": embed, "index": index, "recorders": RECORDERS,
+        "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers, "recorders": RECORDERS,
         "searchers": SEARCHERS, "turns_per_request": PER_REQUEST,
         "turns": load.turns, "turns_per_s": round(load.turns / elapsed),
         "ack_p50_ms": _pct(load.acks, 50), "ack_p95_ms": _pct(load.acks, 95),

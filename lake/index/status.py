@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from lake.errors import IndexError_
+from lake.errors import IndexError_, LakeError
 from lake.index.manifest import (
     PartitionManifest,
     list_partitions,
@@ -61,6 +61,7 @@ class StatusCache:
         self._value: dict[tuple[str, str], PartitionStatus] = {}
         self._poll_s = remote_poll_s if store.root.remote else 0.0
         self._checked = float("-inf")
+        self._removals: dict[tuple[str, int | None], bool] = {}
 
     def get(self) -> dict[tuple[str, str], PartitionStatus]:
         """Statuses by (tenant, month)."""
@@ -77,6 +78,26 @@ class StatusCache:
             prune_cache(self._store.root, {part: set(s.manifest.live_segments)
                                            for part, s in self._value.items() if s.manifest})
         return self._value
+
+    def may_have_removed(self, manifest: PartitionManifest) -> bool:
+        """Whether turns that the index built as ``manifest`` holds may be gone from the lake
+        (or had their expiry changed) since, as of the TurnLog version of the last :meth:`get`.
+
+        A turn leaves the TurnLog table only with the data file that held it (Delta files are
+        never edited), so while every TurnLog file the build read is still live, the index
+        serves no removed turn: a stale partition that only gained files (a live writer ahead
+        of its indexer) needs no per-search check of its hits. True when it cannot be told
+        (no version seen yet, or the build's version is no longer readable)."""
+        if self._key is None:
+            return True
+        memo = (manifest.build_id, self._key[1])
+        known = self._removals.get(memo)
+        if known is None:
+            if len(self._removals) > 4096:  # old builds and versions are never asked again
+                self._removals.clear()
+            known = self._removals[memo] = not _logs_only_grew(self._store, manifest,
+                                                               self._key[1])
+        return known
 
 
 def partition_statuses(store: LakeStore, *, model: str | Unset | None = UNSET,
@@ -110,3 +131,16 @@ def partition_statuses(store: LakeStore, *, model: str | Unset | None = UNSET,
             freshness = "stale"
         out[part] = PartitionStatus(part[0], part[1], freshness, manifest, content_version)
     return out
+
+
+def _logs_only_grew(store: LakeStore, manifest: PartitionManifest, logs_version: int | None
+                    ) -> bool:
+    """Whether the partition's TurnLog files at ``logs_version`` include every file of the
+    version its index was built from."""
+    part = (manifest.tenant, manifest.month)
+    try:
+        built = store.partition_files(Table.TURN_LOGS, *part, manifest.logs_version)
+        now = store.partition_files(Table.TURN_LOGS, *part, logs_version)
+    except LakeError:
+        return False  # the build's version is no longer readable: nothing says what changed
+    return built <= now

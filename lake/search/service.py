@@ -250,10 +250,14 @@ class SearchService:
             def part_of(s: _Scored) -> PartitionIndex:
                 return parts.parts[int(best.slots[s.position])]
 
+            # Only where the tables lost a file the index read; a partition whose tables
+            # only grew since its build (a writer ahead of its indexer) serves no removed turn.
+            removed = {p.name for p in parts.parts
+                       if p.name in stale and self._statuses.may_have_removed(p.manifest)}
             suspects = {(part_of(s).manifest.tenant, s.turn_key[0]) for s in scored
-                        if part_of(s).name in stale}
+                        if part_of(s).name in removed}
             live = self._live_turns(suspects, as_of) if suspects else set()
-            scored = [s for s in scored if part_of(s).name not in stale
+            scored = [s for s in scored if part_of(s).name not in removed
                       or (part_of(s).manifest.tenant, *s.turn_key) in live]
         hits = []
         for s in itertools.islice(_under_cap(scored, cap), request.k):

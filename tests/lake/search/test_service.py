@@ -206,6 +206,29 @@ def test_stale_index_never_returns_a_deleted_turn(lake: Settings, service: Searc
     assert ("c-deploy", "t-0002") not in [(h.conversation_id, h.turn_id) for h in result.hits]
 
 
+def test_appends_alone_leave_no_removed_turn_to_check(
+        lake: Settings, service: SearchService, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    run_ingest(lake, [write_jsonl(tmp_path / "more.jsonl",
+                                  [make_record(9, conversation="c-deploy",
+                                               prompt="CrashLoopBackOff once more")])],
+               index=False)
+    checked: list[object] = []
+    real = SearchService._live_turns
+    monkeypatch.setattr(SearchService, "_live_turns",
+                        lambda self, *a: checked.append(a) or real(self, *a))
+    result = service.search(SearchRequest("CrashLoopBackOff", ANA, as_of=AS_OF))
+    assert result.stale_partitions == ["acme/2026-03"]
+    assert ("c-deploy", "t-0002") in [(h.conversation_id, h.turn_id) for h in result.hits]
+    assert checked == []  # the TurnLog table only grew since the build: nothing to look up
+    # A deletion after the appends is seen, and the deleted turn is not served.
+    LakeStore(lake.lake).delete(Table.TURN_LOGS,
+                                "conversation_id = 'c-deploy' AND turn_id = 't-0002'")
+    result = service.search(SearchRequest("CrashLoopBackOff", ANA, as_of=AS_OF))
+    assert checked
+    assert ("c-deploy", "t-0002") not in [(h.conversation_id, h.turn_id) for h in result.hits]
+
+
 def test_service_follows_index_rebuilds(lake: Settings, service: SearchService,
                                         tmp_path: Path) -> None:
     from pipeline.index_build import build_indexes
