@@ -199,7 +199,7 @@ def bench_locomo_runtimes(labels: Sequence[str] = tuple(RUNTIMES),
             embedder = embedder_for(None, **RUNTIMES[label])
             t = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="locomo-rt-") as tmp:
-                res = locomo.evaluate(embedder, rich=False, workdir=Path(tmp))
+                res = locomo.evaluate(embedder, rich=False, workdir=Path(tmp))["all"]
             out[label] = {name: {str(k): round(v, 4) for k, v in res[name].items()}
                           for name in configs}
             out[label]["seconds"] = round(time.perf_counter() - t, 1)

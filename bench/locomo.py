@@ -20,6 +20,7 @@ from typing import Any
 
 from lake.embedding.base import Embedder
 from lake.search.access import Principal
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -29,6 +30,9 @@ from pipeline.jobs import run_ingest
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo" / "locomo10.json"
 TENANT = "locomo"
 KS = (5, 10, 25)
+# Tuning reads only the first five conversations; figures are reported on the other five
+# (and on all ten). Anything fitted or chosen for ranking comes from "tune" alone.
+SPLITS: dict[str, range] = {"tune": range(0, 5), "report": range(5, 10), "all": range(0, 10)}
 _DIA = re.compile(r"D(\d+):(\d+)")
 
 
@@ -39,6 +43,14 @@ class Question:
     user_id: str
     text: str
     evidence: frozenset[tuple[str, str]]
+
+
+def samples(split: str, path: Path | None = None) -> list[dict[str, Any]]:
+    """The LoCoMo samples of one split ("tune", "report" or "all"), in file order."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown LoCoMo split {split!r}; splits are {', '.join(SPLITS)}")
+    data = json.loads((path or LOCOMO).read_text())
+    return [data[i] for i in SPLITS[split] if i < len(data)]
 
 
 def _session_time(value: str) -> datetime:
@@ -137,27 +149,34 @@ CONFIGS: dict[str, dict[str, bool]] = {
 
 
 def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
-             weights: Mapping[str, float] | None = None,
-             workdir: Path | None = None) -> dict[str, dict[int, float]]:
-    """Recall@k per configuration on a freshly built LoCoMo lake."""
-    data = json.loads(LOCOMO.read_text())
-    records, questions, last = build(data, rich=rich)
+             weights: Mapping[str, float] | None = None, workdir: Path | None = None,
+             splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
+             ) -> dict[str, dict[str, dict[int, float]]]:
+    """Recall@k per split and configuration on a freshly built LoCoMo lake of all ten
+    samples (a question sees only its own sample's history; the split picks the questions).
+    ``min_relevance`` None: the search default floor."""
+    records, questions, last = build(samples("all"), rich=rich)
     root = Path(workdir or tempfile.mkdtemp(prefix="locomo-")) / ("rich" if rich else "minimal")
     settings = Settings(lake=root, embedding_model=embedder.name)
     if not (root / "indexes").exists():
         run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
     service = SearchService(LakeStore(root), embedder=embedder)
-    out: dict[str, dict[int, float]] = {}
-    for name, enabled in CONFIGS.items():
-        totals = dict.fromkeys(KS, 0.0)
-        for q in questions:
-            result = service.search(SearchRequest(
-                q.text, Principal(TENANT, q.user_id), k=max(KS), enabled=enabled,
-                weights=dict(weights or DEFAULT_WEIGHTS),
-                recency_weight=0.0, as_of=last, max_per_conversation=0, snippets="none",
-                fusion=fusion or FusionSettings()))
-            ranked = [(h.conversation_id, h.turn_id) for h in result.hits]
-            for k in KS:
-                totals[k] += len(q.evidence & set(ranked[:k])) / len(q.evidence)
-        out[name] = {k: totals[k] / len(questions) for k in KS}
+    floor = DEFAULT_MIN_RELEVANCE if min_relevance is None else min_relevance
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for split in splits:
+        users = {s["sample_id"] for s in samples(split)}
+        asked = [q for q in questions if q.user_id in users]
+        out[split] = {}
+        for name, enabled in CONFIGS.items():
+            totals = dict.fromkeys(KS, 0.0)
+            for q in asked:
+                result = service.search(SearchRequest(
+                    q.text, Principal(TENANT, q.user_id), k=max(KS), enabled=enabled,
+                    weights=dict(weights or DEFAULT_WEIGHTS),
+                    recency_weight=0.0, as_of=last, max_per_conversation=0, snippets="none",
+                    fusion=fusion or FusionSettings(), min_relevance=floor))
+                ranked = [(h.conversation_id, h.turn_id) for h in result.hits]
+                for k in KS:
+                    totals[k] += len(q.evidence & set(ranked[:k])) / len(q.evidence)
+            out[split][name] = {k: totals[k] / len(asked) for k in KS}
     return out

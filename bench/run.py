@@ -113,17 +113,26 @@ def bench_embedding(n: int) -> dict[str, Any]:
 
 
 def bench_locomo() -> dict[str, Any]:
-    """Recall@5/10/25 on LoCoMo, minimal and rich records, each generator and fused."""
+    """Recall@5/10/25 on LoCoMo, minimal and rich records, each generator and fused: on all
+    ten conversations, per split (tune 0-4, report 5-9), and without the relevance floor."""
     from bench.cache import CachedEmbedder
     from bench.locomo import evaluate
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
+    def rounded(res: dict[str, dict[int, float]]) -> dict[str, dict[str, float]]:
+        return {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
+
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     out: dict[str, Any] = {}
+    splits = ("tune", "report", "all")
     for rich in (False, True):
-        res = evaluate(embedder, rich=rich, workdir=CACHE / "locomo")
-        out["rich" if rich else "minimal"] = {g: {str(k): round(v, 3) for k, v in r.items()}
-                                              for g, r in res.items()}
+        variant = "rich" if rich else "minimal"
+        floored = evaluate(embedder, rich=rich, workdir=CACHE / "locomo", splits=splits)
+        unfloored = evaluate(embedder, rich=rich, workdir=CACHE / "locomo", splits=splits,
+                             min_relevance=0.0)
+        out[variant] = rounded(floored["all"])
+        out[f"{variant}_splits"] = {s: rounded(floored[s]) for s in splits}
+        out[f"{variant}_no_floor"] = {s: rounded(unfloored[s]) for s in splits}
     embedder.save()
     return out
 

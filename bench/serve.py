@@ -218,7 +218,8 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             proc.kill()
     batch = _histogram_mean(metrics, "turnlake_commit_turns")
     return {
-        "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers, "recorders": RECORDERS,
+        "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers,
+        "recorders": RECORDERS,
         "searchers": SEARCHERS, "turns_per_request": PER_REQUEST,
         "turns": load.turns, "turns_per_s": round(load.turns / elapsed),
         "ack_p50_ms": _pct(load.acks, 50), "ack_p95_ms": _pct(load.acks, 95),

@@ -235,6 +235,17 @@ class _Analyzers:
         index.register_tokenizer(_TOK_IDENT, self.ident)
 
 
+_SHARED: list[_Analyzers] = []
+
+
+def word_stems(text: str) -> list[str]:
+    """The stemmed terms the lexical index makes of ``text`` (stop words dropped, CJK runs
+    left out): a word of a query matches a row only when they share one of these."""
+    if not _SHARED:
+        _SHARED.append(_Analyzers.create())
+    return list(_SHARED[0].stem.analyze(_without_cjk(text)))
+
+
 def _schema() -> Schema:
     sb = SchemaBuilder()
     sb.add_integer_field("doc", fast=True)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from lake.search.access import Principal, Scope
 from lake.search.fusion import DEFAULT_K, FusionMethod
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.tables import DEFAULT_SEARCH_ROLES
 
 Generator = Literal["semantic", "lexical", "trigram"]
@@ -65,6 +66,8 @@ class SearchRequest:
     trigram_threshold: float = 0.5
     fusion: FusionSettings = field(default_factory=FusionSettings)
     depth: int = 100
+    # Hits whose relevance (lake.search.relevance) is below this are dropped; 0 keeps all.
+    min_relevance: float = DEFAULT_MIN_RELEVANCE
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Hit:
     rrf: float
     lift: float
     score: float
+    relevance: float
     snippets: Mapping[str, str]
 
     def to_json(self) -> dict[str, Any]:
@@ -103,6 +107,7 @@ class Hit:
             "ranks": {g: (None if r is None else {"rank": r.rank, "score": r.score})
                       for g, r in self.ranks.items()},
             "rrf": self.rrf, "lift": self.lift, "score": self.score,
+            "relevance": self.relevance,
             "snippets": dict(self.snippets),
         }
 
@@ -116,6 +121,8 @@ class SearchResult:
     unindexed_partitions: list[str] = field(default_factory=list)
     semantic_error: str | None = None
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    # Fused turns left out for a relevance below the request's floor.
+    below_floor: int = 0
 
     @property
     def warnings(self) -> list[str]:

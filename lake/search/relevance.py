@@ -1,0 +1,92 @@
+"""A hit's relevance: how likely the turn is a real match for the query, in [0, 1].
+
+Fused scores rank turns but say nothing absolute: a query of punctuation or of words the
+user never wrote still gets k turns, each with an RRF value. Relevance reads the evidence
+each generator has for the turn on absolute scales instead:
+
+* ``semantic`` - the cosine of the query with the turn's best row. A turn outside the
+  semantic arm's candidates is given the lowest cosine among them (an upper bound of its own);
+* ``lexical``  - ``log1p`` of its BM25 score (0 when no query word matched);
+* ``trigram``  - its trigram similarity (0 below the threshold).
+
+A logistic model without a free intercept maps the three to a score in [0, 1]:
+``z = w_s * (cosine - c) + w_l * lexical + w_t * trigram``, relevance ``1 / (1 + e^-z)``. A
+turn with no text evidence scores 0.5 at cosine ``c``, the boundary; each unit of evidence
+multiplies the odds by ``e^w``. ``python -m bench.relevance --fit`` chose them on the tuning
+half of LoCoMo alone (conversations 0-4, minimal records, all-MiniLM-L6-v2): positives are
+the evidence turns of its questions, negatives every hit of 200 generated queries that match
+nothing (dictionary words absent from the history, shuffled letters, other-language text,
+punctuation), the classes weighted equally; ``c`` is the lowest on a 0.01 grid at which 99 %
+of those queries come back empty at the default floor 0.5 while recall@5/10/25 stays within
+0.005 of no floor (c = 0.42; recall was unchanged).
+
+A search without a query vector (semantic arm off, or no model) has only text evidence, and
+on the tuning split every such hit was a real one (no no-match query found any): its turns
+are scored as if their cosine sat at the floor's boundary, so any word or trigram match
+passes the default floor and more of them score higher.
+
+The weights hold for that embedding model; another model's cosines sit on another scale, so
+its relevance is only roughly calibrated (the floor can be set per request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RelevanceModel:
+    """Logistic weights over a turn's evidence; every weight is >= 0, so more evidence of
+    any kind never lowers a turn's relevance."""
+
+    bias: float
+    semantic: float
+    lexical: float
+    trigram: float
+
+    def __post_init__(self) -> None:
+        if min(self.semantic, self.lexical, self.trigram) < 0:
+            raise ValueError(f"relevance weights must be >= 0: {self}")
+
+    @property
+    def boundary_cosine(self) -> float:
+        """The cosine at which a turn without text evidence scores 0.5."""
+        return -self.bias / self.semantic if self.semantic > 0 else 0.0
+
+    def __call__(self, semantic: np.ndarray, lexical: np.ndarray,
+                 trigram: np.ndarray) -> np.ndarray:
+        """Relevance per turn from its features (see :func:`features`)."""
+        z = self.bias + self.semantic * semantic + self.lexical * lexical \
+            + self.trigram * trigram
+        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+
+# Fitted by bench/relevance.py (see the module docstring); the README gives the figures.
+MODEL = RelevanceModel(bias=-3.277, semantic=7.803, lexical=2.395, trigram=0.004)
+DEFAULT_MIN_RELEVANCE = 0.5
+
+
+def features(semantic: np.ndarray | None, lexical: np.ndarray, trigram: np.ndarray
+             ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """The model's inputs from raw generator scores per turn, NaN where a generator did not
+    find the turn (``semantic`` None: the semantic arm did not run)."""
+    sem = None
+    if semantic is not None:
+        found = ~np.isnan(semantic)
+        bound = float(semantic[found].min()) if found.any() else 0.0
+        sem = np.where(found, semantic, bound)
+    lex = np.log1p(np.where(np.isnan(lexical), 0.0, np.maximum(lexical, 0.0)))
+    tri = np.where(np.isnan(trigram), 0.0, trigram)
+    return sem, lex, tri
+
+
+def relevance(semantic: np.ndarray | None, lexical: np.ndarray, trigram: np.ndarray,
+              *, model: RelevanceModel = MODEL) -> np.ndarray:
+    """Each turn's relevance from its raw generator scores (NaN: not found by that generator;
+    ``semantic`` None: no semantic arm ran)."""
+    sem, lex, tri = features(semantic, lexical, trigram)
+    if sem is None:
+        sem = np.full_like(lex, model.boundary_cosine)
+    return model(sem, lex, tri)
