@@ -16,6 +16,7 @@ from lake.errors import QueryError, RefError
 from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
 from lake.search.materialize import FileCard, MaterializedTurn
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, Hit, SearchRequest
 from lake.search.when import OrdinalLookup, resolve_when
 from lake.tables import DEFAULT_SEARCH_ROLES
@@ -67,6 +68,7 @@ class SearchForm:
     recency_weight: float = 1.0
     k: int = 10
     max_per_conversation: int | None = None
+    min_relevance: float = DEFAULT_MIN_RELEVANCE
 
     def has_words(self) -> bool:
         """Whether the query holds a word to search (not only spaces and punctuation)."""
@@ -99,7 +101,7 @@ class SearchForm:
             conversation_id=self.conversation_id, roles=self.roles, since=since, until=until,
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
             recency_weight=self.recency_weight, as_of=as_of,
-            max_per_conversation=self.max_per_conversation)
+            max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance)
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,8 @@ class HitView:
                                    rank.score if rank else None))
         lines += [ScoreLine("rrf", None, self.hit.rrf), ScoreLine("recency lift", None,
                                                                   self.hit.lift),
-                  ScoreLine("final", None, self.hit.score)]
+                  ScoreLine("final", None, self.hit.score),
+                  ScoreLine("relevance", None, self.hit.relevance)]
         return lines
 
 
@@ -141,6 +144,7 @@ class SearchOutcome:
     hits: list[HitView]
     warnings: list[str]
     total_ms: float
+    below_floor: int = 0  # candidates left out for a relevance below the form's floor
 
     @property
     def query(self) -> str:
@@ -164,6 +168,15 @@ class SearchOutcome:
                     f"that share text with the query), rows fold into turns, and {cap} "
                     "applies."]
         return []
+
+    def empty_state(self, echo: str) -> str:
+        """What to say when the search found no turn (``echo``: the query as shown)."""
+        if self.below_floor:
+            return (f"Nothing in this scope is relevant to “{echo}”: {self.below_floor} "
+                    f"weaker candidate turns fell below the relevance floor "
+                    f"{self.form.min_relevance:g}. Lower “Relevance floor” (under Generators, "
+                    "recency and limits) to see them anyway.")
+        return f"No turn matches “{echo}” in this scope."
 
 
 # A ref in text runs to the first space, quote or bracket; the sentence's trailing

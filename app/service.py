@@ -207,8 +207,10 @@ class Workbench:
         titles = self.titles(viewer, list(dict.fromkeys(h.conversation_id
                                                         for h in result.hits)))
         hits = [HitView(h, titles.get(h.conversation_id)) for h in result.hits]
-        return SearchOutcome(viewer, form, hits, result.warnings,
-                             float(result.timings_ms.get("total", 0.0)))
+        # The page explains an answer emptied by the relevance floor itself.
+        warnings = [w for w in result.warnings if w != result.floor_note]
+        return SearchOutcome(viewer, form, hits, warnings,
+                             float(result.timings_ms.get("total", 0.0)), result.below_floor)
 
     def titles(self, viewer: Viewer, conversation_ids: list[str]) -> dict[str, str]:
         """Titles of the named conversations; an untitled one is named by its first prompt."""

@@ -17,6 +17,7 @@ from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
 from lake.search.catalog import ConversationEntry
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest, SearchResult
 from lake.tables import DEFAULT_SEARCH_ROLES
 
@@ -61,6 +62,10 @@ class QueryOptions(BaseModel):
     snippets: Literal["user", "assistant", "both", "none"] = "both"
     weights: dict[str, float] | None = None
     fusion: Literal["rrf", "rrf_score"] | None = None
+    min_relevance: float = Field(
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        description="Drop hits whose relevance is below this (0 keeps every hit). The default "
+                    "returns no hit for a query nothing in the history matches.")
 
     def to_request(self, principal: Principal) -> SearchRequest:
         """The SearchRequest these options make for a principal."""
@@ -80,7 +85,8 @@ class QueryOptions(BaseModel):
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
             recency_weight=self.recency_weight, as_of=parse_time(self.as_of, "as_of"),
             max_per_conversation=self.max_per_conversation, snippets=self.snippets,
-            fusion=FusionSettings(method=self.fusion) if self.fusion else FusionSettings())
+            fusion=FusionSettings(method=self.fusion) if self.fusion else FusionSettings(),
+            min_relevance=self.min_relevance)
 
 
 class QueryLine(QueryOptions):
@@ -134,6 +140,8 @@ class HitModel(BaseModel):
     rrf: float
     lift: float
     score: float
+    relevance: float = Field(description="How likely the turn is a real match, 0 to 1; hits "
+                             "below the request's min_relevance are left out.")
     snippets: dict[str, str]
 
 

@@ -33,6 +33,7 @@ from lake.refs import normalize_relative_path
 from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import Hit, SearchRequest, SnippetChoice
 from lake.search.service import SearchService
 from lake.search.when import OrdinalLookup, resolve_when
@@ -190,6 +191,11 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         snippets: Annotated[SnippetChoice, Field(description=(
             "Which sides of each matched turn to include as snippets: 'both' (default), "
             "'user', 'assistant' or 'none'."))] = "both",
+        min_relevance: Annotated[float, Field(ge=0.0, le=1.0, description=(
+            "Leave out hits whose relevance (0-1, on every hit) is below this. The default "
+            "answers no hits when nothing in the history matches; an empty answer means "
+            "there is nothing to find, not that the search failed. 0 returns the nearest "
+            "turns whatever they are."))] = DEFAULT_MIN_RELEVANCE,
     ) -> SearchAnswer:
         """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
         lifted by recency. Each hit is one turn (conversation_id, turn_id, when, the best
@@ -198,7 +204,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         request = SearchRequest(
             query=query, principal=who(ctx), scope=scope, conversation_id=conversation,
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
-            k=k, snippets=snippets)
+            k=k, snippets=snippets, min_relevance=min_relevance)
         result = await lake.run(lambda: lake.search.search(request))
         return SearchAnswer(hits=result.hits, warnings=result.warnings)
 

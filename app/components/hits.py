@@ -29,7 +29,8 @@ def breakdown_frame(view: HitView) -> pl.DataFrame:
 
 
 def export_frame(hits: list[HitView]) -> pl.DataFrame:
-    """The hits as rows for CSV / JSONL export: identity, time, role, score, title, text."""
+    """The hits as rows for CSV / JSONL export: identity, time, role, score, relevance,
+    title, text."""
     return pl.DataFrame({
         "rank": list(range(1, len(hits) + 1)),
         "conversation_id": [v.hit.conversation_id for v in hits],
@@ -38,11 +39,13 @@ def export_frame(hits: list[HitView]) -> pl.DataFrame:
         "turn_at": [v.hit.turn_at.isoformat() for v in hits],
         "role": [v.hit.role for v in hits],
         "score": [v.hit.score for v in hits],
+        "relevance": [v.hit.relevance for v in hits],
         "title": [v.title for v in hits],
         "text": [v.hit.text for v in hits],
     }, schema_overrides={"title": pl.String, "conversation_id": pl.String,
                          "turn_id": pl.String, "user_id": pl.String, "turn_at": pl.String,
-                         "role": pl.String, "text": pl.String, "score": pl.Float64})
+                         "role": pl.String, "text": pl.String, "score": pl.Float64,
+                         "relevance": pl.Float64})
 
 
 def hit_card(view: HitView, query: str, index: int) -> bool:

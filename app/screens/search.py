@@ -13,6 +13,7 @@ from app.models import SearchForm
 from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS
 from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
 
@@ -50,12 +51,16 @@ with st.form("search-form"):
         trigram = g3.toggle("Trigram", value=True)
         trigram_w = g3.number_input("Trigram weight", 0.0, 10.0,
                                     DEFAULT_WEIGHTS["trigram"], 0.1)
-        r1, r2, r3, r4 = st.columns(4)
+        r1, r2, r3, r4, r5 = st.columns(5)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
         k = r3.number_input("k (hits)", 1, MAX_K, 10, 1)
         cap = r4.number_input("Max per conversation", 0, 100, value=None, step=1,
                               placeholder="auto", help="0 = no cap; empty = the default")
+        floor = r5.number_input(
+            "Relevance floor", 0.0, 1.0, DEFAULT_MIN_RELEVANCE, 0.05,
+            help="Hits whose relevance (0-1) is below this are left out, so a query nothing "
+                 "matches finds nothing; 0 shows the nearest turns whatever they are.")
     submitted = st.form_submit_button("Search", type="primary")
 
 if submitted:
@@ -66,7 +71,7 @@ if submitted:
         semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
         recency_weight=float(recency_w), k=int(k),
-        max_per_conversation=None if cap is None else int(cap))
+        max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor))
     if not wb.warmup.ready:
         with st.spinner("Waiting for the model to finish loading (it started with the app)…"):
             wb.warmup.wait()
@@ -85,7 +90,7 @@ if outcome is not None and outcome.viewer == viewer:
         st.info(note)
     if not outcome.hits:
         if outcome.form.generators_on():
-            st.info(f"No turn matches “{echo}” in this scope.")
+            st.info(outcome.empty_state(echo))
     else:
         shown = outcome.hits[:state.shown_hits]
         st.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"

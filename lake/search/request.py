@@ -121,8 +121,9 @@ class SearchResult:
     unindexed_partitions: list[str] = field(default_factory=list)
     semantic_error: str | None = None
     timings_ms: Mapping[str, float] = field(default_factory=dict)
-    # Fused turns left out for a relevance below the request's floor.
+    # Fused turns left out for a relevance below the request's floor (``floor``).
     below_floor: int = 0
+    floor: float = 0.0
 
     @property
     def warnings(self) -> list[str]:
@@ -136,4 +137,14 @@ class SearchResult:
                          + " (run `turnlake index build`)")
         if self.semantic_error:
             notes.append(f"semantic search unavailable: {self.semantic_error}")
+        if self.floor_note:
+            notes.append(self.floor_note)
         return notes
+
+    @property
+    def floor_note(self) -> str | None:
+        """Why there is no hit when every candidate fell below the relevance floor."""
+        if self.hits or not self.below_floor:
+            return None
+        return (f"no turn reached the relevance floor {self.floor:g}: {self.below_floor} "
+                "weaker candidate(s) left out (a lower min relevance shows them)")

@@ -115,7 +115,8 @@ class SearchService:
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran)
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
-        return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor)
+        return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
+                            request.min_relevance)
 
     def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition."""

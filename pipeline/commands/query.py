@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 from lake.errors import QueryError, TurnlakeError
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
+from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import SearchRequest
 from lake.store import LakeStore
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
@@ -66,6 +67,10 @@ def search(
         help="Most hits per conversation (0 = no cap; default 2, off in conversation scope).")
     ] = None,
     snippets: Annotated[str, typer.Option(help="user, assistant, both or none.")] = "both",
+    min_relevance: Annotated[float, typer.Option(
+        help="Drop hits whose relevance (0-1) is below this; 0 keeps every hit. The default "
+             "returns nothing for a query nothing in the history matches.")
+    ] = DEFAULT_MIN_RELEVANCE,
     queries: Annotated[Path | None, typer.Option(
         help="JSON Lines file of queries (id, query and any option).")] = None,
     as_json: JsonOption = False,
@@ -88,7 +93,8 @@ def search(
         "conversation": conversation, "roles": role, "k": k, "since": since, "until": until,
         "as_of": as_of, "half_life_days": half_life_days, "recency_weight": recency_weight,
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
-        "max_per_conversation": max_per_conversation, "snippets": snippets}
+        "max_per_conversation": max_per_conversation, "snippets": snippets,
+        "min_relevance": min_relevance}
     try:
         result = service.search(request_from(options))
     except TurnlakeError as exc:
@@ -98,9 +104,10 @@ def search(
     if as_json:
         out.print_json(json.dumps(SearchAnswer.of(result).to_json()))
         return
-    table = RichTable("#", "score", "conversation / turn", "role", "when", "text")
+    table = RichTable("#", "score", "relevance", "conversation / turn", "role", "when", "text")
     for i, hit in enumerate(result.hits, start=1):
-        table.add_row(str(i), f"{hit.score:.4f}", f"{hit.conversation_id} / {hit.turn_id}",
+        table.add_row(str(i), f"{hit.score:.4f}", f"{hit.relevance:.2f}",
+                      f"{hit.conversation_id} / {hit.turn_id}",
                       hit.role, f"{hit.turn_at:%Y-%m-%d %H:%M}", hit.text[:120])
     out.print(table)
 

@@ -46,8 +46,9 @@ def test_search_json_contract(runner: CliRunner, ingested: Path) -> None:
     hits = json.loads(result.stdout)["hits"]
     assert hits[0]["conversation_id"] == "c-1" and hits[0]["turn_id"] == "t-0001"
     for field in ("tenant", "user_id", "turn_at", "role", "text", "ranks", "rrf", "lift",
-                  "score", "snippets"):
+                  "score", "relevance", "snippets"):
         assert field in hits[0]
+    assert 0.5 <= hits[0]["relevance"] <= 1.0
     assert set(hits[0]["ranks"]) == {"semantic", "lexical", "trigram"}
     assert all(h["user_id"] == "u-ana" for h in hits)
 
@@ -68,6 +69,20 @@ def test_search_queries_file(runner: CliRunner, ingested: Path, tmp_path: Path) 
     assert answers[0]["hits"][0]["role"] == "anchor"
     assert "may not search the whole tenant" in answers[1]["error"]
     assert {h["user_id"] for h in answers[2]["hits"]} == {"u-ana", "u-ben"}
+
+
+def test_search_relevance_floor(runner: CliRunner, ingested: Path) -> None:
+    base = ["search", "zqxv wpfk", "--tenant", "acme", "--user", "u-ana", "--as-of", AS_OF,
+            "--json"]
+    nothing = runner.invoke(app, base)
+    assert nothing.exit_code == 0, nothing.output
+    assert json.loads(nothing.stdout)["hits"] == []
+    assert "relevance floor 0.5" in nothing.output
+    nearest = runner.invoke(app, [*base, "--min-relevance", "0"])
+    hits = json.loads(nearest.stdout)["hits"]
+    assert hits and all(h["relevance"] < 0.5 for h in hits)
+    bad = runner.invoke(app, [*base, "--min-relevance", "2"])
+    assert bad.exit_code == 2 and "min_relevance" in bad.output
 
 
 def test_search_errors_are_plain(runner: CliRunner, ingested: Path) -> None:

@@ -127,6 +127,14 @@ def test_search_sees_only_the_principals_conversations(lake: Settings) -> None:
             assert empty["hits"] == []
         bad = await session.call_tool("search_conversations", {"query": "x", "k": 500})
         assert bad.isError
+        assert 0.5 <= found["hits"][0]["relevance"] <= 1.0
+        # Nothing matches: no hits, and the answer says the floor left candidates out.
+        nothing = _structured(await session.call_tool(
+            "search_conversations", {"query": "qzxv wpfk"}))
+        assert nothing["hits"] == [] and "relevance floor" in " ".join(nothing["warnings"])
+        nearest = _structured(await session.call_tool(
+            "search_conversations", {"query": "qzxv wpfk", "min_relevance": 0}))
+        assert nearest["hits"]
 
     _in_process(lake, ANA, body)
 

@@ -142,7 +142,7 @@ def test_max_per_conversation(service: SearchService) -> None:
 
 def test_time_range_and_expiry(service: SearchService) -> None:
     since = BASE_TIME + timedelta(minutes=15)
-    hits = _search(service, "deploy", since=since)
+    hits = _search(service, "staging pods", since=since)  # words of t-0001 and t-0002
     assert ("c-deploy", "t-0001") not in hits and ("c-deploy", "t-0002") in hits
     far_future = BASE_TIME + timedelta(days=400)
     assert service.search(SearchRequest("deploy", ANA, as_of=far_future)).hits == []
@@ -274,3 +274,32 @@ def test_lifting_only_until_the_top_is_settled_changes_no_hit(
     monkeypatch.setattr(service_module, "_SETTLE_EVERY", 10**9)  # lift every turn
     assert settled == [hits(**case) for case in cases]
     assert all(settled) and len({tuple(h) for h in settled}) > 3
+
+
+@pytest.mark.parametrize("query", ["?!", "...;;", "qxzvbt wprrfk", "zzyzx harpsichord"])
+def test_a_query_that_matches_nothing_finds_nothing_and_says_why(
+        service: SearchService, query: str) -> None:
+    result = service.search(SearchRequest(query, ANA, as_of=AS_OF))
+    assert result.hits == []
+    everything = service.search(SearchRequest(query, ANA, as_of=AS_OF, min_relevance=0.0))
+    if everything.hits:  # the nearest turns exist, they are only not relevant
+        assert result.below_floor >= len(everything.hits)
+        assert any("relevance floor" in w for w in result.warnings)
+        assert all(0.0 <= h.relevance < 0.5 for h in everything.hits)
+
+
+def test_hits_carry_their_relevance_and_the_floor_drops_the_weak(
+        service: SearchService) -> None:
+    hits = service.search(SearchRequest("CrashLoopBackOff pods", ANA, as_of=AS_OF,
+                                        min_relevance=0.0)).hits
+    assert hits[0].turn_id == "t-0002" and hits[0].relevance > 0.5
+    floor = (hits[0].relevance + min(h.relevance for h in hits)) / 2
+    kept = service.search(SearchRequest("CrashLoopBackOff pods", ANA, as_of=AS_OF,
+                                        min_relevance=floor)).hits
+    assert kept and all(h.relevance >= floor for h in kept)
+    assert [h.turn_id for h in kept] == [h.turn_id for h in hits if h.relevance >= floor]
+
+
+def test_min_relevance_outside_zero_to_one_is_refused(service: SearchService) -> None:
+    with pytest.raises(QueryError, match="min relevance"):
+        _search(service, "deploy", min_relevance=1.5)

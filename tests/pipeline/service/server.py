@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -45,18 +46,22 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        # The server's stderr goes to a file: a pipe nobody reads would stall the server once
+        # 64 KB of log filled it, and the file can be read while it runs.
+        self.log = Path(tempfile.mkstemp(prefix="turnlake-serve-", suffix=".log")[1])
 
     def start(self) -> Server:
         """Start the process and wait (bounded) until /healthz answers."""
         argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(self.lake),
                 "--port", str(self.port), *self.args]
-        self.proc = subprocess.Popen(argv, env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(argv, env=self.env, cwd=ROOT,
+                                         stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"turnlake serve exited {self.proc.returncode}: {err[-3000:]}")
+                raise RuntimeError(f"turnlake serve exited {self.proc.returncode}: "
+                                   f"{self.log_tail()}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
                     return self
@@ -65,6 +70,10 @@ class Server:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"turnlake serve did not answer within {START_TIMEOUT_S} s")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of what the server wrote to stderr so far."""
+        return self.log.read_text(errors="replace")[-chars:]
 
     def kill(self) -> None:
         """SIGKILL the process (no shutdown of any kind)."""
@@ -93,6 +102,8 @@ class Server:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+        if kind is None:
+            self.log.unlink(missing_ok=True)  # kept after a failure, to read
 
 
 def make_keys(lake: Path | str, store: KeyStore | None = None) -> dict[str, str]:

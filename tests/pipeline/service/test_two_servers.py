@@ -40,13 +40,13 @@ def _search(server: Server, key: str, done: threading.Event, errors: list[str]) 
         while not done.wait(0.2):
             answer = client.post("/v1/search", json={"query": "forecast", "scope": "tenant"})
             if answer.status_code != 200:
-                errors.append(answer.text)
+                errors.append(f"{answer.text}\n{server.log_tail()}")
                 return
 
 
-def _finds(client: httpx.Client, marker: str) -> bool:
+def _finds(server: Server, client: httpx.Client, marker: str) -> bool:
     answer = client.post("/v1/search", json={"query": marker, "scope": "tenant"})
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code == 200, f"{answer.text}\n{server.log_tail()}"
     return any(h["text"].startswith(marker) for h in answer.json()["hits"])
 
 
@@ -78,7 +78,7 @@ def _run_two(servers: tuple[Server, Server], keys: dict[str, str], requests: int
             assert sorted(stored) == sorted(acked)  # each once, none lost
             for w in range(4):
                 last = f"mk{w * 1000 + requests * PER_REQUEST - 1}"
-                assert wait_until(lambda q=last: _finds(client, q), timeout_s=120), \
+                assert wait_until(lambda q=last, s=server: _finds(s, client, q), timeout_s=120), \
                     f"{last} is not searchable through {server.url}"
     return acked
 

@@ -1,0 +1,78 @@
+"""The LoCoMo split: what tunes ranking reads only conversations 0-4, and the report split's
+figures come from the others."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import locomo, relevance
+from lake.embedding.hashing import HashingEmbedder
+from lake.store import LakeStore
+from lake.tables import Table
+
+
+def _sample(i: int) -> dict[str, object]:
+    word = f"topic{i}word"
+    return {
+        "sample_id": f"conv-{i}",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": f"I went hiking near {word}"},
+                {"speaker": "Bob", "dia_id": "D1:2", "text": "How was the weather there?"},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "Sunny, and the lake was cold"},
+                {"speaker": "Bob", "dia_id": "D1:4", "text": "Sounds lovely, well done"},
+            ]},
+        "qa": [{"question": f"Where did Ann go hiking, {word}?", "answer": word,
+                "evidence": ["D1:1"], "category": 4}],
+        "observation": {},
+    }
+
+
+@pytest.fixture
+def ten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "locomo10.json"
+    path.write_text(json.dumps([_sample(i) for i in range(10)]))
+    monkeypatch.setattr(locomo, "LOCOMO", path)
+    return path
+
+
+def test_the_splits_are_the_first_and_last_five(ten: Path) -> None:
+    assert [s["sample_id"] for s in locomo.samples("tune")] == [f"conv-{i}" for i in range(5)]
+    assert [s["sample_id"] for s in locomo.samples("report")] == [
+        f"conv-{i}" for i in range(5, 10)]
+    assert len(locomo.samples("all")) == 10
+    with pytest.raises(ValueError, match="unknown LoCoMo split"):
+        locomo.samples("everything")
+
+
+def test_tuning_never_reads_the_report_conversations(ten: Path, tmp_path: Path) -> None:
+    ranked, text_only = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
+    tune = {f"conv-{i}" for i in range(5)}
+    # The tuning lake holds the tuning conversations alone, and every probe is one of theirs.
+    rows = LakeStore(tmp_path / "work" / "relevance-tune").read(Table.CONTENT_ROWS,
+                                                               columns=["user_id", "text"])
+    assert set(rows["user_id"].to_pylist()) == tune
+    assert not any(f"topic{i}word" in t for i in range(5, 10) for t in rows["text"].to_pylist())
+    assert {r.probe.user_id for r in ranked + text_only} == tune
+    assert sum(bool(r.probe.evidence) for r in ranked) == 5
+
+
+def test_split_figures_ask_only_that_splits_questions(ten: Path, tmp_path: Path) -> None:
+    asked: list[str] = []
+    real = locomo.SearchService.search
+
+    def spy(self: object, request: locomo.SearchRequest) -> object:
+        asked.append(request.principal.user_id or "")
+        return real(self, request)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(locomo.SearchService, "search", spy)
+        out = locomo.evaluate(HashingEmbedder(64), rich=False, workdir=tmp_path,
+                              splits=("report",))
+    assert set(asked) == {f"conv-{i}" for i in range(5, 10)}
+    assert out["report"]["lexical"][5] == 1.0  # each question names its own rare word
