@@ -137,6 +137,19 @@ def bench_locomo() -> dict[str, Any]:
     return out
 
 
+def bench_relevance() -> dict[str, Any]:
+    """The relevance floor per LoCoMo split: recall with and without it, false-empty rate on
+    LoCoMo questions, true-empty rate on 200 generated no-match queries (bench.relevance)."""
+    from bench.cache import CachedEmbedder
+    from bench.relevance import report as relevance_report
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    out = relevance_report(embedder, CACHE)
+    embedder.save()
+    return out
+
+
 def bench_scale(rows: int, queries: int) -> dict[str, Any]:
     """Latency p50/p95/p99 per arm and scope on a synthetic lake of `rows` rows."""
     from bench.scale import build_scale_lake, make_queries, measure
@@ -276,6 +289,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         fig.tight_layout()
         fig.savefig(RESULTS / "locomo_recall.png", dpi=110)
         made.append("locomo_recall.png")
+    if "relevance" in results:
+        made.append(_relevance_plot(results["relevance"], plt))
     if "ingest_100k" in results:
         # Runs without the machine's CPU-seconds (not Linux) have no place on this plot.
         runs = [r for r in results["ingest_100k"]["runs"] if r["machine_cpu_s"] is not None]
@@ -305,6 +320,28 @@ def plot(results: dict[str, Any]) -> list[str]:
         fig.savefig(RESULTS / "search_latency.png", dpi=110)
         made.append("search_latency.png")
     return made
+
+
+def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
+    """Empty answers per kind of query and split: LoCoMo questions should never come back
+    empty (false-empty), no-match queries always (true-empty)."""
+    splits = [s for s in ("tune", "report") if s in figures]
+    kinds = sorted(figures[splits[0]]["true_empty_by_kind"])
+    labels = ["LoCoMo questions", *kinds]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(splits)
+    for i, split in enumerate(splits):
+        f = figures[split]
+        shares = [f["false_empty_rate"], *(f["true_empty_by_kind"][k] for k in kinds)]
+        ax.bar([x + i * width for x in range(len(labels))], shares, width, label=split)
+    ax.set_xticks([x + width * (len(splits) - 1) / 2 for x in range(len(labels))], labels)
+    ax.set_ylabel("share of queries with no hit")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Relevance floor {figures[splits[0]]['floor']}: empty answers")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "relevance_floor.png", dpi=110)
+    return "relevance_floor.png"
 
 
 def report(results: dict[str, Any], plots: list[str], mode: str) -> str:
@@ -345,6 +382,7 @@ def main() -> None:
         # ONNX Runtime vs PyTorch in one run, and vector reuse (issue #25).
         ("embedding_runtimes", bench_embedding_runtimes),
         ("locomo", bench_locomo),
+        ("relevance", bench_relevance),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),
         ("purge_1pct", lambda: bench_purge_section(1_000_000)),

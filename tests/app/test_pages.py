@@ -332,6 +332,12 @@ def test_search_messages_paging_and_export(seeded: SeededLake,
     _search(at, long)
     echo = " ".join(c.value for c in [*at.caption, *at.info])
     assert "quokka" in echo and long not in echo and "…" in echo
+    # Nothing relevant: the empty state says the floor left the nearest turns out.
+    _search(at, "zqxv wpfk")
+    assert any("fell below the relevance floor 0.5" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label == "Open in Replay"]
+    # Paging needs more turns than the floor lets through for a vague query.
+    next(n for n in at.number_input if n.label == "Relevance floor").set_value(0.0)
     _search(at, "the answer")
     opened = [b for b in at.button if b.label == "Open in Replay"]
     assert len(opened) == 10
