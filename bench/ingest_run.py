@@ -25,6 +25,9 @@ def machine_busy_s() -> float | None:
 
 
 def main() -> None:
+    from pipeline.workers import keep_freed_pages
+
+    keep_freed_pages()  # as `turnlake ingest` does, before deltalake and polars load
     from lake.settings import Settings
     from pipeline.ingest import Ingestor
 

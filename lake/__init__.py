@@ -10,7 +10,6 @@ the search service (pyarrow.dataset, faiss, tantivy) on every start.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
 
 from lake.errors import (
@@ -27,20 +26,6 @@ from lake.errors import (
     RefNotFound,
     TurnlakeError,
 )
-
-# deltalake and polars each bundle a jemalloc that reads _RJEM_MALLOC_CONF when it loads, and
-# polars, on import, sets it to hand freed pages back to the system after 0.5-1 s (followed by
-# any value set before, whose options win). A batch commit allocates and frees the same
-# hundreds of megabytes for every table it writes, so each commit took those pages again, one
-# fault per 4 kB: a third of the main process's page faults on the 100k-turn ingest bench, and
-# about 5% of its time. Freed pages are kept for 30 s instead. lake.store imports deltalake
-# after this file runs; if polars came first, its own value is extended (its allocator is
-# loaded already, deltalake's is not). A value the user set is left alone.
-_KEEP_FREED_PAGES = "dirty_decay_ms:30000,muzzy_decay_ms:30000"
-_POLARS_OWN_DECAY = "dirty_decay_ms:500,muzzy_decay_ms:1000"
-_allocator = os.environ.get("_RJEM_MALLOC_CONF")
-if _allocator is None or _allocator == _POLARS_OWN_DECAY:
-    os.environ["_RJEM_MALLOC_CONF"] = ",".join(filter(None, (_allocator, _KEEP_FREED_PAGES)))
 
 if TYPE_CHECKING:
     from lake.records import TurnRecord, json_schema, parse_record

@@ -5,7 +5,11 @@ The commands live in ``pipeline.commands``; importing the modules registers them
 
 from __future__ import annotations
 
-from pipeline.commands import (  # noqa: F401 - importing registers the commands
+from pipeline.workers import keep_freed_pages
+
+keep_freed_pages()  # `python -m pipeline.cli`: before the commands import deltalake and polars
+
+from pipeline.commands import (  # noqa: E402, F401 - importing registers the commands
     agent,
     importers,
     index,
@@ -16,7 +20,7 @@ from pipeline.commands import (  # noqa: F401 - importing registers the commands
     serve,
     write,
 )
-from pipeline.commands.common import app
+from pipeline.commands.common import app  # noqa: E402
 
 __all__ = ["app", "main"]
 

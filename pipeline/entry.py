@@ -2,7 +2,7 @@
 
 Importing this module costs nothing, which matters because of who imports it: the process
 that forks ingest workers preloads the program's main module (see
-:func:`pipeline.prepare.worker_context`), and the console script's main module imports only
+:func:`pipeline.workers.worker_context`), and the console script's main module imports only
 this. The command line itself, a second of imports, loads when :func:`main` runs.
 """
 
@@ -11,6 +11,9 @@ from __future__ import annotations
 
 def main() -> None:
     """Run the ``turnlake`` command line."""
+    from pipeline.workers import keep_freed_pages
+
+    keep_freed_pages()  # before the command line imports deltalake and polars
     from pipeline.cli import app
 
     app()

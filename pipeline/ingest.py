@@ -39,13 +39,9 @@ from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
     Quarantined,
-    cyclic_gc_paused,
-    init_worker,
     prepare_chunk,
     prepare_packed,
     raw_text,
-    start_worker_server,
-    worker_context,
 )
 from pipeline.sources import (
     FileSpan,
@@ -55,6 +51,7 @@ from pipeline.sources import (
     discover,
     read_spans,
 )
+from pipeline.workers import cyclic_gc_paused, init_worker, start_worker_server, worker_context
 
 RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
@@ -134,7 +131,7 @@ class Ingestor:
     """Ingests record lines into a lake. ``progress`` is called with the number of lines read.
 
     With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
-    that many worker processes (see :func:`pipeline.prepare.worker_context`); the calling
+    that many worker processes (see :func:`pipeline.workers.worker_context`); the calling
     script must then guard its entry point (``if __name__ == "__main__":``), as the CLI does.
     The default, 1, stays in-process. With ``replace``, a turn stored with other content is
     superseded by the new record rather than quarantined as a conflict (see

@@ -65,8 +65,9 @@ from tantivy import (
 )
 
 from lake.errors import IndexError_, QueryError, RecordError
+from lake.tables import ROLES as ROLE_ORDER
 
-ROLES = frozenset({"user", "assistant", "summary", "anchor", "note", "attachment"})
+ROLES = frozenset(ROLE_ORDER)  # the roles are defined once, in lake.tables
 DEFAULT_ROLE_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {"anchor": 2.5, "summary": 2.5, "note": 1.5, "attachment": 1.5, "user": 1.0, "assistant": 1.0}
 )

@@ -155,7 +155,7 @@ def test_the_workers_fork_server_preloads_the_main_module_once(tmp_path: Path,
                                                                layout: str) -> None:
     # Otherwise multiprocessing imports the main module into every worker: for the CLI, a
     # second of imports per worker on every large ingest.
-    probe = ("import json\nfrom pipeline.prepare import worker_preload\n"
+    probe = ("import json\nfrom pipeline.workers import worker_preload\n"
              "if __name__ == '__main__':\n    print(json.dumps(worker_preload()))\n")
     if layout == "package":
         (tmp_path / "probe").mkdir()
@@ -177,7 +177,8 @@ def test_a_worker_prepares_chunks_without_importing_pandas(tmp_path: Path) -> No
     code = (
         "import sys\nfrom pathlib import Path\n"
         "from lake.settings import Settings\n"
-        "from pipeline.prepare import block_pandas_import, prepare_chunk\n"
+        "from pipeline.prepare import prepare_chunk\n"
+        "from pipeline.workers import block_pandas_import\n"
         "from pipeline.sources import read_lines\n"
         "block_pandas_import()\n"
         f"chunk = prepare_chunk(list(read_lines(Path({str(path)!r}))), "
@@ -191,7 +192,7 @@ def test_a_worker_prepares_chunks_without_importing_pandas(tmp_path: Path) -> No
 
 
 def test_a_process_that_already_has_pandas_keeps_it() -> None:
-    code = ("import pandas, sys\nfrom pipeline.prepare import block_pandas_import\n"
+    code = ("import pandas, sys\nfrom pipeline.workers import block_pandas_import\n"
             "block_pandas_import()\nimport pandas.api.types\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
