@@ -104,7 +104,8 @@ def _search(settings: Settings, query: str) -> dict[str, list[tuple[str, str, fl
     for generator in (*GENERATORS, "fused"):
         result = service.search(SearchRequest(
             query, ANALYST, scope="tenant", k=20, max_per_conversation=0,
-            enabled={g: generator in (g, "fused") for g in GENERATORS}))
+            enabled={g: generator in (g, "fused") for g in GENERATORS},
+            min_relevance=0.0))  # every candidate: maintenance must change none of them
         assert result.warnings == [], result.warnings
         out[generator] = [(h.conversation_id, h.turn_id, round(h.score, 6))
                           for h in result.hits]
