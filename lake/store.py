@@ -322,6 +322,16 @@ class LakeStore:
             return frozenset()
         return self._partition_paths(table, snapshot).get((tenant, month), frozenset())
 
+    def data_files(self, table: Table, version: int | None = None) -> frozenset[str]:
+        """Every data file (paths relative to the table) of a version, empty when the table
+        does not exist. Raises LakeError when that version can no longer be read."""
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
+            return frozenset()
+        if snapshot.files is None:
+            snapshot.files = frozenset().union(*self._partition_paths(table, snapshot).values())
+        return snapshot.files
+
     @staticmethod
     def _partition_paths(table: Table, snapshot: _Snapshot) -> dict[Partition, frozenset[str]]:
         """A snapshot's data files by (tenant, month), worked out once per snapshot (an index
@@ -515,6 +525,7 @@ class _Snapshot:
     key: tuple[int, str]
     table: DeltaTable
     paths: dict[Partition, frozenset[str]] | None = None
+    files: frozenset[str] | None = None
     fingerprints: dict[Partition, str] | None = None
     dataset: ds.Dataset | None = None
 

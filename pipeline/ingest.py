@@ -32,9 +32,9 @@ from lake.locks import writer_lock
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
-from lake.tables import QUARANTINE, TURN_LOGS, Table
-from lake.timelines import conversation_filter
+from lake.tables import QUARANTINE, Table
 from pipeline.conflicts import Candidate, Conflict, find_conflicts, supersede
+from pipeline.known_turns import KnownTurns
 from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
@@ -150,6 +150,7 @@ class Ingestor:
         self._store = store or LakeStore(settings.lake)
         self._files = FileStore(settings.lake)
         self._committer = BatchCommitter(self._store, self._files, faults=faults)
+        self._known = KnownTurns(self._store)  # kept across calls: a warm writer's view
         self._rows_hook = rows_hook
         self._progress = progress
 
@@ -380,13 +381,8 @@ class Ingestor:
 
     def _existing_turns(self, turns: pa.Table) -> _Existing:
         """The stored TurnLogs of the conversations of ``turns``."""
-        columns = ["tenant", "conversation_id", "turn_id", "user_id", "started_at"]
-        if not turns.num_rows or not self._store.exists(Table.TURN_LOGS):
-            return _Existing(_turns_of(TURN_LOGS.empty_table().select(columns)))
-        logs = self._store.read(
-            Table.TURN_LOGS, columns=columns,
-            filter=conversation_filter(_pairs(turns, "tenant", "conversation_id")))
-        return _Existing(_turns_of(logs))
+        pairs = _pairs(turns, "tenant", "conversation_id") if turns.num_rows else set()
+        return _Existing(_turns_of(self._known.read(pairs)))
 
 
 def _turns_of(logs: pa.Table) -> pa.Table:
