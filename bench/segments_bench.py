@@ -12,6 +12,8 @@ Run: ``.venv/bin/python -m bench.segments_bench [small_turns large_turns]`` (def
 * ``compaction``: tenant-scope search p50 over a partition with many single-turn delta
   segments, before and after ``compact_indexes``; ``compaction_thresholds``: the same after
   single-turn appends under the settings' compaction thresholds (an untended live lake).
+* ``dedupe_read``: a warm writer's deduplication read after single-turn appends, the plain
+  filtered TurnLog read against pipeline.known_turns.KnownTurns.
 """
 
 from __future__ import annotations
@@ -156,6 +158,40 @@ def compaction_effect(settings: Settings, appends: int, first: int, *,
             "search_p50_ms_after": round(after, 2), "ratio": round(before / after, 2)}
 
 
+def dedupe_read(settings: Settings, appends: int, first: int, probes: int = 30
+                ) -> dict[str, Any]:
+    """The deduplication read of a warm writer after ``appends`` single-turn ingests (a file
+    per commit, as a live lake gets before `turnlake maintain`): the plain filtered read of
+    the conversation's TurnLogs against pipeline.known_turns.KnownTurns, p50 over ``probes``
+    further turns."""
+    from lake.tables import Table
+    from lake.timelines import conversation_filter
+    from pipeline.known_turns import COLUMNS, KnownTurns
+
+    writer = LiveWriter(settings, HashingEmbedder(64), embed=False)
+    rng = random.Random(3)
+    for n in range(first, first + appends):
+        writer.ingest([_record(n, rng)])
+    store = LakeStore(settings.lake)
+    record = json.loads(_record(first + appends, rng))
+    asked = {(record["tenant"], record["conversation_id"])}
+    known = KnownTurns(store)
+    known.read(asked)
+    plain, kept = [], []
+    for n in range(first + appends, first + appends + probes):
+        writer.ingest([_record(n, rng)])
+        t = time.perf_counter()
+        store.read(Table.TURN_LOGS, columns=list(COLUMNS), filter=conversation_filter(asked))
+        plain.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        known.read(asked)
+        kept.append((time.perf_counter() - t) * 1000)
+    return {"turn_log_files": len(store.data_files(Table.TURN_LOGS)),
+            "plain_read_p50_ms": round(statistics.median(plain), 1),
+            "kept_view_p50_ms": round(statistics.median(kept), 1),
+            "ratio": round(statistics.median(kept) / statistics.median(plain), 3)}
+
+
 def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40,
                    appends: int = 100, live_appends: int = 200) -> dict[str, Any]:
     """Every figure of this module, on fresh lakes in a temporary folder."""
@@ -174,6 +210,9 @@ def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40
                 out["compaction_thresholds"] = compaction_effect(
                     settings, live_appends, turns + 3000 + appends + turns // 100,
                     thresholds=True)
+                out["dedupe_read"] = dedupe_read(
+                    settings, live_appends, turns + 4000 + appends + live_appends)
+                print(f"dedupe_read: {out['dedupe_read']}", flush=True)
     out["record_p50_ratio"] = round(out["record_large"]["p50_ms"]
                                     / out["record_small"]["p50_ms"], 2)
     return out
