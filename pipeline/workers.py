@@ -141,9 +141,11 @@ _NO_PANDAS = _NoPandasFinder()
 
 def die_with_parent(ingest: int) -> None:
     """On Linux, ask the kernel to SIGKILL this worker when its parent dies, so a killed
-    ingest (pid ``ingest``) leaves no orphan workers behind.
+    ingest (pid ``ingest``) leaves no orphan workers behind; the service's index builder
+    child uses it too, with the server's pid.
 
-    The parent is the fork server, which exits as soon as the ingesting process is gone.
+    An ingest worker's parent is the fork server, which exits as soon as the ingesting process
+    is gone.
     """
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1

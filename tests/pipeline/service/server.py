@@ -71,6 +71,17 @@ class Server:
         self.stop()
         raise RuntimeError(f"turnlake serve did not answer within {START_TIMEOUT_S} s")
 
+    def children(self) -> list[int]:
+        """The pids of the server's child processes (Linux; empty elsewhere)."""
+        assert self.proc is not None
+        found: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
+            try:
+                found += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        return found
+
     def log_tail(self, chars: int = 3000) -> str:
         """The end of what the server wrote to stderr so far."""
         return self.log.read_text(errors="replace")[-chars:]

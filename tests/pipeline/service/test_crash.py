@@ -49,7 +49,11 @@ def test_kill_9_while_clients_record(tmp_path: Path) -> None:
         for thread in clients:
             thread.start()
         assert wait_until(lambda: len(acked) >= ACKED_BEFORE_KILL, timeout_s=180)
+        children = server.children()
         server.kill()
+        # Its index builder child dies with it (no orphan holding a model's memory).
+        assert wait_until(lambda: not any(Path(f"/proc/{c}").exists() for c in children),
+                          timeout_s=30), children
     finally:
         stop.set()
         server.stop()

@@ -1,0 +1,46 @@
+"""The search JSON contract (`search --json`, `POST /v1/search`): pinned field by field, and
+kept in step with the hit dataclass it is made from."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+
+from lake.search.request import GeneratorRank, Hit, SearchResult
+from pipeline.contract import HitModel, SearchAnswer
+
+HIT = Hit(tenant="acme", user_id="u-ana", conversation_id="c-1", turn_id="t-0001",
+          turn_at=datetime(2026, 3, 10, 9, 30, tzinfo=UTC), role="assistant",
+          text="restarted the ingress", row_id="r-1",
+          ranks={"semantic": GeneratorRank(2, 0.61), "lexical": GeneratorRank(1, 7.5),
+                 "trigram": None},
+          rrf=0.032, lift=1.4, score=0.0448, relevance=0.97,
+          snippets={"user": "deploy failed", "assistant": "restarted the ingress"})
+
+
+def test_a_hit_in_json_is_pinned() -> None:
+    answer = SearchAnswer.of(SearchResult([HIT])).to_json()
+    assert json.loads(json.dumps(answer)) == {"hits": [{
+        "tenant": "acme", "user_id": "u-ana", "conversation_id": "c-1", "turn_id": "t-0001",
+        "turn_at": "2026-03-10T09:30:00+00:00", "role": "assistant",
+        "text": "restarted the ingress", "row_id": "r-1",
+        "ranks": {"semantic": {"rank": 2, "score": 0.61}, "lexical": {"rank": 1, "score": 7.5},
+                  "trigram": None},
+        "rrf": 0.032, "lift": 1.4, "score": 0.0448, "relevance": 0.97,
+        "snippets": {"user": "deploy failed", "assistant": "restarted the ingress"}}],
+        "warnings": []}
+
+
+def test_the_model_the_api_documents_has_every_field_of_a_hit() -> None:
+    fields = [f.name for f in dataclasses.fields(Hit)]
+    assert list(HitModel.model_fields) == fields
+    assert list(HIT.to_json()) == fields
+
+
+def test_an_answer_emptied_by_the_floor_says_so() -> None:
+    answer = SearchAnswer.of(SearchResult([], below_floor=12, floor=0.5)).to_json()
+    assert answer["hits"] == []
+    assert answer["warnings"] == [
+        "no turn reached the relevance floor 0.5: 12 weaker candidate(s) left out "
+        "(a lower min relevance shows them)"]
