@@ -285,7 +285,8 @@ class RowColumns:
     roles: list[str]
     turn_at_us: np.ndarray
     expires_us: np.ndarray
-    turn_ids: list[str]
+    turn_codes: np.ndarray
+    turn_names: list[str]  # turn id of a row: turn_names[turn_codes[doc]]
     user_docs: np.ndarray
     user_bounds: np.ndarray
     user_index: dict[str, int]
@@ -318,8 +319,8 @@ class RowColumns:
         pairs = convs.astype(np.int64) * max(len(turn_list), 1) + turn_codes
         _, first_docs, turn_numbers = np.unique(pairs, return_index=True, return_inverse=True)
         return cls(users, user_list, convs, conv_list, roles, role_list,
-                   micros("turn_at"), micros("expires_at"),
-                   [turn_list[c] for c in turn_codes.tolist()], user_docs, user_bounds,
+                   micros("turn_at"), micros("expires_at"), turn_codes, turn_list,
+                   user_docs, user_bounds,
                    {u: i for i, u in enumerate(user_list)},
                    {c: i for i, c in enumerate(conv_list)},
                    turn_numbers.astype(np.int64).ravel(), first_docs.astype(np.int64))

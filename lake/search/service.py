@@ -368,7 +368,8 @@ class _Parts:
         """(conversation id, turn id) of a turn id."""
         cols = self.parts[turn >> 32].columns
         doc = int(cols.turn_first_docs[turn & 0xFFFFFFFF])
-        return cols.conversations[cols.conversation_codes[doc]], cols.turn_ids[doc]
+        return (cols.conversations[cols.conversation_codes[doc]],
+                cols.turn_names[cols.turn_codes[doc]])
 
     def turn_at_us(self, slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """The turn times (µs since the epoch) of rows given as (slot, doc) pairs."""
