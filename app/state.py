@@ -21,6 +21,7 @@ VIEW_AS_ON_KEY = "wb_view_as_on"
 VIEW_AS_USER_KEY = "wb_view_as_user"
 _VIEWER = "wb_viewer"
 _URL_IDENTITY = "wb_url_identity"
+_TOUCHED = "wb_identity_touched"
 _NOTES = "wb_notes"
 _RESULTS = "wb_results_"
 _ACTIONS = "wb_actions"
@@ -122,24 +123,29 @@ class WorkbenchState:
             self._s[VIEW_AS_USER_KEY] = as_user
 
     def keep_identity(self) -> None:
-        """Put the current identity back into the sidebar widgets' state when Streamlit has
-        dropped it (call before drawing them).
+        """Put the current identity back into the sidebar widgets' state unless the user
+        changed one of them since the last run (call before drawing them).
 
-        Streamlit forgets a widget's state after a run that did not draw it: a page change
-        clicked while the previous run was still drawing, on a busy machine, reset "view as"
-        to off. The identity itself (not a widget's state) survives, and a missing widget
-        state is only ever a dropped one: the sidebar draws both widgets on every run.
+        Streamlit may forget a widget's state, or give it back at its default, after a run
+        that did not draw it: a page change clicked while the previous run was still drawing
+        reset "view as" to off. A change the user made is told apart by the widgets'
+        ``on_change`` callback (:meth:`identity_touched`), which Streamlit runs before the
+        script; anything else that differs from the identity is a dropped state.
         """
+        if self._s.get(_TOUCHED, False):
+            self._s[_TOUCHED] = False
+            return
         viewer = self.viewer
         if viewer is None:
             return
-        missing = object()
-        if self._s.get(TENANT_KEY, missing) is missing:
-            self._s[TENANT_KEY] = viewer.tenant
-        if self._s.get(VIEW_AS_ON_KEY, missing) is missing:
-            self._s[VIEW_AS_ON_KEY] = viewer.as_user is not None
-        if viewer.as_user is not None and self._s.get(VIEW_AS_USER_KEY, missing) is missing:
+        self._s[TENANT_KEY] = viewer.tenant
+        self._s[VIEW_AS_ON_KEY] = viewer.as_user is not None
+        if viewer.as_user is not None:
             self._s[VIEW_AS_USER_KEY] = viewer.as_user
+
+    def identity_touched(self) -> None:
+        """The sidebar widgets' ``on_change``: the user changed the identity."""
+        self._s[_TOUCHED] = True
 
     def settle_user(self, users: Sequence[str]) -> None:
         """Keep the view-as user only when the tenant has that user (before its widget is

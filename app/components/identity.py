@@ -65,10 +65,11 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
         st.session_state[TENANT_KEY] = tenants[0]
     with st.sidebar:
         st.markdown("**Acting as analyst of** " + ", ".join(f"`{t}`" for t in tenants))
-        tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY)
+        tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY,
+                              on_change=state.identity_touched)
         assert tenant is not None
         as_user = None
-        if st.toggle("View as user", key=VIEW_AS_ON_KEY,
+        if st.toggle("View as user", key=VIEW_AS_ON_KEY, on_change=state.identity_touched,
                      help="Restrict every page to one user's own data, through the same "
                           "rules the service applies to that user."):
             users = workbench.users(Viewer(tenant))
@@ -76,7 +77,8 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
             if not users:
                 st.warning(f"Tenant {tenant} has no user to view as.")
                 st.stop()
-            as_user = st.selectbox("User", users, key=VIEW_AS_USER_KEY)
+            as_user = st.selectbox("User", users, key=VIEW_AS_USER_KEY,
+                                   on_change=state.identity_touched)
         viewer = Viewer(tenant, as_user)
         st.caption(f"Reading as **{viewer.describe()}**")
         _service_state(workbench.warmup)

@@ -143,9 +143,16 @@ def test_a_dropped_widget_state_gets_the_identity_back_and_a_choice_is_kept() ->
     state.keep_identity()  # Streamlit dropped the sidebar widgets' state
     assert (session["wb_tenant"], session["wb_view_as_on"], session["wb_view_as_user"]) == (
         TENANT, True, ANA)
+    session["wb_view_as_on"] = False  # reset to its default by Streamlit: put back
+    state.keep_identity()
+    assert session["wb_view_as_on"] is True
     session["wb_view_as_on"] = False  # the analyst switched "view as" off: that stays
+    state.identity_touched()
     state.keep_identity()
     assert session["wb_view_as_on"] is False and state.view_as_user is None
+    state.enter(Viewer(TENANT))  # the run draws the new identity, and the next one keeps it
+    state.keep_identity()
+    assert session["wb_view_as_on"] is False
 
 
 def test_state_deep_links_and_turn_steps() -> None:
