@@ -239,11 +239,16 @@ class SearchService:
         most = recency_lift(0.0, half_life_s, request.recency_weight)  # the largest lift
         cap = _per_conversation_cap(request)
         turns, values = fused.turns.tolist(), fused.values.tolist()
+        # A stale index may still hold turns purged or erased since it was built, but only
+        # where the tables lost a file the index read: a partition whose tables only grew
+        # since its build (a writer ahead of its indexer) serves no removed turn.
+        removed = {p.name for p in parts.parts
+                   if p.name in stale and self._statuses.may_have_removed(p.manifest)}
         for position, value in enumerate(values):
             # Fused values only fall from here on, so no later turn can end above this bound;
-            # once the hits above it are settled, the rest need no lift (a stale partition's
-            # hits may still be dropped below, so then every turn is lifted).
-            if position >= request.k and position % _SETTLE_EVERY == 0 and not stale \
+            # once the hits above it are settled, the rest need no lift (hits of a partition
+            # that lost files may still be dropped below, so then every turn is lifted).
+            if position >= request.k and position % _SETTLE_EVERY == 0 and not removed \
                     and value >= 0 and _settled(scored, value * most, request.k, cap):
                 break
             if not kept[position]:
@@ -252,16 +257,11 @@ class SearchService:
             scored.append(_Scored(value * lift, parts.turn_key(turns[position]), position,
                                   lift))
         scored.sort(key=lambda s: (-s.final, s.turn_key))
-        if stale:
-            # A stale index may still hold turns purged or erased since it was built: keep
-            # only those whose TurnLog is live now.
+        if removed:
+            # Keep only the turns of those partitions whose TurnLog is live now.
             def part_of(s: _Scored) -> PartitionIndex:
                 return parts.parts[int(best.slots[s.position])]
 
-            # Only where the tables lost a file the index read; a partition whose tables
-            # only grew since its build (a writer ahead of its indexer) serves no removed turn.
-            removed = {p.name for p in parts.parts
-                       if p.name in stale and self._statuses.may_have_removed(p.manifest)}
             suspects = {(part_of(s).manifest.tenant, s.turn_key[0]) for s in scored
                         if part_of(s).name in removed}
             live = self._live_turns(suspects, as_of) if suspects else set()
