@@ -23,6 +23,7 @@ from lake.timelines import conversation_filter
 Conversation = tuple[str, str]  # (tenant, conversation_id)
 COLUMNS = ("tenant", "conversation_id", "turn_id", "user_id", "started_at")
 _SEPARATOR = "\x1f"
+_KEY = "_conversation"
 
 
 class KnownTurns:
@@ -36,7 +37,7 @@ class KnownTurns:
         self._most = most_conversations
         self._files: frozenset[str] | None = None  # the table's files the rows are read from
         self._conversations: set[Conversation] = set()
-        self._rows = _empty()
+        self._rows = _keyed(_empty())
 
     def read(self, conversations: set[Conversation]) -> pa.Table:
         """The stored TurnLogs (``COLUMNS``) of ``conversations``, as of the latest version."""
@@ -48,30 +49,35 @@ class KnownTurns:
                 or len(self._conversations | conversations) > self._most:
             self._forget()
         elif self._conversations and (added := files - self._files):
-            rows = self._store.read_files(Table.TURN_LOGS, added, columns=COLUMNS,
-                                          version=version)
+            rows = _keyed(self._store.read_files(Table.TURN_LOGS, added, columns=COLUMNS,
+                                                 version=version))
             self._rows = pa.concat_tables([self._rows, _of(rows, self._conversations)])
         self._files = files
         missing = conversations - self._conversations
         if missing:
             rows = self._store.read(Table.TURN_LOGS, columns=list(COLUMNS),
                                     filter=conversation_filter(missing), version=version)
-            self._rows = pa.concat_tables([self._rows, rows.select(list(COLUMNS))])
+            self._rows = pa.concat_tables([self._rows, _keyed(rows)])
             self._conversations |= missing
-        return _of(self._rows, conversations)
+        return _of(self._rows, conversations).select(list(COLUMNS))
 
     def _forget(self) -> None:
-        self._files, self._conversations, self._rows = None, set(), _empty()
+        self._files, self._conversations, self._rows = None, set(), _keyed(_empty())
 
 
 def _empty() -> pa.Table:
     return TURN_LOGS.empty_table().select(list(COLUMNS))
 
 
+def _keyed(rows: pa.Table) -> pa.Table:
+    """``COLUMNS`` plus each row's conversation as one string (``_KEY``), made once per row
+    rather than at every look-up."""
+    rows = rows.select(list(COLUMNS))
+    return rows.append_column(_KEY, pc.binary_join_element_wise(
+        rows["tenant"], rows["conversation_id"], _SEPARATOR))
+
+
 def _of(rows: pa.Table, conversations: set[Conversation]) -> pa.Table:
-    """The rows of the given conversations."""
-    if not rows.num_rows:
-        return rows.select(list(COLUMNS))
-    keys = pc.binary_join_element_wise(rows["tenant"], rows["conversation_id"], _SEPARATOR)
+    """The keyed rows of the given conversations."""
     wanted = pa.array([f"{t}{_SEPARATOR}{c}" for t, c in conversations], pa.string())
-    return rows.filter(pc.is_in(keys, value_set=wanted)).select(list(COLUMNS))
+    return rows.filter(pc.is_in(rows[_KEY], value_set=wanted))

@@ -40,6 +40,7 @@ same terms, like the A-over-B tsvector weights of the Postgres original.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -236,15 +237,15 @@ class _Analyzers:
         index.register_tokenizer(_TOK_IDENT, self.ident)
 
 
-_SHARED: list[_Analyzers] = []
+@functools.cache
+def _shared_analyzers() -> _Analyzers:
+    return _Analyzers.create()
 
 
 def word_stems(text: str) -> list[str]:
     """The stemmed terms the lexical index makes of ``text`` (stop words dropped, CJK runs
     left out): a word of a query matches a row only when they share one of these."""
-    if not _SHARED:
-        _SHARED.append(_Analyzers.create())
-    return list(_SHARED[0].stem.analyze(_without_cjk(text)))
+    return list(_shared_analyzers().stem.analyze(_without_cjk(text)))
 
 
 def _schema() -> Schema:
