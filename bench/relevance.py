@@ -1,6 +1,6 @@
 """The relevance floor: calibrate a hit's relevance, choose the default floor, measure both.
 
-Run: ``.venv/bin/python -m bench.relevance [--fit]``.
+Run: ``.venv/bin/python -m bench.relevance [--fit] [--tmp]``.
 
 * ``--fit`` reads only LoCoMo's tuning split (conversations 0-4), in a lake of its own, and
   prints the logistic coefficients and the floor for lake/search/relevance.py: positives are
@@ -337,12 +337,22 @@ def report(embedder: Embedder, workdir: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> None:
+    import argparse
+
     from bench.cache import CachedEmbedder
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
+    parser = argparse.ArgumentParser(prog="python -m bench.relevance", description=(
+        "Measure the relevance floor per LoCoMo split, or (--fit) refit it on the tuning "
+        "split."))
+    parser.add_argument("--fit", action="store_true",
+                        help="fit the model and the floor on conversations 0-4")
+    parser.add_argument("--tmp", action="store_true",
+                        help="build the lakes in a fresh temporary folder, not bench/.cache")
+    args = parser.parse_args(argv)
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
-    workdir = CACHE if "--tmp" not in argv else Path(tempfile.mkdtemp(prefix="relevance-"))
-    result = fit(embedder, workdir) if "--fit" in argv else report(embedder, workdir)
+    workdir = Path(tempfile.mkdtemp(prefix="relevance-")) if args.tmp else CACHE
+    result = fit(embedder, workdir) if args.fit else report(embedder, workdir)
     embedder.save()
     print(json.dumps(result, indent=2, ensure_ascii=False))
 
