@@ -20,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 from deltalake import ColumnProperties, DeltaTable, Field, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
@@ -108,6 +109,15 @@ def _relative(path: str, root: str) -> str:
         if path.startswith(prefix + "/"):
             return path[len(prefix) + 1:]
     return path
+
+
+def _partition_expression(names: Sequence[str], values: Partition) -> ds.Expression:
+    """The filter a hive-partitioned file's folder stands for (its partition columns' values
+    are in the log, not in the file)."""
+    expression = ds.scalar(True)
+    for name, value in zip(names, values, strict=True):
+        expression = expression & (ds.field(name) == value)
+    return expression
 
 
 def _row_count(dt: DeltaTable) -> int:
@@ -352,15 +362,50 @@ class LakeStore:
                    version: int | None = None) -> pa.Table:
         """Read columns of the given data files only (paths as :meth:`partition_files` names
         them): what an append added, without scanning the rest of its partition."""
-        dataset = self.dataset(table, version)
         wanted = set(paths)
-        if not wanted or not isinstance(dataset, ds.FileSystemDataset):
+        snapshot = self._snapshot(table, version) if wanted else None
+        if snapshot is None:
+            return SCHEMAS[table].empty_table().select(list(columns))
+        if not self.root.remote:
+            return self._read_local_files(table, snapshot, wanted, columns)
+        dataset = self.dataset(table, version)
+        if not isinstance(dataset, ds.FileSystemDataset):
             return SCHEMAS[table].empty_table().select(list(columns))
         root = self.uri(table).rstrip("/")
         fragments = [f for f in dataset.get_fragments() if _relative(f.path, root) in wanted]
         with _translated(table, "read"):
             return ds.FileSystemDataset(fragments, dataset.schema, dataset.format,
                                         dataset.filesystem).to_table(columns=list(columns))
+
+    def _read_local_files(self, table: Table, snapshot: _Snapshot, wanted: set[str],
+                          columns: Sequence[str]) -> pa.Table:
+        """:meth:`read_files` on a local lake: a dataset of just those files. (Listing the
+        whole version's files into a dataset, then picking fragments out of it, cost ~6 ms a
+        read on a live-written table, twice for every turn a live writer indexes.)"""
+        partition_of = self._partition_of(table, snapshot)
+        unknown = sorted(wanted - partition_of.keys())
+        if unknown:
+            raise LakeError(f"read on table {table.value}: {unknown[0]!r} is not a data file "
+                            f"of version {snapshot.key[0]}")
+        chosen = sorted(wanted)
+        names = PARTITIONS[table]
+        folder = self.path(table)
+        with _translated(table, "read"):
+            dataset = ds.FileSystemDataset.from_paths(
+                [str(folder / path) for path in chosen], schema=SCHEMAS[table],
+                format=ds.ParquetFileFormat(), filesystem=pafs.LocalFileSystem(),
+                partitions=[_partition_expression(names, partition_of[path])
+                            for path in chosen])
+            return dataset.to_table(columns=list(columns))
+
+    @classmethod
+    def _partition_of(cls, table: Table, snapshot: _Snapshot) -> dict[str, Partition]:
+        """Each data file's (tenant, month), once per snapshot."""
+        if snapshot.partition_of is None:
+            snapshot.partition_of = {path: part for part, paths
+                                     in cls._partition_paths(table, snapshot).items()
+                                     for path in paths}
+        return snapshot.partition_of
 
     def vacuum(self, table: Table, *, full: bool = False) -> list[str]:
         """Physically remove data files no longer referenced by the current version.
@@ -528,6 +573,7 @@ class _Snapshot:
     files: frozenset[str] | None = None
     fingerprints: dict[Partition, str] | None = None
     dataset: ds.Dataset | None = None
+    partition_of: dict[str, Partition] | None = None
 
 
 _SNAPSHOTS = _SnapshotRegistry()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
@@ -211,6 +212,9 @@ class PartitionIndex:
     manifest: PartitionManifest
     # the view of the same partition this one replaces: its opened segments are reused
     previous: PartitionIndex | None = None
+    # that view's columns when this view only adds a segment to its segments
+    _earlier_columns: RowColumns | None = field(default=None, init=False, repr=False,
+                                                compare=False)
 
     @cached_property
     def name(self) -> str:
@@ -223,6 +227,8 @@ class PartitionIndex:
         names = self.manifest.live_segments
         folders = [self.folder.parent / name for name in names[:-1]] + [self.folder]
         before = self.previous.__dict__.get("segments") if self.previous is not None else None
+        if before is not None and before.folders == folders[:-1]:
+            self._earlier_columns = self.previous.__dict__.get("columns")
         self.previous = None  # keep no chain of old views alive
         return Segments(folders, ROLE_ORDER, before)
 
@@ -237,8 +243,14 @@ class PartitionIndex:
 
     @cached_property
     def columns(self) -> RowColumns:
-        """Numpy views of the row columns used to compute scopes quickly."""
-        return RowColumns.from_rows(self.rows)
+        """Numpy views of the row columns used to compute scopes quickly (the previous
+        view's, extended by the segment an append added, when it had them)."""
+        rows = self.rows
+        earlier, self._earlier_columns = self._earlier_columns, None
+        layout = self.segments.layout
+        if earlier is not None and earlier.user_codes.size == int(layout.offsets[-2]):
+            return earlier.extended(self.segments.tables[-1], layout.globals_[-1])
+        return RowColumns.from_rows(rows)
 
     @cached_property
     def semantic(self) -> SemanticIndex | SegmentedSemantic | None:
@@ -294,36 +306,55 @@ class RowColumns:
     turn_numbers: np.ndarray
     turn_first_docs: np.ndarray
 
+    # per coded column, the first doc of each code: codes follow first appearance, and an
+    # extension must keep them so (see extended)
+    code_firsts: dict[str, np.ndarray]
+
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
         """Decode the columns of a rows table once."""
-        def coded(name: str) -> tuple[np.ndarray, list[str]]:
-            encoded = rows.column(name).combine_chunks().dictionary_encode()
-            return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-                    encoded.dictionary.to_pylist())
+        coded = {name: _Coded.of(rows.column(name)) for name in _CODED}
+        return cls._assemble(coded, _micros(rows.column("turn_at")),
+                             _micros(rows.column("expires_at")))
 
-        users, user_list = coded("user_id")
-        convs, conv_list = coded("conversation_id")
-        roles, role_list = coded("role")
+    def extended(self, added: pa.Table, at: np.ndarray) -> RowColumns:
+        """These columns with ``added``'s rows inserted so that they become docs ``at``
+        (ascending, one per row, in the merged numbering): exactly what :meth:`from_rows` of
+        the merged rows gives, codes included, at a cost of array inserts rather than
+        decoding every row again."""
+        slots = at - np.arange(at.size, dtype=np.int64)  # docs they go before, here
+        coded = {name: self._coded(name).extended(added.column(name).to_pylist(), at, slots)
+                 for name in _CODED}
+        return self._assemble(coded,
+                              np.insert(self.turn_at_us, slots, _micros(added.column("turn_at"))),
+                              np.insert(self.expires_us, slots,
+                                        _micros(added.column("expires_at"))))
 
-        def micros(name: str) -> np.ndarray:
-            values: np.ndarray = rows.column(name).cast(pa.int64()).to_numpy(
-                zero_copy_only=False)
-            return values
+    def _coded(self, name: str) -> _Coded:
+        codes, values = {"user_id": (self.user_codes, self.users),
+                         "conversation_id": (self.conversation_codes, self.conversations),
+                         "role": (self.role_codes, self.roles),
+                         "turn_id": (self.turn_codes, self.turn_names)}[name]
+        return _Coded(codes, values, self.code_firsts[name])
 
-        user_docs = np.argsort(users, kind="stable").astype(np.int64)
-        user_bounds = np.zeros(len(user_list) + 1, np.int64)
-        np.cumsum(np.bincount(users, minlength=len(user_list)), out=user_bounds[1:])
-        turn_codes, turn_list = coded("turn_id")
+    @classmethod
+    def _assemble(cls, coded: dict[str, _Coded], turn_at_us: np.ndarray,
+                  expires_us: np.ndarray) -> RowColumns:
+        users, convs = coded["user_id"], coded["conversation_id"]
+        turns = coded["turn_id"]
+        user_docs = np.argsort(users.codes, kind="stable").astype(np.int64)
+        user_bounds = np.zeros(len(users.values) + 1, np.int64)
+        np.cumsum(np.bincount(users.codes, minlength=len(users.values)), out=user_bounds[1:])
         # a turn is a (conversation, turn id) pair; its rows need not be adjacent
-        pairs = convs.astype(np.int64) * max(len(turn_list), 1) + turn_codes
+        pairs = convs.codes.astype(np.int64) * max(len(turns.values), 1) + turns.codes
         _, first_docs, turn_numbers = np.unique(pairs, return_index=True, return_inverse=True)
-        return cls(users, user_list, convs, conv_list, roles, role_list,
-                   micros("turn_at"), micros("expires_at"), turn_codes, turn_list,
-                   user_docs, user_bounds,
-                   {u: i for i, u in enumerate(user_list)},
-                   {c: i for i, c in enumerate(conv_list)},
-                   turn_numbers.astype(np.int64).ravel(), first_docs.astype(np.int64))
+        return cls(users.codes, users.values, convs.codes, convs.values,
+                   coded["role"].codes, coded["role"].values, turn_at_us, expires_us,
+                   turns.codes, turns.values, user_docs, user_bounds,
+                   {u: i for i, u in enumerate(users.values)},
+                   {c: i for i, c in enumerate(convs.values)},
+                   turn_numbers.astype(np.int64).ravel(), first_docs.astype(np.int64),
+                   {name: c.firsts for name, c in coded.items()})
 
     def docs_of_user(self, user_id: str) -> np.ndarray:
         """Ascending doc ids of one user's rows (empty when the user has none here)."""
@@ -337,3 +368,70 @@ class RowColumns:
         """Per role code, whether it is one of ``roles``; None when every role here is."""
         wanted = [r in roles for r in self.roles]
         return None if all(wanted) else np.array(wanted, dtype=np.bool_)
+
+
+_CODED = ("user_id", "conversation_id", "role", "turn_id")
+
+
+def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    values: np.ndarray = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return values
+
+
+@dataclass(frozen=True)
+class _Coded:
+    """A dictionary-coded string column: ``values[codes[doc]]`` is doc's value, codes numbered
+    in order of first appearance (as Arrow's dictionary_encode numbers them), ``firsts[c]``
+    the first doc holding code ``c`` (ascending, by that numbering)."""
+
+    codes: np.ndarray
+    values: list[str]
+    firsts: np.ndarray
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray) -> _Coded:
+        encoded = column.combine_chunks().dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        # a code first appears exactly where the running maximum of the codes grows
+        grows = np.ones(codes.size, np.bool_)
+        if codes.size:
+            running = np.maximum.accumulate(codes)
+            grows[1:] = running[1:] > running[:-1]
+        return cls(codes, encoded.dictionary.to_pylist(), np.flatnonzero(grows).astype(np.int64))
+
+    def extended(self, added: list[str], at: np.ndarray, slots: np.ndarray) -> _Coded:
+        """The column with ``added`` inserted before docs ``slots`` (becoming docs ``at``),
+        renumbered by first appearance."""
+        known = len(self.values)
+        index: dict[str, int] = {}
+        fresh: list[str] = []
+        if added:
+            found = pc.index_in(pa.array(added, pa.string()),
+                                value_set=pa.array(self.values, pa.string()))
+            for value, code in zip(added, found.to_pylist(), strict=True):
+                if code is None and value not in index:
+                    index[value] = known + len(fresh)
+                    fresh.append(value)
+            provisional = np.array([index[v] if c is None else c
+                                    for v, c in zip(added, found.to_pylist(), strict=True)],
+                                   np.int64)
+        else:
+            provisional = np.empty(0, np.int64)
+        firsts = np.concatenate([self.firsts + np.searchsorted(slots, self.firsts, side="right"),
+                                 np.full(len(fresh), np.iinfo(np.int64).max, np.int64)])
+        np.minimum.at(firsts, provisional, at)
+        order = np.argsort(firsts, kind="stable")
+        renumber = np.empty(order.size, np.int64)
+        renumber[order] = np.arange(order.size, dtype=np.int64)
+        codes = np.insert(renumber[self.codes], slots, renumber[provisional]).astype(np.int32)
+        if np.all(np.diff(renumber[:known]) > 0):
+            # known values keep their order: insert the fresh ones at their places, in
+            # ascending place (a list insert per fresh value, not a copy per value)
+            values = list(self.values)
+            places = renumber[known:]
+            for j in np.argsort(places).tolist():
+                values.insert(int(places[j]), fresh[j])
+        else:
+            combined = self.values + fresh
+            values = [combined[i] for i in order.tolist()]
+        return _Coded(codes, values, firsts[order])

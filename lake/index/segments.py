@@ -23,6 +23,7 @@ is never served from an older segment; so is one whose embedding model changed.
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -92,6 +93,49 @@ class SegmentLayout:
         return cls(joined.take(order), order, inverse, offsets,
                    [inverse[offsets[s]:offsets[s + 1]] for s in range(len(tables))])
 
+    def extended(self, table: pa.Table, role_order: dict[str, int]) -> SegmentLayout | None:
+        """This layout with one more segment's rows (sorted like a full build) added last: what
+        :meth:`of` gives for the tables plus ``table``, at a cost of O(rows) array arithmetic
+        instead of a sort and a take of every row. None where the incremental merge does not
+        apply (a schema change, a missing key value); then :meth:`of` must be used.
+
+        Each new row goes after every earlier row whose key is not greater (binary search
+        over the sorted rows): the stable sort of :meth:`of` puts rows of equal key in
+        segment order, base first, so both give the same numbering."""
+        if table.schema != self.rows.schema or table.num_rows == 0:
+            return None
+        keys = _sort_keys(table, role_order)
+        if keys is None:
+            return None
+        before = _SortedKeys(self.rows, role_order)
+        try:
+            slots = np.fromiter((bisect.bisect_right(before, key) for key in keys), np.int64,
+                                len(keys))
+        except _MissingKey:
+            return None
+        added = slots + np.arange(slots.size, dtype=np.int64)  # new rows' numbers
+
+        def moved(numbers: np.ndarray) -> np.ndarray:
+            shifted: np.ndarray = numbers + np.searchsorted(slots, numbers, side="right")
+            return shifted
+
+        total = int(self.offsets[-1]) + table.num_rows
+        inverse = np.concatenate([moved(self.inverse), added])
+        order = np.empty(total, np.int64)
+        order[inverse] = np.arange(total, dtype=np.int64)
+        pieces: list[pa.Table] = []
+        start = 0
+        for at, new in zip(slots.tolist(), range(table.num_rows), strict=True):
+            if at > start:
+                pieces.append(self.rows.slice(start, at - start))
+            pieces.append(table.slice(new, 1))
+            start = at
+        if start < self.rows.num_rows:
+            pieces.append(self.rows.slice(start))
+        return SegmentLayout(pa.concat_tables(pieces), order, inverse,
+                             np.append(self.offsets, total).astype(np.int64),
+                             [moved(g) for g in self.globals_] + [added])
+
     def local(self, segment: int, allowed: np.ndarray) -> np.ndarray:
         """The segment's own doc ids among ``allowed`` (sorted row numbers), ascending."""
         return self.split(allowed)[segment]
@@ -121,6 +165,43 @@ class SegmentLayout:
             segment_of[numbers] = s
             local_of[numbers] = np.arange(numbers.size, dtype=np.int64)
         return segment_of, local_of
+
+
+_KEY_COLUMNS = ("user_id", "conversation_id", "turn_id", "role", "seq")
+
+
+class _MissingKey(Exception):
+    """A row without one of the sort key's values (the full sort decides where it goes)."""
+
+
+def _sort_keys(table: pa.Table, role_order: dict[str, int]) -> list[tuple[Any, ...]] | None:
+    """The sort key of every row of a (small) table, as tuples; None if a value is missing."""
+    columns = [table.column(name).to_pylist() for name in _KEY_COLUMNS]
+    keys = []
+    for user, conversation, turn, role, seq in zip(*columns, strict=True):
+        if user is None or conversation is None or turn is None or seq is None:
+            return None
+        keys.append((user, conversation, turn, role_order.get(role, 99), seq))
+    return keys
+
+
+class _SortedKeys(Sequence[tuple[Any, ...]]):
+    """The sort keys of sorted rows, read one at a time, for a binary search that reads
+    ~log2(rows) of them instead of converting every row to Python."""
+
+    def __init__(self, rows: pa.Table, role_order: dict[str, int]) -> None:
+        self._columns = [rows.column(name) for name in _KEY_COLUMNS]
+        self._role_order = role_order
+        self._rows: int = rows.num_rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __getitem__(self, i: Any) -> Any:
+        user, conversation, turn, role, seq = (c[i].as_py() for c in self._columns)
+        if user is None or conversation is None or turn is None or seq is None:
+            raise _MissingKey
+        return (user, conversation, turn, self._role_order.get(role, 99), seq)
 
 
 def merge_top(found: list[tuple[np.ndarray, list[tuple[int, float]]]],
@@ -211,9 +292,14 @@ class Segments:
         self.folders = folders
         self._role_order = role_order
         self._opened: dict[tuple[str, Path], Any] = {}
+        # The previous view's layout when this view only adds its last segment (not the
+        # previous view itself: no chain of old views stays alive).
+        self._earlier: SegmentLayout | None = None
         if previous is not None:
             live = set(folders)
             self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
+            if previous.folders == folders[:-1]:
+                self._earlier = previous.__dict__.get("layout")
 
     def _each(self, kind: str, load: Callable[[Path], Any]) -> list[Any]:
         out = []
@@ -231,7 +317,14 @@ class Segments:
 
     @cached_property
     def layout(self) -> SegmentLayout:
-        """The rows in full-build order."""
+        """The rows in full-build order (the previous view's layout extended by the one
+        segment an append published, when there is one: a live writer publishes a segment
+        per turn, and sorting every row again grew with the partition)."""
+        earlier, self._earlier = self._earlier, None
+        if earlier is not None:
+            grown = earlier.extended(self.tables[-1], self._role_order)
+            if grown is not None:
+                return grown
         return SegmentLayout.of(self.tables, self._role_order)
 
     @cached_property

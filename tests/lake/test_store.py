@@ -1,12 +1,14 @@
-"""The Parquet files LakeStore writes."""
+"""The Parquet files LakeStore writes, and reading back exactly the files an append added."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from factories import rich_record, write_jsonl
+import pytest
+from factories import make_record, rich_record, write_jsonl
 
+from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
@@ -31,3 +33,26 @@ def test_free_text_columns_carry_no_parquet_statistics(settings: Settings,
                 assert not column.is_stats_set, (table, name)
             elif name in ("conversation_id", "turn_id", "expires_at"):
                 assert column.statistics.has_min_max, (table, name)
+
+
+def test_read_files_reads_exactly_the_named_files_with_their_partition_values(
+        settings: Settings, tmp_path: Path) -> None:
+    ingestor = Ingestor(settings)
+    ingestor.ingest_paths([write_jsonl(tmp_path / "a.jsonl", [make_record(0, tenant="acme"),
+                                                             make_record(1, tenant="beta")])])
+    store = LakeStore(settings.lake)
+    before = store.data_files(Table.TURN_LOGS)
+    ingestor.ingest_paths([write_jsonl(tmp_path / "b.jsonl", [make_record(2, tenant="beta")])])
+    added = store.data_files(Table.TURN_LOGS) - before
+    assert added
+    got = store.read_files(Table.TURN_LOGS, added, columns=["tenant", "month", "turn_id"])
+    assert got.column("turn_id").to_pylist() == ["t-0002"]
+    assert got.column("tenant").to_pylist() == ["beta"]
+    everything = store.read_files(Table.TURN_LOGS, store.data_files(Table.TURN_LOGS),
+                                  columns=["tenant", "turn_id"])
+    assert sorted(zip(everything["tenant"].to_pylist(), everything["turn_id"].to_pylist(),
+                      strict=True)) == [("acme", "t-0000"), ("beta", "t-0001"), ("beta", "t-0002")]
+    assert store.read_files(Table.TURN_LOGS, (), columns=["turn_id"]).num_rows == 0
+    with pytest.raises(LakeError, match="not a data file"):
+        store.read_files(Table.TURN_LOGS, {"tenant=acme/month=2026-03/nope.parquet"},
+                         columns=["turn_id"])

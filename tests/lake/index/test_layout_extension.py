@@ -1,0 +1,122 @@
+"""A layout and row columns extended by one appended segment equal those computed afresh.
+
+A live writer publishes a delta segment per recorded turn; a warm search service extends the
+previous view's numbering and decoded columns by that segment instead of sorting and decoding
+every row again. These are the pure functions behind it, checked against the full versions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lake.index.partition import ROLE_ORDER, RowColumns
+from lake.index.segments import SORT_KEY, SegmentLayout
+
+EPOCH = datetime(2026, 3, 1, tzinfo=UTC)
+# few values, so segments share users, conversations, turn ids and even whole keys
+USERS = ["u-b", "u-a", "u-c", "u-aa", "ü-d"]
+CONVERSATIONS = ["c-1", "c-0", "c-10", "c-2"]
+TURNS = ["t-1", "t-0", "t-2"]
+ROLE_NAMES = [*ROLE_ORDER, "unknown-role"]
+
+row = st.fixed_dictionaries({
+    "user_id": st.sampled_from(USERS), "conversation_id": st.sampled_from(CONVERSATIONS),
+    "turn_id": st.sampled_from(TURNS), "role": st.sampled_from(ROLE_NAMES),
+    "seq": st.integers(0, 3), "minute": st.integers(0, 10_000), "text": st.text(max_size=8)})
+segment = st.lists(row, min_size=1, max_size=12)
+
+
+def _sorted_table(rows: list[dict[str, object]], start: int) -> pa.Table:
+    """A segment's rows as a full build writes them: sorted by the build's key."""
+    frame = pl.DataFrame({
+        "row_id": [f"r{start + i}" for i in range(len(rows))],
+        "user_id": [r["user_id"] for r in rows],
+        "conversation_id": [r["conversation_id"] for r in rows],
+        "turn_id": [r["turn_id"] for r in rows],
+        "role": [r["role"] for r in rows],
+        "seq": pl.Series([r["seq"] for r in rows], dtype=pl.Int64),
+        "turn_at": [EPOCH + timedelta(minutes=int(str(r["minute"]))) for r in rows],
+        "expires_at": [EPOCH + timedelta(days=90, minutes=int(str(r["minute"])))
+                       for r in rows],
+        "text": [r["text"] for r in rows],
+    }).with_columns(pl.col("role").replace_strict(ROLE_ORDER, default=99).alias("_role_order"))
+    return frame.sort(SORT_KEY, maintain_order=True).drop("_role_order").to_arrow()
+
+
+def _tables(segments: list[list[dict[str, object]]]) -> list[pa.Table]:
+    tables, start = [], 0
+    for rows in segments:
+        tables.append(_sorted_table(rows, start))
+        start += len(rows)
+    return tables
+
+
+def _grown(tables: list[pa.Table]) -> SegmentLayout:
+    layout = SegmentLayout.of(tables[:1], ROLE_ORDER)
+    for table in tables[1:]:
+        extended = layout.extended(table, ROLE_ORDER)
+        assert extended is not None
+        layout = extended
+    return layout
+
+
+@given(st.lists(segment, min_size=2, max_size=5))
+def test_an_extended_layout_numbers_rows_as_a_full_sort(
+        segments: list[list[dict[str, object]]]) -> None:
+    tables = _tables(segments)
+    full, grown = SegmentLayout.of(tables, ROLE_ORDER), _grown(tables)
+    assert grown.rows.equals(full.rows)
+    for name in ("order", "inverse", "offsets"):
+        np.testing.assert_array_equal(getattr(grown, name), getattr(full, name), err_msg=name)
+    assert len(grown.globals_) == len(full.globals_)
+    for mine, theirs in zip(grown.globals_, full.globals_, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    # the scope split of both agrees too (it is what every search uses)
+    allowed = np.arange(0, int(full.offsets[-1]), 2, dtype=np.int64)
+    for mine, theirs in zip(grown.split(allowed), full.split(allowed), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+@given(st.lists(segment, min_size=2, max_size=5))
+def test_extended_columns_equal_columns_decoded_afresh(
+        segments: list[list[dict[str, object]]]) -> None:
+    tables = _tables(segments)
+    layout = SegmentLayout.of(tables[:1], ROLE_ORDER)
+    columns = RowColumns.from_rows(layout.rows)
+    for table in tables[1:]:
+        grown = layout.extended(table, ROLE_ORDER)
+        assert grown is not None
+        columns, layout = columns.extended(table, grown.globals_[-1]), grown
+    fresh = RowColumns.from_rows(SegmentLayout.of(tables, ROLE_ORDER).rows)
+    for name, value in vars(fresh).items():
+        mine = getattr(columns, name)
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(mine, value, err_msg=name)
+            assert mine.dtype == value.dtype, name
+        elif name == "code_firsts":
+            assert mine.keys() == value.keys()
+            for column in value:
+                np.testing.assert_array_equal(mine[column], value[column], err_msg=column)
+        else:
+            assert mine == value, name
+
+
+def test_a_segment_of_another_schema_is_not_merged_in_place() -> None:
+    tables = _tables([[{"user_id": "u-a", "conversation_id": "c-0", "turn_id": "t-0",
+                        "role": "completion", "seq": 0, "minute": 1, "text": "x"}]] * 2)
+    other = tables[1].append_column("extra", pa.array([1]))
+    assert SegmentLayout.of(tables[:1], ROLE_ORDER).extended(other, ROLE_ORDER) is None
+
+
+def test_a_row_without_a_key_value_leaves_the_merge_to_the_full_sort() -> None:
+    tables = _tables([[{"user_id": "u-a", "conversation_id": "c-0", "turn_id": "t-0",
+                        "role": "completion", "seq": 0, "minute": 1, "text": "x"}]] * 2)
+    seq = tables[1].schema.get_field_index("seq")
+    missing = tables[1].set_column(seq, "seq", pa.array([None], pa.int64()))
+    assert SegmentLayout.of(tables[:1], ROLE_ORDER).extended(missing, ROLE_ORDER) is None
