@@ -14,13 +14,18 @@ Run: ``.venv/bin/python -m bench.segments_bench [small_turns large_turns]`` (def
   single-turn appends under the settings' compaction thresholds (an untended live lake).
 * ``dedupe_read``: a warm writer's deduplication read after single-turn appends, the plain
   filtered TurnLog read against pipeline.known_turns.KnownTurns.
+* ``cli_one_turn``: wall time of ``turnlake ingest --no-embed one.jsonl`` (a new process each
+  time, start-up, delta segment and any compaction it triggers included) into the large lake
+  and into a 10-turn lake, alternated; medians and their ratio.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -192,6 +197,29 @@ def dedupe_read(settings: Settings, appends: int, first: int, probes: int = 30
             "ratio": round(statistics.median(kept) / statistics.median(plain), 3)}
 
 
+def cli_one_turn(large: Settings, root: Path, first: int, tries: int = 7) -> dict[str, Any]:
+    """``turnlake ingest`` of one new turn per process into ``large`` and into a 10-turn lake
+    made under ``root``, taken in turn so that drift in the machine's speed hits both."""
+    small = _lake(root / "ten-turns", 10)
+    env = {**os.environ, "TURNLAKE_EMBEDDING_MODEL": MODEL}
+    rng = random.Random(13)
+    waits: dict[str, list[float]] = {"large": [], "small": []}
+    for i in range(tries):
+        for name, settings in (("large", large), ("small", small)):
+            line = root / f"one-{name}-{i}.jsonl"
+            line.write_text(_record(first + i, rng) + "\n")
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "pipeline.cli", "ingest", "--no-embed",
+                                   "--lake", str(settings.lake), str(line)],
+                                  env=env, capture_output=True, text=True, timeout=600)
+            waits[name].append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise RuntimeError(f"turnlake ingest failed: {done.stderr[-2000:]}")
+    large_s, small_s = statistics.median(waits["large"]), statistics.median(waits["small"])
+    return {"tries": tries, "large_p50_s": round(large_s, 2), "ten_turns_p50_s": round(small_s, 2),
+            "ratio": round(large_s / small_s, 2)}
+
+
 def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40,
                    appends: int = 100, live_appends: int = 200) -> dict[str, Any]:
     """Every figure of this module, on fresh lakes in a temporary folder."""
@@ -213,6 +241,9 @@ def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40
                 out["dedupe_read"] = dedupe_read(
                     settings, live_appends, turns + 4000 + appends + live_appends)
                 print(f"dedupe_read: {out['dedupe_read']}", flush=True)
+                out["cli_one_turn"] = cli_one_turn(
+                    settings, Path(tmp), turns + 5000 + appends + 2 * live_appends)
+                print(f"cli_one_turn: {out['cli_one_turn']}", flush=True)
     out["record_p50_ratio"] = round(out["record_large"]["p50_ms"]
                                     / out["record_small"]["p50_ms"], 2)
     return out
