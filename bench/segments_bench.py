@@ -16,7 +16,11 @@ Run: ``.venv/bin/python -m bench.segments_bench [small_turns large_turns]`` (def
   filtered TurnLog read against pipeline.known_turns.KnownTurns.
 * ``cli_one_turn``: wall time of ``turnlake ingest --no-embed one.jsonl`` (a new process each
   time, start-up, delta segment and any compaction it triggers included) into the large lake
-  and into a 10-turn lake, alternated; medians and their ratio.
+  and into a 10-turn lake, alternated; medians and their ratio. Taken on the bulk-built lake
+  (plus the record figure's 40 turns), and again as ``cli_one_turn_untended`` after every
+  other figure's single-turn appends (hundreds of small files, as before `turnlake
+  maintain`): a new process has no kept view, so it reads the conversation's TurnLogs by a
+  filtered scan over every file.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.index_build import build_indexes, compact_indexes
 from pipeline.jobs import run_ingest
 from pipeline.live import LiveWriter
@@ -169,7 +174,6 @@ def dedupe_read(settings: Settings, appends: int, first: int, probes: int = 30
     per commit, as a live lake gets before `turnlake maintain`): the plain filtered read of
     the conversation's TurnLogs against pipeline.known_turns.KnownTurns, p50 over ``probes``
     further turns."""
-    from lake.tables import Table
     from lake.timelines import conversation_filter
     from pipeline.known_turns import COLUMNS, KnownTurns
 
@@ -200,6 +204,7 @@ def dedupe_read(settings: Settings, appends: int, first: int, probes: int = 30
 def cli_one_turn(large: Settings, root: Path, first: int, tries: int = 7) -> dict[str, Any]:
     """``turnlake ingest`` of one new turn per process into ``large`` and into a 10-turn lake
     made under ``root``, taken in turn so that drift in the machine's speed hits both."""
+    root.mkdir(parents=True, exist_ok=True)
     small = _lake(root / "ten-turns", 10)
     env = {**os.environ, "TURNLAKE_EMBEDDING_MODEL": MODEL}
     rng = random.Random(13)
@@ -230,6 +235,8 @@ def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40
             out[f"record_{name}"] = record_until_searchable(settings, record_turns, turns)
             print(f"record_{name}: {out[f'record_{name}']}", flush=True)
             if name == "large":
+                out["cli_one_turn"] = cli_one_turn(settings, Path(tmp), turns + 500)
+                print(f"cli_one_turn: {out['cli_one_turn']}", flush=True)
                 out["incremental_1pct"] = incremental_vs_full(settings, turns, turns + 1000)
                 print(f"incremental_1pct: {out['incremental_1pct']}", flush=True)
                 out["compaction"] = compaction_effect(settings, appends,
@@ -241,9 +248,11 @@ def bench_segments(small: int = 500, large: int = 10_000, record_turns: int = 40
                 out["dedupe_read"] = dedupe_read(
                     settings, live_appends, turns + 4000 + appends + live_appends)
                 print(f"dedupe_read: {out['dedupe_read']}", flush=True)
-                out["cli_one_turn"] = cli_one_turn(
-                    settings, Path(tmp), turns + 5000 + appends + 2 * live_appends)
-                print(f"cli_one_turn: {out['cli_one_turn']}", flush=True)
+                out["cli_one_turn_untended"] = cli_one_turn(
+                    settings, Path(tmp) / "untended", turns + 5000 + appends + 2 * live_appends)
+                out["cli_one_turn_untended"]["turn_log_files"] = len(
+                    LakeStore(settings.lake).data_files(Table.TURN_LOGS))
+                print(f"cli_one_turn_untended: {out['cli_one_turn_untended']}", flush=True)
     out["record_p50_ratio"] = round(out["record_large"]["p50_ms"]
                                     / out["record_small"]["p50_ms"], 2)
     return out

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from lake.errors import RecordError
+from lake.payload_schema import payload_schema
 from lake.records import ContextEvent, LiveEvent, TurnRecord
 from lake.tables import CONTENT_ROWS, EVENTS, FILES, ROLES, TS, TURN_LOGS, Table
 
@@ -109,26 +110,24 @@ _FileRow = tuple[int, str, str, str, int, str, str | None, str]
 # each of _TTL_ROLES.
 _TurnExtra = tuple[int, int, tuple[int, ...]]
 
-# The parts of a canonical payload (TurnRecord.to_json_bytes) the rows are made of. Arrow's JSON
-# reader skips every other field; timestamps are parsed from pydantic's RFC 3339 spelling.
-# The instants timeline blocks show are read as text (see _timeline_blocks) and cast after.
-_PAYLOAD = pa.schema([
-    *((name, _STRING) for name in ("tenant", "app", "agent", "user_id", "conversation_id",
-                                   "turn_id", "writer", "started_at", "ended_at",
-                                   "conversation_title")),
-    ("submissions", pa.list_(pa.struct([("text", _STRING), ("event_type", _STRING),
-                                        ("batch", _INT32), ("arrived_at", _STRING)]))),
-    ("completion", pa.struct([("text", _STRING), ("at", _STRING)])), ("summary", _STRING),
-    ("anchors", pa.list_(_STRING)), ("notes", pa.list_(_STRING)),
-    ("attachments", pa.list_(pa.struct([("text", _STRING), ("ref", _STRING)]))),
-    ("context_events", pa.list_(pa.struct([("kind", _STRING), ("at", TS)]))),
-    ("steps", pa.list_(pa.struct([("name", _STRING), ("status", _STRING), ("at", TS),
-                                  ("detail", _STRING)]))),
-    ("events", pa.list_(pa.struct([("type", _STRING), ("at", TS)]))),
-    ("usage", pa.struct([("tokens_in", _INT64), ("tokens_out", _INT64),
-                         ("cost_usd", pa.float64()), ("duration_ms", _INT64)])),
-    ("feedback", pa.struct([("rating", _INT32), ("comment", _STRING)])),
-])
+# The parts of a canonical payload (TurnRecord.to_json_bytes) the rows are made of, typed by
+# the record model itself. Arrow's JSON reader skips every other field; timestamps are parsed
+# from pydantic's RFC 3339 spelling. The instants timeline blocks show are read as text (see
+# _timeline_blocks) and cast after.
+_PAYLOAD = payload_schema(TurnRecord, {
+    **dict.fromkeys(("tenant", "app", "agent", "user_id", "conversation_id", "turn_id",
+                     "writer", "started_at", "ended_at", "conversation_title"), True),
+    "submissions": dict.fromkeys(("text", "event_type", "batch", "arrived_at"), True),
+    "completion": dict.fromkeys(("text", "at"), True),
+    **dict.fromkeys(("summary", "anchors", "notes"), True),
+    "attachments": dict.fromkeys(("text", "ref"), True),
+    "context_events": dict.fromkeys(("kind", "at"), True),
+    "steps": dict.fromkeys(("name", "status", "at", "detail"), True),
+    "events": dict.fromkeys(("type", "at"), True),
+    "usage": dict.fromkeys(("tokens_in", "tokens_out", "cost_usd", "duration_ms"), True),
+    "feedback": dict.fromkeys(("rating", "comment"), True),
+}, instants_as_timestamps=frozenset({"context_events.at", "steps.at", "events.at"}),
+    timestamp=TS)
 # One block for all payloads: a JSON object may not straddle two blocks, and a payload is as
 # long as its texts make it (a completion of several megabytes would exceed the default 1 MB).
 _READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 30)
