@@ -10,7 +10,7 @@ from factories import make_record, rich_record, write_jsonl
 
 from lake.errors import LakeError
 from lake.settings import Settings
-from lake.store import LakeStore
+from lake.store import CHECKPOINT_INTERVAL, LakeStore
 from lake.tables import Table
 from pipeline.ingest import Ingestor
 
@@ -56,3 +56,23 @@ def test_read_files_reads_exactly_the_named_files_with_their_partition_values(
     with pytest.raises(LakeError, match="not a data file"):
         store.read_files(Table.TURN_LOGS, {"tenant=acme/month=2026-03/nope.parquet"},
                          columns=["turn_id"])
+
+
+def test_tables_checkpoint_often_and_an_older_lake_is_brought_to_the_interval(
+        settings: Settings, tmp_path: Path) -> None:
+    ingestor = Ingestor(settings)
+    ingestor.ingest_paths([write_jsonl(tmp_path / "a.jsonl", [make_record(0)])])
+    store = LakeStore(settings.lake)
+    dt = store.open(Table.TURN_LOGS)
+    assert dt is not None
+    assert dt.metadata().configuration["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL)
+    # a lake made before: the table property is gone, as delta-rs's default of 100 would be
+    dt.alter.set_table_properties({"delta.checkpointInterval": "100"})
+    for n in range(1, CHECKPOINT_INTERVAL + 2):
+        ingestor.ingest_paths([write_jsonl(tmp_path / f"{n}.jsonl", [make_record(n)])])
+    dt = store.open(Table.TURN_LOGS)
+    assert dt is not None
+    assert dt.metadata().configuration["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL)
+    log = store.path(Table.TURN_LOGS) / "_delta_log"
+    assert list(log.glob("*.checkpoint.parquet")), "no checkpoint after an interval's commits"
+    assert store.read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == CHECKPOINT_INTERVAL + 2
