@@ -4,7 +4,9 @@ Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index]`` (defau
 without embeddings, indexes built after commits).
 8 recording clients post 50-turn requests and 4 searching clients post searches, for a bounded
 time; a probe samples acknowledged turns and polls search until each is found. Printed:
-turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load.
+turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load;
+idle is measured twice, on the seeded lake before the load and on the grown lake after it
+(once the last acknowledged turn is searchable), which is the one the load figure compares to.
 Clients run as threads of this process, so on a small machine they compete with the server
 for the cores: the figures are the whole loop's, client included.
 """
@@ -75,6 +77,7 @@ class _Load:
         self.searches: list[float] = []
         self.visible: list[float] = []
         self.sample: list[tuple[str, float]] = []  # (marker, ack time) to probe
+        self.last: str | None = None  # the marker of the last acknowledged request
         self.errors: list[str] = []
 
 
@@ -94,6 +97,7 @@ def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Loa
                     return
                 load.acks.append(acked - t)
                 load.turns += PER_REQUEST
+                load.last = f"mk{client}x{n - 1}"
                 if len(load.acks) % 4 == 0:
                     load.sample.append((f"mk{client}x{n - 1}", acked))
 
@@ -210,6 +214,20 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             thread.join(timeout=120)
         elapsed = time.perf_counter() - started
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        # The same searches without the load, once the indexer has caught up: the lake grew
+        # several times over during the load, so the idle figure before it searched less.
+        caught_up = _Load()
+        if index and load.last is not None:
+            caught_up.sample.append((load.last, time.perf_counter()))
+            stop = threading.Event()
+            waiter = threading.Thread(target=_probe, args=(url, analyst, stop, caught_up))
+            waiter.start()
+            until = time.monotonic() + 120
+            while not caught_up.visible and time.monotonic() < until:
+                time.sleep(0.05)
+            stop.set()
+            waiter.join()
+        idle_after = _search_latency(url, analyst, 60)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -227,6 +245,9 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
         "ack_to_searchable_p95_s": _pct(load.visible, 95, 1.0),
         "ack_to_searchable_samples": len(load.visible),
         "search_idle_p50_ms": _pct(idle, 50), "search_idle_p95_ms": _pct(idle, 95),
+        "search_idle_after_p50_ms": _pct(idle_after, 50),
+        "search_idle_after_p95_ms": _pct(idle_after, 95),
+        "indexer_caught_up": bool(caught_up.visible),
         "search_load_p50_ms": _pct(load.searches, 50),
         "search_load_p95_ms": _pct(load.searches, 95),
         "searches_under_load": len(load.searches),
