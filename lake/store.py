@@ -34,12 +34,16 @@ from lake.tables import PARTITIONS, SCHEMAS, Table
 # a checkpoint against ~4 ms just after one, and a live writer opens three tables a turn.
 CHECKPOINT_INTERVAL = 10
 
+# Columns whose per-file minimum and maximum the Delta log keeps: a filtered read skips the
+# files whose range cannot match without opening them. conversation_id is what the writer's
+# reads filter on (deduplication, timelines, erasure); a live-written table has a file per
+# commit, and reading two conversations out of 301 files took 21 ms without it, 5 ms with.
 _STATS_COLUMNS: dict[Table, str] = {
-    Table.TURN_LOGS: "started_at,ended_at,expires_at,ordinal",
-    Table.CONTENT_ROWS: "ts,turn_at,expires_at",
-    Table.TIMELINES: "started_at,last_activity_at,expires_at",
-    Table.EVENTS: "at,expires_at",
-    Table.FILES: "size,expires_at",
+    Table.TURN_LOGS: "conversation_id,started_at,ended_at,expires_at,ordinal",
+    Table.CONTENT_ROWS: "conversation_id,ts,turn_at,expires_at",
+    Table.TIMELINES: "conversation_id,started_at,last_activity_at,expires_at",
+    Table.EVENTS: "conversation_id,at,expires_at",
+    Table.FILES: "conversation_id,size,expires_at",
     Table.QUARANTINE: "quarantined_at",
     Table.AUDIT: "at",
 }
@@ -90,17 +94,19 @@ def _table_properties(table: Table) -> dict[str, str]:
 
 def _evolved(dt: DeltaTable, table: Table) -> DeltaTable:
     """The table with every column of SCHEMAS[table] it lacks added, in one commit, and the
-    checkpoint interval of :data:`CHECKPOINT_INTERVAL` (a lake made before it had delta-rs's
-    100).
+    table properties of :func:`_table_properties` (a lake made before may lack some: files
+    written before a statistics column was named carry no statistics for it, and are read
+    as before).
 
     Schema evolution: a column added to lake/tables.py reaches a lake written before it the
     first time that table is written; files written earlier read the column as null. Only a
     nullable column can be added so (old rows have no value for it).
     """
-    interval = str(CHECKPOINT_INTERVAL)
-    if dt.metadata().configuration.get("delta.checkpointInterval") != interval:
+    configured = dt.metadata().configuration
+    changed = {k: v for k, v in _table_properties(table).items() if configured.get(k) != v}
+    if changed:
         with _translated(table, "configure"):
-            dt.alter.set_table_properties({"delta.checkpointInterval": interval})
+            dt.alter.set_table_properties(changed)
             dt.update_incremental()
     have = {field.name for field in dt.schema().fields}
     missing = [field for field in SCHEMAS[table] if field.name not in have]

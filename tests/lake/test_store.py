@@ -12,6 +12,7 @@ from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import CHECKPOINT_INTERVAL, LakeStore
 from lake.tables import Table
+from lake.timelines import conversation_filter
 from pipeline.ingest import Ingestor
 
 FREE_TEXT = {"payload", "blocks", "text", "data"}
@@ -76,3 +77,21 @@ def test_tables_checkpoint_often_and_an_older_lake_is_brought_to_the_interval(
     log = store.path(Table.TURN_LOGS) / "_delta_log"
     assert list(log.glob("*.checkpoint.parquet")), "no checkpoint after an interval's commits"
     assert store.read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == CHECKPOINT_INTERVAL + 2
+
+
+def test_a_conversation_read_skips_the_files_whose_statistics_rule_it_out(
+        settings: Settings, tmp_path: Path) -> None:
+    ingestor = Ingestor(settings)
+    for n in range(6):  # a file per commit, as a live writer leaves them
+        ingestor.ingest_paths([write_jsonl(tmp_path / f"{n}.jsonl",
+                                           [make_record(n, conversation=f"c-{n}")])])
+    store = LakeStore(settings.lake)
+    dt = store.open(Table.TURN_LOGS)
+    assert dt is not None
+    assert "conversation_id" in dt.metadata().configuration["delta.dataSkippingStatsColumns"]
+    wanted = conversation_filter([("acme", "c-3")])
+    assert wanted is not None
+    fragments = list(store.dataset(Table.TURN_LOGS).get_fragments(filter=wanted))
+    assert len(fragments) == 1
+    assert store.read(Table.TURN_LOGS, columns=["turn_id"],
+                      filter=wanted)["turn_id"].to_pylist() == ["t-0003"]

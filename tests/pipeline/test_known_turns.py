@@ -70,3 +70,19 @@ def test_an_erased_turn_recorded_again_is_new_again(tmp_path: Path) -> None:
     assert writer.ingest_records([record]).accepted == 0  # a duplicate, from the kept view
     store.delete(Table.TURN_LOGS, "turn_id = 't-0001'")  # another process erased it
     assert writer.ingest_records([record]).accepted == 1
+
+
+def test_a_conversation_first_asked_after_another_writer_stored_it_is_read(
+        tmp_path: Path) -> None:
+    # The view lists the table's conversations to skip reads for ones never stored; one that
+    # another writer stored after the listing must come from the files added since.
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    store = LakeStore(settings.lake)
+    Ingestor(settings).ingest_records([json.dumps(make_record(0, conversation="c-0"))])
+    known = KnownTurns(store)
+    assert len(_sorted(known.read({("acme", "c-0")}))) == 1
+    assert known.read({("acme", "c-1")}).num_rows == 0  # never stored: nothing to read
+    Ingestor(settings).ingest_records([json.dumps(make_record(1, conversation="c-1")),
+                                       json.dumps(make_record(2, conversation="c-2"))])
+    for asked in ({("acme", "c-1")}, {("acme", "c-2")}, {("acme", "c-0"), ("acme", "c-2")}):
+        assert _sorted(known.read(asked)) == _oracle(store, asked), asked
