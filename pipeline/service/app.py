@@ -66,7 +66,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
         keys=KeyStore(settings.lake, s3=settings.s3, cache_s=settings.key_cache_s),
         search=search_service, catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
         writer=GroupWriter(settings, embedder=provider if embed else None, index=index,
-                           metrics=metrics),
+                           metrics=metrics, child=embedder is None),
         metrics=metrics, puller=WorkspacePuller(store), workspace=workspace)
     metrics.watch_stale(lambda: _stale(search_service.statuses().values()))
     # The agent tools at /mcp: the same keys, search service and identity rules as the routes.

@@ -7,15 +7,17 @@ run — under the lake's writer lock, one Delta commit per table — then answer
 submission with the outcome of each of its lines. The futures resolve only after the commit
 returned, so an answer means the accepted turns are durable.
 
-Index updates lag on purpose: a second thread has a child process (pipeline/service/builder.py)
-rebuild the partitions each commit touched
-(several commits' worth at once when it falls behind) and records, per commit, the time
-from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
+Index updates lag on purpose: a second thread brings the partitions each commit touched up
+to date (several commits' worth at once when it falls behind) and records, per commit, the
+time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
-its ingest (with vector reuse) in the writer thread, its index step (delta segments,
-compaction past the thresholds) in the indexer thread. This module is the one place the
-service writes turns.
+its ingest (with vector reuse) for the writer thread, its index step (delta segments,
+compaction past the thresholds) for the indexer thread. ``turnlake serve`` runs each step in
+a child process of its own (pipeline/service/child_writer.py), so neither competes with the
+searches for the interpreter lock; in-process (``child=False``, with an embedder object the
+caller chose) full rebuilds still go to a child (pipeline/service/builder.py). This module is
+the one place the service writes turns.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from lake.store import Partition
 from pipeline.contract import TurnStatus
 from pipeline.live import LiveWriter
 from pipeline.service.builder import ChildBuilder
+from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
@@ -65,16 +68,21 @@ class GroupWriter:
     """Commits concurrent submissions together; see the module docstring."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None,
-                 index: bool = True, metrics: ServiceMetrics | None = None) -> None:
+                 index: bool = True, metrics: ServiceMetrics | None = None,
+                 child: bool = False) -> None:
         self._settings = settings
         self._metrics = metrics or ServiceMetrics()
         self._live = LiveWriter(settings, embedder, embed=embedder is not None,
                                 on_rows=self._note_kept)
+        # With ``child`` the ingests run in a child process (pipeline/service/child_writer.py),
+        # which embeds with the settings' model: ``embedder`` must be that model's.
+        self._child = ChildWriter(settings, embed=embedder is not None) if child else None
         self._kept: set[TurnKey] = set()
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         self._index = index
         self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
-        self._builder = ChildBuilder() if index else None
+        self._index_child = ChildWriter(settings, embed=False) if child and index else None
+        self._builder = ChildBuilder() if index and not child else None
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -98,6 +106,9 @@ class GroupWriter:
             thread.join(timeout_s)
         if self._builder is not None:
             self._builder.close()
+        for worker in (self._child, self._index_child):
+            if worker is not None:
+                worker.close()
 
     def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
         """Queue turns' JSON lines; the future gives one outcome per line once durable."""
@@ -139,8 +150,12 @@ class GroupWriter:
         started = time.perf_counter()
         lines = [line for s in group for line in s.lines]
         self._kept = set()
+        source = f"<api {uuid.uuid4().hex}>"
         try:
-            report = self._live.ingest(lines, source=f"<api {uuid.uuid4().hex}>").ingest
+            if self._child is not None:
+                report, self._kept = self._child.ingest(lines, source=source)
+            else:
+                report = self._live.ingest(lines, source=source).ingest
             outcomes = self._outcomes(group, lines, report.accepted,
                                       {q.line: q.reason for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
@@ -194,8 +209,8 @@ class GroupWriter:
     # -- the indexer thread ---------------------------------------------------------------
 
     def _index_loop(self) -> None:
-        builder = self._builder
-        assert builder is not None  # the thread runs only with index=True
+        builder, child = self._builder, self._index_child
+        assert builder is not None or child is not None  # the thread runs only with index=True
         waiting: list[tuple[set[Partition], float]] = []
         stop = False
         while waiting or not stop:
@@ -207,7 +222,11 @@ class GroupWriter:
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _ in waiting))
             try:
-                self._live.index(partitions, builder=builder)
+                if child is not None:
+                    child.index(partitions)
+                else:
+                    assert builder is not None
+                    self._live.index(partitions, builder=builder)
             except Exception:  # the partitions stay stale (search says so); try again soon
                 log.exception("index build of %d partitions failed", len(partitions))
                 self._metrics.index_failures.inc()

@@ -1,0 +1,68 @@
+"""The service's writer and indexer in child processes: the same outcomes as in process,
+and a dead child is replaced rather than taking the writer down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import orjson
+import pytest
+
+from lake.errors import LakeError
+from lake.index.status import partition_statuses
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.service.child_writer import ChildWriter
+from pipeline.service.writer import GroupWriter
+from tests.reliability.lake_audit import key_of, turn_record
+
+
+def _child_pid(writer: ChildWriter) -> int:
+    processes = writer._pool._processes  # the one worker of the pool
+    assert processes is not None and len(processes) == 1
+    return next(iter(processes))
+
+
+def test_a_group_writer_with_children_records_and_indexes(hashing_settings: Settings) -> None:
+    writer = GroupWriter(hashing_settings, embedder=None, index=True, child=True)
+    writer.start()
+    try:
+        records = [turn_record(n, conversation=f"c-{n % 2}") for n in range(4)]
+        lines = [orjson.dumps(r).decode() for r in records]
+        first = writer.submit(lines, [key_of(r) for r in records]).result(timeout=120)
+        again = writer.submit(lines[:1], [key_of(records[0])]).result(timeout=120)
+        bad = writer.submit(['{"schema": "turnlake.turn.v1"}'], [None]).result(timeout=120)
+    finally:
+        writer.close()  # waits for the indexer to publish what was committed
+    assert [o.status for o in first] == ["accepted"] * 4
+    assert [o.status for o in again] == ["duplicate"]
+    assert bad[0].status == "rejected"
+    store = LakeStore(hashing_settings.lake)
+    assert store.read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 4
+    assert all(s.freshness == "fresh" for s in partition_statuses(store).values())
+
+
+def test_a_killed_child_fails_one_call_and_the_next_gets_a_new_child(
+        hashing_settings: Settings) -> None:
+    child = ChildWriter(hashing_settings, embed=False)
+    try:
+        lines = [orjson.dumps(turn_record(n)).decode() for n in range(3)]
+        report, kept = child.ingest(lines[:1], source="<test>")
+        assert report.accepted == 1 and len(kept) == 1
+        pid = _child_pid(child)
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):  # bounded: the pool notices its worker is gone
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        with pytest.raises(LakeError, match="writer process died"):
+            child.ingest(lines[1:2], source="<test>")
+        report, kept = child.ingest(lines[1:], source="<test>")
+        assert report.accepted == 2 and _child_pid(child) != pid
+    finally:
+        child.close()
