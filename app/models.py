@@ -6,16 +6,14 @@ dataclasses, so that no page or component reaches into a dict.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from lake.errors import QueryError, RefError
 from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
-from lake.search.materialize import FileCard, MaterializedTurn
+from lake.search.materialize import FileCard, MaterializedTurn, TurnParts
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, Hit, SearchRequest
 from lake.search.when import OrdinalLookup, resolve_when
@@ -216,28 +214,6 @@ class MentionView:
 
 
 @dataclass(frozen=True)
-class SubmissionView:
-    """A user message of the turn, with its kind (prompt / followup / steer)."""
-
-    text: str
-    event_type: str
-    batch: int
-    arrived_at: str
-
-
-@dataclass(frozen=True)
-class AttachmentView:
-    """A file the user attached; with a ``ref`` its bytes may be fetched through the
-    resolver, else turnlake does not host them."""
-
-    name: str
-    mime: str
-    size: int
-    ref: str | None
-    has_text: bool
-
-
-@dataclass(frozen=True)
 class FileView:
     """A hosted file: its card and, when the resolver allowed it, its bytes."""
 
@@ -247,79 +223,16 @@ class FileView:
 
 
 @dataclass(frozen=True)
-class StepView:
-    """A progress step of the turn."""
-
-    name: str
-    status: str
-    at: datetime
-    detail: str | None
-
-
-@dataclass(frozen=True)
-class CitationView:
-    """A source the answer cited."""
-
-    title: str
-    url: str
-    snippet: str | None
-
-
-@dataclass(frozen=True)
-class EventView:
-    """A recorded event (context event, step or live event), in replay order."""
-
-    seq: int
-    source: str
-    type: str
-    at: str
-    data: Any  # the event's JSON value, as recorded
-
-    @property
-    def data_json(self) -> str:
-        """The data as compact JSON (for the table of events without a renderer)."""
-        return json.dumps(self.data, ensure_ascii=False, sort_keys=True)
-
-    def field(self, name: str) -> str | None:
-        """A text field of an object ``data`` (None when absent or not text)."""
-        value = self.data.get(name) if isinstance(self.data, dict) else None
-        return value if isinstance(value, str) else None
-
-
-@dataclass(frozen=True)
-class UsageView:
-    """Token and cost accounting of the turn."""
-
-    tokens_in: int | None
-    tokens_out: int | None
-    cost_usd: float | None
-    duration_ms: int | None
-
-
-@dataclass(frozen=True)
-class FeedbackView:
-    """The user's rating of the turn."""
-
-    rating: int
-    comment: str | None
-
-
-@dataclass(frozen=True)
 class ReplayTurn:
-    """A materialized turn as Replay shows it: the lake's turn itself, plus what the app adds
-    (hosted files with their resolved bytes, and typed views of the payload's JSON parts)."""
+    """A materialized turn as Replay shows it: the lake's turn and its parts
+    (:meth:`lake.search.materialize.MaterializedTurn.parts`), plus what the app adds: hosted
+    files with their resolved bytes and the refs the answer and the attachments mention."""
 
     turn: MaterializedTurn
+    parts: TurnParts
     files: list[FileView]
     mentions: list[MentionView]
     attached: dict[str, MentionView]  # attachment ref -> what the resolver gave for it
-    submissions: list[SubmissionView]
-    attachments: list[AttachmentView]
-    steps: list[StepView]
-    citations: list[CitationView]
-    events: list[EventView]
-    usage: UsageView | None
-    feedback: FeedbackView | None
 
     @property
     def answer(self) -> str:
@@ -329,25 +242,6 @@ class ReplayTurn:
     @classmethod
     def build(cls, turn: MaterializedTurn, files: list[FileView],
               mentions: list[MentionView], attached: dict[str, MentionView]) -> ReplayTurn:
-        """Type a materialized turn's JSON parts (and take its resolved files and refs)."""
-        usage, feedback = turn.usage, turn.feedback
-        return cls(
-            turn=turn, files=files, mentions=mentions, attached=attached,
-            submissions=[SubmissionView(str(s["text"]), str(s["event_type"]), int(s["batch"]),
-                                        str(s["arrived_at"])) for s in turn.submissions],
-            attachments=[AttachmentView(str(a["name"]), str(a["mime"]), int(a["size"]),
-                                        a.get("ref"), bool(a.get("text")))
-                         for a in turn.attachments],
-            # A timeline: adapters may report steps out of order.
-            steps=sorted((StepView(str(s["name"]), str(s["status"]),
-                                   datetime.fromisoformat(str(s["at"])), s.get("detail"))
-                          for s in turn.steps), key=lambda step: step.at),
-            citations=[CitationView(str(c["title"]), str(c["url"]), c.get("snippet"))
-                       for c in turn.citations],
-            events=[EventView(int(e["seq"]), str(e["source"]), str(e["type"]), str(e["at"]),
-                              e["data"]) for e in turn.events],
-            usage=None if usage is None else UsageView(
-                usage.get("tokens_in"), usage.get("tokens_out"), usage.get("cost_usd"),
-                usage.get("duration_ms")),
-            feedback=None if feedback is None else FeedbackView(int(feedback["rating"]),
-                                                                feedback.get("comment")))
+        """A materialized turn with its resolved files and refs."""
+        return cls(turn=turn, parts=turn.parts(), files=files, mentions=mentions,
+                   attached=attached)

@@ -7,20 +7,22 @@ import re
 from dataclasses import dataclass, field
 
 from app.components.text import escape_markdown
-from app.models import REF_PATTERN, CitationView, EventView, parse_mention
+from app.models import REF_PATTERN, parse_mention
+from lake.records import Citation
+from lake.search.materialize import RecordedEvent
 
 
 @dataclass
 class EventGroups:
     """A turn's recorded events, by how Replay draws them (each list in replay order)."""
 
-    panels: list[EventView] = field(default_factory=list)
-    badges: list[EventView] = field(default_factory=list)
-    citations: list[CitationView] = field(default_factory=list)
-    other: list[EventView] = field(default_factory=list)
+    panels: list[RecordedEvent] = field(default_factory=list)
+    badges: list[RecordedEvent] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    other: list[RecordedEvent] = field(default_factory=list)
 
 
-def group_events(events: list[EventView]) -> EventGroups:
+def group_events(events: list[RecordedEvent]) -> EventGroups:
     """Sort events into panels, badges, citations and the rest; ``chat.step`` events are left
     out, since the steps timeline of the turn shows them."""
     groups = EventGroups()
@@ -33,14 +35,14 @@ def group_events(events: list[EventView]) -> EventGroups:
             groups.badges.append(event)
         elif event.type.startswith("citation") and event.field("url"):
             url = event.field("url") or ""
-            groups.citations.append(CitationView(event.field("title") or url, url,
-                                                 event.field("snippet")))
+            groups.citations.append(Citation(title=event.field("title") or url, url=url,
+                                             snippet=event.field("snippet")))
         else:
             groups.other.append(event)
     return groups
 
 
-def badge_text(event: EventView) -> str:
+def badge_text(event: RecordedEvent) -> str:
     """A badge's Markdown-safe label: ``badge.cost {"usd": 0.01, "tokens": 900}`` reads
     ``cost $0.0100 · 900 tokens``."""
     name = escape_markdown(event.type.removeprefix("badge."))

@@ -15,14 +15,8 @@ import streamlit as st
 
 from app.components.events import EventGroups, badge_text, group_events, ref_mentions
 from app.components.text import EVENT_TYPE_COLORS, escape_markdown, human_bytes
-from app.models import (
-    AttachmentView,
-    CitationView,
-    FileView,
-    MentionView,
-    ReplayTurn,
-    StepView,
-)
+from app.models import FileView, MentionView, ReplayTurn
+from lake.records import Attachment, Citation, Step
 
 FileLoader = Callable[[str], bytes]
 _STEP_MARKS = {"completed": ":green[:material/check_circle:]",
@@ -37,7 +31,7 @@ def status_badge(turn: ReplayTurn) -> str | None:
         return ":orange-badge[:material/pause_circle: interrupted before the answer]"
     if status == "failed":
         return ":red-badge[:material/error: the turn failed]"
-    if any(step.status == "failed" for step in turn.steps):
+    if any(step.status == "failed" for step in turn.parts.steps):
         return ":red-badge[:material/error: a step failed]"
     return None
 
@@ -46,15 +40,15 @@ def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
     """Draw a turn as a chat exchange; ``load_file`` fetches a file's bytes (by ref) only
     when its download button is pressed, through the ref resolver."""
     turn = view.turn
-    groups = group_events(view.events)
+    groups = group_events(view.parts.events)
     st.caption(f"Turn {turn.ordinal} · {turn.turn_id} · {turn.started_at:%Y-%m-%d %H:%M:%S} "
                f"→ {turn.ended_at:%H:%M:%S} UTC · {turn.app} / {turn.agent} · "
                f"{turn.writer} writer · user {turn.user_id}")
     with st.chat_message("user"):
-        for sub in view.submissions:
+        for sub in view.parts.submissions:
             st.badge(sub.event_type, color=EVENT_TYPE_COLORS.get(sub.event_type, "gray"))
             st.markdown(escape_markdown(sub.text))
-        for att in view.attachments:
+        for att in view.parts.attachments:
             _attachment(att, view.attached.get(att.ref) if att.ref else None)
     with st.chat_message("assistant"):
         text, _ = ref_mentions(view.answer)
@@ -77,14 +71,14 @@ def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
                 st.code(output, language="text")
             if code is None and output is None:
                 st.code(panel.data_json, language="json")
-    citations = [*view.citations, *groups.citations]
+    citations = [*view.parts.citations, *groups.citations]
     if citations:
         with st.expander(f"Citations ({len(citations)})", expanded=True):
             for c in citations:
                 st.markdown(_citation(c))
-    if view.steps:
-        with st.expander(f"Steps ({len(view.steps)})", expanded=True):
-            _timeline(view.steps)
+    if view.parts.steps:
+        with st.expander(f"Steps ({len(view.parts.steps)})", expanded=True):
+            _timeline(view.parts.steps)
     if turn.summary or turn.anchors or turn.notes:
         with st.expander("Working summary, anchors and notes"):
             if turn.summary:
@@ -113,7 +107,7 @@ def _mention(mention: MentionView) -> None:
                        icon=":material/download:")
 
 
-def _timeline(steps: list[StepView]) -> None:
+def _timeline(steps: list[Step]) -> None:
     start = steps[0].at
     for step in steps:
         mark = _STEP_MARKS.get(step.status, ":gray[:material/pending:]")
@@ -123,7 +117,7 @@ def _timeline(steps: list[StepView]) -> None:
                     f"{step.status}{detail}")
 
 
-def _citation(c: CitationView) -> str:
+def _citation(c: Citation) -> str:
     # Only web links become links; anything else (javascript:, data:) is shown as text.
     safe = c.url.startswith(("https://", "http://")) and not any(ch in c.url for ch in ")< ")
     line = (f"- [{escape_markdown(c.title)}]({c.url})" if safe
@@ -131,9 +125,9 @@ def _citation(c: CitationView) -> str:
     return line + (f" — {escape_markdown(c.snippet)}" if c.snippet else "")
 
 
-def _attachment(att: AttachmentView, resolved: MentionView | None) -> None:
+def _attachment(att: Attachment, resolved: MentionView | None) -> None:
     with st.container(border=True):
-        searchable = " · text searchable" if att.has_text else ""
+        searchable = " · text searchable" if att.text else ""
         st.markdown(f":material/attach_file: **{escape_markdown(att.name)}** · "
                     f"{att.mime} · {human_bytes(att.size)}{searchable}")
         if resolved is None:
@@ -171,21 +165,21 @@ def _badges(view: ReplayTurn, groups: EventGroups) -> None:
     status = status_badge(view)
     if status is not None:
         parts.append(status)
-    if view.usage is not None:
-        u = view.usage
+    if view.parts.usage is not None:
+        u = view.parts.usage
         parts.append(f":gray-badge[tokens {u.tokens_in or 0} in / {u.tokens_out or 0} out]")
         if u.cost_usd is not None:
             parts.append(f":gray-badge[\\${u.cost_usd:.4f}]")
         if u.duration_ms is not None:
             parts.append(f":gray-badge[{u.duration_ms / 1000:.1f} s]")
     parts += [f":blue-badge[{badge_text(event)}]" for event in groups.badges]
-    if view.feedback is not None:
-        rating = view.feedback.rating
+    if view.parts.feedback is not None:
+        rating = view.parts.feedback.rating
         color, mark = (("green", ":material/thumb_up:") if rating > 0 else
                        ("red", ":material/thumb_down:") if rating < 0 else
                        ("gray", ":material/thumbs_up_down:"))
         parts.append(f":{color}-badge[{mark} feedback {rating:+d}]")
-        if view.feedback.comment:
-            parts.append(f"“{escape_markdown(view.feedback.comment)}”")
+        if view.parts.feedback.comment:
+            parts.append(f"“{escape_markdown(view.parts.feedback.comment)}”")
     if parts:
         st.markdown(" ".join(parts))

@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 
 from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
 from lake.filestore import FileStore
+from lake.records import Attachment, Citation, Feedback, Step, Submission, Usage
 from lake.refs import parse_ref, validate_id
 from lake.retention import redact_payload
 from lake.search.access import Principal
@@ -31,6 +32,41 @@ class FileCard:
     sha256: str
     description: str | None
     expires_at: datetime
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A recorded event of a turn (context event, step or live event), in replay order."""
+
+    seq: int
+    source: str
+    type: str
+    at: str
+    data: Any  # the event's JSON value, as recorded
+
+    @property
+    def data_json(self) -> str:
+        """The data as compact JSON (for the table of events without a renderer)."""
+        return json.dumps(self.data, ensure_ascii=False, sort_keys=True)
+
+    def field(self, name: str) -> str | None:
+        """A text field of an object ``data`` (None when absent or not text)."""
+        value = self.data.get(name) if isinstance(self.data, dict) else None
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """A materialized turn's JSON parts, typed: the record model's own types (lake.records)
+    for what the record holds, :class:`RecordedEvent` for its events in replay order."""
+
+    submissions: list[Submission]
+    attachments: list[Attachment]
+    steps: list[Step]
+    citations: list[Citation]
+    usage: Usage | None
+    feedback: Feedback | None
+    events: list[RecordedEvent]
 
 
 @dataclass(frozen=True)
@@ -63,6 +99,19 @@ class MaterializedTurn:
     # "completed", "interrupted" or "failed" (completion.status; a record that does not say
     # is completed): replay shows an interrupted badge from it.
     completion_status: str = "completed"
+
+    def parts(self) -> TurnParts:
+        """The turn's recorded parts as the record model's own types (what replay renders);
+        steps in time order, since adapters may report them out of order."""
+        return TurnParts(
+            submissions=[Submission.model_validate(s) for s in self.submissions],
+            attachments=[Attachment.model_validate(a) for a in self.attachments],
+            steps=sorted((Step.model_validate(s) for s in self.steps), key=lambda s: s.at),
+            citations=[Citation.model_validate(c) for c in self.citations],
+            usage=None if self.usage is None else Usage.model_validate(self.usage),
+            feedback=None if self.feedback is None else Feedback.model_validate(self.feedback),
+            events=[RecordedEvent(int(e["seq"]), str(e["source"]), str(e["type"]),
+                                  str(e["at"]), e["data"]) for e in self.events])
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields."""

@@ -80,13 +80,14 @@ def test_search_and_replay_through_the_service(seeded: SeededLake) -> None:
     assert lines["final"].score == pytest.approx(lines["rrf"].score * lines["recency lift"].score)  # type: ignore[operator]
     assert not outcome.warnings and outcome.viewer == ANALYST
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
-    assert [s.event_type for s in turn.submissions] == ["prompt", "steer"]
+    assert [s.event_type for s in turn.parts.submissions] == ["prompt", "steer"]
     assert [(f.card.ref, f.data, f.error) for f in turn.files
             if f.card.mime == "text/csv"] == [(FILE_REF, FILE_BYTES, None)]
-    assert turn.feedback is not None and turn.feedback.rating == 1
-    assert turn.usage is not None and turn.usage.tokens_in == 120
-    assert [s.name for s in turn.steps] == ["run_python"]
-    assert turn.attachments[0].has_text and turn.citations[0].url == "https://example.com/tz"
+    parts = turn.parts
+    assert parts.feedback is not None and parts.feedback.rating == 1
+    assert parts.usage is not None and parts.usage.tokens_in == 120
+    assert [s.name for s in parts.steps] == ["run_python"]
+    assert parts.attachments[0].text and parts.citations[0].url == "https://example.com/tz"
     assert wb.file_bytes(AS_ANA, FILE_REF) == FILE_BYTES
 
 
@@ -324,7 +325,7 @@ def test_the_conversation_list_comes_a_page_at_a_time(seeded: SeededLake) -> Non
 def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake) -> None:
     wb = Workbench(seeded.settings)
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
-    groups = group_events(turn.events)
+    groups = group_events(turn.parts.events)
     assert [(p.type, p.field("code"), p.field("output")) for p in groups.panels] == [
         ("panel.code", PANEL_CODE, PANEL_OUTPUT)]
     assert [badge_text(b) for b in groups.badges] == ["cost · \\$0.0100 · 200 tokens"]

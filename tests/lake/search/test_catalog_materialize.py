@@ -7,6 +7,7 @@ import pytest
 from factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
+from lake.records import Submission
 from lake.search.access import Principal
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
@@ -90,6 +91,23 @@ def test_materialize_rich_turn_with_files(store: LakeStore) -> None:
         TurnMaterializer(store).turn(BEN, "c-1", "t-0002", as_of=AS_OF)
     with pytest.raises(QueryError):
         TurnMaterializer(store).turn(ANA, "c-1", "t-9999", as_of=AS_OF)
+
+
+def test_a_materialized_turns_parts_are_the_record_models_own(store: LakeStore) -> None:
+    turn = TurnMaterializer(store).turn(ANA, "c-1", "t-0002", as_of=AS_OF)
+    parts = turn.parts()
+    stored = rich_record(2)
+    assert [s.model_dump(mode="json") for s in parts.submissions] == \
+        [Submission.model_validate(s).model_dump(mode="json") for s in stored["submissions"]]
+    assert [a.name for a in parts.attachments] == [a["name"] for a in stored["attachments"]]
+    assert [s.status for s in parts.steps] == ["started", "completed"]
+    assert parts.steps == sorted(parts.steps, key=lambda s: s.at)
+    assert parts.citations[0].url == "https://example.com/openpyxl"
+    assert parts.usage is not None and parts.usage.tokens_in == 120
+    assert parts.feedback is not None and parts.feedback.rating == 1
+    assert [e.seq for e in parts.events] == [int(e["seq"]) for e in turn.events]
+    cost = next(e for e in parts.events if e.type == "badge.cost")
+    assert cost.data == next(e["data"] for e in turn.events if e["type"] == "badge.cost")
 
 
 def test_ref_resolution_errors_are_distinct(store: LakeStore) -> None:
