@@ -258,6 +258,13 @@ def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any
     return bench_serve(seconds, embed=embed)
 
 
+def bench_http_search_section(rows: int) -> dict[str, Any]:
+    """User-scope search through a real server on the ``rows``-row scale lake, end to end."""
+    from bench.http_search import bench_http_search
+
+    return bench_http_search(rows, cache=CACHE)
+
+
 def scale_paper_section(results: dict[str, Any]) -> dict[str, Any]:
     """The 10^9-row paragraph (bench/results/scale-1e9.md) from this run's 1M figures."""
     from bench.scale_paper import write
@@ -388,6 +395,7 @@ def main() -> None:
         ("purge_1pct", lambda: bench_purge_section(1_000_000)),
         ("segments", lambda: bench_segments_section(10_000 if mode == "quick" else 50_000)),
         ("serve", lambda: bench_serve_section(15 if mode == "quick" else 60)),
+        ("http_search_100k", lambda: bench_http_search_section(100_000)),
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))
