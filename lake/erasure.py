@@ -344,16 +344,10 @@ class DeletionRunner:
             removed += self._files.delete_prefix(tenant, cid, tid)
         for tenant, cid in plan.conversation_dirs:
             removed += self._files.delete_prefix(tenant, cid)
-        # Empty folders are named by ids only, but an erased conversation should not linger
-        # (an object store has no folders to leave behind).
-        folders = set() if self._store.root.remote else \
-            {(t, c) for t, c, _ in plan.turn_dirs} | set(plan.conversation_dirs)
-        for tenant, cid in folders:
-            for folder in (self._files.root / tenant / cid, self._files.root / tenant):
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
+        # Empty folders are named by ids only, but an erased conversation should not linger.
+        for tenant, cid in sorted({(t, c) for t, c, _ in plan.turn_dirs}
+                                  | set(plan.conversation_dirs)):
+            self._files.remove_empty_folders(tenant, cid)
         outcome.deleted["file_objects"] = removed
 
     def _step_quarantine(self, plan: DeletionPlan, outcome: DeletionOutcome) -> None:

@@ -14,21 +14,19 @@ object-store lake the same keys name objects under the lake prefix.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import itertools
 import os
 import re
-import shutil
-import stat
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from lake.errors import LakeError, RefError, RefNotFound
-from lake.location import LakeLocation, atomic_write
+from lake.file_objects import BlobObjects, LocalObjects, Objects, StoredObject, write_new
+from lake.location import LakeLocation
 from lake.refs import normalize_relative_path, validate_id
 
 _PREFIX = "objects"
@@ -38,10 +36,6 @@ _PACK_KEY = re.compile(r"@packs/([0-9a-f]{32}\.pack)#([0-9]+)\+([0-9]+)")
 # Files up to this size are packed by bulk ingests; a pack is closed once it holds this much.
 PACKED_FILE_BYTES = 1 << 20
 PACK_BYTES = 64 << 20
-# Hosted bytes that ingest workers wrote ahead of their batch, under the lake root.
-_STAGING = "_staging"
-# O_EXCL: a new file only (an existing one, or a symlink, takes the atomic path instead).
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 _staged_names = itertools.count()  # unique within a process; the pid makes them unique
 _own_staging: set[str] = set()  # this process's subfolders of staging folders, made already
 
@@ -58,14 +52,17 @@ class PendingFile:
 
 
 class FileStore:
-    """Content of hosted files, addressed by storage keys relative to ``<lake>/objects``."""
+    """Content of hosted files, addressed by storage keys relative to ``<lake>/objects``.
+
+    What is stored where (keys, packs, erasure by range) is decided here; how an object is
+    written, read and removed is the backend's (lake.file_objects: a local folder, or the
+    lake's object store)."""
 
     def __init__(self, root: Path | str | LakeLocation) -> None:
         self.location = LakeLocation.of(root)
-        self._remote = self.location.remote
-        # The objects folder as text, for the batch paths that build one path per file.
-        self._root = "" if self._remote else str(self.root)
-        self._unsynced: set[str] = set()  # local files put_new wrote, for sync to flush
+        self._objects: Objects = (
+            BlobObjects(self.location.blobs, _PREFIX) if self.location.remote
+            else LocalObjects(self.location.local, self.location.local / _PREFIX))
 
     @property
     def root(self) -> Path:
@@ -86,106 +83,37 @@ class FileStore:
         With ``durable`` the file is fsync'd; batch writers use :meth:`put_new` and call
         :meth:`sync` once after many files, which is far cheaper than one fsync per file.
         """
-        if self._remote:
-            self.location.blobs.write_bytes(self._object_key(key), data)
-            return hashlib.sha256(data).hexdigest()
-        self._replace(key, self._local_target(key, set()), data, durable=durable)
+        self._objects.put(self._object_key(key), data, durable=durable)
         return hashlib.sha256(data).hexdigest()
 
     def put_new(self, files: Iterable[PendingFile]) -> None:
         """Store the bytes of turns that are not visible yet (a batch before its commit point);
-        not fsync'd: call :meth:`sync` before anything points at them.
-
-        Nobody reads a key before its turn is committed, so a key that does not exist yet is
-        written in place rather than through a temp file and a rename; an existing one (left
-        by a rolled-back batch, or a symlink) is replaced atomically as :meth:`put` does. A
-        staged file is moved into place (one rename), which replaces atomically too.
-        """
-        if self._remote:
-            uploaded: set[str] = set()
-            for file in files:
-                packed = _packed(file.key)
-                if packed is None:
-                    self.location.blobs.write_bytes(self._object_key(file.key), _bytes_of(file))
-                elif packed.pack not in uploaded:
-                    uploaded.add(packed.pack)
-                    self.location.blobs.write_bytes(_pack_object(packed.pack),
-                                                    _bytes_of(file))
-            return
-        folders: set[str] = set()  # folders checked during this call: each costs syscalls
+        not fsync'd: call :meth:`sync` before anything points at them. A packed file stores
+        its staged pack (once for all the pending files it holds)."""
+        objects = []
         for file in files:
             packed = _packed(file.key)
-            if packed is not None:
-                self._move_pack(file, packed, folders)
-                continue
-            target = self._local_target(file.key, folders)
-            try:
-                if file.staged is not None:
-                    _move_staged(file.staged, target)
-                else:
-                    _write_new(target, file.data)
-            except FileExistsError:
-                self._replace(file.key, target, file.data, durable=False)
-            except OSError as exc:
-                raise LakeError(f"could not store hosted file {file.key}: {exc}") from exc
-            self._unsynced.add(target)
-
-    def _move_pack(self, file: PendingFile, packed: _Packed, folders: set[str]) -> None:
-        """Move a staged pack into place, once for all the pending files it holds."""
-        if file.staged is None:
-            raise LakeError(f"packed file {file.key} has no staged pack")
-        folder = f"{self._root}/{_PACKS}"
-        target = f"{folder}/{packed.pack}"
-        if target in folders:
-            return
-        if folder not in folders:
-            os.makedirs(self._root, exist_ok=True)
-            _make_folder(folder, file.key)
-            folders.add(folder)
-        try:
-            _move_staged(file.staged, target)
-        except OSError as exc:
-            raise LakeError(f"could not store pack {packed.pack}: {exc}") from exc
-        folders.add(target)
-        self._unsynced.add(target)
-
-    @staticmethod
-    def _replace(key: str, target: str, data: bytes, *, durable: bool) -> None:
-        """Write ``target`` through a temp file and a rename (an existing file or symlink is
-        replaced, never written through)."""
-        try:
-            atomic_write(Path(target), data, durable=durable)
-        except OSError as exc:
-            raise LakeError(f"could not store hosted file {key}: {exc}") from exc
+            if packed is None:
+                objects.append(StoredObject(self._object_key(file.key), file.data,
+                                            file.staged, file.key))
+            elif file.staged is None:
+                raise LakeError(f"packed file {file.key} has no staged pack")
+            else:
+                objects.append(StoredObject(_pack_object(packed.pack), staged=file.staged,
+                                            what=f"pack {packed.pack}"))
+        self._objects.put_new(objects)
 
     @contextmanager
     def staging(self) -> Iterator[str | None]:
         """A new folder in which ingest workers write hosted bytes ahead of their batch (None
-        for an object-store lake); removed on exit with whatever no batch moved out of it.
-
-        Creating a file is the costly part of storing one (far more than renaming it), and the
-        workers do it in parallel while the serial commit only moves files into place. The
-        bytes sit outside ``objects`` until their batch's manifest names their keys, so a
-        crash leaves them where :meth:`clear_staging` finds them.
-        """
-        if self._remote:
-            yield None
-            return
-        base = self.location.local / _STAGING
-        folder = base / uuid.uuid4().hex
-        folder.mkdir(parents=True)
-        try:
-            yield str(folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            with suppress(OSError):
-                base.rmdir()  # only when no other run's folder is left in it
+        for an object-store lake); removed on exit with whatever no batch moved out of it."""
+        with self._objects.staging() as folder:
+            yield folder
 
     def clear_staging(self) -> None:
         """Remove the bytes crashed ingests staged; call under the writer lock, before any
         new write (no other ingest can be staging then)."""
-        if not self._remote:
-            shutil.rmtree(self.location.local / _STAGING, ignore_errors=True)
+        self._objects.clear_staging()
 
     @staticmethod
     def stage(data: bytes, folder: str) -> str:
@@ -197,7 +125,7 @@ class FileStore:
         """
         try:
             path = FileStore.stage_path(folder, str(next(_staged_names)))
-            _write_new(path, data)
+            write_new(path, data)
         except OSError as exc:
             raise LakeError(f"could not stage hosted file bytes in {folder}: {exc}") from exc
         return path
@@ -225,90 +153,27 @@ class FileStore:
         cost of storing small files, and empty folders are harmless (nothing points at them),
         so it is done in parallel, ahead of the batch whose commit order governs the bytes.
         """
-        if self._remote:
-            return
-        folders: set[str] = set()
-        for key in keys:
-            if _packed(key) is None:  # a pack needs no folder of its own
-                self._local_target(key, folders, make=_make_folder)
-
-    def _local_target(self, key: str, folders: set[str], *,
-                      make: Callable[[str, str], None] | None = None) -> str:
-        """The file path of a key, each folder on the way checked (a symlink is refused) or
-        created by ``make``; ``folders`` holds those already done (the caller's cache, so that
-        one a later call finds deleted is made again)."""
-        (tenant, conversation, turn), relative = self._check(key)
-        root = self._root
-        if root not in folders:
-            os.makedirs(root, exist_ok=True)
-            folders.add(root)
-        folder, _, name = f"{tenant}/{conversation}/{turn}/{relative}".rpartition("/")
-        path = root
-        for part in folder.split("/"):
-            path = f"{path}/{part}"
-            if path not in folders:
-                (make or _check_folder)(path, key)
-                folders.add(path)
-        return f"{path}/{name}"
+        # a pack needs no folder of its own
+        self._objects.make_folders(self._object_key(k) for k in keys if _packed(k) is None)
 
     def sync(self) -> None:
         """Flush the files :meth:`put_new` wrote, and their folders' entries, to disk (one
-        call for a whole batch); object-store PUTs are durable once acknowledged.
-
-        Only those files: ``os.sync()`` flushed the whole machine's dirty pages and waited
-        for every other process's writes too.
-        """
-        written, self._unsynced = self._unsynced, set()
-        try:
-            for path in sorted(written):
-                _fsync(path, os.O_RDONLY)
-            for folder in sorted({os.path.dirname(path) for path in written}):
-                _fsync(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError as exc:
-            raise LakeError(f"could not flush hosted files to disk: {exc}") from exc
+        call for a whole batch); object-store PUTs are durable once acknowledged."""
+        self._objects.sync()
 
     def get(self, key: str) -> bytes:
         """The bytes stored under a key."""
         packed = _packed(key)
-        if packed is not None:
-            return self._read_packed(key, packed)
-        if self._remote:
-            try:
-                return self.location.blobs.read_bytes(self._object_key(key))
-            except FileNotFoundError:
-                raise RefNotFound(f"no stored bytes for {key}") from None
-        path = self._path(key)
-        if path.is_symlink() or not path.is_file():
-            raise RefNotFound(f"no stored bytes for {key}")
-        return path.read_bytes()
-
-    def _read_packed(self, key: str, packed: _Packed) -> bytes:
-        if self._remote:
-            try:
-                pack = self.location.blobs.read_bytes(_pack_object(packed.pack))
-            except FileNotFoundError:
-                raise RefNotFound(f"no stored bytes for {key}") from None
-            data = pack[packed.offset:packed.offset + packed.length]
-        else:
-            path = self._pack_path(key, packed.pack)
-            try:
-                with open(path, "rb") as fh:
-                    data = os.pread(fh.fileno(), packed.length, packed.offset)
-            except FileNotFoundError:
-                raise RefNotFound(f"no stored bytes for {key}") from None
+        try:
+            if packed is None:
+                return self._objects.get(self._object_key(key))
+            data = self._objects.get_range(_pack_object(packed.pack), packed.offset,
+                                           packed.length)
+        except FileNotFoundError:
+            raise RefNotFound(f"no stored bytes for {key}") from None
         if len(data) != packed.length:
             raise RefNotFound(f"no stored bytes for {key}: its pack is shorter than its range")
         return data
-
-    def _pack_path(self, key: str, pack: str) -> str:
-        """The local path of a pack; a symlinked pack or packs folder is refused."""
-        folder = f"{self._root}/{_PACKS}"
-        path = f"{folder}/{pack}"
-        for probe in (folder, path):
-            with suppress(FileNotFoundError):
-                if stat.S_ISLNK(os.lstat(probe).st_mode):
-                    raise RefError(f"storage key {key!r} passes through a symlink")
-        return path
 
     def erase(self, keys: Iterable[str], *, unreferenced_packs: Collection[str] = ()) -> int:
         """Remove the bytes of these keys; returns how many were removed.
@@ -321,7 +186,7 @@ class FileStore:
         removed = sum(self.delete(key) for key in loose)
         for pack, parts in sorted(ranges.items()):
             if pack in unreferenced_packs:
-                removed += len(parts) if self._remove_pack(pack) else 0
+                removed += len(parts) if self._objects.delete(_pack_object(pack)) else 0
             else:
                 removed += self._blank(pack, parts)
         return removed
@@ -331,36 +196,18 @@ class FileStore:
         keys name (whole: a pack holds one batch's bytes only). Returns objects removed."""
         loose, ranges = _by_pack(keys)
         removed = sum(self.delete(key) for key in loose)
-        return removed + sum(self._remove_pack(pack) for pack in sorted(ranges))
-
-    def _remove_pack(self, pack: str) -> bool:
-        key = _pack_object(pack)
-        if self._remote:
-            return self.location.blobs.delete(key)
-        path = self._pack_path(key, pack)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return False
-        return True
+        return removed + sum(self._objects.delete(_pack_object(pack)) for pack in sorted(ranges))
 
     def _blank(self, pack: str, parts: list[_Packed]) -> int:
         """Overwrite ranges of a pack with zeros (an atomic rewrite); returns ranges blanked."""
         key = _pack_object(pack)
         try:
-            if self._remote:
-                data = bytearray(self.location.blobs.read_bytes(key))
-            else:
-                with open(self._pack_path(key, pack), "rb") as fh:
-                    data = bytearray(fh.read())
+            data = bytearray(self._objects.get_range(key, 0, None))
         except FileNotFoundError:
             return 0  # removed already (a resumed erasure)
         for part in parts:
             data[part.offset:part.offset + part.length] = bytes(part.length)
-        if self._remote:
-            self.location.blobs.write_bytes(key, bytes(data))
-        else:
-            atomic_write(Path(self._pack_path(key, pack)), bytes(data), durable=True)
+        self._objects.put(key, bytes(data), durable=True)
         return len(parts)
 
     def delete(self, key: str) -> bool:
@@ -368,26 +215,20 @@ class FileStore:
         removed."""
         if _packed(key) is not None:
             return self.erase([key]) == 1
-        if self._remote:
-            return self.location.blobs.delete(self._object_key(key))
-        path = self._path(key)
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-            return True
-        return False
+        return self._objects.delete(self._object_key(key))
 
     def delete_prefix(self, *segments: str) -> int:
         """Remove every object under tenant[/conversation[/turn]]; returns files removed."""
         for s in segments:
             validate_id(s, "storage segment")
-        if self._remote:
-            return self.location.blobs.delete_prefix("/".join((_PREFIX, *segments)))
-        folder = self.root.joinpath(*segments)
-        if not folder.exists():
-            return 0
-        count = sum(1 for p in folder.rglob("*") if p.is_file() or p.is_symlink())
-        shutil.rmtree(folder)
-        return count
+        return self._objects.delete_prefix("/".join(segments))
+
+    def remove_empty_folders(self, tenant: str, conversation_id: str) -> None:
+        """Remove a conversation's folder and then its tenant's, where empty (an erased
+        conversation should not linger; an object store has no folders to leave behind)."""
+        validate_id(tenant, "tenant")
+        validate_id(conversation_id, "conversation_id")
+        self._objects.remove_empty_folders([f"{tenant}/{conversation_id}", tenant])
 
     @staticmethod
     def _check(key: str) -> tuple[list[str], str]:
@@ -399,19 +240,9 @@ class FileStore:
         return parts[:3], normalize_relative_path(parts[3])
 
     def _object_key(self, key: str) -> str:
+        """A loose storage key, checked, as its object key under ``objects``."""
         (tenant, conversation, turn), relative = self._check(key)
-        return f"{_PREFIX}/{tenant}/{conversation}/{turn}/{relative}"
-
-    def _path(self, key: str) -> Path:
-        (tenant, conversation, turn), relative = self._check(key)
-        path = self.root / tenant / conversation / turn / relative
-        # Refuse any symlinked folder on the way: bytes must come from inside the store.
-        probe = self.root
-        for part in path.relative_to(self.root).parts[:-1]:
-            probe = probe / part
-            if probe.is_symlink():
-                raise RefError(f"storage key {key!r} passes through a symlink")
-        return path
+        return f"{tenant}/{conversation}/{turn}/{relative}"
 
 
 def pack_key(pack: str, offset: int, length: int) -> str:
@@ -420,8 +251,8 @@ def pack_key(pack: str, offset: int, length: int) -> str:
 
 
 def _pack_object(pack: str) -> str:
-    """A pack's object key under the lake root."""
-    return f"{_PREFIX}/{_PACKS}/{pack}"
+    """A pack's object key under ``objects``."""
+    return f"{_PACKS}/{pack}"
 
 
 def _by_pack(keys: Iterable[str]) -> tuple[list[str], dict[str, list[_Packed]]]:
@@ -491,7 +322,7 @@ class PackWriter:
         if not self._parts:
             return
         try:
-            _write_new(self._staged, b"".join(self._parts))
+            write_new(self._staged, b"".join(self._parts))
         except OSError as exc:
             raise LakeError(f"could not stage a pack of hosted files in {self.folder}: "
                             f"{exc}") from exc
@@ -519,70 +350,12 @@ def blank_staged(pending: Iterable[PendingFile]) -> None:
                             f"{exc}") from exc
 
 
-def _make_folder(path: str, key: str) -> None:
-    """Create one folder of a storage key's path, or check the one that exists (mkdir first:
-    the folders of a new turn usually do not exist yet)."""
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        _check_folder(path, key)
-    except OSError as exc:
-        raise LakeError(f"could not store hosted file {key}: {exc}") from exc
 
 
-def _check_folder(path: str, key: str) -> None:
-    """Check one folder of a storage key's path, creating it when missing: bytes must stay
-    inside the store, so a symlinked folder is refused (lstat first: ingest workers have
-    usually made the folders already)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        _make_folder(path, key)
-        return
-    if stat.S_ISLNK(mode):
-        raise RefError(f"storage key {key!r} passes through a symlink")
-    if not stat.S_ISDIR(mode):
-        raise LakeError(f"could not store hosted file {key}: {path} is not a folder")
 
 
-def _bytes_of(file: PendingFile) -> bytes:
-    if file.staged is None:
-        return file.data
-    with open(file.staged, "rb") as fh:
-        return fh.read()
 
 
-def _fsync(path: str, flags: int) -> None:
-    fd = os.open(path, flags | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
-def _move_staged(staged: str, target: str) -> None:
-    """Move a staged file to ``target``, replacing whatever is there (a symlink included:
-    rename replaces the link itself)."""
-    try:
-        os.replace(staged, target)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        # The staging folder is on another file system than the store: copy instead.
-        with open(staged, "rb") as fh:
-            atomic_write(Path(target), fh.read(), durable=False)
-        os.unlink(staged)
 
-
-def _write_new(target: str, data: bytes) -> None:
-    """Create ``target`` (FileExistsError when it exists) and write ``data`` into it."""
-    fd = os.open(target, _NEW_FILE, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except OSError:
-        os.close(fd)
-        os.unlink(target)  # a torn file must not look stored
-        raise
-    os.close(fd)
