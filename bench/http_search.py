@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 
 from bench.scale import MODEL, Latency, build_scale_lake, make_queries
-from bench.serve import ROOT, _free_port
+from bench.serve import ROOT, _free_port, stop_server, wait_until_healthy
 from lake.embedding.factory import embedder_for
 from lake.keys import KeyStore
 from lake.store import LakeStore
@@ -81,15 +81,7 @@ def bench_http_search(rows: int = 100_000, queries: int = 300, *,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("the bench server did not start within 180 s")
+        wait_until_healthy(url)
         took: list[float] = []
         hits = 0
         with httpx.Client(base_url=url, timeout=60) as http:
@@ -106,11 +98,7 @@ def bench_http_search(rows: int = 100_000, queries: int = 300, *,
                     took.append(elapsed)
                     hits += bool(body["hits"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
     latency = Latency.of(took)
     query_only = MiniLMUnderScaleIdentity()
     query_only.encode(["warm up"])

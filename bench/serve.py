@@ -63,6 +63,27 @@ def _free_port() -> int:
         return port
 
 
+def wait_until_healthy(url: str, seconds: float = 180) -> None:
+    """Poll ``GET /healthz`` until the server answers; RuntimeError past ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the bench server at {url} did not start within {seconds:.0f} s")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the server to stop (SIGINT, as Ctrl-C), then kill it if it takes over a minute."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _pct(values: list[float], q: float, scale: float = 1000.0) -> float | None:
     return round(float(np.percentile(values, q)) * scale, 1) if values else None
 
@@ -176,13 +197,8 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
+        wait_until_healthy(url)
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {recorder}"},
                           timeout=300) as http:
             for start in range(0, SEED_TURNS, 500):
@@ -229,11 +245,7 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             waiter.join()
         idle_after = _search_latency(url, analyst, 60)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
     batch = _histogram_mean(metrics, "turnlake_commit_turns")
     return {
         "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers,
