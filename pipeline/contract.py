@@ -18,7 +18,7 @@ from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
 from lake.search.catalog import ConversationEntry
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest, SearchResult
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, Hit, SearchRequest, SearchResult
 from lake.tables import DEFAULT_SEARCH_ROLES
 
 TurnStatus = Literal["accepted", "duplicate", "rejected"]
@@ -118,45 +118,17 @@ def principal_from(tenant: str | None, user: str | None, analyst: bool) -> Princ
     return Principal(tenant=tenant, user_id=user, analyst=analyst)
 
 
-class GeneratorRankModel(BaseModel):
-    """A hit's best row in one generator."""
-
-    rank: int
-    score: float
-
-
-class HitModel(BaseModel):
-    """One matched turn, with the evidence of how it scored."""
-
-    tenant: str
-    user_id: str
-    conversation_id: str
-    turn_id: str
-    turn_at: str = Field(description="ISO 8601")
-    role: str
-    text: str
-    row_id: str
-    ranks: dict[str, GeneratorRankModel | None]
-    rrf: float
-    lift: float
-    score: float
-    relevance: float = Field(description="How likely the turn is a real match, 0 to 1; hits "
-                             "below the request's min_relevance are left out.")
-    snippets: dict[str, str]
-
-
 class SearchAnswer(BaseModel):
     """A search's answer: ``search --json`` and ``POST /v1/search``."""
 
     id: str | int | None = None
-    hits: list[HitModel]
+    hits: list[Hit]  # the search's own hits: one definition (lake.search.request)
     warnings: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, result: SearchResult, qid: str | int | None = None) -> SearchAnswer:
         """The answer of a search result."""
-        return cls(id=qid, hits=[HitModel.model_validate(h.to_json()) for h in result.hits],
-                   warnings=result.warnings)
+        return cls(id=qid, hits=list(result.hits), warnings=result.warnings)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields (``id`` only when there is one)."""

@@ -6,13 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PlainSerializer, TypeAdapter
 
 from lake.search.access import Principal, Scope
 from lake.search.fusion import DEFAULT_K, FusionMethod
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.tables import DEFAULT_SEARCH_ROLES
 
+# An instant in the JSON contract: ISO 8601 as datetime.isoformat spells it ("+00:00").
+IsoInstant = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str),
+                       Field(description="ISO 8601")]
 Generator = Literal["semantic", "lexical", "trigram"]
 GENERATORS: tuple[Generator, ...] = ("semantic", "lexical", "trigram")
 SnippetChoice = Literal["user", "assistant", "both", "none"]
@@ -86,7 +91,7 @@ class Hit:
     user_id: str
     conversation_id: str
     turn_id: str
-    turn_at: datetime
+    turn_at: IsoInstant
     role: str
     text: str
     row_id: str
@@ -94,22 +99,19 @@ class Hit:
     rrf: float
     lift: float
     score: float
-    relevance: float
+    relevance: Annotated[float, Field(
+        description="How likely the turn is a real match, 0 to 1; hits below the request's "
+                    "min_relevance are left out.")]
     snippets: Mapping[str, str]
 
     def to_json(self) -> dict[str, Any]:
-        """The hit with the field names of the CLI's JSON contract."""
-        return {
-            "tenant": self.tenant, "user_id": self.user_id,
-            "conversation_id": self.conversation_id, "turn_id": self.turn_id,
-            "turn_at": self.turn_at.isoformat(), "role": self.role, "text": self.text,
-            "row_id": self.row_id,
-            "ranks": {g: (None if r is None else {"rank": r.rank, "score": r.score})
-                      for g, r in self.ranks.items()},
-            "rrf": self.rrf, "lift": self.lift, "score": self.score,
-            "relevance": self.relevance,
-            "snippets": dict(self.snippets),
-        }
+        """The hit as the JSON contract spells it (``search --json``, ``POST /v1/search``,
+        the MCP tool's structured output: the same pydantic schema documents all three)."""
+        out: dict[str, Any] = _HIT_JSON.dump_python(self, mode="json")
+        return out
+
+
+_HIT_JSON: TypeAdapter[Hit] = TypeAdapter(Hit)
 
 
 @dataclass(frozen=True)

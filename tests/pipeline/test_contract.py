@@ -1,5 +1,5 @@
 """The search JSON contract (`search --json`, `POST /v1/search`): pinned field by field, and
-kept in step with the hit dataclass it is made from."""
+documented by the schema of the hit dataclass itself."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 
 from lake.search.request import GeneratorRank, Hit, SearchResult
-from pipeline.contract import HitModel, SearchAnswer
+from pipeline.contract import SearchAnswer
 
 HIT = Hit(tenant="acme", user_id="u-ana", conversation_id="c-1", turn_id="t-0001",
           turn_at=datetime(2026, 3, 10, 9, 30, tzinfo=UTC), role="assistant",
@@ -32,10 +32,16 @@ def test_a_hit_in_json_is_pinned() -> None:
         "warnings": []}
 
 
-def test_the_model_the_api_documents_has_every_field_of_a_hit() -> None:
+def test_the_schema_the_api_documents_is_the_hits_own() -> None:
     fields = [f.name for f in dataclasses.fields(Hit)]
-    assert list(HitModel.model_fields) == fields
-    assert list(HIT.to_json()) == fields
+    schema = SearchAnswer.model_json_schema(mode="serialization")
+    hit = schema["$defs"]["Hit"]
+    assert list(hit["properties"]) == fields == list(HIT.to_json())
+    assert hit["properties"]["turn_at"] == {"description": "ISO 8601", "title": "Turn At",
+                                            "type": "string"}
+    assert "min_relevance" in hit["properties"]["relevance"]["description"]
+    # what the answer carries is the search's hits themselves, spelt by that schema
+    assert SearchAnswer.of(SearchResult([HIT])).hits == [HIT]
 
 
 def test_an_answer_emptied_by_the_floor_says_so() -> None:
