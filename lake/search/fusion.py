@@ -46,7 +46,7 @@ __all__ = [
 
 DEFAULT_K = 60  # the RRF k of search: FusionSettings.k defaults to this
 
-FusionMethod = Literal["rrf", "rrf_score", "score"]
+FusionMethod = Literal["rrf", "rrf_score"]
 
 TurnKey = tuple[str, str]
 IdList = tuple[np.ndarray, np.ndarray]  # (turn ids, scores), best row first
@@ -127,7 +127,6 @@ def fuse(
     * ``"rrf_score"``: ``F(t) = Σ_g w_g · (1 / (k + rank_g(t)) + β · n_g(t) / (k + 1))``.
       Dividing by ``k + 1`` puts the score term in rank-1 units: with ``β = 1`` a turn whose
       normalized score is 1 earns as much again as a rank-1 hit. ``β = 0`` gives plain RRF.
-    * ``"score"``:     ``F(t) = Σ_g w_g · n_g(t)`` (relative score fusion; ranks unused).
 
     The normalization, computed per generator over its collapsed turn list (one score per
     turn), is a floored z-score: ``n = max(0, (s - μ_g) / σ_g - zscore_floor)`` with the list's
@@ -250,8 +249,6 @@ def fuse_ids(
         rows[g, at] = first
     if method == "rrf":
         values = rrf
-    elif method == "score":
-        values = score_sums
     else:
         values = rrf + (score_factor / (k + 1)) * score_sums
     order = np.lexsort((-rrf, -values))  # stable: ties stay in ascending id order
@@ -333,8 +330,8 @@ def _check_k(k: int) -> None:
 def _check_fusion(k: int, method: str, score_factor: float, zscore_floor: float) -> None:
     """Reject fusion settings that :func:`fuse` does not define."""
     _check_k(k)
-    if method not in ("rrf", "rrf_score", "score"):
-        raise QueryError(f"unknown fusion method {method!r}; use 'rrf', 'rrf_score' or 'score'")
+    if method not in ("rrf", "rrf_score"):
+        raise QueryError(f"unknown fusion method {method!r}; use 'rrf' or 'rrf_score'")
     if not math.isfinite(score_factor) or score_factor < 0:
         raise QueryError(f"score_factor must be a finite number >= 0, got {score_factor!r}")
     if not math.isfinite(zscore_floor):

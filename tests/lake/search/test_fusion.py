@@ -186,7 +186,7 @@ def test_rrf_monotonic_in_rank(lists: dict[str, list[RankedRow]], data: st.DataO
     assert after[turn] >= before[turn]
 
 
-@pytest.mark.parametrize("method", ["rrf", "rrf_score", "score"])
+@pytest.mark.parametrize("method", ["rrf", "rrf_score"])
 @given(lists=generator_lists(), data=st.data())
 def test_zero_weight_removes_generator(
     method: str, lists: dict[str, list[RankedRow]], data: st.DataObject
@@ -265,15 +265,15 @@ def test_rrf_score_keeps_consensus_when_lexical_top_is_not_ahead() -> None:
     assert fuse(lists, method="rrf_score")[0].turn_key[1] == "B"
 
 
-def test_score_method_ties_fall_back_to_rank() -> None:
+def test_equal_scores_add_no_bonus_and_rank_order_decides() -> None:
     # all-equal scores normalize to 0 under zscore, so rank order must decide
     lists = {"lexical": rows("lex", ("C", 1.0), ("A", 1.0), ("B", 1.0))}
-    assert [f.turn_key[1] for f in fuse(lists, method="score")] == ["C", "A", "B"]
+    assert [f.turn_key[1] for f in fuse(lists, method="rrf_score")] == ["C", "A", "B"]
 
 
 def test_fuse_handles_huge_scores() -> None:
     lists = {"lexical": rows("lex", ("A", 1e308), ("B", -1e308), ("C", 0.0))}
-    fused = fuse(lists, method="score")
+    fused = fuse(lists, method="rrf_score")
     assert all(math.isfinite(f.rrf) for f in fused)
     assert fused[0].turn_key[1] == "A"
 
@@ -282,6 +282,8 @@ def test_fuse_rejects_bad_options() -> None:
     lists = {"lexical": rows("lex", ("A", 1.0))}
     with pytest.raises(QueryError, match="method"):
         fuse(lists, method="borda")  # type: ignore[arg-type]
+    with pytest.raises(QueryError, match="use 'rrf' or 'rrf_score'"):
+        fuse(lists, method="score")  # type: ignore[arg-type]
     with pytest.raises(QueryError, match="score_factor"):
         fuse(lists, method="rrf_score", score_factor=-1.0)
     with pytest.raises(QueryError, match="zscore_floor"):
@@ -388,13 +390,13 @@ def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float],
         for i, (turn, _) in enumerate(collapsed):
             rrf[turn] = rrf.get(turn, 0.0) + w / (k + i + 1)
             sums[turn] = sums.get(turn, 0.0) + w * normalized[i]
-    value = {t: rrf[t] if method == "rrf" else sums.get(t, 0.0) if method == "score"
-             else rrf[t] + factor / (k + 1) * sums.get(t, 0.0) for t in rrf}
+    value = {t: rrf[t] if method == "rrf" else rrf[t] + factor / (k + 1) * sums.get(t, 0.0)
+             for t in rrf}
     order = sorted(rrf, key=lambda t: (-value[t], -rrf[t], t))
     return [(t[1], value[t]) for t in order]
 
 
-@given(tied_lists(), st.sampled_from(["rrf", "rrf_score", "score"]),
+@given(tied_lists(), st.sampled_from(["rrf", "rrf_score"]),
        st.dictionaries(st.sampled_from(GENERATORS), st.sampled_from([0.0, 0.5, 1.0, 2.0])),
        st.sampled_from([0, 1, 60]))
 def test_fuse_follows_its_formulas_exactly(lists: dict[str, list[RankedRow]], method: str,
@@ -404,7 +406,7 @@ def test_fuse_follows_its_formulas_exactly(lists: dict[str, list[RankedRow]], me
     assert [(f.turn_key[1], f.rrf) for f in fused] == expected
 
 
-@given(tied_lists(), st.sampled_from(["rrf", "rrf_score", "score"]))
+@given(tied_lists(), st.sampled_from(["rrf", "rrf_score"]))
 def test_fuse_ids_equals_fuse_on_row_lists(lists: dict[str, list[RankedRow]],
                                            method: str) -> None:
     # ids numbered against the key order, so only tie_key can put ties in fuse's order
