@@ -247,10 +247,7 @@ def fuse_ids(
             score_sums[at] += w * _normalize(scores, zscore_floor)
         ranks[g, at] = rank
         rows[g, at] = first
-    if method == "rrf":
-        values = rrf
-    else:
-        values = rrf + (score_factor / (k + 1)) * score_sums
+    values = rrf if method == "rrf" else rrf + (score_factor / (k + 1)) * score_sums
     order = np.lexsort((-rrf, -values))  # stable: ties stay in ascending id order
     if tie_key is not None:
         order = _order_ties(order, values, rrf, unique, tie_key)
