@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lake.errors import LakeError, RefError
-from lake.location import Blobs, atomic_write
+from lake.location import Blobs, atomic_write, remove_file
 
 # Hosted bytes that ingest workers wrote ahead of their batch, under the lake root.
 STAGING = "_staging"
@@ -153,11 +153,7 @@ class LocalObjects:
 
     def delete(self, key: str) -> bool:
         """Unlink the file (a symlink itself, never its target)."""
-        path = self._path(key)
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-            return True
-        return False
+        return remove_file(self._path(key))
 
     def delete_prefix(self, prefix: str) -> int:
         """Remove the folder and everything in it."""

@@ -207,6 +207,14 @@ def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
         raise
 
 
+def remove_file(path: Path) -> bool:
+    """Unlink a file (a symlink itself, never its target); True when there was one."""
+    if path.is_file() or path.is_symlink():
+        path.unlink()
+        return True
+    return False
+
+
 def _check_key(key: str) -> str:
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
         raise LakeError(f"malformed lake key {key!r}")
@@ -245,11 +253,7 @@ class LocalBlobs:
 
     def delete(self, key: str) -> bool:
         """Remove one file; True when something was removed."""
-        path = self.path(key)
-        if path.is_file() or path.is_symlink():
-            path.unlink()
-            return True
-        return False
+        return remove_file(self.path(key))
 
     def keys(self, prefix: str) -> list[str]:
         """Every file under a folder (recursive) as keys, sorted."""
