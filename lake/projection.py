@@ -12,7 +12,9 @@ turn, Python keeps only what needs the record's objects: TTL lookups and the JSO
 event data.
 On demo turns this takes 22 µs per turn, against 26 µs for a Python tuple per row: much of
 that went to converting timestamps, since each of pydantic's carries a tzinfo whose
-``utcoffset()`` is a call into Rust (0.49 µs per value for ``pa.array``).
+``utcoffset()`` is a call into Rust (0.49 µs per value for ``pa.array``). The plain
+equivalent — rows walked out of each record — is the oracle of
+``tests/lake/test_projection.py`` (search rows and timeline blocks).
 """
 
 from __future__ import annotations

@@ -244,3 +244,45 @@ def test_a_policy_ttl_past_year_9999_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OverflowError):
         projector.add(record, ordinal=1, files=[], payload=record.to_json_bytes())
         projector.tables()
+
+
+def _plain_role_rows(record: TurnRecord) -> list[tuple[object, ...]]:
+    """A turn's search rows walked out of the record one object at a time: the plain
+    equivalent of the column-wise projection, and its oracle."""
+    def row(role: str, seq: int, text: str, ts: datetime, event_type: str | None = None,
+            batch: int | None = None) -> tuple[object, ...]:
+        return (record.conversation_id, record.turn_id, role, seq, text, event_type, batch,
+                ts.astimezone(UTC), record.started_at.astimezone(UTC),
+                row_id(record.conversation_id, record.turn_id, role, seq))
+
+    rich = record.writer == "rich"
+    rows = [row("user", i, s.text, s.arrived_at, s.event_type, s.batch)
+            for i, s in enumerate(record.submissions)]
+    if record.completion.text:
+        rows.append(row("assistant", 0, record.completion.text, record.completion.at))
+    if rich and record.summary:
+        rows.append(row("summary", 0, record.summary, record.ended_at))
+    if rich:
+        rows += [row("anchor", i, a, record.ended_at) for i, a in enumerate(record.anchors)]
+        rows += [row("note", i, n, record.ended_at) for i, n in enumerate(record.notes)]
+    rows += [row("attachment", i, a.text, record.started_at)
+             for i, a in enumerate(record.attachments) if a.text]
+    return rows
+
+
+def test_the_column_wise_rows_equal_the_rows_walked_out_of_each_record(
+        settings: Settings) -> None:
+    interrupted = make_record(5, conversation="c-2")
+    interrupted["completion"] = {"text": "", "at": interrupted["ended_at"],
+                                 "status": "interrupted"}
+    minimal_with_rich_parts = make_record(6, summary="ignored", anchors=["ignored"])
+    records = [_record(r) for r in (
+        rich_record(1), make_record(2), rich_record(3, conversation="c-9"), interrupted,
+        minimal_with_rich_parts, make_record(7, user="u-ben", conversation="c-3"))]
+    projector = _projector(settings)
+    for i, record in enumerate(records):
+        projector.add(record, ordinal=i, files=[], payload=record.to_json_bytes())
+    got = [(r["conversation_id"], r["turn_id"], r["role"], r["seq"], r["text"],
+            r["event_type"], r["batch"], r["ts"], r["turn_at"], r["row_id"])
+           for r in projector.tables()[Table.CONTENT_ROWS].to_pylist()]
+    assert got == [row for record in records for row in _plain_role_rows(record)]
