@@ -38,7 +38,7 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 @dataclass(frozen=True)
 class StoredObject:
     """Bytes to store under an object key as part of a batch: ``data``, or the staged file
-    holding them (a staged pack holds the bytes of many pending files: stored once)."""
+    holding them."""
 
     key: str
     data: bytes = b""
@@ -101,13 +101,10 @@ class LocalObjects:
         """A key that does not exist yet is written in place rather than through a temp file
         and a rename (nobody reads it before its batch commits); an existing one (left by a
         rolled-back batch, or a symlink) is replaced atomically. A staged file is moved into
-        place with one rename, which replaces atomically too; a staged pack once for all the
-        pending files it holds."""
+        place with one rename, which replaces atomically too."""
         folders: set[str] = set()  # folders checked during this call: each costs syscalls
         for item in objects:
             target = self._target(item.key, folders)
-            if target in self._unsynced and item.staged is not None:
-                continue  # a pack moved in already for an earlier file of this call
             try:
                 if item.staged is not None:
                     _move_staged(item.staged, target)
@@ -247,12 +244,8 @@ class BlobObjects:
         self._blobs.write_bytes(self._key(key), data)
 
     def put_new(self, objects: Sequence[StoredObject]) -> None:
-        """One PUT per object; a staged pack once for all the pending files it holds."""
-        uploaded: set[str] = set()
+        """One PUT per object."""
         for item in objects:
-            if item.key in uploaded:
-                continue
-            uploaded.add(item.key)
             self._blobs.write_bytes(self._key(item.key), _bytes_of(item))
 
     def sync(self) -> None:

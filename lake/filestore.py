@@ -91,6 +91,7 @@ class FileStore:
         not fsync'd: call :meth:`sync` before anything points at them. A packed file stores
         its staged pack (once for all the pending files it holds)."""
         objects = []
+        packs: set[str] = set()
         for file in files:
             packed = _packed(file.key)
             if packed is None:
@@ -98,7 +99,8 @@ class FileStore:
                                             file.staged, file.key))
             elif file.staged is None:
                 raise LakeError(f"packed file {file.key} has no staged pack")
-            else:
+            elif packed.pack not in packs:  # one object for all the files a pack holds
+                packs.add(packed.pack)
                 objects.append(StoredObject(_pack_object(packed.pack), staged=file.staged,
                                             what=f"pack {packed.pack}"))
         self._objects.put_new(objects)

@@ -245,7 +245,7 @@ class PartitionIndex:
     def columns(self) -> RowColumns:
         """Numpy views of the row columns used to compute scopes quickly (the previous
         view's, extended by the segment an append added, when it had them)."""
-        rows = self.rows
+        rows = self.rows  # opens the segments, which take the earlier view's columns
         earlier, self._earlier_columns = self._earlier_columns, None
         layout = self.segments.layout
         if earlier is not None and earlier.user_codes.size == int(layout.offsets[-2]):
@@ -407,14 +407,13 @@ class _Coded:
         fresh: list[str] = []
         if added:
             found = pc.index_in(pa.array(added, pa.string()),
-                                value_set=pa.array(self.values, pa.string()))
-            for value, code in zip(added, found.to_pylist(), strict=True):
+                                value_set=pa.array(self.values, pa.string())).to_pylist()
+            for value, code in zip(added, found, strict=True):
                 if code is None and value not in index:
                     index[value] = known + len(fresh)
                     fresh.append(value)
             provisional = np.array([index[v] if c is None else c
-                                    for v, c in zip(added, found.to_pylist(), strict=True)],
-                                   np.int64)
+                                    for v, c in zip(added, found, strict=True)], np.int64)
         else:
             provisional = np.empty(0, np.int64)
         firsts = np.concatenate([self.firsts + np.searchsorted(slots, self.firsts, side="right"),
