@@ -24,38 +24,30 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-import pyarrow as pa
-
 from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
+from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import die_with_parent
-
-TurnKey = tuple[str, str, str]
 
 # The child's writer and the turns its current batch kept (one batch at a time).
 _live: LiveWriter | None = None
-_kept: set[TurnKey] = set()
+_kept = KeptTurns()
 
 
 def _start(settings: Settings, embed: bool, server: int) -> None:
     die_with_parent(server)
     global _live
-    _live = LiveWriter(settings, embed=embed, on_rows=_note_kept)
-
-
-def _note_kept(rows: pa.Table) -> None:
-    _kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
-                     rows["turn_id"].to_pylist(), strict=True))
+    _live = LiveWriter(settings, embed=embed, on_rows=_kept.note)
 
 
 def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
     assert _live is not None  # set by the pool's initializer
-    _kept.clear()
+    _kept.take()
     report = _live.ingest(lines, source=source).ingest
-    return report, set(_kept)
+    return report, _kept.take()
 
 
 def _index(partitions: set[Partition]) -> None:
@@ -64,9 +56,10 @@ def _index(partitions: set[Partition]) -> None:
 
 
 class ChildWriter:
-    """A :class:`LiveWriter` in a child process: :meth:`ingest` groups of JSON lines, or
-    :meth:`index` partitions (use one instance per step, so the two overlap); ``close()``
-    stops it. ``embed`` embeds the rows with the settings' model, loaded in the child."""
+    """The group writer's steps (pipeline.service.steps.WriteSteps) in a child process:
+    :meth:`ingest` groups of JSON lines, or :meth:`index` partitions (use one instance per
+    step, so the two overlap); ``close()`` stops it. ``embed`` embeds the rows with the
+    settings' model, loaded in the child."""
 
     def __init__(self, settings: Settings, *, embed: bool) -> None:
         self._settings = settings

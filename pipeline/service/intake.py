@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from pipeline.service.errors import MalformedBody
-from pipeline.service.writer import LineOutcome, TurnKey
+from pipeline.service.steps import TurnKey
+from pipeline.service.writer import LineOutcome
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines",
                 "application/ndjson")

@@ -13,7 +13,8 @@ time from its answer to the publication of its index (``turnlake_ack_to_searchab
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
 its ingest (with vector reuse) for the writer thread, its index step (delta segments,
-compaction past the thresholds) for the indexer thread. ``turnlake serve`` runs each step in
+compaction past the thresholds) for the indexer thread, behind one interface
+(pipeline/service/steps.py). ``turnlake serve`` runs each step in
 a child process of its own (pipeline/service/child_writer.py), so neither competes with the
 searches for the interpreter lock; in-process (``child=False``, with an embedder object the
 caller chose) full rebuilds still go to a child (pipeline/service/builder.py). This module is
@@ -30,21 +31,17 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, RecordError, TurnlakeError
 from lake.records import parse_record
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.contract import TurnStatus
-from pipeline.live import LiveWriter
-from pipeline.service.builder import ChildBuilder
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
 
 log = logging.getLogger(__name__)
-TurnKey = tuple[str, str, str]
 _INDEX_RETRY_S = 2.0
 
 
@@ -72,17 +69,20 @@ class GroupWriter:
                  child: bool = False) -> None:
         self._settings = settings
         self._metrics = metrics or ServiceMetrics()
-        self._live = LiveWriter(settings, embedder, embed=embedder is not None,
-                                on_rows=self._note_kept)
-        # With ``child`` the ingests run in a child process (pipeline/service/child_writer.py),
+        # With ``child`` each step runs in a child process of its own (so the two overlap),
         # which embeds with the settings' model: ``embedder`` must be that model's.
-        self._child = ChildWriter(settings, embed=embedder is not None) if child else None
+        self._ingester: WriteSteps
+        self._indexer: WriteSteps | None
+        if child:
+            self._ingester = ChildWriter(settings, embed=embedder is not None)
+            self._indexer = ChildWriter(settings, embed=False) if index else None
+        else:
+            self._ingester = InProcessSteps(settings, embedder, index=index)
+            self._indexer = self._ingester if index else None
         self._kept: set[TurnKey] = set()
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         self._index = index
         self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
-        self._index_child = ChildWriter(settings, embed=False) if child and index else None
-        self._builder = ChildBuilder() if index and not child else None
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -104,11 +104,9 @@ class GroupWriter:
         self._to_index.put(None)
         for thread in self._threads[1:]:
             thread.join(timeout_s)
-        if self._builder is not None:
-            self._builder.close()
-        for worker in (self._child, self._index_child):
-            if worker is not None:
-                worker.close()
+        self._ingester.close()
+        if self._indexer is not None and self._indexer is not self._ingester:
+            self._indexer.close()
 
     def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
         """Queue turns' JSON lines; the future gives one outcome per line once durable."""
@@ -149,13 +147,9 @@ class GroupWriter:
     def _commit(self, group: list[_Submission]) -> None:
         started = time.perf_counter()
         lines = [line for s in group for line in s.lines]
-        self._kept = set()
-        source = f"<api {uuid.uuid4().hex}>"
         try:
-            if self._child is not None:
-                report, self._kept = self._child.ingest(lines, source=source)
-            else:
-                report = self._live.ingest(lines, source=source).ingest
+            report, self._kept = self._ingester.ingest(lines,
+                                                       source=f"<api {uuid.uuid4().hex}>")
             outcomes = self._outcomes(group, lines, report.accepted,
                                       {q.line: q.reason for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
@@ -174,11 +168,6 @@ class GroupWriter:
         m.commit_requests.observe(len(group))
         if self._index and report.partitions:
             self._to_index.put((set(report.partitions), acked))
-
-    def _note_kept(self, rows: pa.Table) -> None:
-        """Note which turns a batch keeps (the rows of every kept turn pass here)."""
-        self._kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
-                              rows["turn_id"].to_pylist(), strict=True))
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
                   quarantined: dict[int, str]) -> list[list[LineOutcome]]:
@@ -209,8 +198,8 @@ class GroupWriter:
     # -- the indexer thread ---------------------------------------------------------------
 
     def _index_loop(self) -> None:
-        builder, child = self._builder, self._index_child
-        assert builder is not None or child is not None  # the thread runs only with index=True
+        indexer = self._indexer
+        assert indexer is not None  # the thread runs only with index=True
         waiting: list[tuple[set[Partition], float]] = []
         stop = False
         while waiting or not stop:
@@ -222,11 +211,7 @@ class GroupWriter:
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _ in waiting))
             try:
-                if child is not None:
-                    child.index(partitions)
-                else:
-                    assert builder is not None
-                    self._live.index(partitions, builder=builder)
+                indexer.index(partitions)
             except Exception:  # the partitions stay stale (search says so); try again soon
                 log.exception("index build of %d partitions failed", len(partitions))
                 self._metrics.index_failures.inc()

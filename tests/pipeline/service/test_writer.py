@@ -14,7 +14,8 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.writer import GroupWriter, LineOutcome, TurnKey
+from pipeline.service.steps import TurnKey
+from pipeline.service.writer import GroupWriter, LineOutcome
 from tests.reliability.lake_audit import key_of, turn_record
 
 

@@ -1,0 +1,80 @@
+"""The group writer's two steps — ingest a group's lines, index the partitions it touched —
+behind one interface, run in the serving process or in child processes
+(pipeline/service/child_writer.py).
+
+Both are the steps of :class:`pipeline.live.LiveWriter`; what the service adds is which turns
+a batch kept (the rows of every kept turn pass the ingest's rows hook), from which the group
+writer tells each request's lines accepted from duplicates.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pyarrow as pa
+
+from lake.embedding.base import Embedder
+from lake.settings import Settings
+from lake.store import Partition
+from pipeline.ingest import IngestReport
+from pipeline.live import LiveWriter
+from pipeline.service.builder import ChildBuilder
+
+TurnKey = tuple[str, str, str]
+
+
+class WriteSteps(Protocol):
+    """Where the group writer's steps run."""
+
+    def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest ``lines`` as one batch: its report and the turns it kept."""
+
+    def index(self, partitions: set[Partition]) -> None:
+        """Bring the partitions' indexes up to date."""
+
+    def close(self) -> None:
+        """Stop what the steps started."""
+
+
+class KeptTurns:
+    """The identities of the turns whose rows a batch wrote (an ingest rows hook)."""
+
+    def __init__(self) -> None:
+        self._kept: set[TurnKey] = set()
+
+    def note(self, rows: pa.Table) -> None:
+        """The rows hook: note the turns of the rows."""
+        self._kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
+                              rows["turn_id"].to_pylist(), strict=True))
+
+    def take(self) -> set[TurnKey]:
+        """The turns noted since the last take."""
+        kept, self._kept = self._kept, set()
+        return kept
+
+
+class InProcessSteps:
+    """The steps in the serving process, with ``embedder`` (an object the caller chose);
+    full partition rebuilds still go to a child process (pipeline/service/builder.py)."""
+
+    def __init__(self, settings: Settings, embedder: Embedder | None, *, index: bool) -> None:
+        self._kept = KeptTurns()
+        self._live = LiveWriter(settings, embedder, embed=embedder is not None,
+                                on_rows=self._kept.note)
+        self._builder = ChildBuilder() if index else None
+
+    def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
+        """LiveWriter.ingest, and the turns it kept."""
+        self._kept.take()
+        report = self._live.ingest(lines, source=source).ingest
+        return report, self._kept.take()
+
+    def index(self, partitions: set[Partition]) -> None:
+        """LiveWriter.index, full rebuilds in the builder child."""
+        assert self._builder is not None, "made without index=True"
+        self._live.index(partitions, builder=self._builder)
+
+    def close(self) -> None:
+        """Stop the builder child."""
+        if self._builder is not None:
+            self._builder.close()
