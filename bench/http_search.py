@@ -72,8 +72,9 @@ def bench_http_search(rows: int = 100_000, queries: int = 300, *,
     settings, _, _ = build_scale_lake(root, rows)
     asked = make_queries(LakeStore(settings.lake), queries + 20)
     keys = KeyStore(settings.lake)
-    key_of = {(t, u): keys.create(tenant=t, role="user", user_id=u)[1]
-              for t, u in sorted({(t, u) for t, u, _ in asked})}
+    made = {(t, u): keys.create(tenant=t, role="user", user_id=u)
+            for t, u in sorted({(t, u) for t, u, _ in asked})}
+    key_of = {who: key for who, (_, key) in made.items()}
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench.http_search", "--serve",
                              str(settings.lake), str(port)], cwd=ROOT,
@@ -99,6 +100,8 @@ def bench_http_search(rows: int = 100_000, queries: int = 300, *,
                     hits += bool(body["hits"])
     finally:
         stop_server(proc)
+        for stored, _ in made.values():  # the lake is make bench's cache: leave no keys in it
+            keys.revoke(stored.name)
     latency = Latency.of(took)
     query_only = MiniLMUnderScaleIdentity()
     query_only.encode(["warm up"])
