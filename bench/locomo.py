@@ -10,6 +10,7 @@ The data is read from ../shared at run time and never copied into the project.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -27,7 +28,10 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo" / "locomo10.json"
+# The evaluation set lives beside the repository (../shared/eval/locomo, never copied into
+# it); TURNLAKE_LOCOMO names another place, e.g. for a clone made elsewhere.
+LOCOMO = Path(os.environ.get("TURNLAKE_LOCOMO") or Path(__file__).resolve().parents[2]
+              / "shared" / "eval" / "locomo" / "locomo10.json")
 TENANT = "locomo"
 KS = (5, 10, 25)
 # Tuning reads only the first five conversations; figures are reported on the other five
@@ -45,11 +49,26 @@ class Question:
     evidence: frozenset[tuple[str, str]]
 
 
+class MissingEvalData(FileNotFoundError):
+    """The LoCoMo file is not where the benchmarks look for it."""
+
+
+def load(path: Path | None = None) -> list[dict[str, Any]]:
+    """The LoCoMo samples (``path``, else :data:`LOCOMO`); MissingEvalData naming the place
+    looked in when the file is not there."""
+    where = path or LOCOMO
+    if not where.is_file():
+        raise MissingEvalData(f"LoCoMo not found at {where}: put locomo10.json there or name "
+                              "it with TURNLAKE_LOCOMO")
+    data: list[dict[str, Any]] = json.loads(where.read_text())
+    return data
+
+
 def samples(split: str, path: Path | None = None) -> list[dict[str, Any]]:
     """The LoCoMo samples of one split ("tune", "report" or "all"), in file order."""
     if split not in SPLITS:
         raise ValueError(f"unknown LoCoMo split {split!r}; splits are {', '.join(SPLITS)}")
-    data = json.loads((path or LOCOMO).read_text())
+    data = load(path)
     return [data[i] for i in SPLITS[split] if i < len(data)]
 
 

@@ -127,12 +127,10 @@ def locomo_queries() -> tuple[QuerySet, datetime]:
     """LoCoMo's scored questions (categories 1-4) with MiniLM vectors from the bench cache,
     and the end of the last session (the as_of that keeps every turn visible)."""
     from bench.cache import CachedEmbedder
-    from bench.locomo import LOCOMO, TENANT, build
+    from bench.locomo import TENANT, build, load
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
-    if not LOCOMO.exists():
-        raise FileNotFoundError(f"LoCoMo data not found at {LOCOMO}")
-    _, questions, last = build(json.loads(LOCOMO.read_text()), rich=False)
+    _, questions, last = build(load(), rich=False)
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     vectors = embedder.encode([q.text for q in questions])
     if embedder.misses:
