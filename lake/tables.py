@@ -28,128 +28,75 @@ DEFAULT_SEARCH_ROLES = ("user", "assistant", "summary", "anchor", "attachment")
 MONTH_PARTITIONS = ["tenant", "month"]
 TENANT_PARTITIONS = ["tenant"]
 
-TURN_LOGS = pa.schema([
-    ("tenant", pa.string()),
-    ("month", pa.string()),
-    ("app", pa.string()),
-    ("agent", pa.string()),
-    ("user_id", pa.string()),
-    ("conversation_id", pa.string()),
-    ("turn_id", pa.string()),
-    ("writer", pa.string()),
-    ("started_at", TS),
-    ("ended_at", TS),
-    ("ordinal", pa.int32()),
-    ("submission_count", pa.int32()),
-    ("block_count", pa.int32()),
-    ("attachment_count", pa.int32()),
-    ("hosted_file_count", pa.int32()),
-    ("tokens_in", pa.int64()),
-    ("tokens_out", pa.int64()),
-    ("cost_usd", pa.float64()),
-    ("duration_ms", pa.int64()),
-    ("feedback_rating", pa.int32()),
-    ("feedback_has_comment", pa.bool_()),
-    ("blocks", pa.string()),
-    ("title", pa.string()),
-    ("expires_at", TS),
-    ("ingested_at", TS),
-    ("batch_id", pa.string()),
-    ("payload", pa.string()),
-])
+# Each column's type, written once: a column name has the same type in every table, so a
+# table's schema is the list of its column names (see ``_schema``).
+_COLUMN_TYPES: dict[str, pa.DataType] = {
+    **dict.fromkeys((
+        "tenant", "month", "app", "agent", "user_id", "conversation_id", "turn_id", "row_id",
+        "writer", "blocks", "title", "batch_id", "payload", "role", "event_type", "text",
+        "embedding_model", "embedding_status", "schema", "last_turn_id", "source", "type",
+        "data", "ref", "path", "mime", "sha256", "description", "storage_key", "source_file",
+        "reason", "raw", "action", "actor", "target", "counts",
+    ), pa.string()),
+    **dict.fromkeys((
+        "started_at", "ended_at", "expires_at", "ingested_at", "ts", "turn_at",
+        "last_activity_at", "updated_at", "at", "quarantined_at",
+    ), TS),
+    **dict.fromkeys((
+        "ordinal", "submission_count", "block_count", "attachment_count", "hosted_file_count",
+        "feedback_rating", "seq", "batch", "turn_count",
+    ), pa.int32()),
+    **dict.fromkeys(("tokens_in", "tokens_out", "duration_ms", "size", "line"), pa.int64()),
+    "cost_usd": pa.float64(),
+    "feedback_has_comment": pa.bool_(),
+    "embedding": pa.list_(pa.float32()),
+}
+
+
+def _schema(*columns: str) -> pa.Schema:
+    """The schema of a table with ``columns``, in order, each of its one type."""
+    return pa.schema([(name, _COLUMN_TYPES[name]) for name in columns])
+
+
+TURN_LOGS = _schema(
+    "tenant", "month", "app", "agent", "user_id", "conversation_id", "turn_id", "writer",
+    "started_at", "ended_at", "ordinal", "submission_count", "block_count", "attachment_count",
+    "hosted_file_count", "tokens_in", "tokens_out", "cost_usd", "duration_ms",
+    "feedback_rating", "feedback_has_comment", "blocks", "title", "expires_at", "ingested_at",
+    "batch_id", "payload",
+)
 
 # Columns of turn_logs that are compact accounting (everything but the reload payload).
 TURN_LOG_INDEX_COLUMNS = [n for n in TURN_LOGS.names if n != "payload"]
 
-CONTENT_ROWS = pa.schema([
-    ("tenant", pa.string()),
-    ("month", pa.string()),
-    ("row_id", pa.string()),
-    ("app", pa.string()),
-    ("agent", pa.string()),
-    ("user_id", pa.string()),
-    ("conversation_id", pa.string()),
-    ("turn_id", pa.string()),
-    ("role", pa.string()),
-    ("seq", pa.int32()),
-    ("event_type", pa.string()),
-    ("batch", pa.int32()),
-    ("ts", TS),
-    ("turn_at", TS),
-    ("text", pa.string()),
-    ("expires_at", TS),
-    ("embedding", pa.list_(pa.float32())),
-    ("embedding_model", pa.string()),
-    ("embedding_status", pa.string()),
-    ("batch_id", pa.string()),
-])
+CONTENT_ROWS = _schema(
+    "tenant", "month", "row_id", "app", "agent", "user_id", "conversation_id", "turn_id",
+    "role", "seq", "event_type", "batch", "ts", "turn_at", "text", "expires_at", "embedding",
+    "embedding_model", "embedding_status", "batch_id",
+)
 
-TIMELINES = pa.schema([
-    ("tenant", pa.string()),
-    ("conversation_id", pa.string()),
-    ("schema", pa.string()),
-    ("app", pa.string()),
-    ("agent", pa.string()),
-    ("user_id", pa.string()),
-    ("title", pa.string()),
-    ("started_at", TS),
-    ("last_activity_at", TS),
-    ("last_turn_id", pa.string()),
-    ("turn_count", pa.int32()),
-    ("blocks", pa.string()),
-    ("expires_at", TS),
-    ("updated_at", TS),
-])
+TIMELINES = _schema(
+    "tenant", "conversation_id", "schema", "app", "agent", "user_id", "title", "started_at",
+    "last_activity_at", "last_turn_id", "turn_count", "blocks", "expires_at", "updated_at",
+)
 
-EVENTS = pa.schema([
-    ("tenant", pa.string()),
-    ("month", pa.string()),
-    ("user_id", pa.string()),
-    ("conversation_id", pa.string()),
-    ("turn_id", pa.string()),
-    ("seq", pa.int32()),
-    ("source", pa.string()),
-    ("type", pa.string()),
-    ("at", TS),
-    ("data", pa.string()),
-    ("expires_at", TS),
-    ("batch_id", pa.string()),
-])
+EVENTS = _schema(
+    "tenant", "month", "user_id", "conversation_id", "turn_id", "seq", "source", "type", "at",
+    "data", "expires_at", "batch_id",
+)
 
-FILES = pa.schema([
-    ("tenant", pa.string()),
-    ("month", pa.string()),
-    ("ref", pa.string()),
-    ("user_id", pa.string()),
-    ("conversation_id", pa.string()),
-    ("turn_id", pa.string()),
-    ("path", pa.string()),
-    ("mime", pa.string()),
-    ("size", pa.int64()),
-    ("sha256", pa.string()),
-    ("description", pa.string()),
-    ("storage_key", pa.string()),
-    ("expires_at", TS),
-    ("batch_id", pa.string()),
-])
+FILES = _schema(
+    "tenant", "month", "ref", "user_id", "conversation_id", "turn_id", "path", "mime", "size",
+    "sha256", "description", "storage_key", "expires_at", "batch_id",
+)
 
-QUARANTINE = pa.schema([
-    ("quarantined_at", TS),
-    ("source_file", pa.string()),
-    ("line", pa.int64()),
-    ("reason", pa.string()),
-    ("raw", pa.string()),
-    ("batch_id", pa.string()),
-])
+QUARANTINE = _schema(
+    "quarantined_at", "source_file", "line", "reason", "raw", "batch_id",
+)
 
-AUDIT = pa.schema([
-    ("at", TS),
-    ("action", pa.string()),
-    ("actor", pa.string()),
-    ("tenant", pa.string()),
-    ("target", pa.string()),
-    ("counts", pa.string()),
-])
+AUDIT = _schema(
+    "at", "action", "actor", "tenant", "target", "counts",
+)
 
 SCHEMAS: dict[Table, pa.Schema] = {
     Table.TURN_LOGS: TURN_LOGS,
@@ -162,11 +109,9 @@ SCHEMAS: dict[Table, pa.Schema] = {
 }
 
 PARTITIONS: dict[Table, list[str]] = {
-    Table.TURN_LOGS: MONTH_PARTITIONS,
-    Table.CONTENT_ROWS: MONTH_PARTITIONS,
+    **dict.fromkeys(
+        (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES), MONTH_PARTITIONS),
     Table.TIMELINES: TENANT_PARTITIONS,
-    Table.EVENTS: MONTH_PARTITIONS,
-    Table.FILES: MONTH_PARTITIONS,
     Table.QUARANTINE: [],
     Table.AUDIT: [],
 }

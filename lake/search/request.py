@@ -39,7 +39,9 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
 
 @dataclass(frozen=True)
 class FusionSettings:
-    """How the generators' turn lists are fused (see lake.search.fusion.fuse)."""
+    """How the generators' turn lists are fused (see lake.search.fusion.fuse): ``method``
+    "rrf" ranks by reciprocal rank alone, "rrf_score" adds each list's floored z-scores
+    weighted by ``score_factor``; ``k`` is RRF's rank offset."""
 
     method: FusionMethod = "rrf_score"
     k: int = DEFAULT_K  # defined once, in lake.search.fusion

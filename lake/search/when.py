@@ -80,19 +80,23 @@ _NUMBER_WORDS = (
 )  # fmt: skip
 _MONTH_NAMES = tuple(name.lower() for name in calendar.month_name[1:])
 
+# Turn positions: the Nth turn, the Nth from last, the last, turn number N.
 _ORD = r"(?P<ord>\d+(?:st|nd|rd|th)|[a-z]+)"
 _ORDINAL_FROM_START = re.compile(rf"^(?:the )?{_ORD} turn$")
 _ORDINAL_FROM_END = re.compile(rf"^(?:the )?{_ORD}(?: to| from)?(?: the)? last turn$")
 _LAST_TURN = re.compile(r"^(?:the )?(?:very )?(?:last|final|latest|most recent) turn$")
 _PENULTIMATE = re.compile(r"^(?:the )?(?:penultimate|next[ -]to[ -]last|last but one) turn$")
 _TURN_NUMBER = re.compile(r"^turn (?:number |no\.? |#)?(?P<n>\d+)$")
+# Prefixes that wrap another phrase: "since X", "in X".
 _SINCE = re.compile(r"^since (?P<rest>.+)$")
 _PREPOSITION = re.compile(r"^(?:in|on|during) (?P<rest>.+)$")
+# Spans counted back from the moment: this week, the last 3 days, two months ago.
 _CALENDAR = re.compile(r"^(?P<which>this|last|previous|current) (?P<unit>week|month|year)$")
 _UNIT = r"(?P<unit>day|week|month|year)s?"
 _WINDOW = re.compile(rf"^(?:in the )?(?:last|past) (?P<n>\d+|[a-z]+) {_UNIT}$")
 _PAST_UNIT = re.compile(rf"^(?:in )?(?:the )?past {_UNIT}$")
 _AGO = re.compile(rf"^(?P<n>\d+|[a-z]+) {_UNIT} ago$")
+# Calendar dates: "May 2026", 2026-05, 2026-05-14, 2026.
 _MONTH_YEAR = re.compile(r"^(?P<month>[a-z]+)\.?,? (?P<year>\d{4})$")
 _YEAR_MONTH = re.compile(r"^(?P<year>\d{4})[-/](?P<month>\d{1,2})$")
 _ISO_DAY = re.compile(r"^(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})$")

@@ -17,12 +17,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.workspace import CleanReport, PullReport, WorkspacePuller, clean
 from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
-from pipeline.commands.query import (
-    AnalystOption,
-    JsonOption,
-    TenantOption,
-    UserOption,
-)
+from pipeline.commands.query import AnalystOption, JsonOption, TenantOption, UserOption
 from pipeline.contract import principal_from
 
 KeyOption = Annotated[str | None, typer.Option(

@@ -47,16 +47,8 @@ from pipeline.importers.claude_files import (
     subagent_files,
     transcript_files,
 )
-from pipeline.importers.common import (
-    DETAIL_CHARS,
-    Identity,
-    ImportStream,
-    TurnDraft,
-    clip,
-    compact_json,
-    one_line,
-    stable_id,
-)
+from pipeline.importers.common import Identity, ImportStream, TurnDraft, stable_id
+from pipeline.importers.text import compact_json, one_line
 
 _THINKING_BLOCKS = ("thinking", "redacted_thinking")
 # Event kinds that carry nothing of the conversation (queue bookkeeping, UI progress).
@@ -199,7 +191,7 @@ class TranscriptImport:
         at = event_time(event.get("timestamp"))
         if at is None:
             self._stream.problem(self._source, where, f"{kind} event has no valid timestamp",
-                                 compact_json(event, DETAIL_CHARS))
+                                 compact_json(event))
             return
         session = self._session(event)
         if kind == "system":
@@ -208,7 +200,7 @@ class TranscriptImport:
         message = event.get("message")
         if not isinstance(message, dict):
             self._stream.problem(self._source, where, f"{kind} event has no message object",
-                                 compact_json(event, DETAIL_CHARS))
+                                 compact_json(event))
             return
         if event.get("isSidechain") is True:
             self._on_sidechain(session, event, at, message)
@@ -224,7 +216,7 @@ class TranscriptImport:
         text = event.get("summary")
         if not isinstance(text, str) or not text.strip():
             self._stream.problem(self._source, where, "summary event has no summary text",
-                                 compact_json(event, DETAIL_CHARS))
+                                 compact_json(event))
             return
         leaf = event.get("leafUuid")
         self._summaries.append((leaf if isinstance(leaf, str) else None, text))
@@ -359,7 +351,7 @@ class TranscriptImport:
         text = strip_ansi(result_text(block.get("content")))
         if name in SUBAGENT_TOOLS and (agent_id := result_agent_id(event, text)) is not None:
             session.agent_turns[agent_id] = session.turns[-1]
-        session.turns[-1].draft.add_step(name, status, at, clip(text, DETAIL_CHARS) or None,
+        session.turns[-1].draft.add_step(name, status, at, text or None,
                                          tool_use_id=tool_id)
 
     def _on_assistant(self, session: _Session, message: dict[str, Any], at: datetime) -> None:

@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from lake.records import Attachment
-from pipeline.importers.common import as_utc, clip, compact_json
+from pipeline.importers.common import as_utc
+from pipeline.importers.text import clip, compact_json
 
 INTERRUPT_MARKER = "[Request interrupted by user"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")

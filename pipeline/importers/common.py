@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from lake.errors import RecordError
@@ -34,16 +33,13 @@ from lake.records import (
     Usage,
     describe_validation_error,
 )
+from pipeline.importers.text import DETAIL_CHARS, clip, snippet
 
 _ID_RE = re.compile(ID_PATTERN)
 _NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
-_WHITESPACE = re.compile(r"\s+")
 # Long enough to keep re-import collisions out of reach, short enough to read in a listing.
 _DIGEST_CHARS = 20
 _READABLE_CHARS = 40
-RAW_SNIPPET_CHARS = 300
-DETAIL_CHARS = 500
-TITLE_CHARS = 80
 
 
 def stable_id(external: str) -> str:
@@ -66,28 +62,6 @@ def require_id(name: str, value: str) -> str:
         raise RecordError(f"{name} {value!r} is not a valid id (expected {ID_PATTERN})",
                           field=name)
     return value
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, marking the cut with an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def one_line(text: str, limit: int = TITLE_CHARS) -> str:
-    """``text`` with whitespace runs collapsed to single spaces, clipped to ``limit``."""
-    return clip(_WHITESPACE.sub(" ", text).strip(), limit)
-
-
-def compact_json(value: Any, limit: int = DETAIL_CHARS) -> str:
-    """Compact JSON of ``value`` (non-JSON values via ``str``), clipped to ``limit``."""
-    encoded = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    return clip(encoded, limit)
-
-
-def snippet(raw: str | bytes) -> str:
-    """The start of a raw input item, for a problem report."""
-    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    return clip(text.strip(), RAW_SNIPPET_CHARS)
 
 
 def as_utc(value: datetime) -> datetime:
@@ -177,9 +151,11 @@ class TurnDraft:
     """A turn being assembled from export messages; ``finish`` turns it into a record."""
 
     turn_id: str
+    # What the user brought: messages, context the host added, attached files.
     submissions: list[Submission] = field(default_factory=list)
     context_events: list[ContextEvent] = field(default_factory=list)
     attachments: list[Attachment] = field(default_factory=list)
+    # What the assistant did: tool steps, panel events, files it made, its answer.
     steps: list[Step] = field(default_factory=list)
     events: list[LiveEvent] = field(default_factory=list)
     hosted_files: list[HostedFile] = field(default_factory=list)
@@ -205,11 +181,13 @@ class TurnDraft:
 
     def add_step(self, name: str, status: StepStatus, at: datetime, detail: str | None,
                  **data: Any) -> None:
-        """Record a tool step; the lake replays every step as a ``chat.step`` event, so no
-        separate live event is added (it would show twice)."""
+        """Record a tool step, its detail clipped to ``DETAIL_CHARS``; the lake replays every
+        step as a ``chat.step`` event, so no separate live event is added (it would show
+        twice)."""
         del data  # tool ids stay out of the record: the step's name and detail identify it
         self.touch(at)
-        self.steps.append(Step(name=name, status=status, at=at, detail=detail))
+        clipped = clip(detail, DETAIL_CHARS) if detail else None
+        self.steps.append(Step(name=name, status=status, at=at, detail=clipped or None))
 
     def complete(self, text: str, at: datetime) -> None:
         """Set the answer; a later call replaces an earlier one."""

@@ -10,20 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lake.errors import (
-    AccessDenied,
-    ConcurrentWriteError,
-    EmbeddingError,
-    IndexError_,
-    LakeError,
-    QueryError,
-    RecordError,
-    RefError,
-    RefExpired,
-    RefNotFound,
-    TurnlakeError,
-    Unauthenticated,
-)
+from lake import errors as lake_errors
 from pipeline.contract import ErrorAnswer, ErrorDetail
 
 
@@ -40,19 +27,22 @@ class MalformedBody(Exception):
 
 
 # Most specific first: the first class an error is an instance of decides.
-STATUS: tuple[tuple[type[TurnlakeError], int, str], ...] = (
-    (Unauthenticated, 401, "unauthenticated"),
-    (AccessDenied, 403, "forbidden"),
-    (RecordError, 422, "invalid_record"),
-    (RefNotFound, 404, "not_found"),
-    (RefExpired, 410, "expired"),
-    (RefError, 400, "invalid_ref"),
-    (QueryError, 400, "invalid_request"),
-    (ConcurrentWriteError, 409, "conflict"),
-    (LakeError, 503, "lake_unavailable"),
-    (IndexError_, 503, "index_unavailable"),
-    (EmbeddingError, 503, "embedding_unavailable"),
-    (TurnlakeError, 500, "internal"),
+STATUS: tuple[tuple[type[lake_errors.TurnlakeError], int, str], ...] = (
+    # who is asking
+    (lake_errors.Unauthenticated, 401, "unauthenticated"),
+    (lake_errors.AccessDenied, 403, "forbidden"),
+    # what was asked for
+    (lake_errors.RecordError, 422, "invalid_record"),
+    (lake_errors.RefNotFound, 404, "not_found"),
+    (lake_errors.RefExpired, 410, "expired"),
+    (lake_errors.RefError, 400, "invalid_ref"),
+    (lake_errors.QueryError, 400, "invalid_request"),
+    (lake_errors.ConcurrentWriteError, 409, "conflict"),
+    # what the service cannot do now
+    (lake_errors.LakeError, 503, "lake_unavailable"),
+    (lake_errors.IndexError_, 503, "index_unavailable"),
+    (lake_errors.EmbeddingError, 503, "embedding_unavailable"),
+    (lake_errors.TurnlakeError, 500, "internal"),
 )
 _HTTP_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
                405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media",
@@ -64,7 +54,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorAnswer} for status in (401, *statuses)}
 
 
-def status_of(exc: TurnlakeError) -> tuple[int, str]:
+def status_of(exc: lake_errors.TurnlakeError) -> tuple[int, str]:
     """The HTTP status and error code of a turnlake error."""
     for cls, status, code in STATUS:
         if isinstance(exc, cls):
@@ -84,8 +74,8 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error an endpoint raises, FastAPI's own included, in the one shape."""
 
-    @app.exception_handler(TurnlakeError)
-    async def turnlake_error(request: Request, exc: TurnlakeError) -> JSONResponse:
+    @app.exception_handler(lake_errors.TurnlakeError)
+    async def turnlake_error(request: Request, exc: lake_errors.TurnlakeError) -> JSONResponse:
         status, code = status_of(exc)
         return error_response(status, code, str(exc), getattr(exc, "field", None))
 
