@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
@@ -287,7 +286,12 @@ class RowColumns:
     ``user_docs[user_bounds[c]:user_bounds[c + 1]]`` are the doc ids (ascending) of the user
     whose code is ``c``: a user-scoped search touches only those rows, not the partition.
     ``turn_numbers[d]`` numbers the turn of doc ``d`` within the partition, and
-    ``turn_first_docs[n]`` is the first doc of turn ``n``: fusion works on these numbers."""
+    ``turn_first_docs[n]`` is the first doc of turn ``n``: fusion works on these numbers.
+
+    Codes and turn numbers are labels, nothing more: search compares values through them and
+    breaks ties by (conversation id, turn id) strings, never by a code. So a view extended by
+    an append (:meth:`extended`) may number differently from a full decode of the same rows;
+    every value it decodes, and which docs share a turn, are the same."""
 
     user_codes: np.ndarray
     users: list[str]
@@ -305,56 +309,69 @@ class RowColumns:
     conversation_index: dict[str, int]
     turn_numbers: np.ndarray
     turn_first_docs: np.ndarray
-
-    # per coded column, the first doc of each code: codes follow first appearance, and an
-    # extension must keep them so (see extended)
-    code_firsts: dict[str, np.ndarray]
+    # The turns' (conversation code << 32 | turn code) keys, ascending, and each one's turn
+    # number: how an extension finds the turn of an added row.
+    turn_keys: np.ndarray
+    turn_key_numbers: np.ndarray
+    coded: dict[str, _Coded]
 
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
         """Decode the columns of a rows table once."""
         coded = {name: _Coded.of(rows.column(name)) for name in _CODED}
+        keys, first_docs, numbers = np.unique(_turn_keys(coded), return_index=True,
+                                              return_inverse=True)
         return cls._assemble(coded, _micros(rows.column("turn_at")),
-                             _micros(rows.column("expires_at")))
+                             _micros(rows.column("expires_at")),
+                             numbers.astype(np.int64).ravel(), first_docs.astype(np.int64),
+                             keys, np.arange(keys.size, dtype=np.int64))
 
     def extended(self, added: pa.Table, at: np.ndarray) -> RowColumns:
         """These columns with ``added``'s rows inserted so that they become docs ``at``
-        (ascending, one per row, in the merged numbering): exactly what :meth:`from_rows` of
-        the merged rows gives, codes included, at a cost of array inserts rather than
-        decoding every row again."""
+        (ascending, one per row, in the merged numbering). Values new to the partition get
+        the next codes and turn numbers, so the cost is array inserts and look-ups of the
+        added rows, not a decode of every row again."""
         slots = at - np.arange(at.size, dtype=np.int64)  # docs they go before, here
-        coded = {name: self._coded(name).extended(added.column(name).to_pylist(), at, slots)
+        grown = {name: self.coded[name].extended(added.column(name).to_pylist(), slots)
                  for name in _CODED}
-        return self._assemble(coded,
-                              np.insert(self.turn_at_us, slots, _micros(added.column("turn_at"))),
-                              np.insert(self.expires_us, slots,
-                                        _micros(added.column("expires_at"))))
-
-    def _coded(self, name: str) -> _Coded:
-        codes, values = {"user_id": (self.user_codes, self.users),
-                         "conversation_id": (self.conversation_codes, self.conversations),
-                         "role": (self.role_codes, self.roles),
-                         "turn_id": (self.turn_codes, self.turn_names)}[name]
-        return _Coded(codes, values, self.code_firsts[name])
+        added_keys = _turn_keys(grown, at)
+        numbers = np.empty(at.size, np.int64)
+        known = np.zeros(at.size, np.bool_)
+        if self.turn_keys.size:
+            place = np.minimum(np.searchsorted(self.turn_keys, added_keys),
+                               self.turn_keys.size - 1)
+            known = self.turn_keys[place] == added_keys
+            numbers[known] = self.turn_key_numbers[place[known]]
+        new_keys, new_of = np.unique(added_keys[~known], return_inverse=True)
+        count = self.turn_first_docs.size
+        numbers[~known] = count + new_of.ravel()
+        place = np.searchsorted(self.turn_keys, new_keys)
+        first_docs = np.concatenate([
+            self.turn_first_docs + np.searchsorted(slots, self.turn_first_docs, side="right"),
+            np.full(new_keys.size, np.iinfo(np.int64).max, np.int64)])
+        np.minimum.at(first_docs, numbers, at)
+        return self._assemble(
+            grown,
+            np.insert(self.turn_at_us, slots, _micros(added.column("turn_at"))),
+            np.insert(self.expires_us, slots, _micros(added.column("expires_at"))),
+            np.insert(self.turn_numbers, slots, numbers), first_docs,
+            np.insert(self.turn_keys, place, new_keys),
+            np.insert(self.turn_key_numbers, place,
+                      np.arange(count, count + new_keys.size, dtype=np.int64)))
 
     @classmethod
     def _assemble(cls, coded: dict[str, _Coded], turn_at_us: np.ndarray,
-                  expires_us: np.ndarray) -> RowColumns:
+                  expires_us: np.ndarray, turn_numbers: np.ndarray, turn_first_docs: np.ndarray,
+                  turn_keys: np.ndarray, turn_key_numbers: np.ndarray) -> RowColumns:
         users, convs = coded["user_id"], coded["conversation_id"]
-        turns = coded["turn_id"]
         user_docs = np.argsort(users.codes, kind="stable").astype(np.int64)
         user_bounds = np.zeros(len(users.values) + 1, np.int64)
         np.cumsum(np.bincount(users.codes, minlength=len(users.values)), out=user_bounds[1:])
-        # a turn is a (conversation, turn id) pair; its rows need not be adjacent
-        pairs = convs.codes.astype(np.int64) * max(len(turns.values), 1) + turns.codes
-        _, first_docs, turn_numbers = np.unique(pairs, return_index=True, return_inverse=True)
         return cls(users.codes, users.values, convs.codes, convs.values,
                    coded["role"].codes, coded["role"].values, turn_at_us, expires_us,
-                   turns.codes, turns.values, user_docs, user_bounds,
-                   {u: i for i, u in enumerate(users.values)},
-                   {c: i for i, c in enumerate(convs.values)},
-                   turn_numbers.astype(np.int64).ravel(), first_docs.astype(np.int64),
-                   {name: c.firsts for name, c in coded.items()})
+                   coded["turn_id"].codes, coded["turn_id"].values, user_docs, user_bounds,
+                   users.index, convs.index, turn_numbers, turn_first_docs,
+                   turn_keys, turn_key_numbers, coded)
 
     def docs_of_user(self, user_id: str) -> np.ndarray:
         """Ascending doc ids of one user's rows (empty when the user has none here)."""
@@ -378,59 +395,43 @@ def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return values
 
 
+def _turn_keys(coded: dict[str, _Coded], docs: np.ndarray | None = None) -> np.ndarray:
+    """The turn keys of ``docs`` (default: every doc): a turn is a (conversation, turn id)
+    pair, and its rows need not be adjacent."""
+    conversations, turns = coded["conversation_id"].codes, coded["turn_id"].codes
+    if docs is not None:
+        conversations, turns = conversations[docs], turns[docs]
+    return conversations.astype(np.int64) << 32 | turns.astype(np.int64)
+
+
 @dataclass(frozen=True)
 class _Coded:
-    """A dictionary-coded string column: ``values[codes[doc]]`` is doc's value, codes numbered
-    in order of first appearance (as Arrow's dictionary_encode numbers them), ``firsts[c]``
-    the first doc holding code ``c`` (ascending, by that numbering)."""
+    """A dictionary-coded string column: ``values[codes[doc]]`` is doc's value and
+    ``index[value]`` its code. Views share ``values`` and ``index`` until an extension brings
+    a new value, which then copies them (a kept older view must not see codes it lacks)."""
 
     codes: np.ndarray
     values: list[str]
-    firsts: np.ndarray
+    index: dict[str, int]
 
     @classmethod
     def of(cls, column: pa.ChunkedArray) -> _Coded:
         encoded = column.combine_chunks().dictionary_encode()
         codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-        # a code first appears exactly where the running maximum of the codes grows
-        grows = np.ones(codes.size, np.bool_)
-        if codes.size:
-            running = np.maximum.accumulate(codes)
-            grows[1:] = running[1:] > running[:-1]
-        return cls(codes, encoded.dictionary.to_pylist(), np.flatnonzero(grows).astype(np.int64))
+        values = encoded.dictionary.to_pylist()
+        return cls(codes, values, {v: i for i, v in enumerate(values)})
 
-    def extended(self, added: list[str], at: np.ndarray, slots: np.ndarray) -> _Coded:
-        """The column with ``added`` inserted before docs ``slots`` (becoming docs ``at``),
-        renumbered by first appearance."""
-        known = len(self.values)
-        index: dict[str, int] = {}
-        fresh: list[str] = []
-        if added:
-            found = pc.index_in(pa.array(added, pa.string()),
-                                value_set=pa.array(self.values, pa.string())).to_pylist()
-            for value, code in zip(added, found, strict=True):
-                if code is None and value not in index:
-                    index[value] = known + len(fresh)
-                    fresh.append(value)
-            provisional = np.array([index[v] if c is None else c
-                                    for v, c in zip(added, found, strict=True)], np.int64)
-        else:
-            provisional = np.empty(0, np.int64)
-        firsts = np.concatenate([self.firsts + np.searchsorted(slots, self.firsts, side="right"),
-                                 np.full(len(fresh), np.iinfo(np.int64).max, np.int64)])
-        np.minimum.at(firsts, provisional, at)
-        order = np.argsort(firsts, kind="stable")
-        renumber = np.empty(order.size, np.int64)
-        renumber[order] = np.arange(order.size, dtype=np.int64)
-        codes = np.insert(renumber[self.codes], slots, renumber[provisional]).astype(np.int32)
-        if np.all(np.diff(renumber[:known]) > 0):
-            # known values keep their order: insert the fresh ones at their places, in
-            # ascending place (a list insert per fresh value, not a copy per value)
-            values = list(self.values)
-            places = renumber[known:]
-            for j in np.argsort(places).tolist():
-                values.insert(int(places[j]), fresh[j])
-        else:
-            combined = self.values + fresh
-            values = [combined[i] for i in order.tolist()]
-        return _Coded(codes, values, firsts[order])
+    def extended(self, added: list[str], slots: np.ndarray) -> _Coded:
+        """The column with ``added`` inserted before docs ``slots``; a value it has not seen
+        gets the next code."""
+        index, values = self.index, self.values
+        codes = np.empty(len(added), np.int32)
+        for i, value in enumerate(added):
+            code = index.get(value)
+            if code is None:
+                if index is self.index:
+                    index, values = dict(index), list(values)
+                code = index[value] = len(values)
+                values.append(value)
+            codes[i] = code
+        return _Coded(np.insert(self.codes, slots, codes), values, index)
