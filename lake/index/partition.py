@@ -293,27 +293,67 @@ class RowColumns:
     an append (:meth:`extended`) may number differently from a full decode of the same rows;
     every value it decodes, and which docs share a turn, are the same."""
 
-    user_codes: np.ndarray
-    users: list[str]
-    conversation_codes: np.ndarray
-    conversations: list[str]
-    role_codes: np.ndarray
-    roles: list[str]
+    coded: dict[str, _Coded]  # user_id, conversation_id, role, turn_id: see the properties
     turn_at_us: np.ndarray
     expires_us: np.ndarray
-    turn_codes: np.ndarray
-    turn_names: list[str]  # turn id of a row: turn_names[turn_codes[doc]]
     user_docs: np.ndarray
     user_bounds: np.ndarray
-    user_index: dict[str, int]
-    conversation_index: dict[str, int]
     turn_numbers: np.ndarray
     turn_first_docs: np.ndarray
     # The turns' (conversation code << 32 | turn code) keys, ascending, and each one's turn
     # number: how an extension finds the turn of an added row.
     turn_keys: np.ndarray
     turn_key_numbers: np.ndarray
-    coded: dict[str, _Coded]
+
+    @property
+    def user_codes(self) -> np.ndarray:
+        """Per doc, its user's code: ``users[user_codes[doc]]``."""
+        return self.coded["user_id"].codes
+
+    @property
+    def users(self) -> list[str]:
+        """The users, by code."""
+        return self.coded["user_id"].values
+
+    @property
+    def user_index(self) -> dict[str, int]:
+        """A user's code."""
+        return self.coded["user_id"].index
+
+    @property
+    def conversation_codes(self) -> np.ndarray:
+        """Per doc, its conversation's code."""
+        return self.coded["conversation_id"].codes
+
+    @property
+    def conversations(self) -> list[str]:
+        """The conversations, by code."""
+        return self.coded["conversation_id"].values
+
+    @property
+    def conversation_index(self) -> dict[str, int]:
+        """A conversation's code."""
+        return self.coded["conversation_id"].index
+
+    @property
+    def role_codes(self) -> np.ndarray:
+        """Per doc, its role's code."""
+        return self.coded["role"].codes
+
+    @property
+    def roles(self) -> list[str]:
+        """The roles, by code."""
+        return self.coded["role"].values
+
+    @property
+    def turn_codes(self) -> np.ndarray:
+        """Per doc, its turn id's code."""
+        return self.coded["turn_id"].codes
+
+    @property
+    def turn_names(self) -> list[str]:
+        """The turn ids, by code: a row's turn id is ``turn_names[turn_codes[doc]]``."""
+        return self.coded["turn_id"].values
 
     @classmethod
     def from_rows(cls, rows: pa.Table) -> RowColumns:
@@ -363,15 +403,12 @@ class RowColumns:
     def _assemble(cls, coded: dict[str, _Coded], turn_at_us: np.ndarray,
                   expires_us: np.ndarray, turn_numbers: np.ndarray, turn_first_docs: np.ndarray,
                   turn_keys: np.ndarray, turn_key_numbers: np.ndarray) -> RowColumns:
-        users, convs = coded["user_id"], coded["conversation_id"]
+        users = coded["user_id"]
         user_docs = np.argsort(users.codes, kind="stable").astype(np.int64)
         user_bounds = np.zeros(len(users.values) + 1, np.int64)
         np.cumsum(np.bincount(users.codes, minlength=len(users.values)), out=user_bounds[1:])
-        return cls(users.codes, users.values, convs.codes, convs.values,
-                   coded["role"].codes, coded["role"].values, turn_at_us, expires_us,
-                   coded["turn_id"].codes, coded["turn_id"].values, user_docs, user_bounds,
-                   users.index, convs.index, turn_numbers, turn_first_docs,
-                   turn_keys, turn_key_numbers, coded)
+        return cls(coded, turn_at_us, expires_us, user_docs, user_bounds, turn_numbers,
+                   turn_first_docs, turn_keys, turn_key_numbers)
 
     def docs_of_user(self, user_id: str) -> np.ndarray:
         """Ascending doc ids of one user's rows (empty when the user has none here)."""

@@ -206,8 +206,9 @@ class SearchService:
             slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
             visible = (allowed[slot] == docs).tolist()
             factor = scales.get(part.manifest.build_id, 1.0)
+            role_names, role_codes = cols.roles, cols.role_codes
             weighted = sorted(
-                ((d, s * DEFAULT_ROLE_WEIGHTS[cols.roles[cols.role_codes[d]]] * factor)
+                ((d, s * DEFAULT_ROLE_WEIGHTS[role_names[role_codes[d]]] * factor)
                  for (d, s), ok in zip(found, visible, strict=True) if ok),
                 key=lambda item: (-item[1], item[0]))
             top = weighted[:request.depth]

@@ -225,24 +225,24 @@ class _ExportImport:
                 self._stream.count("earlier assistant message kept as event")
             turn.complete(node.text, node.at)
         elif node.kind == "code":
-            turn.add_step(node.name, "started", node.at, node.text or None)
+            turn.add_step(node.name, "started", node.at, node.text)
             turn.pending_code = node
             self._stream.count("code run")
         elif node.kind == "output":
             code = turn.pending_code
             turn.pending_code = None
             turn.add_step(code.name if code else node.name, "failed" if node.failed
-                          else "completed", node.at, node.text or None)
+                          else "completed", node.at, node.text)
             turn.events.append(LiveEvent(type="panel.code", at=node.at, data={
                 "code": code.text if code else "", "language": code.language if code
                 else "python", "output": node.text, "status": "failed" if node.failed
                 else "completed"}))
             self._stream.count("code panel")
         elif node.kind == "call":
-            turn.add_step(node.name, "started", node.at, node.text or None)
+            turn.add_step(node.name, "started", node.at, node.text)
             self._stream.count(f"tool call ({node.name})")
         else:
-            turn.add_step(node.name, "completed", node.at, node.text or None)
+            turn.add_step(node.name, "completed", node.at, node.text)
             self._stream.count(f"tool message ({node.name})")
 
     def _host(self, turn: _Turn, where: str) -> None:

@@ -351,7 +351,7 @@ class TranscriptImport:
         text = strip_ansi(result_text(block.get("content")))
         if name in SUBAGENT_TOOLS and (agent_id := result_agent_id(event, text)) is not None:
             session.agent_turns[agent_id] = session.turns[-1]
-        session.turns[-1].draft.add_step(name, status, at, text or None,
+        session.turns[-1].draft.add_step(name, status, at, text,
                                          tool_use_id=tool_id)
 
     def _on_assistant(self, session: _Session, message: dict[str, Any], at: datetime) -> None:

@@ -186,8 +186,8 @@ class TurnDraft:
         twice)."""
         del data  # tool ids stay out of the record: the step's name and detail identify it
         self.touch(at)
-        clipped = clip(detail, DETAIL_CHARS) if detail else None
-        self.steps.append(Step(name=name, status=status, at=at, detail=clipped or None))
+        self.steps.append(Step(name=name, status=status, at=at,
+                               detail=clip(detail, DETAIL_CHARS) if detail else None))
 
     def complete(self, text: str, at: datetime) -> None:
         """Set the answer; a later call replaces an earlier one."""
