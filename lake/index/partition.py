@@ -418,6 +418,61 @@ class RowColumns:
         docs: np.ndarray = self.user_docs[self.user_bounds[code]:self.user_bounds[code + 1]]
         return docs
 
+    @cached_property
+    def conversation_starts(self) -> np.ndarray:
+        """Ascending first docs of each conversation's run of docs, then the doc count.
+
+        Docs sort by (user, conversation, turn, role, seq) in a full build and in every
+        extension, so a conversation's docs are one run and its turns are runs within it."""
+        users, conversations = self.user_codes, self.conversation_codes
+        changes = np.flatnonzero((users[1:] != users[:-1])
+                                 | (conversations[1:] != conversations[:-1])) + 1
+        return np.concatenate([[0], changes, [users.size]]).astype(np.int64)
+
+    def turn_neighbours(self, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each turn number in ``turns``, the turn numbers just before and just after it
+        in its conversation, ordered by turn time (equal times by turn id); -1 where there is
+        none in this partition. Costs O(docs of the conversations asked about).
+
+        Each conversation's order is worked out once per view, in plain Python over its
+        docs (a search asks about a few conversations of a few dozen docs, where numpy's
+        per-call overhead cost more), and kept: the next searches ask about the same ones."""
+        turns = np.asarray(turns, np.int64)
+        before = np.full(turns.size, -1, np.int64)
+        after = np.full(turns.size, -1, np.int64)
+        if not turns.size:
+            return before, after
+        runs = np.searchsorted(self.conversation_starts, self.turn_first_docs[turns],
+                               side="right") - 1
+        for j, (run, turn) in enumerate(zip(runs.tolist(), turns.tolist(), strict=True)):
+            order, place = self._conversation_order(run)
+            i = place[turn]
+            if i:
+                before[j] = order[i - 1]
+            if i + 1 < len(order):
+                after[j] = order[i + 1]
+        return before, after
+
+    @cached_property
+    def _orders(self) -> dict[int, tuple[list[int], dict[int, int]]]:
+        return {}
+
+    def _conversation_order(self, run: int) -> tuple[list[int], dict[int, int]]:
+        """The turn numbers of conversation run ``run`` by (turn time, turn id), and each
+        one's place in that list."""
+        known = self._orders.get(run)
+        if known is None:
+            lo, hi = int(self.conversation_starts[run]), int(self.conversation_starts[run + 1])
+            # each turn's first doc gives its time; doc order is turn id order, for ties
+            first: dict[int, tuple[int, int]] = {}
+            for i, (number, at) in enumerate(zip(self.turn_numbers[lo:hi].tolist(),
+                                                 self.turn_at_us[lo:hi].tolist(),
+                                                 strict=True)):
+                first.setdefault(number, (at, i))
+            order = sorted(first, key=first.__getitem__)
+            known = self._orders[run] = (order, {n: i for i, n in enumerate(order)})
+        return known
+
     def role_mask(self, roles: Collection[str]) -> np.ndarray | None:
         """Per role code, whether it is one of ``roles``; None when every role here is."""
         wanted = [r in roles for r in self.roles]

@@ -12,6 +12,7 @@ from pydantic import Field, PlainSerializer, TypeAdapter
 
 from lake.search.access import Principal, Scope
 from lake.search.fusion import DEFAULT_K, FusionMethod
+from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.tables import DEFAULT_SEARCH_ROLES
 
@@ -41,12 +42,15 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
 class FusionSettings:
     """How the generators' turn lists are fused (see lake.search.fusion.fuse): ``method``
     "rrf" ranks by reciprocal rank alone, "rrf_score" adds each list's floored z-scores
-    weighted by ``score_factor``; ``k`` is RRF's rank offset."""
+    weighted by ``score_factor``; ``k`` is RRF's rank offset. ``neighbour_weight`` lifts a
+    turn by that share of its best-matching neighbour turn's value (lake.search.neighbours;
+    0 turns the smoothing off)."""
 
     method: FusionMethod = "rrf_score"
     k: int = DEFAULT_K  # defined once, in lake.search.fusion
     score_factor: float = 1.0
     zscore_floor: float = 1.0
+    neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
+from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
 from lake.search.request import (
     GENERATORS,
@@ -228,10 +229,16 @@ class SearchService:
                          {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
                          method=f.method, score_factor=f.score_factor,
                          zscore_floor=f.zscore_floor, tie_key=parts.turn_key)
+        smooth = f.neighbour_weight > 0
+        if smooth:
+            fused, previous, following = smoothed(fused, *_neighbour_ids(fused, parts),
+                                                  f.neighbour_weight)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
         relevances = _relevances(fused, ranked, semantic_ran)
+        if smooth:
+            relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
         as_of_us = int(as_of.timestamp() * _US)
         ages = ((as_of_us - parts.turn_at_us(best.slots, best.docs)) / _US).tolist()
@@ -449,6 +456,22 @@ def _validate(request: SearchRequest) -> None:
         raise QueryError("generator weights must be >= 0")
     if not 0.0 <= request.min_relevance <= 1.0:
         raise QueryError(f"min relevance must be between 0 and 1, not {request.min_relevance}")
+    check_neighbour_weight(request.fusion.neighbour_weight)
+
+
+def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
+    """Per fused turn, the ids of its previous and next turn in its conversation (-1: none).
+    They are looked up in the turn's own partition, so the first and last turn of a month
+    lack the one across the month's edge."""
+    previous = np.full(fused.turns.size, -1, np.int64)
+    following = np.full(fused.turns.size, -1, np.int64)
+    slots = fused.turns >> 32
+    for slot in np.unique(slots).tolist():
+        at = slots == slot
+        before, after = parts.parts[slot].columns.turn_neighbours(fused.turns[at] & 0xFFFFFFFF)
+        previous[at] = np.where(before >= 0, slot << 32 | before, -1)
+        following[at] = np.where(after >= 0, slot << 32 | after, -1)
+    return previous, following
 
 
 def _bm25_scales(parts: list[PartitionIndex], query: str) -> dict[str, float]:

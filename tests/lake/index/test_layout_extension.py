@@ -87,14 +87,20 @@ def test_an_extended_layout_numbers_rows_as_a_full_sort(
 def test_extended_columns_equal_columns_decoded_afresh(
         segments: list[list[dict[str, object]]]) -> None:
     tables = _tables(segments)
+    columns, _ = _grown_columns(tables)
+    fresh = RowColumns.from_rows(SegmentLayout.of(tables, ROLE_ORDER).rows)
+    assert _decoded(columns) == _decoded(fresh)
+
+
+def _grown_columns(tables: list[pa.Table]) -> tuple[RowColumns, SegmentLayout]:
+    """Columns decoded from the first table, then extended by each further one."""
     layout = SegmentLayout.of(tables[:1], ROLE_ORDER)
     columns = RowColumns.from_rows(layout.rows)
     for table in tables[1:]:
         grown = layout.extended(table, ROLE_ORDER)
         assert grown is not None
         columns, layout = columns.extended(table, grown.globals_[-1]), grown
-    fresh = RowColumns.from_rows(SegmentLayout.of(tables, ROLE_ORDER).rows)
-    assert _decoded(columns) == _decoded(fresh)
+    return columns, layout
 
 
 def _decoded(columns: RowColumns) -> dict[str, object]:
@@ -138,3 +144,48 @@ def test_a_row_without_a_key_value_leaves_the_merge_to_the_full_sort() -> None:
     seq = tables[1].schema.get_field_index("seq")
     missing = tables[1].set_column(seq, "seq", pa.array([None], pa.int64()))
     assert SegmentLayout.of(tables[:1], ROLE_ORDER).extended(missing, ROLE_ORDER) is None
+
+
+@given(st.lists(segment, min_size=1, max_size=4))
+def test_turn_neighbours_follow_turn_time_in_full_and_extended_columns(
+        segments: list[list[dict[str, object]]]) -> None:
+    # a conversation belongs to one user (the lake's rule), so name it after its user here
+    tables = _tables([[{**r, "conversation_id": f"{r['user_id']}/{r['conversation_id']}"}
+                       for r in rows] for rows in segments])
+    columns, layout = _grown_columns(tables)
+    fresh = RowColumns.from_rows(SegmentLayout.of(tables, ROLE_ORDER).rows)
+    assert _neighbours(columns) == _neighbours(fresh) == _plain_neighbours(layout.rows)
+
+
+Key = tuple[str, str, str]
+
+
+def _neighbours(columns: RowColumns) -> dict[Key, tuple[Key | None, Key | None]]:
+    """Every turn's neighbours by name, asked in a shuffled order."""
+    def name(turn: int) -> Key | None:
+        if turn < 0:
+            return None
+        doc = int(columns.turn_first_docs[turn])
+        return (columns.users[columns.user_codes[doc]],
+                columns.conversations[columns.conversation_codes[doc]],
+                columns.turn_names[columns.turn_codes[doc]])
+
+    turns = np.random.default_rng(7).permutation(columns.turn_first_docs.size)
+    before, after = columns.turn_neighbours(turns)
+    return {name(int(t)): (name(int(b)), name(int(a)))  # type: ignore[misc]
+            for t, b, a in zip(turns.tolist(), before.tolist(), after.tolist(), strict=True)}
+
+
+def _plain_neighbours(rows: pa.Table) -> dict[Key, tuple[Key | None, Key | None]]:
+    """The oracle: per conversation, its turns sorted by (first row's time, turn id)."""
+    first: dict[Key, object] = {}
+    for r in rows.to_pylist():
+        first.setdefault((r["user_id"], r["conversation_id"], r["turn_id"]), r["turn_at"])
+    by_conversation: dict[tuple[str, str], list[Key]] = {}
+    for key in sorted(first, key=lambda k: (first[k], k[2])):
+        by_conversation.setdefault(key[:2], []).append(key)
+    out: dict[Key, tuple[Key | None, Key | None]] = {}
+    for turns in by_conversation.values():
+        for i, key in enumerate(turns):
+            out[key] = (turns[i - 1] if i else None, turns[i + 1] if i + 1 < len(turns) else None)
+    return out
