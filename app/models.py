@@ -14,8 +14,9 @@ from lake.errors import QueryError, RefError
 from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
 from lake.search.materialize import FileCard, MaterializedTurn, TurnParts
+from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, Hit, SearchRequest
+from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, FusionSettings, Hit, SearchRequest
 from lake.search.when import OrdinalLookup, resolve_when
 from lake.tables import DEFAULT_SEARCH_ROLES
 
@@ -67,6 +68,7 @@ class SearchForm:
     k: int = 10
     max_per_conversation: int | None = None
     min_relevance: float = DEFAULT_MIN_RELEVANCE
+    neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
 
     def has_words(self) -> bool:
         """Whether the query holds a word to search (not only spaces and punctuation)."""
@@ -99,7 +101,8 @@ class SearchForm:
             conversation_id=self.conversation_id, roles=self.roles, since=since, until=until,
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
             recency_weight=self.recency_weight, as_of=as_of,
-            max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance)
+            max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance,
+            fusion=FusionSettings(neighbour_weight=self.neighbour_weight))
 
 
 @dataclass(frozen=True)

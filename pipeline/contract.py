@@ -17,6 +17,7 @@ from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
 from lake.search.catalog import ConversationEntry
+from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, Hit, SearchRequest, SearchResult
 from lake.tables import DEFAULT_SEARCH_ROLES
@@ -62,6 +63,10 @@ class QueryOptions(BaseModel):
     snippets: Literal["user", "assistant", "both", "none"] = "both"
     weights: dict[str, float] | None = None
     fusion: Literal["rrf", "rrf_score"] | None = None
+    neighbour_weight: float = Field(
+        default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0.0, allow_inf_nan=False,
+        description="How much a turn gains from a matching previous or next turn of its "
+                    "conversation, as a share of that turn's fused value (0 turns it off).")
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
         description="Drop hits whose relevance is below this (0 keeps every hit). The default "
@@ -85,7 +90,8 @@ class QueryOptions(BaseModel):
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
             recency_weight=self.recency_weight, as_of=parse_time(self.as_of, "as_of"),
             max_per_conversation=self.max_per_conversation, snippets=self.snippets,
-            fusion=FusionSettings(method=self.fusion) if self.fusion else FusionSettings(),
+            fusion=FusionSettings(method=self.fusion or FusionSettings.method,
+                                  neighbour_weight=self.neighbour_weight),
             min_relevance=self.min_relevance)
 
 

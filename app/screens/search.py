@@ -13,6 +13,7 @@ from app.models import SearchForm
 from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
+from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS
 from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
@@ -41,7 +42,7 @@ with st.form("search-form"):
     when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
                          help="A catalog phrase; leave empty for all time.")
     with st.expander("Generators, recency and limits"):
-        g1, g2, g3 = st.columns(3)
+        g1, g2, g3, g4 = st.columns(4)
         semantic = g1.toggle("Semantic", value=True)
         semantic_w = g1.number_input("Semantic weight", 0.0, 10.0,
                                      DEFAULT_WEIGHTS["semantic"], 0.1)
@@ -51,6 +52,10 @@ with st.form("search-form"):
         trigram = g3.toggle("Trigram", value=True)
         trigram_w = g3.number_input("Trigram weight", 0.0, 10.0,
                                     DEFAULT_WEIGHTS["trigram"], 0.1)
+        neighbour_w = g4.number_input(
+            "Neighbour weight", 0.0, 5.0, DEFAULT_NEIGHBOUR_WEIGHT, 0.1,
+            help="How much a turn gains from a matching previous or next turn of its "
+                 "conversation, as a share of that turn's fused score; 0 = off.")
         r1, r2, r3, r4, r5 = st.columns(5)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
@@ -71,7 +76,8 @@ if submitted:
         semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
         recency_weight=float(recency_w), k=int(k),
-        max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor))
+        max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor),
+        neighbour_weight=float(neighbour_w))
     if not wb.warmup.ready:
         with st.spinner("Waiting for the model to finish loading (it started with the app)…"):
             wb.warmup.wait()

@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 from lake.errors import QueryError, TurnlakeError
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
+from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import SearchRequest
 from lake.store import LakeStore
@@ -71,6 +72,9 @@ def search(
         help="Drop hits whose relevance (0-1) is below this; 0 keeps every hit. The default "
              "returns nothing for a query nothing in the history matches.")
     ] = DEFAULT_MIN_RELEVANCE,
+    neighbour_weight: Annotated[float, typer.Option(
+        help="How much a turn gains from a matching neighbour turn, as a share of that "
+             "turn's fused score (0 = off).")] = DEFAULT_NEIGHBOUR_WEIGHT,
     queries: Annotated[Path | None, typer.Option(
         help="JSON Lines file of queries (id, query and any option).")] = None,
     as_json: JsonOption = False,
@@ -94,7 +98,7 @@ def search(
         "as_of": as_of, "half_life_days": half_life_days, "recency_weight": recency_weight,
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
         "max_per_conversation": max_per_conversation, "snippets": snippets,
-        "min_relevance": min_relevance}
+        "min_relevance": min_relevance, "neighbour_weight": neighbour_weight}
     try:
         result = service.search(request_from(options))
     except TurnlakeError as exc:

@@ -85,6 +85,21 @@ def test_search_relevance_floor(runner: CliRunner, ingested: Path) -> None:
     assert bad.exit_code == 2 and "min_relevance" in bad.output
 
 
+def test_search_neighbour_weight(runner: CliRunner, ingested: Path) -> None:
+    base = ["search", "forecast", "--tenant", "acme", "--user", "u-ana", "--as-of", AS_OF,
+            "--json", "--min-relevance", "0", "--recency-weight", "0"]
+    off = json.loads(runner.invoke(app, [*base, "--neighbour-weight", "0"]).stdout)["hits"]
+    on = json.loads(runner.invoke(app, base).stdout)["hits"]
+    assert off and {(h["conversation_id"], h["turn_id"]) for h in on} == \
+        {(h["conversation_id"], h["turn_id"]) for h in off}
+    # a turn never loses from its neighbours, and in this lake some gain
+    before = {(h["conversation_id"], h["turn_id"]): h["rrf"] for h in off}
+    assert all(h["rrf"] >= before[(h["conversation_id"], h["turn_id"])] for h in on)
+    assert any(h["rrf"] > before[(h["conversation_id"], h["turn_id"])] for h in on)
+    bad = runner.invoke(app, [*base, "--neighbour-weight", "-1"])
+    assert bad.exit_code == 2 and "neighbour_weight" in bad.output
+
+
 def test_search_errors_are_plain(runner: CliRunner, ingested: Path) -> None:
     result = runner.invoke(app, ["search", "x", "--tenant", "acme"])
     assert result.exit_code == 2 and "--user is required" in result.output
