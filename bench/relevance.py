@@ -38,7 +38,6 @@ from lake.index.lexical import word_stems
 from lake.search.access import Principal
 from lake.search.relevance import (
     DEFAULT_MIN_RELEVANCE,
-    MODEL,
     RelevanceModel,
     features,
     relevance,
@@ -146,13 +145,15 @@ def no_match_queries(words: dict[str, set[str]], *, n: int, seed: int,
 
 @dataclass
 class Ranked:
-    """One probe's fused turns in order, with each turn's relevance features."""
+    """One probe's fused turns in order, with each turn's relevance features and the
+    relevance the service gave it (the model's, lifted by matching neighbour turns)."""
 
     probe: Probe
     turns: list[tuple[str, str]]
     semantic: np.ndarray | None
     lexical: np.ndarray
     trigram: np.ndarray
+    served: np.ndarray
 
 
 def rank(service: SearchService, probes: Sequence[Probe], as_of: Any) -> list[Ranked]:
@@ -166,7 +167,8 @@ def rank(service: SearchService, probes: Sequence[Probe], as_of: Any) -> list[Ra
         semantic = None if result.semantic_error else _scores(result.hits, "semantic")
         out.append(Ranked(p, [(h.conversation_id, h.turn_id) for h in result.hits],
                           semantic, _scores(result.hits, "lexical"),
-                          _scores(result.hits, "trigram")))
+                          _scores(result.hits, "trigram"),
+                          np.array([h.relevance for h in result.hits], dtype=np.float64)))
     return out
 
 
@@ -176,12 +178,16 @@ def _scores(hits: Sequence[Hit], name: str) -> np.ndarray:
                     dtype=np.float64)
 
 
-def _relevance(r: Ranked, model: RelevanceModel) -> np.ndarray:
-    return relevance(r.semantic, r.lexical, r.trigram, model=model)
+def _relevance(r: Ranked, model: RelevanceModel | None) -> np.ndarray:
+    return r.served if model is None else relevance(r.semantic, r.lexical, r.trigram,
+                                                    model=model)
 
 
-def measure(ranked: Sequence[Ranked], floor: float, model: RelevanceModel) -> dict[str, Any]:
-    """Recall@k with and without the floor, false-empty and true-empty rates."""
+def measure(ranked: Sequence[Ranked], floor: float, model: RelevanceModel | None
+            ) -> dict[str, Any]:
+    """Recall@k with and without the floor, false-empty and true-empty rates; ``model``
+    None: the relevance the service served (what a search with that floor returns), else
+    that model's on the turns' features alone (how fitting compares candidate models)."""
     questions = [r for r in ranked if r.probe.evidence]
     nothing = [r for r in ranked if not r.probe.evidence]
     floored = {k: 0.0 for k in KS}
@@ -332,7 +338,7 @@ def report(embedder: Embedder, workdir: Path) -> dict[str, Any]:
         users = {s["sample_id"] for s in samples(split)}
         mine = [r for r in records if r["user_id"] in users]
         probes = _probes([q for q in questions if q.user_id in users], mine, seed=seed)
-        out[split] = measure(rank(service, probes, last), DEFAULT_MIN_RELEVANCE, MODEL)
+        out[split] = measure(rank(service, probes, last), DEFAULT_MIN_RELEVANCE, None)
     return out
 
 
