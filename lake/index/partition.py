@@ -390,7 +390,7 @@ class RowColumns:
             self.turn_first_docs + np.searchsorted(slots, self.turn_first_docs, side="right"),
             np.full(new_keys.size, np.iinfo(np.int64).max, np.int64)])
         np.minimum.at(first_docs, numbers, at)
-        return self._assemble(
+        out = self._assemble(
             grown,
             np.insert(self.turn_at_us, slots, _micros(added.column("turn_at"))),
             np.insert(self.expires_us, slots, _micros(added.column("expires_at"))),
@@ -398,6 +398,11 @@ class RowColumns:
             np.insert(self.turn_keys, place, new_keys),
             np.insert(self.turn_key_numbers, place,
                       np.arange(count, count + new_keys.size, dtype=np.int64)))
+        # Turn orders of conversations the append did not touch still hold (codes and turn
+        # numbers of existing values are kept), so a long conversation is not re-read per turn.
+        touched = set(grown["conversation_id"].codes[at].tolist())
+        out._orders.update((c, known) for c, known in self._orders.items() if c not in touched)
+        return out
 
     @classmethod
     def _assemble(cls, coded: dict[str, _Coded], turn_at_us: np.ndarray,
@@ -434,18 +439,21 @@ class RowColumns:
         in its conversation, ordered by turn time (equal times by turn id); -1 where there is
         none in this partition. Costs O(docs of the conversations asked about).
 
-        Each conversation's order is worked out once per view, in plain Python over its
-        docs (a search asks about a few conversations of a few dozen docs, where numpy's
-        per-call overhead cost more), and kept: the next searches ask about the same ones."""
+        Each conversation's order is worked out once, in plain Python over its docs (a search
+        asks about a few conversations of a few dozen docs, where numpy's per-call overhead
+        cost more), and kept for the next searches, which ask about the same ones; an
+        extended view keeps those of the conversations its append did not touch."""
         turns = np.asarray(turns, np.int64)
         before = np.full(turns.size, -1, np.int64)
         after = np.full(turns.size, -1, np.int64)
         if not turns.size:
             return before, after
-        runs = np.searchsorted(self.conversation_starts, self.turn_first_docs[turns],
-                               side="right") - 1
-        for j, (run, turn) in enumerate(zip(runs.tolist(), turns.tolist(), strict=True)):
-            order, place = self._conversation_order(run)
+        first_docs = self.turn_first_docs[turns]
+        runs = np.searchsorted(self.conversation_starts, first_docs, side="right") - 1
+        codes = self.conversation_codes[first_docs]
+        for j, (run, code, turn) in enumerate(zip(runs.tolist(), codes.tolist(), turns.tolist(),
+                                                  strict=True)):
+            order, place = self._conversation_order(run, code)
             i = place[turn]
             if i:
                 before[j] = order[i - 1]
@@ -455,12 +463,13 @@ class RowColumns:
 
     @cached_property
     def _orders(self) -> dict[int, tuple[list[int], dict[int, int]]]:
+        """Turn orders worked out so far, by conversation code."""
         return {}
 
-    def _conversation_order(self, run: int) -> tuple[list[int], dict[int, int]]:
-        """The turn numbers of conversation run ``run`` by (turn time, turn id), and each
-        one's place in that list."""
-        known = self._orders.get(run)
+    def _conversation_order(self, run: int, code: int) -> tuple[list[int], dict[int, int]]:
+        """The turn numbers of conversation ``code`` (docs run ``run``) by (turn time, turn
+        id), and each one's place in that list."""
+        known = self._orders.get(code)
         if known is None:
             lo, hi = int(self.conversation_starts[run]), int(self.conversation_starts[run + 1])
             # each turn's first doc gives its time; doc order is turn id order, for ties
@@ -470,7 +479,7 @@ class RowColumns:
                                                  strict=True)):
                 first.setdefault(number, (at, i))
             order = sorted(first, key=first.__getitem__)
-            known = self._orders[run] = (order, {n: i for i, n in enumerate(order)})
+            known = self._orders[code] = (order, {n: i for i, n in enumerate(order)})
         return known
 
     def role_mask(self, roles: Collection[str]) -> np.ndarray | None:

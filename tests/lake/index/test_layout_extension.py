@@ -7,6 +7,7 @@ every row again. These are the pure functions behind it, checked against the ful
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -92,11 +93,14 @@ def test_extended_columns_equal_columns_decoded_afresh(
     assert _decoded(columns) == _decoded(fresh)
 
 
-def _grown_columns(tables: list[pa.Table]) -> tuple[RowColumns, SegmentLayout]:
-    """Columns decoded from the first table, then extended by each further one."""
+def _grown_columns(tables: list[pa.Table], visit: Callable[[RowColumns], object] = id,
+                   ) -> tuple[RowColumns, SegmentLayout]:
+    """Columns decoded from the first table, then extended by each further one; ``visit``
+    sees every view before it is extended."""
     layout = SegmentLayout.of(tables[:1], ROLE_ORDER)
     columns = RowColumns.from_rows(layout.rows)
     for table in tables[1:]:
+        visit(columns)
         grown = layout.extended(table, ROLE_ORDER)
         assert grown is not None
         columns, layout = columns.extended(table, grown.globals_[-1]), grown
@@ -152,7 +156,8 @@ def test_turn_neighbours_follow_turn_time_in_full_and_extended_columns(
     # a conversation belongs to one user (the lake's rule), so name it after its user here
     tables = _tables([[{**r, "conversation_id": f"{r['user_id']}/{r['conversation_id']}"}
                        for r in rows] for rows in segments])
-    columns, layout = _grown_columns(tables)
+    # asking every view first fills the turn orders an extension carries over
+    columns, layout = _grown_columns(tables, visit=_neighbours)
     fresh = RowColumns.from_rows(SegmentLayout.of(tables, ROLE_ORDER).rows)
     assert _neighbours(columns) == _neighbours(fresh) == _plain_neighbours(layout.rows)
 
