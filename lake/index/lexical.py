@@ -32,6 +32,12 @@ that role's weight: every annotated turn would outrank a plain one for words nei
 summary nor its anchors contain. The exchange still reaches the turn through its own user and
 assistant rows.
 
+Scope statistics: tantivy weighs each query word by its IDF over the whole index (a tenant's
+month). A search confined to one user's history can ask for that history's statistics
+instead: :meth:`LexicalIndex.term_stats` counts a word's rows among one user's rows, and
+``search(word_weights=...)`` multiplies every clause a query word makes by a weight per stem,
+which lets the caller swap one IDF for another (lake.search.bm25).
+
 Role weighting: BM25 statistics come from shared fields, so scores are comparable across
 roles, and each group of roles with the same weight is a boosted ``content AND role in
 group`` clause. Anchors and summaries hence outrank user or assistant text that matches the
@@ -188,6 +194,22 @@ def parse_user_query(query: str) -> ParsedQuery:
     terms = list(dict.fromkeys(w for part in loose for w in _QUERY_WORD.findall(part)))
     content = [w for w in terms if w not in ENGLISH_STOP_WORDS]
     return ParsedQuery(terms=(content or terms)[:MAX_QUERY_TERMS], phrases=phrases)
+
+
+def query_stems(query: str) -> tuple[str, ...]:
+    """The distinct stemmed words of a query, in order (free words and phrase words, at most
+    MAX_FIELD_TOKENS): the words whose statistics :meth:`LexicalIndex.term_stats` reports and
+    that ``word_weights`` are keyed by."""
+    result: tuple[str, ...] = _query_derived(("stems", query), lambda: _stems(query))
+    return result
+
+
+def _stems(query: str) -> tuple[str, ...]:
+    parsed = parse_user_query(query)
+    words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
+    stem = _shared_analyzers().stem
+    return tuple(dict.fromkeys(t for w in words for t in stem.analyze(_without_cjk(w))))[
+        :MAX_FIELD_TOKENS]
 
 
 def _without_cjk(text: str) -> str:
@@ -404,13 +426,17 @@ class LexicalIndex:
         roles: Collection[str] | None = None,
         role_weights: Mapping[str, float] | None = None,
         context: bool = True,
+        word_weights: Mapping[str, float] | None = None,
     ) -> list[tuple[int, float]]:
         """Return up to ``limit`` ``(doc, score)`` pairs, best first, for raw user text.
 
         ``user_id``, ``conversation_id`` and ``roles`` are exact-match filters. ``role_weights``
         overrides DEFAULT_ROLE_WEIGHTS per role (roles it omits keep their default weight).
         ``context=False`` matches rows on their own words only (no turn-exchange field): use it
-        when the caller targets one speaker's words.
+        when the caller targets one speaker's words. ``word_weights`` maps stems (as
+        :func:`query_stems` gives them) to factors > 0 that multiply every clause of the query
+        words making those stems (a word of several stems takes their mean; stems it omits
+        keep 1).
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
             raise QueryError(f"limit must be an int in [1, {MAX_LIMIT}], got {limit!r}")
@@ -427,7 +453,12 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored([value], name)))
         if roles is not None:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
-        content = self._cached_content_query(query, context)
+        if word_weights:
+            _check_word_weights(word_weights)
+            content = self._content_query(parse_user_query(query), context=context,
+                                          word_weights=word_weights)
+        else:
+            content = self._cached_content_query(query, context)
         if content is None:
             return []
         scored = self._weighted(content, allowed, weights)
@@ -442,20 +473,27 @@ class LexicalIndex:
             results.append((doc, float(score)))
         return results
 
-    def term_stats(self, query: str) -> tuple[int, list[int]]:
-        """(documents in the index, document frequency of each stemmed query word).
+    def term_stats(self, query: str, *, user_id: str | None = None) -> tuple[int, list[int]]:
+        """(rows, rows holding each of :func:`query_stems`), over the whole index or, with
+        ``user_id``, over that user's rows only.
 
-        Lets a caller that merges several partitions' BM25 scores put them on one scale:
-        each partition's IDF reflects only its own rows."""
+        Lets a caller put BM25 scores on one scale: several partitions' (each partition's IDF
+        reflects only its own rows), or one user's history (lake.search.bm25)."""
         searcher = self._index.searcher()
-        tokens: tuple[str, ...] = _query_derived(("stems", query), lambda: self._stems(query))
-        return searcher.num_docs, [searcher.doc_freq("text_stem", t) for t in tokens]
-
-    def _stems(self, query: str) -> tuple[str, ...]:
-        parsed = parse_user_query(query)
-        words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
-        return tuple(dict.fromkeys(t for w in words for t in self._an.stem.analyze(
-            _without_cjk(w))))[:MAX_FIELD_TOKENS]
+        stems = query_stems(query)
+        everywhere = [searcher.doc_freq("text_stem", t) for t in stems]
+        if user_id is None:
+            return searcher.num_docs, everywhere
+        if not isinstance(user_id, str) or not user_id or not _encodable(user_id):
+            raise QueryError(f"user_id must be a non-empty UTF-8 string, got {user_id!r}")
+        user = Query.term_query(self._schema, "user_id", user_id)
+        counts = []
+        for stem, df in zip(stems, everywhere, strict=True):
+            # a word no row of the index holds needs no count among the user's rows
+            counts.append(df and _count(searcher, Query.boolean_query([
+                (Occur.Must, user),
+                (Occur.Must, Query.term_query(self._schema, "text_stem", stem))])))
+        return _count(searcher, user), counts
 
     def _cached_content_query(self, query: str, context: bool) -> Query | None:
         content: Query | None = _query_derived(
@@ -493,7 +531,8 @@ class LexicalIndex:
             clauses.append((Occur.Should, Query.boost_query(scoped, weight)))
         return Query.boolean_query(clauses)
 
-    def _content_query(self, parsed: ParsedQuery, *, context: bool = True) -> Query | None:
+    def _content_query(self, parsed: ParsedQuery, *, context: bool = True,
+                       word_weights: Mapping[str, float] | None = None) -> Query | None:
         should: list[Query] = []
         fields = (
             ("text_stem", self._an.stem, _W_STEM),
@@ -501,15 +540,17 @@ class LexicalIndex:
             ("text_ident", self._an.ident, _W_IDENT),
         )
         for field, analyzer, boost in fields:
-            for token in self._tokens(parsed, field, analyzer):
+            for token, stems in self._tokens(parsed, field, analyzer):
                 term = Query.term_query(self._schema, field, token)
                 # An identifier of k words competes with the 2k per-word clauses that also
                 # match its pieces scattered in a shorter row, so its weight grows with k.
                 pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
-                should.append(Query.boost_query(term, boost * max(1, pieces)))
+                should.append(Query.boost_query(
+                    term, boost * max(1, pieces) * _word_weight(stems, word_weights)))
         if context and _W_CTX > 0:
-            exchange = [Query.term_query(self._schema, "context_stem", token)
-                        for token in self._tokens(parsed, "context_stem", self._an.stem)]
+            exchange = [_weighted(Query.term_query(self._schema, "context_stem", token),
+                                  _word_weight(stems, word_weights))
+                        for token, stems in self._tokens(parsed, "context_stem", self._an.stem)]
             if exchange:
                 on_turn_rows = Query.boolean_query([
                     (Occur.Must, Query.boolean_query([(Occur.Should, q) for q in exchange])),
@@ -530,14 +571,22 @@ class LexicalIndex:
             [(Occur.Must, q) for q in must] + [(Occur.Should, q) for q in should]
         )
 
-    @staticmethod
-    def _tokens(parsed: ParsedQuery, field: str, analyzer: TextAnalyzer) -> list[str]:
-        tokens = dict.fromkeys(
-            t
-            for term in parsed.terms
-            for t in analyzer.analyze(term if field == "text_ident" else _without_cjk(term))
-        )
-        return list(tokens)[:MAX_FIELD_TOKENS]
+    def _tokens(self, parsed: ParsedQuery, field: str, analyzer: TextAnalyzer,
+                ) -> list[tuple[str, tuple[str, ...]]]:
+        """The field's tokens of the query's free words, each with the stems of the word that
+        made it (the first such word), which key its weight."""
+        def derive() -> list[tuple[str, tuple[str, ...]]]:
+            tokens: dict[str, tuple[str, ...]] = {}
+            for term in parsed.terms:
+                stems = tuple(self._an.stem.analyze(_without_cjk(term)))
+                text = term if field == "text_ident" else _without_cjk(term)
+                for token in analyzer.analyze(text):
+                    tokens.setdefault(token, stems)
+            return list(tokens.items())[:MAX_FIELD_TOKENS]
+
+        found: list[tuple[str, tuple[str, ...]]] = _query_derived(
+            ("tokens", field, tuple(parsed.terms)), derive)
+        return found
 
     def _phrase_queries(self, words: list[str]) -> list[Query]:
         # Non-CJK stretches become phrases on text_raw and CJK runs bigram phrases on
@@ -588,6 +637,30 @@ def _query_derived(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
             del _DERIVED[next(iter(_DERIVED))]
         _DERIVED[key] = value
     return value
+
+
+def _count(searcher: Any, query: Query) -> int:
+    """Rows matching ``query`` (tantivy-py's stub omits SearchResult.count)."""
+    return int(searcher.search(query, 1, count=True).count)
+
+
+def _word_weight(stems: tuple[str, ...], word_weights: Mapping[str, float] | None) -> float:
+    """A query word's weight: the mean of its stems' (1 for stems without one)."""
+    if not word_weights or not stems:
+        return 1.0
+    return sum(word_weights.get(t, 1.0) for t in stems) / len(stems)
+
+
+def _weighted(query: Query, weight: float) -> Query:
+    return query if weight == 1.0 else Query.boost_query(query, weight)
+
+
+def _check_word_weights(word_weights: Mapping[str, float]) -> None:
+    for stem, weight in word_weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float) \
+                or not math.isfinite(weight) or weight <= 0:
+            raise QueryError(f"word weight for {stem!r} must be a positive number, "
+                             f"got {weight!r}")
 
 
 def _encodable(value: str) -> bool:

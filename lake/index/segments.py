@@ -267,9 +267,9 @@ class SegmentedLexical:
         mapped = [(int(self._layout.inverse[d]), s) for d, s in hits]
         return sorted(mapped, key=lambda h: (-h[1], h[0]))
 
-    def term_stats(self, query: str) -> tuple[int, list[int]]:
+    def term_stats(self, query: str, *, user_id: str | None = None) -> tuple[int, list[int]]:
         """:meth:`LexicalIndex.term_stats` over every segment's rows."""
-        return self._index.term_stats(query)
+        return self._index.term_stats(query, user_id=user_id)
 
 
 @dataclass

@@ -7,7 +7,6 @@ partition statuses by table version, and loads the embedding model at most once.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,13 +16,14 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
-from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
+from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.segments import merge_top
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
+from lake.search.bm25 import partition_scales, scoped_word_weights
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
@@ -184,8 +184,16 @@ class SearchService:
 
     def _lexical(self, in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
                  request: SearchRequest, query: str) -> list[_PartHits]:
-        """BM25 hits of every partition, on one score scale."""
-        scales = _bm25_scales([p for p, _ in in_scope], query) if len(in_scope) > 1 else {}
+        """BM25 hits of every partition, on one score scale: with a user in scope, every
+        partition weighs each query word by its IDF among that user's rows (lake.search.bm25)."""
+        parts = [p for p, _ in in_scope]
+        scales: dict[str, float] = {}
+        word_weights: dict[str, dict[str, float]] = {}
+        if scope.user_id is not None:
+            word_weights = _user_word_weights(parts, query, scope.user_id)
+        elif len(parts) > 1:
+            scales = partition_scales({p.manifest.build_id: p.lexical.term_stats(query)
+                                       for p in parts})
         out: list[_PartHits] = []
         for part, allowed in in_scope:
             # The lexical index filters by user / conversation / role itself; time and expiry
@@ -200,7 +208,8 @@ class SearchService:
             found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
                                         conversation_id=scope.conversation_id, roles=roles,
                                         role_weights=_UNIFORM_ROLES,
-                                        context={"user", "assistant"} <= set(request.roles))
+                                        context={"user", "assistant"} <= set(request.roles),
+                                        word_weights=word_weights.get(part.manifest.build_id))
             if not found:
                 continue
             docs = np.fromiter((d for d, _ in found), np.int64, len(found))
@@ -474,30 +483,16 @@ def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarr
     return previous, following
 
 
-def _bm25_scales(parts: list[PartitionIndex], query: str) -> dict[str, float]:
-    """Per-partition factors that put BM25 scores from several partitions on one scale.
-
-    BM25 weighs each word by its IDF within one index, so a small partition inflates the
-    scores of words common elsewhere. Scaling each partition by (sum of the words' IDF over
-    all partitions) / (sum of their IDF in that partition) approximates one index over the
-    union; on LoCoMo it lifts merged lexical recall@5 from .529 to .553.
-    """
-    stats = {p.manifest.build_id: p.lexical.term_stats(query) for p in parts}
-    total_docs = sum(n for n, _ in stats.values())
-    width = max((len(dfs) for _, dfs in stats.values()), default=0)
-    if width == 0 or total_docs == 0:
+def _user_word_weights(parts: list[PartitionIndex], query: str, user_id: str
+                       ) -> dict[str, dict[str, float]]:
+    """Per partition (by build id), the factors that make its BM25 weigh each query word by
+    the word's IDF among the user's rows of all ``parts``."""
+    stems = query_stems(query)
+    if not stems:
         return {}
-    total_df = [sum(dfs[i] for _, dfs in stats.values() if i < len(dfs)) for i in range(width)]
-    global_idf = sum(_idf(total_docs, df) for df in total_df)
-    scales: dict[str, float] = {}
-    for build_id, (docs, dfs) in stats.items():
-        local = sum(_idf(docs, df) for df in dfs)
-        scales[build_id] = global_idf / local if local > 0 else 1.0
-    return scales
-
-
-def _idf(docs: int, df: int) -> float:
-    return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+    return scoped_word_weights(
+        stems, {p.manifest.build_id: p.lexical.term_stats(query) for p in parts},
+        {p.manifest.build_id: p.lexical.term_stats(query, user_id=user_id) for p in parts})
 
 
 def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:

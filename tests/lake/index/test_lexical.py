@@ -264,3 +264,35 @@ def test_a_partition_that_fits_the_heap_is_one_segment(tmp_path: Path) -> None:
     assert index.segments == 1
     assert len(index) == 2000
     assert docs(index.search("deploy", limit=5, user_id="u3")) == [3, 10, 17, 24, 31]
+
+
+def test_term_stats_count_the_index_or_one_users_rows(index: LexicalIndex) -> None:
+    # "openpyxl": rows 1 and 3 (alice), 10 (bob), 14 (carol); "module": 1, 2 (alice), 10 (bob)
+    assert index.term_stats("openpyxl module") == (len(ROWS), [4, 3])
+    alice = sum(1 for row in ROWS if row.user_id == "alice")
+    assert index.term_stats("openpyxl module", user_id="alice") == (alice, [2, 2])
+    assert index.term_stats("openpyxl module", user_id="nobody") == (0, [0, 0])
+    with pytest.raises(QueryError, match="user_id"):
+        index.term_stats("openpyxl", user_id="")
+
+
+def test_word_weights_multiply_each_words_clauses(index: LexicalIndex) -> None:
+    plain = dict(index.search("openpyxl"))
+    doubled = dict(index.search("openpyxl", word_weights={"openpyxl": 2.0}))
+    assert doubled.keys() == plain.keys()
+    for doc, score in plain.items():
+        assert doubled[doc] == pytest.approx(2 * score, rel=1e-5)
+    # Lowering one word of two ranks rows by the other: row 2 holds only "module", row 3
+    # only "openpyxl".
+    low_openpyxl = docs(index.search("openpyxl module", word_weights={"openpyxl": 0.01}))
+    low_module = docs(index.search("openpyxl module", word_weights={"module": 0.01}))
+    assert low_openpyxl.index(2) < low_openpyxl.index(3)
+    assert low_module.index(3) < low_module.index(2)
+    # A stem the query does not make changes nothing.
+    assert index.search("openpyxl", word_weights={"kubernetes": 5.0}) == index.search("openpyxl")
+
+
+@pytest.mark.parametrize("weight", [0.0, -1.0, float("nan"), float("inf"), True])
+def test_word_weights_must_be_positive_numbers(index: LexicalIndex, weight: object) -> None:
+    with pytest.raises(QueryError, match="word weight"):
+        index.search("openpyxl", word_weights={"openpyxl": weight})  # type: ignore[dict-item]

@@ -303,3 +303,26 @@ def test_hits_carry_their_relevance_and_the_floor_drops_the_weak(
 def test_min_relevance_outside_zero_to_one_is_refused(service: SearchService) -> None:
     with pytest.raises(QueryError, match="min relevance"):
         _search(service, "deploy", min_relevance=1.5)
+
+
+def test_user_scope_weighs_words_by_the_users_own_history(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    # Ana's history is full of her friend's name; her one turn about turtles is what she
+    # means by "jon turtles". Among all users' rows the name is rare and "turtles" common
+    # (Ben's history is about turtles), so the partition's statistics rank her turns that
+    # only name Jon first.
+    records = [make_record(i, conversation=f"c-{i}", prompt=f"thanks jon, chat {i} was fun",
+                           answer="sure thing, see you soon") for i in range(8)]
+    records.append(make_record(8, conversation="c-8", prompt="my turtles got sick",
+                               answer="sorry to hear that"))
+    records += [make_record(20 + i, user="u-ben", conversation=f"c-ben-{i}",
+                            prompt=f"turtles tank {i}", answer="turtles like warm water")
+                for i in range(30)]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "names.jsonl", records)])
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+    lexical = {"semantic": False, "lexical": True, "trigram": False}
+    assert _search(service, "jon turtles", enabled=lexical)[0] == ("c-8", "t-0008")
+    # the same index under the partition's statistics: a row naming Jon comes first
+    (part,) = service._open.values()  # the partition the search opened
+    first, _ = part.lexical.search("jon turtles", limit=1, user_id="u-ana")[0]
+    assert part.rows.column("conversation_id")[first].as_py() != "c-8"
