@@ -434,6 +434,19 @@ class RowColumns:
                                  | (conversations[1:] != conversations[:-1])) + 1
         return np.concatenate([[0], changes, [users.size]]).astype(np.int64)
 
+    @cached_property
+    def _turn_ends(self) -> np.ndarray:
+        """Ascending docs at which a new turn's run of docs starts, then the doc count."""
+        numbers = self.turn_numbers
+        return np.append(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1, numbers.size)
+
+    def turn_docs(self, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per turn number in ``turns``, its docs as the half-open run ``[starts, ends)``: a
+        turn's docs are one run, as docs sort by (user, conversation, turn, role, seq)."""
+        starts = self.turn_first_docs[np.asarray(turns, np.int64)]
+        ends = self._turn_ends[np.searchsorted(self._turn_ends, starts, side="right")]
+        return starts, ends
+
     def turn_neighbours(self, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each turn number in ``turns``, the turn numbers just before and just after it
         in its conversation, ordered by turn time (equal times by turn id); -1 where there is

@@ -249,6 +249,24 @@ class SegmentedSemantic:
             found.append((numbers, index.search(query, allowed=scope, limit=limit)))
         return merge_top(found, limit)
 
+    def vectors(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`SemanticIndex.vectors` over every segment, in row numbers."""
+        found: list[np.ndarray] = []
+        vectors: list[np.ndarray] = []
+        for s, local in enumerate(self._layout.split(np.asarray(docs, np.int64))):
+            index = self._parts[s]
+            if index is None or local.size == 0:
+                continue
+            have, rows = index.vectors(local)
+            found.append(self._layout.globals_[s][have])
+            vectors.append(rows)
+        if not found:
+            dim = next((p.dim for p in self._parts if p is not None), 0)
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        numbers = np.concatenate(found)
+        order = np.argsort(numbers, kind="stable")
+        return numbers[order], np.concatenate(vectors)[order]
+
 
 class SegmentedLexical:
     """The newest segment's tantivy index (it holds every row), answering in row numbers."""

@@ -305,6 +305,19 @@ class SemanticIndex:
             return found
         return [(int(self._docs[i]), score) for i, score in found]
 
+    def vectors(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored unit vectors of ``docs`` (sorted, unique doc ids): ``(found, vectors)``,
+        ``found`` the ascending docs among them that have a vector, ``vectors[i]`` that of
+        ``found[i]``."""
+        docs = _check_allowed(np.asarray(docs, np.int64), len(self))
+        if not self._stored or docs.size == 0:
+            return docs[:0], np.zeros((0, self.dim), np.float32)
+        at = np.minimum(np.searchsorted(self._docs, docs), self._stored - 1)
+        hit = self._docs[at] == docs
+        at = at[hit]
+        kept = self._valid[at]
+        return docs[hit][kept], np.asarray(self._vectors[at[kept]])
+
     def _is_small_scope(self, size: int) -> bool:
         return size <= self.small_scope_rows or size < SMALL_SCOPE_FRACTION * self._stored
 

@@ -24,6 +24,7 @@ from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.bm25 import partition_scales, scoped_word_weights
+from lake.search.exchange import by_exchange
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
@@ -343,7 +344,8 @@ def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: n
     for part, allowed in in_scope:
         if query_vector is not None and part.semantic is not None \
                 and part.manifest.dim == query_vector.shape[0]:
-            found = part.semantic.search(query_vector, allowed=allowed, limit=depth)
+            found = by_exchange(part, allowed, query_vector,
+                                part.semantic.search(query_vector, allowed=allowed, limit=depth))
             out.append(_PartHits(part, [d for d, _ in found], [s for _, s in found]))
     return out
 

@@ -59,3 +59,27 @@ def test_role_mask(part: PartitionIndex) -> None:
     assert mask is not None
     assert [r for r, ok in zip(cols.roles, mask.tolist(), strict=True) if ok] == ["user"]
     assert not cols.role_mask([]).any()  # type: ignore[union-attr]
+
+
+def test_turn_docs_are_each_turns_run_of_docs(part: PartitionIndex) -> None:
+    cols = part.columns
+    turns = np.unique(cols.turn_numbers)
+    starts, ends = cols.turn_docs(turns)
+    for turn, start, end in zip(turns.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        assert np.flatnonzero(cols.turn_numbers == turn).tolist() == list(range(start, end))
+
+
+def test_vectors_of_docs_are_the_stored_ones(part: PartitionIndex) -> None:
+    semantic = part.semantic
+    assert semantic is not None
+    every = np.arange(part.rows.num_rows, dtype=np.int64)
+    found, vectors = semantic.vectors(every)
+    assert found.size == vectors.shape[0] > 0
+    query = vectors[0]
+    scores = dict(semantic.search(query, limit=part.rows.num_rows))
+    assert sorted(scores) == found.tolist()  # exactly the docs with a vector
+    for doc, vector in zip(found.tolist(), vectors, strict=True):
+        assert float(vector @ query) == pytest.approx(scores[doc], abs=1e-5)
+    some, _ = semantic.vectors(found[1::2])
+    assert some.tolist() == found[1::2].tolist()
+    assert semantic.vectors(np.zeros(0, np.int64))[1].shape == (0, semantic.dim)

@@ -10,13 +10,15 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from factories import BASE_TIME, make_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lake.embedding.hashing import HashingEmbedder
-from lake.index.manifest import read_current
+from lake.index.manifest import local_build, read_current
+from lake.index.partition import PartitionIndex
 from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -105,6 +107,19 @@ def test_append_adds_a_delta_segment_that_searches_like_a_rebuild(
     with _rebuilt_copy(lake, tmp_path) as copy:
         assert len(_segments(copy)) == 1
         assert _hits(lake) == _hits(copy)
+        # the segmented dense index hands out each row's vector as the rebuilt one does
+        views = [_partition(root) for root in (lake, copy)]
+        rows = np.arange(30, dtype=np.int64)
+        (found, vectors), (found_rebuilt, vectors_rebuilt) = (
+            view.semantic.vectors(rows) for view in views if view.semantic is not None)
+        assert found.tolist() == found_rebuilt.tolist() == rows.tolist()
+        assert np.array_equal(vectors, vectors_rebuilt)
+
+
+def _partition(lake: Path) -> PartitionIndex:
+    (status,) = partition_statuses(LakeStore(lake)).values()
+    assert status.manifest is not None
+    return PartitionIndex(local_build(lake, status.manifest), status.manifest)
 
 
 def test_compaction_merges_segments_into_one_base(hashing_settings: Settings) -> None:
