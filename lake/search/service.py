@@ -340,13 +340,26 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -
 
 def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
               depth: int) -> list[_PartHits]:
-    out: list[_PartHits] = []
+    """The nearest rows of every partition; the turns of the ``2 × depth`` nearest of them
+    all, valued by their exchange (lake.search.exchange). Valuing every partition's ``depth``
+    candidates cost ~0.2 ms a partition; on LoCoMo's tune split the cut left recall at every
+    k as it was (``depth`` alone lost up to .006)."""
+    found: list[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]] = []
     for part, allowed in in_scope:
         if query_vector is not None and part.semantic is not None \
                 and part.manifest.dim == query_vector.shape[0]:
-            found = by_exchange(part, allowed, query_vector,
-                                part.semantic.search(query_vector, allowed=allowed, limit=depth))
-            out.append(_PartHits(part, [d for d, _ in found], [s for _, s in found]))
+            found.append((part, allowed, part.semantic.search(query_vector, allowed=allowed,
+                                                              limit=depth)))
+    if len(found) > 1:
+        cut = sorted((s for _, _, rows in found for _, s in rows), reverse=True)[:2 * depth][-1]
+        # rows of equal score at the cut all stay: which of them a cut would keep is arbitrary
+        found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
+                 for part, allowed, rows in found]
+    out: list[_PartHits] = []
+    for part, allowed, rows in found:
+        assert query_vector is not None
+        turns = by_exchange(part, allowed, query_vector, rows)
+        out.append(_PartHits(part, [d for d, _ in turns], [s for _, s in turns]))
     return out
 
 

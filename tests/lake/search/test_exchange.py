@@ -24,8 +24,8 @@ from pipeline.jobs import run_ingest
 DIM = 8
 
 
-@given(arrays(np.float32, st.tuples(st.integers(0, 12), st.just(DIM)),
-              elements=st.floats(-1, 1, width=32)),
+@given(arrays(np.float64, st.tuples(st.integers(0, 12), st.just(DIM)),
+              elements=st.floats(-1, 1)),
        st.data())
 def test_exchange_cosines_are_the_cosine_with_each_groups_sum(vectors: np.ndarray,
                                                               data: st.DataObject) -> None:
@@ -87,7 +87,7 @@ def test_turn_values_follow_their_definition(part: PartitionIndex, query: str,
     have, stored = part.semantic.vectors(allowed)
     vectors = {d: stored[i] for i, d in enumerate(have.tolist())}
     expected: dict[int, tuple[int, float]] = {}
-    for doc, score in found:  # best first: a turn's first found row shows it
+    for doc, _ in found:  # best first: a turn's first found row shows it
         turn = turn_of[doc]
         if turn in expected:
             continue
