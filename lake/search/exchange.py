@@ -52,7 +52,8 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
     ordered = groups[order]
     rows = vectors[order]
     along = np.bincount(ordered, weights=rows @ np.asarray(query, rows.dtype), minlength=count)
-    squared = np.bincount(ordered, weights=np.einsum("ij,ij->i", rows, rows), minlength=count)
+    squared: np.ndarray = np.bincount(ordered, weights=np.einsum("ij,ij->i", rows, rows),
+                                      minlength=count).astype(np.float64)
     gap = 1
     while gap < ordered.size:  # each pair of a group's rows, `gap` apart in the run
         pairs = np.flatnonzero(ordered[gap:] == ordered[:-gap])
