@@ -13,6 +13,7 @@ from datetime import datetime
 from lake.errors import QueryError, RefError
 from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
+from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.materialize import FileCard, MaterializedTurn, TurnParts
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
@@ -69,6 +70,7 @@ class SearchForm:
     max_per_conversation: int | None = None
     min_relevance: float = DEFAULT_MIN_RELEVANCE
     neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
+    coverage_gain: float = DEFAULT_COVERAGE_GAIN
 
     def has_words(self) -> bool:
         """Whether the query holds a word to search (not only spaces and punctuation)."""
@@ -102,7 +104,8 @@ class SearchForm:
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
             recency_weight=self.recency_weight, as_of=as_of,
             max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance,
-            fusion=FusionSettings(neighbour_weight=self.neighbour_weight))
+            fusion=FusionSettings(neighbour_weight=self.neighbour_weight,
+                                  coverage_gain=self.coverage_gain))
 
 
 @dataclass(frozen=True)

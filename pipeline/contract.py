@@ -17,6 +17,7 @@ from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
 from lake.search.catalog import ConversationEntry
+from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, Hit, SearchRequest, SearchResult
@@ -67,6 +68,10 @@ class QueryOptions(BaseModel):
         default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0.0, allow_inf_nan=False,
         description="How much a turn gains from a matching previous or next turn of its "
                     "conversation, as a share of that turn's fused value (0 turns it off).")
+    coverage_gain: float = Field(
+        default=DEFAULT_COVERAGE_GAIN, ge=0.0, allow_inf_nan=False,
+        description="The lexical arm's weight is scaled, per query, by this many times the "
+                    "share of the query's word weight its best turn holds (0 keeps it fixed).")
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
         description="Drop hits whose relevance is below this (0 keeps every hit). The default "
@@ -91,7 +96,8 @@ class QueryOptions(BaseModel):
             recency_weight=self.recency_weight, as_of=parse_time(self.as_of, "as_of"),
             max_per_conversation=self.max_per_conversation, snippets=self.snippets,
             fusion=FusionSettings(method=self.fusion or FusionSettings.method,
-                                  neighbour_weight=self.neighbour_weight),
+                                  neighbour_weight=self.neighbour_weight,
+                                  coverage_gain=self.coverage_gain),
             min_relevance=self.min_relevance)
 
 

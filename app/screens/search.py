@@ -13,6 +13,7 @@ from app.models import SearchForm
 from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
+from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS
@@ -56,6 +57,10 @@ with st.form("search-form"):
             "Neighbour weight", 0.0, 5.0, DEFAULT_NEIGHBOUR_WEIGHT, 0.1,
             help="How much a turn gains from a matching previous or next turn of its "
                  "conversation, as a share of that turn's fused score; 0 = off.")
+        coverage_g = g4.number_input(
+            "Lexical coverage gain", 0.0, 10.0, DEFAULT_COVERAGE_GAIN, 0.5,
+            help="The lexical weight is scaled, per query, by this many times the share of "
+                 "the query's words its best turn holds; 0 keeps the weight fixed.")
         r1, r2, r3, r4, r5 = st.columns(5)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
@@ -77,7 +82,7 @@ if submitted:
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
         recency_weight=float(recency_w), k=int(k),
         max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor),
-        neighbour_weight=float(neighbour_w))
+        neighbour_weight=float(neighbour_w), coverage_gain=float(coverage_g))
     if not wb.warmup.ready:
         with st.spinner("Waiting for the model to finish loading (it started with the app)…"):
             wb.warmup.wait()

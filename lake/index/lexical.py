@@ -340,6 +340,9 @@ class LexicalIndex:
         self._index = index
         self._schema = index.schema
         self._an = analyzers
+        # An opened index never changes: counts among one user's rows are kept (a user's
+        # searches repeat their words; each count is a tantivy search of its own).
+        self._user_count = functools.lru_cache(maxsize=8192)(self._count_for_user)
 
     @classmethod
     def build(
@@ -385,6 +388,7 @@ class LexicalIndex:
         (directory / _META_FILE).unlink()  # a hard link: replace it, never write through it
         (directory / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
         index._index.reload()
+        index._user_count.cache_clear()  # the rows grew
         return index
 
     @classmethod
@@ -486,14 +490,18 @@ class LexicalIndex:
             return searcher.num_docs, everywhere
         if not isinstance(user_id, str) or not user_id or not _encodable(user_id):
             raise QueryError(f"user_id must be a non-empty UTF-8 string, got {user_id!r}")
+        # a word no row of the index holds needs no count among the user's rows
+        return self._user_count(user_id, None), [
+            df and self._user_count(user_id, stem)
+            for stem, df in zip(stems, everywhere, strict=True)]
+
+    def _count_for_user(self, user_id: str, stem: str | None) -> int:
+        """The user's rows, or those of them holding ``stem``."""
         user = Query.term_query(self._schema, "user_id", user_id)
-        counts = []
-        for stem, df in zip(stems, everywhere, strict=True):
-            # a word no row of the index holds needs no count among the user's rows
-            counts.append(df and _count(searcher, Query.boolean_query([
-                (Occur.Must, user),
-                (Occur.Must, Query.term_query(self._schema, "text_stem", stem))])))
-        return _count(searcher, user), counts
+        if stem is None:
+            return _count(self._index.searcher(), user)
+        return _count(self._index.searcher(), Query.boolean_query([
+            (Occur.Must, user), (Occur.Must, Query.term_query(self._schema, "text_stem", stem))]))
 
     def _cached_content_query(self, query: str, context: bool) -> Query | None:
         content: Query | None = _query_derived(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-__all__ = ["TermStats", "idf", "partition_scales", "scoped_word_weights"]
+__all__ = ["TermStats", "idf", "partition_scales", "scope_idf", "scoped_word_weights"]
 
 # (rows, rows holding each query stem), as LexicalIndex.term_stats reports them
 TermStats = tuple[int, Sequence[int]]
@@ -77,8 +77,14 @@ def scoped_word_weights(stems: Sequence[str], partition_stats: Mapping[str, Term
     for _, dfs in (*partition_stats.values(), *scoped_stats.values()):
         if len(dfs) != len(stems):
             raise ValueError(f"{len(dfs)} counts for {len(stems)} stems")
-    scope_rows = sum(rows for rows, _ in scoped_stats.values())
-    scope_idf = [idf(scope_rows, sum(dfs[i] for _, dfs in scoped_stats.values()))
-                 for i in range(len(stems))]
-    return {key: {stem: scope_idf[i] / idf(rows, dfs[i]) for i, stem in enumerate(stems)}
+    wanted = scope_idf(stems, scoped_stats)
+    return {key: {stem: wanted[stem] / idf(rows, dfs[i]) for i, stem in enumerate(stems)}
             for key, (rows, dfs) in partition_stats.items()}
+
+
+def scope_idf(stems: Sequence[str], stats: Mapping[str, TermStats]) -> dict[str, float]:
+    """Each stem's IDF over all the rows ``stats`` count (summed over its partitions, each
+    with one count per stem in ``stems`` order)."""
+    rows = sum(n for n, _ in stats.values())
+    return {stem: idf(rows, sum(dfs[i] for _, dfs in stats.values()))
+            for i, stem in enumerate(stems)}

@@ -23,7 +23,8 @@ alone recall@5/10/25 .391/.517/.651 → .472/.585/.723 on minimal records; fused
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -39,66 +40,103 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
                      count: int) -> np.ndarray:
     """Per group ``0..count-1``, the cosine of ``query`` (a unit vector) with the sum of the
     ``vectors`` whose ``groups`` entry names it; -inf for a group with no vector or a zero sum.
-    Products are taken in the vectors' own precision (float32 as stored), sums in float64.
+    Each group's vectors must be one run (ValueError otherwise).
 
     ``‖Σ v‖²`` is summed from the rows' dot products with each other (``Σ_a Σ_b v_a · v_b``),
     never from the summed vectors: adding 384-wide vectors row by row (``np.add.at``,
-    ``np.add.reduceat``, ``np.cumsum`` along rows) cost 0.1-0.6 ms a partition, the dot
-    products of a turn's few rows a few microseconds."""
+    ``np.add.reduceat``, ``np.cumsum`` along rows) cost 0.1-0.6 ms a partition. Products are
+    taken row by row (einsum), so a row's value never depends on which rows came with it
+    (a matrix product's rounding does, by how BLAS blocks it)."""
     groups = np.asarray(groups, np.int64)
     if vectors.shape[0] != groups.size:
         raise ValueError(f"{vectors.shape[0]} vectors for {groups.size} group numbers")
-    order = np.argsort(groups, kind="stable")
-    ordered = groups[order]
-    rows = vectors[order]
-    along = np.bincount(ordered, weights=rows @ np.asarray(query, rows.dtype), minlength=count)
-    squared: np.ndarray = np.bincount(ordered, weights=np.einsum("ij,ij->i", rows, rows),
+    runs = int(np.count_nonzero(groups[1:] != groups[:-1])) + 1 if groups.size else 0
+    if runs != np.unique(groups).size:
+        raise ValueError("each group's vectors must be one run")
+    along = np.bincount(groups, weights=np.einsum("ij,j->i", vectors,
+                                                  np.asarray(query, vectors.dtype)),
+                        minlength=count)
+    squared: np.ndarray = np.bincount(groups, weights=np.einsum("ij,ij->i", vectors, vectors),
                                       minlength=count).astype(np.float64)
     gap = 1
-    while gap < ordered.size:  # each pair of a group's rows, `gap` apart in the run
-        pairs = np.flatnonzero(ordered[gap:] == ordered[:-gap])
-        if pairs.size == 0:
-            break  # groups are runs: none is longer than this
-        dots = np.einsum("ij,ij->i", rows[pairs], rows[pairs + gap])
-        squared += 2.0 * np.bincount(ordered[pairs], weights=dots, minlength=count)
+    while gap < groups.size:  # each pair of a group's rows, `gap` apart in its run
+        same = groups[gap:] == groups[:-gap]
+        if not same.any():
+            break  # no run is longer than this
+        dots = np.einsum("ij,ij->i", vectors[:-gap], vectors[gap:])
+        squared += 2.0 * np.bincount(groups[:-gap][same], weights=dots[same], minlength=count)
         gap += 1
     cosines = np.full(count, -np.inf)
-    ok = squared > 1e-24
+    ok = squared > 1e-12
     cosines[ok] = along[ok] / np.sqrt(squared[ok])
     return cosines
 
 
-def by_exchange(part: PartitionIndex, allowed: np.ndarray, query: np.ndarray,
-                found: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """The semantic arm's rows ``found`` in ``part`` (``(doc, cosine)``, best first) as one
-    ``(doc, value)`` per turn, best first (ties by doc): the doc is the turn's best found row,
-    the value the larger of its exchange's cosine and its best found row of another role.
-    ``allowed`` (sorted docs) are the rows the request may see."""
+class _Candidates(NamedTuple):
+    """One partition's found rows, their turns and the exchange rows' vectors."""
+
+    docs: np.ndarray  # found rows, best first
+    scores: np.ndarray
+    first: np.ndarray  # per turn, its first (best) found row's position in ``docs``
+    group_of: np.ndarray  # per found row, its turn's number among ``first``
+    alone: np.ndarray  # per found row, whether its role stands alone (not an exchange role)
+    vectors: np.ndarray  # the turns' visible exchange rows' vectors
+    groups: np.ndarray  # per vector, its turn's number among ``first``
+
+
+def _candidates(part: PartitionIndex, allowed: np.ndarray,
+                found: list[tuple[int, float]]) -> _Candidates:
     semantic = part.semantic
-    if not found or semantic is None:
-        return found
+    assert semantic is not None
     cols = part.columns
     pairs = np.array(found, np.float64)
     docs, scores = pairs[:, 0].astype(np.int64), pairs[:, 1]
     turns, first, group_of = np.unique(cols.turn_numbers[docs], return_index=True,
                                        return_inverse=True)
     exchange_role = np.array([r in EXCHANGE_ROLES for r in cols.roles], np.bool_)
-    # every doc of those turns that the request may see and that is of an exchange role
+    # every doc of those turns that the request may see and that is of an exchange role;
+    # the turns' runs of docs taken in doc order, so the docs come out ascending
     starts, ends = cols.turn_docs(turns)
-    lengths = ends - starts
+    by_start = np.argsort(starts)
+    lengths = (ends - starts)[by_start]
     rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(
-        starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    groups = np.repeat(np.arange(turns.size), lengths)
+        starts[by_start] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    groups = np.repeat(by_start, lengths)
     seen = np.minimum(np.searchsorted(allowed, rows), max(allowed.size - 1, 0))
     keep = (allowed[seen] == rows) if allowed.size else np.zeros(rows.size, np.bool_)
     keep &= exchange_role[cols.role_codes[rows]]
     rows, groups = rows[keep], groups[keep]
-    order = np.argsort(rows, kind="stable")
-    rows, groups = rows[order], groups[order]
     have, vectors = semantic.vectors(rows)
-    values = exchange_cosines(query, vectors, groups[np.searchsorted(rows, have)], turns.size)
-    alone = ~exchange_role[cols.role_codes[docs]]
-    np.maximum.at(values, group_of[alone], scores[alone])
-    best_docs = docs[first]  # each turn's first (best) found row
-    ranked = np.lexsort((best_docs, -values))
-    return list(zip(best_docs[ranked].tolist(), values[ranked].tolist(), strict=True))
+    return _Candidates(docs, scores, first, group_of, ~exchange_role[cols.role_codes[docs]],
+                       vectors, groups[np.searchsorted(rows, have)])
+
+
+def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]],
+                query: np.ndarray) -> list[list[tuple[int, float]]]:
+    """Per partition, the semantic arm's rows it found (``(doc, cosine)``, best first, among
+    the sorted docs ``allowed`` the request may see) as one ``(doc, value)`` per turn, best
+    first (ties by doc): the doc is the turn's best found row, the value the larger of its
+    exchange's cosine and its best found row of another role. All partitions' turns are
+    valued in one pass (a pass costs the same few dozen array operations however many)."""
+    prepared = [_candidates(part, allowed, found) if found and part.semantic is not None
+                else None for part, allowed, found in candidates]
+    offsets = np.cumsum([0] + [c.first.size for c in prepared if c is not None])
+    every = [c for c in prepared if c is not None]
+    values = exchange_cosines(
+        query, np.concatenate([c.vectors for c in every]) if every else
+        np.zeros((0, query.shape[0]), np.float32),
+        np.concatenate([c.groups + o for c, o in zip(every, offsets.tolist(), strict=False)])
+        if every else np.zeros(0, np.int64), int(offsets[-1]))
+    out: list[list[tuple[int, float]]] = []
+    at = 0
+    for (_, _, found), c in zip(candidates, prepared, strict=True):
+        if c is None:
+            out.append(found)
+            continue
+        mine = values[offsets[at]:offsets[at + 1]]
+        at += 1
+        np.maximum.at(mine, c.group_of[c.alone], c.scores[c.alone])
+        best_docs = c.docs[c.first]
+        ranked = np.lexsort((best_docs, -mine))
+        out.append(list(zip(best_docs[ranked].tolist(), mine[ranked].tolist(), strict=True)))
+    return out

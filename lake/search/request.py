@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PlainSerializer, TypeAdapter
 
 from lake.search.access import Principal, Scope
+from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.fusion import DEFAULT_K, FusionMethod
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
@@ -44,13 +45,16 @@ class FusionSettings:
     "rrf" ranks by reciprocal rank alone, "rrf_score" adds each list's floored z-scores
     weighted by ``score_factor``; ``k`` is RRF's rank offset. ``neighbour_weight`` lifts a
     turn by that share of its best-matching neighbour turn's value (lake.search.neighbours;
-    0 turns the smoothing off)."""
+    0 turns the smoothing off). ``coverage_gain`` scales the lexical arm's weight per query by
+    that many times the share of the query its best turn holds (lake.search.coverage; 0 keeps
+    the weight as given)."""
 
     method: FusionMethod = "rrf_score"
     k: int = DEFAULT_K  # defined once, in lake.search.fusion
     score_factor: float = 1.0
     zscore_floor: float = 1.0
     neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
+    coverage_gain: float = DEFAULT_COVERAGE_GAIN
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ partition statuses by table version, and loads the embedding model at most once.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -16,14 +18,15 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
-from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems
+from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems, word_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.segments import merge_top
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.bm25 import partition_scales, scoped_word_weights
+from lake.search.bm25 import partition_scales, scope_idf, scoped_word_weights
+from lake.search.coverage import coverage, lexical_weight
 from lake.search.exchange import by_exchange
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
@@ -102,9 +105,11 @@ class SearchService:
                     if (allowed := _allowed_docs(part, scope, request, as_of)).size]
         on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
               for g in GENERATORS}
+        statistics = _QueryStatistics.of([p for p, _ in in_scope], query, scope.user_id) \
+            if on["lexical"] and in_scope else _QueryStatistics()
         arms: dict[Generator, Callable[[], list[_PartHits]]] = {
             "semantic": lambda: _semantic(in_scope, query_vector, request.depth),
-            "lexical": lambda: self._lexical(in_scope, scope, request, query),
+            "lexical": lambda: _lexical(in_scope, scope, request, query, statistics),
             "trigram": lambda: _trigram(in_scope, query, request)}
         for name, run in arms.items():
             if on[name] and in_scope and (name != "semantic" or query_vector is not None):
@@ -114,7 +119,8 @@ class SearchService:
         timings["generate"] = _ms(t)
         t = time.perf_counter()
         semantic_ran = on["semantic"] and query_vector is not None
-        hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran)
+        hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
+                                       statistics.query_idf)
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
@@ -183,51 +189,9 @@ class SearchService:
             return None, None
         return query_vector, None
 
-    def _lexical(self, in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
-                 request: SearchRequest, query: str) -> list[_PartHits]:
-        """BM25 hits of every partition, on one score scale: with a user in scope, every
-        partition weighs each query word by its IDF among that user's rows (lake.search.bm25)."""
-        parts = [p for p, _ in in_scope]
-        scales: dict[str, float] = {}
-        word_weights: dict[str, dict[str, float]] = {}
-        if scope.user_id is not None:
-            word_weights = _user_word_weights(parts, query, scope.user_id)
-        elif len(parts) > 1:
-            scales = partition_scales({p.manifest.build_id: p.lexical.term_stats(query)
-                                       for p in parts})
-        out: list[_PartHits] = []
-        for part, allowed in in_scope:
-            # The lexical index filters by user / conversation / role itself; time and expiry
-            # are checked against the allowed set afterwards, so over-fetch a little.
-            # One BM25 pass with every role at weight 1, then the role weights multiply each
-            # row's score: weighting inside tantivy would evaluate the query once per weight.
-            limit, cols = request.depth * 3, part.columns
-            # When all of the user's rows fit in the limit, the role filter can be left to the
-            # allowed set below: fewer clauses for tantivy, the same rows in the end.
-            roles = None if scope.user_id is not None and \
-                cols.docs_of_user(scope.user_id).size <= limit else request.roles
-            found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
-                                        conversation_id=scope.conversation_id, roles=roles,
-                                        role_weights=_UNIFORM_ROLES,
-                                        context={"user", "assistant"} <= set(request.roles),
-                                        word_weights=word_weights.get(part.manifest.build_id))
-            if not found:
-                continue
-            docs = np.fromiter((d for d, _ in found), np.int64, len(found))
-            slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
-            visible = (allowed[slot] == docs).tolist()
-            factor = scales.get(part.manifest.build_id, 1.0)
-            role_names, role_codes = cols.roles, cols.role_codes
-            weighted = sorted(
-                ((d, s * DEFAULT_ROLE_WEIGHTS[role_names[role_codes[d]]] * factor)
-                 for (d, s), ok in zip(found, visible, strict=True) if ok),
-                key=lambda item: (-item[1], item[0]))
-            top = weighted[:request.depth]
-            out.append(_PartHits(part, [d for d, _ in top], [s for _, s in top]))
-        return out
-
     def _fuse(self, lists: dict[str, list[_PartHits]], request: SearchRequest,
-              as_of: datetime, stale: set[str], semantic_ran: bool) -> tuple[list[Hit], int]:
+              as_of: datetime, stale: set[str], semantic_ran: bool,
+              query_idf: dict[str, float]) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
@@ -235,8 +199,14 @@ class SearchService:
         if not ranked:
             return [], 0
         f = request.fusion
+        weights = {g: request.weights.get(g, 1.0) for g in ranked}
+        if "lexical" in ranked:
+            top = ranked["lexical"]  # its first row is its best turn's best row
+            covered = coverage(query_idf, _turn_stems(parts.parts[int(top.slots[0])],
+                                                      int(top.docs[0])))
+            weights["lexical"] = lexical_weight(weights["lexical"], covered, f.coverage_gain)
         fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
-                         {g: request.weights.get(g, 1.0) for g in ranked}, k=f.k,
+                         weights, k=f.k,
                          method=f.method, score_factor=f.score_factor,
                          zscore_floor=f.zscore_floor, tie_key=parts.turn_key)
         smooth = f.neighbour_weight > 0
@@ -338,6 +308,71 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -
                      scores("trigram"))
 
 
+def _lexical(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
+             request: SearchRequest, query: str, statistics: _QueryStatistics
+             ) -> list[_PartHits]:
+    """BM25 hits of every partition, on one score scale: with a user in scope, every
+    partition weighs each query word by its IDF among that user's rows (lake.search.bm25)."""
+    out: list[_PartHits] = []
+    for part, allowed in in_scope:
+        # The lexical index filters by user / conversation / role itself; time and expiry
+        # are checked against the allowed set afterwards, so over-fetch a little.
+        # One BM25 pass with every role at weight 1, then the role weights multiply each
+        # row's score: weighting inside tantivy would evaluate the query once per weight.
+        limit, cols = request.depth * 3, part.columns
+        # When all of the user's rows fit in the limit, the role filter can be left to the
+        # allowed set below: fewer clauses for tantivy, the same rows in the end.
+        roles = None if scope.user_id is not None and \
+            cols.docs_of_user(scope.user_id).size <= limit else request.roles
+        found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
+                                    conversation_id=scope.conversation_id, roles=roles,
+                                    role_weights=_UNIFORM_ROLES,
+                                    context={"user", "assistant"} <= set(request.roles),
+                                    word_weights=statistics.word_weights.get(
+                                        part.manifest.build_id))
+        if not found:
+            continue
+        docs = np.fromiter((d for d, _ in found), np.int64, len(found))
+        slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
+        visible = (allowed[slot] == docs).tolist()
+        factor = statistics.scales.get(part.manifest.build_id, 1.0)
+        role_names, role_codes = cols.roles, cols.role_codes
+        weighted = sorted(
+            ((d, s * DEFAULT_ROLE_WEIGHTS[role_names[role_codes[d]]] * factor)
+             for (d, s), ok in zip(found, visible, strict=True) if ok),
+            key=lambda item: (-item[1], item[0]))
+        top = weighted[:request.depth]
+        out.append(_PartHits(part, [d for d, _ in top], [s for _, s in top]))
+    return out
+
+
+@dataclass(frozen=True)
+class _QueryStatistics:
+    """The query words' statistics over the searched rows, read once per search: the lexical
+    arm's word weights or partition scales (lake.search.bm25), and each stem's IDF, which
+    the fusion's coverage weight reads (lake.search.coverage)."""
+
+    word_weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    scales: dict[str, float] = field(default_factory=dict)
+    query_idf: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, parts: list[PartitionIndex], query: str, user_id: str | None
+           ) -> _QueryStatistics:
+        """With a user: IDF among that user's rows of ``parts``; else among all their rows."""
+        stems = query_stems(query)
+        if not stems:
+            return cls()
+        everywhere = {p.manifest.build_id: p.lexical.term_stats(query) for p in parts}
+        if user_id is None:
+            scales = partition_scales(everywhere) if len(parts) > 1 else {}
+            return cls(scales=scales, query_idf=scope_idf(stems, everywhere))
+        users = {p.manifest.build_id: p.lexical.term_stats(query, user_id=user_id)
+                 for p in parts}
+        return cls(word_weights=scoped_word_weights(stems, everywhere, users),
+                   query_idf=scope_idf(stems, users))
+
+
 def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
               depth: int) -> list[_PartHits]:
     """The nearest rows of every partition; the turns of the ``2 × depth`` nearest of them
@@ -355,12 +390,11 @@ def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: n
         # rows of equal score at the cut all stay: which of them a cut would keep is arbitrary
         found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
                  for part, allowed, rows in found]
-    out: list[_PartHits] = []
-    for part, allowed, rows in found:
-        assert query_vector is not None
-        turns = by_exchange(part, allowed, query_vector, rows)
-        out.append(_PartHits(part, [d for d, _ in turns], [s for _, s in turns]))
-    return out
+    if not found:
+        return []
+    assert query_vector is not None
+    return [_PartHits(part, [d for d, _ in turns], [s for _, s in turns])
+            for (part, _, _), turns in zip(found, by_exchange(found, query_vector), strict=True)]
 
 
 def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
@@ -481,6 +515,16 @@ def _validate(request: SearchRequest) -> None:
     if not 0.0 <= request.min_relevance <= 1.0:
         raise QueryError(f"min relevance must be between 0 and 1, not {request.min_relevance}")
     check_neighbour_weight(request.fusion.neighbour_weight)
+    gain = request.fusion.coverage_gain
+    if not math.isfinite(gain) or gain < 0:
+        raise QueryError(f"coverage gain must be a finite number >= 0, not {gain!r}")
+
+
+def _turn_stems(part: PartitionIndex, doc: int) -> set[str]:
+    """The stems of every row of the turn that ``doc`` belongs to."""
+    starts, ends = part.columns.turn_docs(part.columns.turn_numbers[[doc]])
+    texts = part.rows.column("text").slice(int(starts[0]), int(ends[0] - starts[0]))
+    return set(word_stems("\n".join(t for t in texts.to_pylist() if t)))
 
 
 def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
@@ -496,18 +540,6 @@ def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarr
         previous[at] = np.where(before >= 0, slot << 32 | before, -1)
         following[at] = np.where(after >= 0, slot << 32 | after, -1)
     return previous, following
-
-
-def _user_word_weights(parts: list[PartitionIndex], query: str, user_id: str
-                       ) -> dict[str, dict[str, float]]:
-    """Per partition (by build id), the factors that make its BM25 weigh each query word by
-    the word's IDF among the user's rows of all ``parts``."""
-    stems = query_stems(query)
-    if not stems:
-        return {}
-    return scoped_word_weights(
-        stems, {p.manifest.build_id: p.lexical.term_stats(query) for p in parts},
-        {p.manifest.build_id: p.lexical.term_stats(query, user_id=user_id) for p in parts})
 
 
 def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:

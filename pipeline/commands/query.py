@@ -12,6 +12,7 @@ from rich.table import Table as RichTable
 
 from lake.errors import QueryError, TurnlakeError
 from lake.search.catalog import TurnCatalog
+from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.materialize import TurnMaterializer
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
@@ -75,6 +76,9 @@ def search(
     neighbour_weight: Annotated[float, typer.Option(
         help="How much a turn gains from a matching neighbour turn, as a share of that "
              "turn's fused score (0 = off).")] = DEFAULT_NEIGHBOUR_WEIGHT,
+    coverage_gain: Annotated[float, typer.Option(
+        help="Scale the lexical arm's weight by this many times the share of the query its "
+             "best turn holds (0 = fixed weights).")] = DEFAULT_COVERAGE_GAIN,
     queries: Annotated[Path | None, typer.Option(
         help="JSON Lines file of queries (id, query and any option).")] = None,
     as_json: JsonOption = False,
@@ -98,7 +102,8 @@ def search(
         "as_of": as_of, "half_life_days": half_life_days, "recency_weight": recency_weight,
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
         "max_per_conversation": max_per_conversation, "snippets": snippets,
-        "min_relevance": min_relevance, "neighbour_weight": neighbour_weight}
+        "min_relevance": min_relevance, "neighbour_weight": neighbour_weight,
+        "coverage_gain": coverage_gain}
     try:
         result = service.search(request_from(options))
     except TurnlakeError as exc:

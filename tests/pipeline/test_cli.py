@@ -100,6 +100,19 @@ def test_search_neighbour_weight(runner: CliRunner, ingested: Path) -> None:
     assert bad.exit_code == 2 and "neighbour_weight" in bad.output
 
 
+def test_search_coverage_gain(runner: CliRunner, ingested: Path) -> None:
+    base = ["search", "forecast timezone", "--tenant", "acme", "--user", "u-ana", "--as-of",
+            AS_OF, "--json", "--min-relevance", "0", "--recency-weight", "0",
+            "--neighbour-weight", "0", "--no-trigram"]
+    fixed = json.loads(runner.invoke(app, [*base, "--coverage-gain", "0"]).stdout)["hits"]
+    adapted = json.loads(runner.invoke(app, base).stdout)["hits"]
+    assert fixed and adapted
+    # the best lexical turn holds every query word here: its arm votes twice as much
+    assert {h["rrf"] for h in adapted} != {h["rrf"] for h in fixed}
+    bad = runner.invoke(app, [*base, "--coverage-gain", "-1"])
+    assert bad.exit_code == 2 and "coverage_gain" in bad.output
+
+
 def test_search_errors_are_plain(runner: CliRunner, ingested: Path) -> None:
     result = runner.invoke(app, ["search", "x", "--tenant", "acme"])
     assert result.exit_code == 2 and "--user is required" in result.output

@@ -30,8 +30,11 @@ DIM = 8
 def test_exchange_cosines_are_the_cosine_with_each_groups_sum(vectors: np.ndarray,
                                                               data: st.DataObject) -> None:
     count = data.draw(st.integers(1, 4))
-    groups = np.array(data.draw(st.lists(st.integers(0, count - 1), min_size=len(vectors),
-                                         max_size=len(vectors))), np.int64)
+    # each group's rows one run, the runs in any order
+    groups = np.sort(np.array(data.draw(st.lists(st.integers(0, count - 1),
+                                                 min_size=len(vectors), max_size=len(vectors))),
+                              np.int64))
+    groups = (groups + data.draw(st.integers(0, count - 1))) % count
     query = np.ones(DIM) / math.sqrt(DIM)
     got = exchange_cosines(query, vectors, groups, count)
     for g in range(count):
@@ -48,6 +51,8 @@ def test_exchange_cosines_are_the_cosine_with_each_groups_sum(vectors: np.ndarra
 def test_exchange_cosines_refuse_unmatched_groups() -> None:
     with pytest.raises(ValueError, match="2 vectors for 1 group"):
         exchange_cosines(np.ones(DIM), np.ones((2, DIM)), np.zeros(1, np.int64), 1)
+    with pytest.raises(ValueError, match="one run"):
+        exchange_cosines(np.ones(DIM), np.ones((3, DIM)), np.array([0, 1, 0]), 2)
 
 
 @pytest.fixture
@@ -79,7 +84,7 @@ def test_turn_values_follow_their_definition(part: PartitionIndex, query: str,
     q = HashingEmbedder(64).encode([query])[0]
     assert part.semantic is not None
     found = part.semantic.search(q, allowed=allowed, limit=6)
-    got = by_exchange(part, allowed, q, found)
+    got = by_exchange([(part, allowed, found)], q)[0]
 
     # the plain version: per turn of a found row, walk its docs one at a time
     role_of = [cols.roles[c] for c in cols.role_codes.tolist()]
@@ -117,7 +122,8 @@ def test_a_turn_is_valued_by_its_exchange_not_its_best_row(part: PartitionIndex)
                   cols.turn_numbers[d] == cols.turn_numbers[prompt])
     v = {d: vectors[i] for i, d in enumerate(found.tolist())}
     q = (v[int(prompt)] + v[answer]) / np.linalg.norm(v[int(prompt)] + v[answer])
-    (doc, value), *_ = by_exchange(part, allowed, q, part.semantic.search(q, allowed=allowed))
+    (doc, value), *_ = by_exchange([(part, allowed, part.semantic.search(q, allowed=allowed))],
+                                    q)[0]
     assert cols.turn_numbers[doc] == cols.turn_numbers[prompt]
     assert value == pytest.approx(1.0, abs=1e-5)
     assert max(float(v[int(prompt)] @ q), float(v[answer] @ q)) < value
@@ -136,6 +142,7 @@ def test_rows_of_other_roles_stay_out_of_the_exchange(part: PartitionIndex) -> N
     assert len(exchange) >= 2  # the rich record's prompt, follow-up and answer
     total = vectors[exchange].sum(axis=0)
     q = total / np.linalg.norm(total)
-    (doc, value), *_ = by_exchange(part, allowed, q, part.semantic.search(q, allowed=allowed))
+    (doc, value), *_ = by_exchange([(part, allowed, part.semantic.search(q, allowed=allowed))],
+                                    q)[0]
     assert cols.turn_numbers[doc] == rich_turn
     assert value == pytest.approx(1.0, abs=1e-5)

@@ -1,0 +1,106 @@
+"""The lexical arm's per-query weight from the share of the query its best turn holds."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from factories import BASE_TIME, make_record, write_jsonl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lake.search.access import Principal
+from lake.search.coverage import MIN_SHARE, coverage, lexical_weight
+from lake.search.request import FusionSettings, SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.jobs import run_ingest
+
+idfs = st.dictionaries(st.sampled_from("abcdefgh"), st.floats(0.0, 20.0), max_size=8)
+
+
+@given(idfs, st.sets(st.sampled_from("abcdefghxyz")))
+def test_coverage_is_the_held_share_of_the_querys_idf(query_idf: dict[str, float],
+                                                     stems: set[str]) -> None:
+    got = coverage(query_idf, stems)
+    total = sum(query_idf.values())
+    if total <= 0:
+        assert got is None
+        return
+    assert got is not None and 0.0 <= got <= 1.0
+    assert got == pytest.approx(sum(w for s, w in query_idf.items() if s in stems) / total)
+    # holding more of the query never lowers it
+    more = coverage(query_idf, stems | set(query_idf))
+    assert more == pytest.approx(1.0) and more >= got
+
+
+def test_coverage_weighs_rare_words_more() -> None:
+    query = {"jon": 0.3, "turtl": 2.5}
+    assert coverage(query, {"turtl"}) == pytest.approx(2.5 / 2.8)
+    assert coverage(query, {"jon", "other"}) == pytest.approx(0.3 / 2.8)
+    assert coverage({}, {"x"}) is None
+    with pytest.raises(ValueError, match="IDF of 'a'"):
+        coverage({"a": math.nan, "b": 1.0}, {"a"})
+
+
+@given(st.floats(0.0, 10.0), st.one_of(st.none(), st.floats(0.0, 1.0)), st.floats(0.0, 5.0))
+def test_lexical_weight(weight: float, covered: float | None, gain: float) -> None:
+    got = lexical_weight(weight, covered, gain)
+    if covered is None or gain == 0:
+        assert got == weight
+    else:
+        assert got == pytest.approx(weight * max(gain * covered, MIN_SHARE))
+    with pytest.raises(ValueError, match="coverage gain"):
+        lexical_weight(weight, covered, -1.0)
+
+
+class _Topics:
+    """A stand-in for a semantic model: texts about the same topic get the same direction."""
+
+    name, dim = "topics-4", 4
+    _TOPICS: ClassVar[dict[str, int]] = {"pottery": 0, "clay": 0, "ceramics": 0, "kiln": 0,
+                                         "bike": 1, "tyre": 1}
+
+    def encode(self, texts: list[str], *, batch_size: int = 64) -> np.ndarray:
+        out = np.full((len(texts), self.dim), 0.05, np.float32)
+        for i, text in enumerate(texts):
+            for word, topic in self._TOPICS.items():
+                if word in text.lower():
+                    out[i, topic] += 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_a_reworded_query_follows_the_dense_arm(tmp_path: Path) -> None:
+    # The query names the topic in words the history never used; the lexical arm only finds
+    # the turns that share its incidental word "weekend".
+    settings = Settings(lake=tmp_path / "lake", embedding_model="topics-4")
+    records = [make_record(0, conversation="c-pots", prompt="we made clay pots at the kiln",
+                           answer="the pottery class sounds lovely")]
+    records += [make_record(i, conversation=f"c-{i}", prompt=f"the weekend plan number {i}",
+                            answer="the bike tyre is flat", at=BASE_TIME)
+                for i in range(1, 6)]
+    embedder = _Topics()
+    run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", records)], embedder=embedder)
+    service = SearchService(LakeStore(settings.lake), embedder=embedder)
+
+    def first(gain: float) -> str:
+        result = service.search(SearchRequest(
+            "ceramics workshop last weekend", Principal("acme", "u-ana"), k=3,
+            recency_weight=0.0, min_relevance=0.0, fusion=FusionSettings(coverage_gain=gain)))
+        return result.hits[0].conversation_id
+
+    assert first(0.0) != "c-pots"  # fixed weights: the lexical arm's incidental matches win
+    assert first(2.0) == "c-pots"
+
+
+def test_coverage_gain_must_be_a_finite_non_negative_number(hashing_settings: Settings) -> None:
+    from lake.errors import QueryError
+
+    service = SearchService(LakeStore(hashing_settings.lake))
+    with pytest.raises(QueryError, match="coverage gain"):
+        service.search(SearchRequest("x", Principal("acme", "u-ana"),
+                                     fusion=FusionSettings(coverage_gain=-1.0)))
