@@ -170,11 +170,16 @@ CONFIGS: dict[str, dict[str, bool]] = {
 def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
              weights: Mapping[str, float] | None = None, workdir: Path | None = None,
              splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
-             ) -> dict[str, dict[str, dict[int, float]]]:
+             reworded: bool = False) -> dict[str, dict[str, dict[int, float]]]:
     """Recall@k per split and configuration on a freshly built LoCoMo lake of all ten
     samples (a question sees only its own sample's history; the split picks the questions).
-    ``min_relevance`` None: the search default floor."""
+    ``min_relevance`` None: the search default floor. ``reworded``: the questions asked in
+    other words (bench.reworded)."""
     records, questions, last = build(samples("all"), rich=rich)
+    if reworded:
+        from bench.reworded import reword
+
+        questions = reword(questions, embedder)
     root = Path(workdir or tempfile.mkdtemp(prefix="locomo-")) / ("rich" if rich else "minimal")
     settings = Settings(lake=root, embedding_model=embedder.name)
     if not (root / "indexes").exists():

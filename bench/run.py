@@ -137,6 +137,25 @@ def bench_locomo() -> dict[str, Any]:
     return out
 
 
+def bench_locomo_reworded() -> dict[str, Any]:
+    """Recall@5/10/25 on LoCoMo's questions asked in other words (bench.reworded), minimal and
+    rich records, each generator and fused, per split, without the relevance floor."""
+    from bench.cache import CachedEmbedder
+    from bench.locomo import evaluate
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    out: dict[str, Any] = {}
+    for rich in (False, True):
+        found = evaluate(embedder, rich=rich, workdir=CACHE / "locomo",
+                         splits=("tune", "report", "all"), min_relevance=0.0, reworded=True)
+        out["rich" if rich else "minimal"] = {
+            split: {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
+            for split, res in found.items()}
+    embedder.save()
+    return out
+
+
 def bench_relevance() -> dict[str, Any]:
     """The relevance floor per LoCoMo split: recall with and without it, false-empty rate on
     LoCoMo questions, true-empty rate on 200 generated no-match queries (bench.relevance)."""
@@ -283,12 +302,18 @@ def plot(results: dict[str, Any]) -> list[str]:
 
     made: list[str] = []
     if "locomo" in results:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-        for ax, variant in zip(axes, ("minimal", "rich"), strict=True):
-            for gen, recalls in results["locomo"][variant].items():
+        # the questions (all ten conversations), then the same questions in other words
+        panels = [(results["locomo"][v], f"LoCoMo recall@k ({v} records)")
+                  for v in ("minimal", "rich")]
+        if "locomo_reworded" in results:
+            panels += [(results["locomo_reworded"][v]["all"], f"reworded questions ({v})")
+                       for v in ("minimal", "rich")]
+        fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), sharey=True)
+        for ax, (by_generator, title) in zip(axes, panels, strict=True):
+            for gen, recalls in by_generator.items():
                 ks = [int(k) for k in recalls]
                 ax.plot(ks, list(recalls.values()), marker="o", label=gen)
-            ax.set_title(f"LoCoMo recall@k ({variant} records)")
+            ax.set_title(title)
             ax.set_xlabel("k")
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("recall")
@@ -389,6 +414,7 @@ def main() -> None:
         # ONNX Runtime vs PyTorch in one run, and vector reuse (issue #25).
         ("embedding_runtimes", bench_embedding_runtimes),
         ("locomo", bench_locomo),
+        ("locomo_reworded", bench_locomo_reworded),
         ("relevance", bench_relevance),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),
