@@ -385,8 +385,9 @@ def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: n
                 and part.manifest.dim == query_vector.shape[0]:
             found.append((part, allowed, part.semantic.search(query_vector, allowed=allowed,
                                                               limit=depth)))
-    if len(found) > 1:
-        cut = sorted((s for _, _, rows in found for _, s in rows), reverse=True)[:2 * depth][-1]
+    scores = np.fromiter((s for _, _, rows in found for _, s in rows), np.float64)
+    if len(found) > 1 and scores.size > 2 * depth:
+        cut = float(np.partition(scores, scores.size - 2 * depth)[scores.size - 2 * depth])
         # rows of equal score at the cut all stay: which of them a cut would keep is arbitrary
         found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
                  for part, allowed, rows in found]
