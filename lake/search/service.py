@@ -10,7 +10,6 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
@@ -18,17 +17,20 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, QueryError
-from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems, word_stems
+from lake.index.lexical import word_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
-from lake.index.segments import merge_top
 from lake.index.status import PartitionStatus, StatusCache
-from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.bm25 import partition_scales, scope_idf, scoped_word_weights
 from lake.search.coverage import coverage, lexical_weight
-from lake.search.exchange import by_exchange
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
+from lake.search.generators import (
+    PartHits,
+    QueryStatistics,
+    lexical_hits,
+    semantic_hits,
+    trigram_hits,
+)
 from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
 from lake.search.request import (
@@ -46,17 +48,8 @@ from lake.timelines import conversation_filter
 
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
-_UNIFORM_ROLES = dict.fromkeys(ROLES, 1.0)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
-
-
-class _PartHits(NamedTuple):
-    """One generator's hits in one partition, best first (ties by doc id)."""
-
-    part: PartitionIndex
-    docs: list[int]
-    scores: list[float]
 
 
 class _Scored(NamedTuple):
@@ -99,18 +92,18 @@ class SearchService:
             t = time.perf_counter()
             query_vector, semantic_error = self._embed_query(query)
             timings["embed_query"] = _ms(t)
-        lists: dict[str, list[_PartHits]] = {g: [] for g in GENERATORS}
+        lists: dict[str, list[PartHits]] = {g: [] for g in GENERATORS}
         t = time.perf_counter()
         in_scope = [(part, allowed) for part in parts
                     if (allowed := _allowed_docs(part, scope, request, as_of)).size]
         on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
               for g in GENERATORS}
-        statistics = _QueryStatistics.of([p for p, _ in in_scope], query, scope.user_id) \
-            if on["lexical"] and in_scope else _QueryStatistics()
-        arms: dict[Generator, Callable[[], list[_PartHits]]] = {
-            "semantic": lambda: _semantic(in_scope, query_vector, request.depth),
-            "lexical": lambda: _lexical(in_scope, scope, request, query, statistics),
-            "trigram": lambda: _trigram(in_scope, query, request)}
+        statistics = QueryStatistics.of([p for p, _ in in_scope], query, scope.user_id) \
+            if on["lexical"] and in_scope else QueryStatistics()
+        arms: dict[Generator, Callable[[], list[PartHits]]] = {
+            "semantic": lambda: semantic_hits(in_scope, query_vector, request.depth),
+            "lexical": lambda: lexical_hits(in_scope, scope, request, query, statistics),
+            "trigram": lambda: trigram_hits(in_scope, query, request)}
         for name, run in arms.items():
             if on[name] and in_scope and (name != "semantic" or query_vector is not None):
                 started = time.perf_counter()
@@ -189,7 +182,7 @@ class SearchService:
             return None, None
         return query_vector, None
 
-    def _fuse(self, lists: dict[str, list[_PartHits]], request: SearchRequest,
+    def _fuse(self, lists: dict[str, list[PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str], semantic_ran: bool,
               query_idf: dict[str, float]) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
@@ -308,117 +301,6 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -
                      scores("trigram"))
 
 
-def _lexical(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
-             request: SearchRequest, query: str, statistics: _QueryStatistics
-             ) -> list[_PartHits]:
-    """BM25 hits of every partition, on one score scale: with a user in scope, every
-    partition weighs each query word by its IDF among that user's rows (lake.search.bm25)."""
-    out: list[_PartHits] = []
-    for part, allowed in in_scope:
-        # The lexical index filters by user / conversation / role itself; time and expiry
-        # are checked against the allowed set afterwards, so over-fetch a little.
-        # One BM25 pass with every role at weight 1, then the role weights multiply each
-        # row's score: weighting inside tantivy would evaluate the query once per weight.
-        limit, cols = request.depth * 3, part.columns
-        # When all of the user's rows fit in the limit, the role filter can be left to the
-        # allowed set below: fewer clauses for tantivy, the same rows in the end.
-        roles = None if scope.user_id is not None and \
-            cols.docs_of_user(scope.user_id).size <= limit else request.roles
-        found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
-                                    conversation_id=scope.conversation_id, roles=roles,
-                                    role_weights=_UNIFORM_ROLES,
-                                    context={"user", "assistant"} <= set(request.roles),
-                                    word_weights=statistics.word_weights.get(
-                                        part.manifest.build_id))
-        if not found:
-            continue
-        docs = np.fromiter((d for d, _ in found), np.int64, len(found))
-        slot = np.minimum(np.searchsorted(allowed, docs), allowed.size - 1)
-        visible = (allowed[slot] == docs).tolist()
-        factor = statistics.scales.get(part.manifest.build_id, 1.0)
-        role_names, role_codes = cols.roles, cols.role_codes
-        weighted = sorted(
-            ((d, s * DEFAULT_ROLE_WEIGHTS[role_names[role_codes[d]]] * factor)
-             for (d, s), ok in zip(found, visible, strict=True) if ok),
-            key=lambda item: (-item[1], item[0]))
-        top = weighted[:request.depth]
-        out.append(_PartHits(part, [d for d, _ in top], [s for _, s in top]))
-    return out
-
-
-@dataclass(frozen=True)
-class _QueryStatistics:
-    """The query words' statistics over the searched rows, read once per search: the lexical
-    arm's word weights or partition scales (lake.search.bm25), and each stem's IDF, which
-    the fusion's coverage weight reads (lake.search.coverage)."""
-
-    word_weights: dict[str, dict[str, float]] = field(default_factory=dict)
-    scales: dict[str, float] = field(default_factory=dict)
-    query_idf: dict[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, parts: list[PartitionIndex], query: str, user_id: str | None
-           ) -> _QueryStatistics:
-        """With a user: IDF among that user's rows of ``parts``; else among all their rows."""
-        stems = query_stems(query)
-        if not stems:
-            return cls()
-        everywhere = {p.manifest.build_id: p.lexical.term_stats(query) for p in parts}
-        if user_id is None:
-            scales = partition_scales(everywhere) if len(parts) > 1 else {}
-            return cls(scales=scales, query_idf=scope_idf(stems, everywhere))
-        users = {p.manifest.build_id: p.lexical.term_stats(query, user_id=user_id)
-                 for p in parts}
-        return cls(word_weights=scoped_word_weights(stems, everywhere, users),
-                   query_idf=scope_idf(stems, users))
-
-
-def _semantic(in_scope: list[tuple[PartitionIndex, np.ndarray]], query_vector: np.ndarray | None,
-              depth: int) -> list[_PartHits]:
-    """The nearest rows of every partition; the turns of the ``2 × depth`` nearest of them
-    all, valued by their exchange (lake.search.exchange). Valuing every partition's ``depth``
-    candidates cost ~0.2 ms a partition; on LoCoMo's tune split the cut left recall at every
-    k as it was (``depth`` alone lost up to .006)."""
-    found: list[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]] = []
-    for part, allowed in in_scope:
-        if query_vector is not None and part.semantic is not None \
-                and part.manifest.dim == query_vector.shape[0]:
-            found.append((part, allowed, part.semantic.search(query_vector, allowed=allowed,
-                                                              limit=depth)))
-    scores = np.fromiter((s for _, _, rows in found for _, s in rows), np.float64)
-    if len(found) > 1 and scores.size > 2 * depth:
-        cut = float(np.partition(scores, scores.size - 2 * depth)[scores.size - 2 * depth])
-        # rows of equal score at the cut all stay: which of them a cut would keep is arbitrary
-        found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
-                 for part, allowed, rows in found]
-    if not found:
-        return []
-    assert query_vector is not None
-    return [_PartHits(part, [d for d, _ in turns], [s for _, s in turns])
-            for (part, _, _), turns in zip(found, by_exchange(found, query_vector), strict=True)]
-
-
-def _trigram(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
-             request: SearchRequest) -> list[_PartHits]:
-    # all partitions' segments at once: narrow scopes share one exact-scoring pass; a
-    # segment's scores depend on its own rows only, so merging them gives one index's answer
-    scoped = [(part, piece) for part, allowed in in_scope
-              for piece in part.trigram_scopes(allowed)]
-    found = search_scoped([(piece.index, piece.allowed) for _, piece in scoped], query,
-                          limit=request.depth, threshold=request.trigram_threshold)
-    per_part: dict[int, list[tuple[np.ndarray | None, list[tuple[int, float]]]]] = {}
-    for (part, piece), hits in zip(scoped, found, strict=True):
-        per_part.setdefault(id(part), []).append((piece.numbers, hits))
-    out = []
-    for part, _ in in_scope:
-        pieces = per_part.get(id(part), [])
-        merged = pieces[0][1] if len(pieces) == 1 and pieces[0][0] is None else merge_top(
-            [(n if n is not None else np.arange(len(part.trigram)), h) for n, h in pieces],
-            request.depth)
-        out.append(_PartHits(part, [d for d, _ in merged], [s for _, s in merged]))
-    return out
-
-
 class _Parts:
     """The partitions of one search, numbered; a turn's id is (slot << 32) | its number in
     the partition (:attr:`RowColumns.turn_numbers`), so ids are unique across partitions."""
@@ -456,7 +338,7 @@ class _Rows(NamedTuple):
     turns: np.ndarray
 
 
-def _best_rows(hits: list[_PartHits], depth: int, parts: _Parts) -> _Rows:
+def _best_rows(hits: list[PartHits], depth: int, parts: _Parts) -> _Rows:
     """A generator's best ``depth`` rows over all partitions, best first; equal scores keep
     partition order, then their order within the partition."""
     hits = [h for h in hits if h.docs]
