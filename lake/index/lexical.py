@@ -459,7 +459,8 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
         if word_weights:
             _check_word_weights(word_weights)
-            content = self._content_query(parse_user_query(query), context=context,
+            parsed: ParsedQuery = _query_derived(("parsed", query), lambda: parse_user_query(query))
+            content = self._content_query(parsed, context=context,
                                           word_weights=word_weights)
         else:
             content = self._cached_content_query(query, context)
