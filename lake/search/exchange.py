@@ -51,7 +51,7 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
     if vectors.shape[0] != groups.size:
         raise ValueError(f"{vectors.shape[0]} vectors for {groups.size} group numbers")
     runs = int(np.count_nonzero(groups[1:] != groups[:-1])) + 1 if groups.size else 0
-    if runs != np.unique(groups).size:
+    if runs != int(np.count_nonzero(np.bincount(groups, minlength=count))):
         raise ValueError("each group's vectors must be one run")
     along = np.bincount(groups, weights=np.einsum("ij,j->i", vectors,
                                                   np.asarray(query, vectors.dtype)),

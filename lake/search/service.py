@@ -405,9 +405,7 @@ def _validate(request: SearchRequest) -> None:
 
 def _turn_stems(part: PartitionIndex, doc: int) -> set[str]:
     """The stems of every row of the turn that ``doc`` belongs to."""
-    starts, ends = part.columns.turn_docs(part.columns.turn_numbers[[doc]])
-    texts = part.rows.column("text").slice(int(starts[0]), int(ends[0] - starts[0]))
-    return set(word_stems("\n".join(t for t in texts.to_pylist() if t)))
+    return set(word_stems("\n".join(_turn_rows(part, doc)[1])))
 
 
 def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:
@@ -487,21 +485,23 @@ def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchReq
 def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
     if choice == "none":
         return {}
-    numbers = part.columns.turn_numbers
-    turn = numbers[doc]
-    start, end = doc, doc + 1
-    while start > 0 and numbers[start - 1] == turn:
-        start -= 1
-    while end < numbers.size and numbers[end] == turn:
-        end += 1
-    rows = part.rows.slice(start, end - start).select(["role", "text"])
-    roles, texts = rows.column("role").to_pylist(), rows.column("text").to_pylist()
+    roles, texts = _turn_rows(part, doc)
     out: dict[str, str] = {}
     for wanted in ("user", "assistant"):
         if choice in (wanted, "both"):
             joined = "\n".join(t for r, t in zip(roles, texts, strict=True) if r == wanted)
             out[wanted] = joined[:SNIPPET_CHARS]
     return out
+
+
+def _turn_rows(part: PartitionIndex, doc: int) -> tuple[list[str], list[str]]:
+    """The roles and texts of every row of the turn that ``doc`` belongs to, in doc order."""
+    cols = part.columns
+    starts, ends = cols.turn_docs(cols.turn_numbers[[doc]])
+    start, end = int(starts[0]), int(ends[0])
+    names = cols.roles
+    return ([names[c] for c in cols.role_codes[start:end].tolist()],
+            [t or "" for t in part.rows.column("text").slice(start, end - start).to_pylist()])
 
 
 def _ms(start: float) -> float:
