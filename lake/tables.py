@@ -23,6 +23,10 @@ class Table(StrEnum):
 
 ROLES = ("user", "assistant", "summary", "anchor", "note", "attachment")
 DEFAULT_SEARCH_ROLES = ("user", "assistant", "summary", "anchor", "attachment")
+# A turn's exchange: what the person said and what the agent answered. The lexical index gives
+# every such row its turn's exchange text, and the semantic arm values a turn by the sum of
+# these rows' vectors; the other roles stand alone.
+EXCHANGE_ROLES = frozenset({"user", "assistant"})
 
 # Partitioning: tenant × month of the turn's started_at ("2026-11"); timelines span months.
 MONTH_PARTITIONS = ["tenant", "month"]

@@ -72,6 +72,7 @@ from tantivy import (
 )
 
 from lake.errors import IndexError_, QueryError, RecordError
+from lake.tables import EXCHANGE_ROLES
 from lake.tables import ROLES as ROLE_ORDER
 
 ROLES = frozenset(ROLE_ORDER)  # the roles are defined once, in lake.tables
@@ -104,7 +105,7 @@ _W_CJK = 1.0
 _W_CTX = 3.0
 # Rows of these roles never match through the turn's exchange (see the module docstring).
 # Excluding the few rows of these roles is cheaper than requiring the many user/assistant ones.
-_NO_CTX_ROLES = sorted(ROLES - {"user", "assistant"})
+_NO_CTX_ROLES = sorted(ROLES - EXCHANGE_ROLES)
 
 # The Snowball English stop-word list, less its contracted forms, plus the pieces the word
 # splitter leaves of a contraction ("didn't" -> "didn", "t"); "don" and "won" stay searchable

@@ -38,7 +38,7 @@ from lake.index.segments import (
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
 from lake.store import LakeStore
-from lake.tables import ROLES, Table
+from lake.tables import EXCHANGE_ROLES, ROLES, Table
 
 ROLE_ORDER = {role: i for i, role in enumerate(ROLES)}
 _ROW_COLUMNS = ["row_id", "user_id", "conversation_id", "turn_id", "role", "seq", "event_type",
@@ -104,7 +104,7 @@ def turn_contexts(rows: pl.DataFrame) -> list[str]:
 
     Summaries, anchors, notes and attachments stay out, so a role filter still decides whether
     those texts can match."""
-    exchange = (rows.filter(pl.col("role").is_in(["user", "assistant"]))
+    exchange = (rows.filter(pl.col("role").is_in(sorted(EXCHANGE_ROLES)))
                 .group_by(["conversation_id", "turn_id"], maintain_order=True)
                 .agg(pl.col("text").str.join("\n").alias("context")))
     joined = rows.select("conversation_id", "turn_id").join(

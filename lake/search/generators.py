@@ -21,7 +21,7 @@ from lake.search.access import ResolvedScope
 from lake.search.bm25 import partition_scales, scope_idf, scoped_word_weights
 from lake.search.exchange import by_exchange
 from lake.search.request import SearchRequest
-from lake.tables import ROLES
+from lake.tables import EXCHANGE_ROLES, ROLES
 
 __all__ = ["PartHits", "QueryStatistics", "lexical_hits", "semantic_hits", "trigram_hits"]
 
@@ -82,7 +82,7 @@ def lexical_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: Resol
         found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
                                     conversation_id=scope.conversation_id, roles=roles,
                                     role_weights=_UNIFORM_ROLES,
-                                    context={"user", "assistant"} <= set(request.roles),
+                                    context=set(request.roles) >= EXCHANGE_ROLES,
                                     word_weights=statistics.word_weights.get(
                                         part.manifest.build_id))
         if not found:
@@ -107,10 +107,11 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
     all, valued by their exchange (lake.search.exchange). Valuing every partition's ``depth``
     candidates cost ~0.2 ms a partition; on LoCoMo's tune split the cut left recall at every
     k as it was (``depth`` alone lost up to .006)."""
+    if query_vector is None:
+        return []
     found: list[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]] = []
     for part, allowed in in_scope:
-        if query_vector is not None and part.semantic is not None \
-                and part.manifest.dim == query_vector.shape[0]:
+        if part.semantic is not None and part.manifest.dim == query_vector.shape[0]:
             found.append((part, allowed, part.semantic.search(query_vector, allowed=allowed,
                                                               limit=depth)))
     scores = np.fromiter((s for _, _, rows in found for _, s in rows), np.float64)
@@ -119,9 +120,6 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
         # rows of equal score at the cut all stay: which of them a cut would keep is arbitrary
         found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
                  for part, allowed, rows in found]
-    if not found:
-        return []
-    assert query_vector is not None
     return [PartHits(part, [d for d, _ in turns], [s for _, s in turns])
             for (part, _, _), turns in zip(found, by_exchange(found, query_vector), strict=True)]
 
