@@ -13,8 +13,8 @@ larger of the two. Only rows of the searched roles the request may see take part
 The semantic generator still finds rows (exactly within a user's rows, through the graph in wider
 scopes); the turns of the rows it found are re-scored, one entry per turn. Re-scoring only
 those candidates gave the same LoCoMo figures as scoring every turn of the scope. It costs
-~0.7 ms of a user-scope search at 100k rows (p50 3.2 → 4.1 ms with the lexical arm's user
-statistics, on the bench's random vectors).
+~0.8 ms of a user-scope search at 1M rows (four partitions), most of it gathering the exchange
+rows' vectors and a few dozen array operations per partition.
 
 Measured on LoCoMo's tune split (conversations 0-4), user scope, no floor: the semantic arm
 alone recall@5/10/25 .391/.517/.651 → .472/.585/.723 on minimal records; fused .718/.787/.857 →
@@ -31,16 +31,18 @@ import numpy as np
 if TYPE_CHECKING:
     from lake.index.partition import PartitionIndex
 
-__all__ = ["EXCHANGE_ROLES", "by_exchange", "exchange_cosines"]
+from lake.tables import EXCHANGE_ROLES
 
-EXCHANGE_ROLES = frozenset({"user", "assistant"})
+__all__ = ["by_exchange", "exchange_cosines"]
+
+_ZERO_SUM = 1e-12  # relative to the rows' own squared lengths
 
 
 def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
                      count: int) -> np.ndarray:
     """Per group ``0..count-1``, the cosine of ``query`` (a unit vector) with the sum of the
-    ``vectors`` whose ``groups`` entry names it; -inf for a group with no vector or a zero sum.
-    Each group's vectors must be one run (ValueError otherwise).
+    ``vectors`` whose ``groups`` entry names it; -inf for a group with no vector or a zero sum
+    (``‖Σ v‖² <= 1e-12 × Σ ‖v‖²``). Each group's vectors must be one run (ValueError otherwise).
 
     ``‖Σ v‖²`` is summed from the rows' dot products with each other (``Σ_a Σ_b v_a · v_b``),
     never from the summed vectors: adding 384-wide vectors row by row (``np.add.at``,
@@ -56,8 +58,8 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
     along = np.bincount(groups, weights=np.einsum("ij,j->i", vectors,
                                                   np.asarray(query, vectors.dtype)),
                         minlength=count)
-    squared: np.ndarray = np.bincount(groups, weights=np.einsum("ij,ij->i", vectors, vectors),
-                                      minlength=count).astype(np.float64)
+    own = np.bincount(groups, weights=np.einsum("ij,ij->i", vectors, vectors), minlength=count)
+    squared: np.ndarray = own.astype(np.float64)
     gap = 1
     while gap < groups.size:  # each pair of a group's rows, `gap` apart in its run
         same = groups[gap:] == groups[:-gap]
@@ -67,7 +69,8 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
         squared += 2.0 * np.bincount(groups[:-gap][same], weights=dots[same], minlength=count)
         gap += 1
     cosines = np.full(count, -np.inf)
-    ok = squared > 1e-12
+    # a sum whose rows cancel to within rounding of their own lengths is a zero sum
+    ok = squared > _ZERO_SUM * own
     cosines[ok] = along[ok] / np.sqrt(squared[ok])
     return cosines
 
