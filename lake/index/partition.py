@@ -400,8 +400,11 @@ class RowColumns:
                       np.arange(count, count + new_keys.size, dtype=np.int64)))
         # Turn orders of conversations the append did not touch still hold (codes and turn
         # numbers of existing values are kept), so a long conversation is not re-read per turn.
+        # A copy first: a search on this view may be adding an order meanwhile, and iterating
+        # a dict another thread grows raises RuntimeError (dict.copy is one step under the GIL).
         touched = set(grown["conversation_id"].codes[at].tolist())
-        out._orders.update((c, known) for c, known in self._orders.items() if c not in touched)
+        out._orders.update((c, known) for c, known in self._orders.copy().items()
+                           if c not in touched)
         return out
 
     @classmethod
