@@ -3,6 +3,7 @@ mapping of turnlake's error tree (lake/errors.py) to HTTP status codes."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,6 +13,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lake import errors as lake_errors
 from pipeline.contract import ErrorAnswer, ErrorDetail
+
+log = logging.getLogger(__name__)
 
 
 class BodyTooLarge(Exception):
@@ -104,3 +107,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MalformedBody)
     async def malformed(request: Request, exc: MalformedBody) -> JSONResponse:
         return error_response(400, "malformed_body", str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Logged here, before the answer leaves: a client that reads the server's log when it
+        # sees the 500 finds the traceback there (uvicorn logs it again once the answer is out).
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error_response(500, "internal", f"internal error ({type(exc).__name__}); "
+                              "the server's log has the details")
