@@ -19,7 +19,14 @@ import pyarrow as pa
 
 from lake.errors import LakeError
 from lake.faults import NO_FAULTS, Faults
-from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
+from lake.index.manifest import (
+    MANIFEST_FILE,
+    PartitionManifest,
+    local_build,
+    local_segments,
+    partition_dir,
+    publish,
+)
 from lake.index.partition import (
     CONTENT_COLUMNS,
     LOG_COLUMNS,
@@ -95,8 +102,10 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     segment = new_segment_id()
     base = partition_dir(store.root, *part)
     folder = base / segment
+    # local_build: in an object-store lake the live build may not be in this cache (another
+    # server built it, or a reader pruned it), and the new lexical segment grows from its copy.
     semantic = write_segment(folder, rows, vectors, dim, doc_offset=manifest.row_count,
-                             lexical_from=base / manifest.build_id / "lexical")
+                             lexical_from=local_build(store.root, manifest) / "lexical")
     faults.hit("index.after_delta_segment")
     turns = rows.select("conversation_id", "turn_id").n_unique()
     updated = replace(
@@ -124,8 +133,8 @@ def merge_deltas(store: LakeStore, manifest: PartitionManifest, *, content_versi
 
     The base segment's folder keeps the manifest it was published with, which says what the
     base covers."""
-    base = partition_dir(store.root, manifest.tenant, manifest.month) / manifest.live_segments[0]
     try:
+        base = local_segments(store.root, manifest)[0]
         base_manifest = PartitionManifest.from_json((base / MANIFEST_FILE).read_text())
     except (OSError, ValueError, TypeError):
         return None

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -140,8 +141,11 @@ def local_segments(root: Path | str | LakeLocation, manifest: PartitionManifest)
         base.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=base))
         try:
-            location.blobs.download_dir(
-                f"{partition_key(manifest.tenant, manifest.month)}/{name}", staging)
+            prefix = f"{partition_key(manifest.tenant, manifest.month)}/{name}"
+            location.blobs.download_dir(prefix, staging)
+            if not (staging / MANIFEST_FILE).exists():  # every segment keeps its manifest
+                raise FileNotFoundError(f"index segment {location}/{prefix} is gone (a newer "
+                                        "build replaced it)")
             (staging / _COMPLETE).touch()
             try:
                 os.rename(staging, folder)
@@ -188,12 +192,37 @@ def _kept(keep: str | set[str] | None) -> set[str]:
 
 
 def _remove_local_builds(base: Path, keep: str | set[str] | None) -> None:
+    """Remove cached segment folders of one partition that ``keep`` (the live segments as the
+    caller knows them) has left behind.
+
+    Several processes share a cache (a server and its writer child, or servers on one host)
+    and each knows the live build only as of its last look, so a folder is removed only when
+    it sorts before the newest kept segment (ids are time-ordered): a reader that has not seen
+    the newest build yet never removes it, nor a build in progress. Where no index is live,
+    complete copies go (the partition's content went) and so do unfinished folders untouched
+    for ``_UNFINISHED_GRACE_S``; a younger one may be a first build being written."""
     if not base.exists():
         return
     kept = _kept(keep)
+    newest = max(kept, default=None)
     for child in base.iterdir():
-        if child.is_dir() and child.name not in kept and not child.name.startswith("."):
-            shutil.rmtree(child, ignore_errors=True)
+        if not child.is_dir() or child.name in kept or child.name.startswith("."):
+            continue
+        if newest is not None and child.name > newest:
+            continue  # newer than what the caller knows: not its to judge
+        if newest is None and not (child / _COMPLETE).exists() and _recently_touched(child):
+            continue
+        shutil.rmtree(child, ignore_errors=True)
+
+
+_UNFINISHED_GRACE_S = 3600.0
+
+
+def _recently_touched(folder: Path) -> bool:
+    try:
+        return time.time() - folder.stat().st_mtime < _UNFINISHED_GRACE_S
+    except OSError:
+        return False
 
 
 def list_partitions(root: Path | str | LakeLocation) -> list[tuple[str, str]]:
@@ -234,8 +263,4 @@ def prune_cache(root: Path | str | LakeLocation,
         return
     for tenant_dir in base.iterdir():
         for month_dir in tenant_dir.iterdir() if tenant_dir.is_dir() else ():
-            keep = live.get((tenant_dir.name, month_dir.name))
-            if keep is None:
-                shutil.rmtree(month_dir, ignore_errors=True)
-            else:
-                _remove_local_builds(month_dir, keep=keep)
+            _remove_local_builds(month_dir, keep=live.get((tenant_dir.name, month_dir.name)))

@@ -156,8 +156,10 @@ def write_partition(store: LakeStore, tenant: str, month: str, *, content_versio
 
 
 def new_segment_id() -> str:
-    """A fresh, time-ordered segment folder name."""
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    """A fresh, time-ordered segment folder name (to the microsecond: a cache keeps folders
+    that sort after the newest live one, so a live writer's several segments a second must
+    sort in the order they were made; names of the older to-the-second form sort first)."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
 
 
 def segment_bytes(folder: Path) -> dict[str, int]:

@@ -63,10 +63,10 @@ class StatusCache:
         self._checked = float("-inf")
         self._removals: dict[tuple[str, int | None], bool] = {}
 
-    def get(self) -> dict[tuple[str, str], PartitionStatus]:
-        """Statuses by (tenant, month)."""
+    def get(self, *, fresh: bool = False) -> dict[tuple[str, str], PartitionStatus]:
+        """Statuses by (tenant, month); ``fresh`` checks the lake now, whenever it last did."""
         now = time.monotonic()
-        if self._key is not None and now - self._checked < self._poll_s:
+        if not fresh and self._key is not None and now - self._checked < self._poll_s:
             return self._value
         self._checked = now
         key = (self._store.latest_version(Table.CONTENT_ROWS),

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lake.embedding.base import Embedder
-from lake.errors import EmbeddingError, QueryError
+from lake.errors import EmbeddingError, IndexError_, QueryError
 from lake.index.lexical import word_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
@@ -77,12 +77,24 @@ class SearchService:
     def search(self, request: SearchRequest) -> SearchResult:
         """Run one search; see SearchRequest for the knobs."""
         _validate(request)
+        try:
+            return self._search(request, fresh=False)
+        except (FileNotFoundError, IndexError_):
+            # A build was superseded and removed after the statuses named it (by this lake's
+            # indexer, or another server's over an object-store lake): look again, once.
+            try:
+                return self._search(request, fresh=True)
+            except FileNotFoundError as exc:
+                raise IndexError_(f"an index build went away while it was being read ({exc}); "
+                                  "search again") from exc
+
+    def _search(self, request: SearchRequest, *, fresh: bool) -> SearchResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         scope = resolve_scope(request.principal, request.scope, user_id=request.user_id,
                               conversation_id=request.conversation_id)
         as_of = request.as_of or datetime.now(UTC)
-        parts, stale, unindexed = self._partitions(scope.tenant, request)
+        parts, stale, unindexed = self._partitions(scope.tenant, request, fresh=fresh)
         query = request.query.strip()
         if not query or not parts:
             return SearchResult([], stale, unindexed, None, timings)
@@ -140,14 +152,14 @@ class SearchService:
 
     # -- steps --------------------------------------------------------------------------
 
-    def _partitions(self, tenant: str, request: SearchRequest
+    def _partitions(self, tenant: str, request: SearchRequest, *, fresh: bool
                     ) -> tuple[list[PartitionIndex], list[str], list[str]]:
         since_month = request.since.astimezone(UTC).strftime("%Y-%m") if request.since else None
         until_month = request.until.astimezone(UTC).strftime("%Y-%m") if request.until else None
         parts: list[PartitionIndex] = []
         stale: list[str] = []
         unindexed: list[str] = []
-        for (t, month), status in sorted(self._statuses.get().items()):
+        for (t, month), status in sorted(self._statuses.get(fresh=fresh).items()):
             if t != tenant or (since_month and month < since_month) or (
                     until_month and month > until_month):
                 continue
@@ -157,14 +169,16 @@ class SearchService:
             if status.freshness == "stale":
                 stale.append(status.name)
             if status.manifest is not None:
-                parts.append(self._partition(status.manifest))
+                parts.append(self._partition(status.manifest, reopen=fresh))
         return parts, stale, unindexed
 
-    def _partition(self, manifest: PartitionManifest) -> PartitionIndex:
+    def _partition(self, manifest: PartitionManifest, *, reopen: bool = False) -> PartitionIndex:
         key = f"{manifest.tenant}/{manifest.month}"
         cached = self._open.get(key)
-        if cached is None or cached.manifest.build_id != manifest.build_id:
-            cached = PartitionIndex(local_build(self.store.root, manifest), manifest, cached)
+        if reopen or cached is None or cached.manifest.build_id != manifest.build_id:
+            # a reopened view shares nothing with the one whose files went
+            cached = PartitionIndex(local_build(self.store.root, manifest), manifest,
+                                    None if reopen else cached)
             self._open[key] = cached
         return cached
 

@@ -21,7 +21,7 @@ from s3_server import aws_env, bucket_objects, cache_files, new_bucket, s3_confi
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
-from lake.index.status import partition_statuses
+from lake.index.status import StatusCache, partition_statuses
 from lake.location import LakeLocation
 from lake.retention import ErasureTarget
 from lake.search.access import Principal
@@ -208,6 +208,22 @@ def test_a_search_node_with_an_empty_cache_downloads_what_it_needs(
     hits = service.search(SearchRequest("glacier dashboard", ANALYST, scope="tenant")).hits
     assert hits and hits[0].conversation_id == "c-2"
     assert cache_files(tmp_path / "node-cache")
+
+
+def test_a_search_node_that_missed_a_rebuild_looks_again(lakes: Lakes, tmp_path: Path) -> None:
+    # The node read the statuses, then another process rebuilt the partitions (removing the
+    # builds the node was about to download) before the node's next look at the lake.
+    node = LakeLocation.of(lakes.remote.lake, s3_config(lakes.endpoint))
+    fresh = LakeLocation(uri=node.uri, s3=node.s3, cache_root=tmp_path / "node-cache")
+    store = LakeStore(fresh)
+    service = SearchService(store, embedder=HashingEmbedder(64))
+    service._statuses = StatusCache(store, remote_poll_s=3600.0)  # a look that stays stale
+    before = {s.manifest.build_id for s in service.statuses().values() if s.manifest}
+    build_indexes(LakeStore(lakes.remote.lake), model="hashing-64", full=True, tenant="acme")
+    hits = service.search(SearchRequest("glacier dashboard", ANALYST, scope="tenant")).hits
+    assert hits and hits[0].conversation_id == "c-2"
+    after = {s.manifest.build_id for s in service.statuses().values() if s.manifest}
+    assert after != before and _cached_builds(tmp_path / "node-cache", "acme") <= after
 
 
 def test_cli_takes_an_s3_lake_from_the_standard_aws_environment(
