@@ -208,9 +208,7 @@ def query_stems(query: str) -> tuple[str, ...]:
 def _stems(query: str) -> tuple[str, ...]:
     parsed = parse_user_query(query)
     words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
-    stem = _shared_analyzers().stem
-    return tuple(dict.fromkeys(t for w in words for t in stem.analyze(_without_cjk(w))))[
-        :MAX_FIELD_TOKENS]
+    return tuple(dict.fromkeys(t for w in words for t in word_stems(w)))[:MAX_FIELD_TOKENS]
 
 
 def _without_cjk(text: str) -> str:
@@ -588,7 +586,7 @@ class LexicalIndex:
         def derive() -> list[tuple[str, tuple[str, ...]]]:
             tokens: dict[str, tuple[str, ...]] = {}
             for term in parsed.terms:
-                stems = tuple(self._an.stem.analyze(_without_cjk(term)))
+                stems = tuple(word_stems(term))
                 text = term if field == "text_ident" else _without_cjk(term)
                 for token in analyzer.analyze(text):
                     tokens.setdefault(token, stems)
