@@ -23,7 +23,7 @@ after step 4 leaves the turns visible and complete; ``recover()`` only refreshes
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -38,9 +38,11 @@ from lake.tables import Table
 from lake.timelines import (
     TIMELINE_SOURCE_COLUMNS,
     TimelineUpdate,
+    appended_timelines,
     compute_timelines,
     refresh_timelines,
     rows_of_conversations,
+    stored_timelines,
 )
 
 ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
@@ -67,11 +69,15 @@ class BatchCommitter:
 
     def commit(self, batch_id: str, tables: dict[Table, pa.Table],
                pending_files: Sequence[PendingFile], *,
-               new_conversations: Collection[tuple[str, str]] = ()) -> None:
+               new_conversations: Collection[tuple[str, str]] = (),
+               appending: Mapping[tuple[str, str], int] | None = None) -> None:
         """Write one batch in the crash-safe order above. Caller holds the writer lock.
 
         ``new_conversations`` are (tenant, conversation_id) pairs that had no TurnLog before
         this batch: their timelines come from the batch's own TurnLogs, not a table scan.
+        ``appending`` maps conversations whose turns in this batch all come after their
+        stored ones to how many turns they had stored: their timelines grow from their stored
+        timeline rows (lake.timelines.appended_timelines) when those count as many turns.
         """
         logs = tables[Table.TURN_LOGS]
         conversations = sorted({(t, c) for t, c in zip(
@@ -89,7 +95,8 @@ class BatchCommitter:
         # are written only after those (readers list conversations from the timelines).
         with ThreadPoolExecutor(2 + len(ROW_TABLES), thread_name_prefix="turnlake-rows") as pool:
             stored = pool.submit(self._store_bytes, pending_files)
-            timelines = pool.submit(self._timelines, logs, conversations, new_conversations)
+            timelines = pool.submit(self._timelines, logs, conversations, new_conversations,
+                                    appending or {})
             appends = [pool.submit(self._store.append, table, tables[table])
                        for table in ROW_TABLES]
             for table, append in zip(ROW_TABLES, appends, strict=True):
@@ -107,12 +114,28 @@ class BatchCommitter:
         self._blobs.delete(self._manifest_key(batch_id))
 
     def _timelines(self, logs: pa.Table, conversations: list[tuple[str, str]],
-                   new_conversations: Collection[tuple[str, str]]) -> TimelineUpdate:
+                   new_conversations: Collection[tuple[str, str]],
+                   appending: Mapping[tuple[str, str], int]) -> TimelineUpdate:
         """The timelines of a batch's conversations once its TurnLogs (``logs``) commit."""
         # Selected first: filtering copies every column, and the payloads are most of the bytes.
         sources = logs.select(TIMELINE_SOURCE_COLUMNS)
+        # One read tells which conversations have a timeline row (the write replaces those)
+        # and gives the rows that appending conversations grow from.
+        stored = stored_timelines(self._store, conversations)
+        counts = dict(zip(zip(stored["tenant"].to_pylist(),
+                              stored["conversation_id"].to_pylist(), strict=True),
+                          stored["turn_count"].to_pylist(), strict=True))
+        # A row that counts other than the stored TurnLogs is not grown from: recomputed.
+        grow = {pair for pair, count in appending.items() if counts.get(pair) == count}
+        rest = [pair for pair in conversations if pair not in grow]
         new_logs = rows_of_conversations(sources, new_conversations) if new_conversations else None
-        return compute_timelines(self._store, conversations, complete=new_logs, pending=sources)
+        update = compute_timelines(self._store, rest, complete=new_logs, pending=sources)
+        if not grow:
+            return TimelineUpdate(update.rows, update.live, update.gone, set(counts))
+        grown = appended_timelines(rows_of_conversations(stored, grow),
+                                   rows_of_conversations(sources, grow))
+        return TimelineUpdate(pa.concat_tables([update.rows, grown]), update.live | grow,
+                              update.gone, set(counts))
 
     def _store_bytes(self, pending_files: Sequence[PendingFile]) -> None:
         """Move a batch's hosted bytes into place and flush them to disk."""

@@ -57,13 +57,18 @@ class TimelineUpdate:
     rows: pa.Table
     live: set[tuple[str, str]]  # the conversations of the rows
     gone: list[tuple[str, str]]  # conversations left without a live TurnLog
+    # Those of the conversations that have a timeline row, when the caller has read them
+    # already (None: looked up on writing).
+    present: set[tuple[str, str]] | None = None
 
     def write(self, store: LakeStore) -> int:
         """Replace the conversations' timeline rows; returns the number of rows written."""
         if self.gone:
             store.delete(Table.TIMELINES, sql_conversations(self.gone))
         if self.rows.num_rows:
-            _write_rows(store, self.rows, self.live)
+            present = (self.present & self.live if self.present is not None
+                       else _with_timeline(store, self.live))
+            _write_rows(store, self.rows, self.live, present)
         return int(self.rows.num_rows)
 
 
@@ -126,8 +131,10 @@ def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
     return logs
 
 
-def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) -> None:
-    """Replace the timeline rows of conversations that have one and append the others.
+def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]],
+                present: set[tuple[str, str]]) -> None:
+    """Replace the timeline rows of conversations that have one (``present``) and append the
+    others.
 
     A replace evaluates its predicate over every conversation it names (seconds for tens of
     thousands of them), while most conversations of an ingest batch are new: those are simply
@@ -135,7 +142,6 @@ def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) ->
     write. A crash between the two commits leaves timelines to refresh, as any crash after the
     TurnLog commit does.
     """
-    present = _with_timeline(store, live)
     if not present:
         store.append(Table.TIMELINES, rows)
         return
@@ -145,6 +151,53 @@ def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]]) ->
     known = _in_conversations(rows, present)
     store.replace_where(Table.TIMELINES, rows.filter(known), sql_conversations(sorted(present)))
     store.append(Table.TIMELINES, rows.filter(pc.invert(known)))
+
+
+def stored_timelines(store: LakeStore, conversations: Collection[tuple[str, str]]) -> pa.Table:
+    """The stored timeline rows of the given (tenant, conversation_id) pairs (those that have
+    one)."""
+    if not conversations or not store.exists(Table.TIMELINES):
+        return TIMELINES.empty_table()
+    return store.read(Table.TIMELINES, filter=conversation_filter(conversations))
+
+
+def appended_timelines(stored: pa.Table, logs: pa.Table) -> pa.Table:
+    """The timeline rows of conversations once ``logs`` (TurnLogs, at least the timeline's
+    source columns) join them, worked out from their ``stored`` timeline rows: the rows
+    compute_timelines would give, without reading the conversations' older TurnLogs back
+    (a read that grows with each conversation's length, at every turn a host records).
+
+    Valid only when every new turn of a conversation comes after its stored turns (by start,
+    then turn id), as a live host's next turns do, and ``stored`` is up to date with them;
+    ``stored`` holds a row for each conversation of ``logs``.
+    """
+    if logs.num_rows == 0:
+        return TIMELINES.empty_table()
+    frame = pl.from_arrow(logs.select(TIMELINE_SOURCE_COLUMNS))
+    assert isinstance(frame, pl.DataFrame)
+    tail = pl.from_arrow(_timeline_rows(frame))
+    before = pl.from_arrow(stored)
+    assert isinstance(tail, pl.DataFrame) and isinstance(before, pl.DataFrame)
+    keys = ["tenant", "conversation_id"]
+    joined = before.join(tail, on=keys, how="inner", suffix="_new")
+    if joined.height != tail.height:
+        raise ValueError("appended_timelines: a conversation of the new turns has no stored "
+                         "timeline row")
+
+    def inner(column: str) -> pl.Expr:
+        text = pl.col(column).str.strip_prefix("[").str.strip_suffix("]")
+        return pl.when(text == "").then(None).otherwise(text)
+
+    grown = joined.with_columns(
+        pl.coalesce("title_new", "title").alias("title"),
+        pl.max_horizontal("last_activity_at", "last_activity_at_new").alias("last_activity_at"),
+        pl.col("last_turn_id_new").alias("last_turn_id"),
+        (pl.col("turn_count") + pl.col("turn_count_new")).alias("turn_count"),
+        (pl.lit("[") + pl.concat_str(inner("blocks"), inner("blocks_new"), separator=",",
+                                     ignore_nulls=True) + pl.lit("]")).alias("blocks"),
+        pl.max_horizontal("expires_at", "expires_at_new").alias("expires_at"),
+        pl.col("updated_at_new").alias("updated_at"))
+    return grown.select(TIMELINES.names).to_arrow().cast(TIMELINES)
 
 
 def _with_timeline(store: LakeStore, conversations: set[tuple[str, str]]

@@ -305,7 +305,8 @@ class Ingestor:
         if self._rows_hook is not None:
             tables[Table.CONTENT_ROWS] = self._rows_hook(tables[Table.CONTENT_ROWS])
         new_conversations = _pairs(kept, "tenant", "conversation_id") - existing.owners.keys()
-        self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations)
+        self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations,
+                               appending=_appending(kept, existing.turns))
         report.accepted += kept.num_rows
         report.files_stored += len(pending)
         report.batches += 1
@@ -504,6 +505,28 @@ def _ordinals(kept: pa.Table, stored: pa.Table) -> pa.Array:
               .filter(pl.col("_new") == 1)
               .sort("_at"))
     return ranked["ordinal"].to_arrow()
+
+
+def _appending(kept: pa.Table, stored: pa.Table) -> dict[tuple[str, str], int]:
+    """The conversations of the kept turns that have stored turns, all of which come before
+    every kept turn of theirs (by start, then turn id, as timelines order them), with how
+    many turns they have stored (``_turns_of`` tables both)."""
+    if not kept.num_rows or not stored.num_rows:
+        return {}
+    keys = ["tenant", "conversation_id"]
+    order = ["started_at", "turn_id"]
+    last = (pl.DataFrame(stored.select([*keys, *order])).sort([*keys, *order])
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col("started_at").last().alias("last_at"),
+                 pl.col("turn_id").last().alias("last_id"), pl.len().alias("count")))
+    first = (pl.DataFrame(kept.select([*keys, *order])).sort([*keys, *order])
+             .group_by(keys, maintain_order=True)
+             .agg(pl.col("started_at").first(), pl.col("turn_id").first()))
+    after = first.join(last, on=keys, how="inner").filter(
+        (pl.col("started_at") > pl.col("last_at"))
+        | ((pl.col("started_at") == pl.col("last_at")) & (pl.col("turn_id") > pl.col("last_id"))))
+    return {(tenant, conversation): int(count) for tenant, conversation, count
+            in after.select([*keys, "count"]).iter_rows()}
 
 
 def _foreign(item: Item, tenant: str, conversation: str, user: str) -> Quarantined:
