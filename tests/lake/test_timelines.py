@@ -143,14 +143,15 @@ def test_a_timeline_grown_from_its_stored_row_equals_one_recomputed_from_every_t
         tmp_path_factory: pytest.TempPathFactory,
         conversations: list[tuple[list[_Turn], list[_Turn]]]) -> None:
     store = LakeStore(tmp_path_factory.mktemp("lake"))
-    before, after = [], []
+    before: list[tuple[str, int, _Turn]] = []
+    after: list[tuple[str, int, _Turn]] = []
     for c, (old, new) in enumerate(conversations):
-        last = max(minute for minute, *_ in old)
+        last = max(turn[0] for turn in old)
         before += [(f"c-{c}", n, turn) for n, turn in enumerate(old)]
         # The new turns start after every stored one (later minute, or the same minute and a
         # later turn id), as a live host's next turns do.
-        after += [(f"c-{c}", len(old) + n, (last + minute, *rest))
-                  for n, (minute, *rest) in enumerate(new)]
+        after += [(f"c-{c}", len(old) + n, (last + minute, title, blocks, lasted, expiry))
+                  for n, (minute, title, blocks, lasted, expiry) in enumerate(new)]
     stored = compute_timelines(store, {("acme", f"c-{c}") for c in range(len(conversations))},
                                complete=_logs(before)).rows
     grown = appended_timelines(stored, _logs(after))
