@@ -183,7 +183,63 @@ class BatchCommitter:
 
     def _write_manifest(self, batch_id: str, file_keys: list[str],
                         conversations: list[tuple[str, str]]) -> None:
+        # The two tables' versions before this batch's commits: see indexable_versions.
         body = json.dumps({"batch_id": batch_id, "file_keys": file_keys,
-                           "conversations": conversations})
+                           "conversations": conversations,
+                           "content_version": self._store.version(Table.CONTENT_ROWS),
+                           "logs_version": self._store.version(Table.TURN_LOGS)})
         self._blobs.write_bytes(self._manifest_key(batch_id), body.encode(), durable=True)
 
+
+
+def indexable_versions(store: LakeStore, *, attempts: int = 5) -> tuple[int | None, int | None]:
+    """The versions of ``content_rows`` and ``turn_logs`` an index build should read: a pair
+    in which every committed content row has its TurnLog, or has none yet only because its
+    batch's TurnLogs are still to come after the pair.
+
+    A batch commits its rows before its TurnLogs. A build that read the two versions in
+    between counted the batch's rows as covered (without indexing them: no TurnLog), and when
+    their TurnLogs then arrived no delta segment could hold them: a live writer's indexer
+    rebuilt the whole partition, 15 times in 37 index steps beside a busy writer. A batch's
+    manifest (written before its commits, removed after) names both versions from before
+    it; its one TurnLog commit comes right after the named one. So while a batch in flight
+    has not committed its TurnLogs as of the version read, the content version read is capped
+    at the one from before its rows. The TurnLog version is read before and after the
+    manifests: a batch that finished in between is tried again (``attempts`` times, then the
+    plain reading, what builds read before)."""
+    content = logs = None
+    for _ in range(attempts):
+        logs = store.version(Table.TURN_LOGS)
+        content = store.version(Table.CONTENT_ROWS)
+        in_flight = _batches_in_flight(store)
+        if store.version(Table.TURN_LOGS) != logs:
+            continue
+        if in_flight is None or content is None:
+            return content, logs
+        waiting = [before for before, logs_before in in_flight
+                   if logs is None or logs <= logs_before]
+        return (min([content, *waiting]), logs)
+    return content, logs
+
+
+def _batches_in_flight(store: LakeStore) -> list[tuple[int, int]] | None:
+    """(content version, TurnLog version) from before each batch in flight, as its manifest
+    names them; None when one names none (a torn manifest, one from before they did, or one
+    of a batch that created a table)."""
+    blobs = store.root.blobs
+    found: list[tuple[int, int]] = []
+    for name in blobs.children(_BATCHES):
+        if not name.endswith(".json"):
+            continue
+        try:
+            manifest = json.loads(blobs.read_bytes(f"{_BATCHES}/{name}"))
+        except FileNotFoundError:
+            continue  # the batch finished while we looked: the TurnLog check sees it
+        except (OSError, ValueError):
+            return None
+        content, logs = (manifest.get("content_version"), manifest.get("logs_version")) \
+            if isinstance(manifest, dict) else (None, None)
+        if not isinstance(content, int) or not isinstance(logs, int):
+            return None
+        found.append((content, logs))
+    return found

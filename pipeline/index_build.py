@@ -5,26 +5,31 @@ Planning, locking and reporting live here; *where* full builds run is pluggable 
 each (``pipeline.ray_jobs.build_on_ray``). A partition whose tables only grew since its build
 gets a delta segment of the new rows (lake.index.delta), in this process: its cost depends on
 the rows added. Everything else is rebuilt whole, and so is a partition whose segments pass
-the compaction thresholds (:class:`Compaction`).
+the compaction thresholds (:class:`Compaction`) — in a background thread, while later deltas
+keep being published, when the caller (a live writer) gives :class:`BackgroundRebases`.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lake.batches import indexable_versions
 from lake.faults import NO_FAULTS, Faults
 from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish
 from lake.index.partition import build_partition, write_partition
+from lake.index.rebase import publish_base, write_base
 from lake.index.status import partition_statuses
 from lake.locks import index_lock
 from lake.settings import Settings
 from lake.store import LakeStore
-from lake.tables import Table
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Compaction:
@@ -64,12 +69,82 @@ class BuildReport:
     dropped: list[str] = field(default_factory=list)
     appended: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
+    rebasing: list[str] = field(default_factory=list)  # rebased in the background meanwhile
 
     @property
     def foreign_vectors(self) -> list[PartitionManifest]:
         """Built partitions holding rows embedded by another model than the one asked for:
         those rows are not searchable by meaning until a build with their model."""
         return [m for m in self.built if m.foreign_vectors]
+
+
+class BackgroundRebases:
+    """Rebases of a live writer's partitions, each run in a thread of its own while the
+    writer's index steps keep publishing delta segments (see lake.index.rebase).
+
+    ``serialize`` is the lock the writer's index steps hold (with the lake's index lock)
+    while they run; a rebase takes both to publish, so it never interleaves with one. A
+    partition is rebased once at a time: asked again while its rebase runs, :meth:`start`
+    does nothing. Only local lakes: an object-store lake's index lock is a lease of its own,
+    and there :meth:`start` declines (the caller rebuilds in its step, as before)."""
+
+    def __init__(self, store: LakeStore, *, model: str | None, serialize: threading.Lock,
+                 faults: Faults = NO_FAULTS) -> None:
+        self._store = store
+        self._model = model
+        self._serialize = serialize
+        self._faults = faults
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, str], threading.Thread] = {}
+        self.published: list[PartitionManifest] = []
+        self.discarded = 0
+        self.failed = 0
+
+    def start(self, begun: PartitionManifest, *, content_version: int,
+              logs_version: int) -> bool:
+        """Rebase the partition of ``begun`` (its live manifest) at the given table versions
+        in the background; False when that cannot be done here (an object-store lake)."""
+        if self._store.root.remote:
+            return False
+        part = (begun.tenant, begun.month)
+        with self._lock:
+            running = self._running.get(part)
+            if running is not None and running.is_alive():
+                return True
+            thread = threading.Thread(target=self._rebase,
+                                      args=(begun, content_version, logs_version),
+                                      name=f"turnlake-rebase-{begun.tenant}-{begun.month}",
+                                      daemon=True)
+            self._running[part] = thread
+            thread.start()
+        return True
+
+    def _rebase(self, begun: PartitionManifest, content_version: int,
+                logs_version: int) -> None:
+        try:
+            base = write_base(self._store, begun, content_version=content_version,
+                              logs_version=logs_version, model=self._model)
+            with self._serialize, index_lock(self._store.root):
+                published = publish_base(self._store, begun, base, model=self._model,
+                                         faults=self._faults)
+        except Exception:  # the partition keeps its segments; the next step tries again
+            log.exception("background rebase of %s/%s failed", begun.tenant, begun.month)
+            with self._lock:
+                self.failed += 1
+            return
+        with self._lock:
+            if published is None:
+                self.discarded += 1
+            else:
+                self.published.append(published)
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the running rebases; True when none is left running."""
+        with self._lock:
+            threads = list(self._running.values())
+        for thread in threads:
+            thread.join(timeout_s)
+        return not any(thread.is_alive() for thread in threads)
 
 
 class PartitionBuilder(Protocol):
@@ -97,7 +172,8 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                   on_partition: Callable[[str, int, int], None] | None = None,
                   faults: Faults = NO_FAULTS,
                   builder: PartitionBuilder = build_in_process,
-                  compaction: Compaction | None = Compaction()) -> BuildReport:
+                  compaction: Compaction | None = Compaction(),
+                  rebases: BackgroundRebases | None = None) -> BuildReport:
     """Bring every stale or missing partition up to date (rebuild all of them with ``full``)
     at the current table versions; drop indexes of partitions that no longer have rows.
 
@@ -107,13 +183,15 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
     (None: never) is merged into one base segment. ``on_partition(name, done, total)``
     reports progress; ``faults`` marks the write boundary after each published partition
     (``index.after_partition``) for crash tests. ``builder`` decides where full builds run;
-    the lock and the plan stay in this process.
+    the lock and the plan stay in this process. With ``rebases``, a partition whose deltas
+    outgrew its base is rebased in the background (``report.rebasing``) instead of in this
+    call, which returns once its delta is live.
     """
     # Versions and statuses are read under the lock: a build that waited for another one
     # then sees what that build published and skips partitions it left fresh.
     with index_lock(store.root):
         return _build(store, model, full, tenant, month, partitions, on_partition, faults,
-                      builder, compaction)
+                      builder, compaction, rebases)
 
 
 def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None = None,
@@ -129,8 +207,7 @@ def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None =
     """
     with index_lock(store.root):
         report = BuildReport()
-        content_version = store.version(Table.CONTENT_ROWS)
-        logs_version = store.version(Table.TURN_LOGS)
+        content_version, logs_version = indexable_versions(store)
         if content_version is None or logs_version is None:
             return report
         statuses = partition_statuses(store, model=model)
@@ -158,10 +235,10 @@ def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None =
 def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
            month: str | None, partitions: set[tuple[str, str]] | None,
            on_partition: Callable[[str, int, int], None] | None, faults: Faults,
-           builder: PartitionBuilder, compaction: Compaction | None) -> BuildReport:
+           builder: PartitionBuilder, compaction: Compaction | None,
+           rebases: BackgroundRebases | None) -> BuildReport:
     report = BuildReport()
-    content_version = store.version(Table.CONTENT_ROWS)
-    logs_version = store.version(Table.TURN_LOGS)
+    content_version, logs_version = indexable_versions(store)
     statuses = partition_statuses(store, model=model)
     todo: list[tuple[str, str]] = []
     for part, status in sorted(statuses.items()):
@@ -205,6 +282,12 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
                 continue
         if appended is None:
             rebuild.append(part)
+        elif compaction is not None and compaction.rebase_due(appended) \
+                and rebases is not None and rebases.start(
+                    appended, content_version=content_version, logs_version=logs_version):
+            report.appended.append(f"{part[0]}/{part[1]}")
+            report.rebasing.append(f"{part[0]}/{part[1]}")
+            finished(appended)
         elif compaction is not None and compaction.due(appended):
             rebuild.append(part)  # published already; the rebuild below merges its segments
             report.compacted.append(f"{part[0]}/{part[1]}")

@@ -27,6 +27,7 @@ from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from pipeline.index_build import (
+    BackgroundRebases,
     BuildReport,
     Compaction,
     PartitionBuilder,
@@ -56,11 +57,16 @@ class LiveWriter:
       ``turnlake ingest``; an embedding failure leaves rows for text search
       (``report.embedding``); lake errors raise :class:`lake.errors.TurnlakeError`.
     * Other processes may write the same lake: the locks order them.
+    * With ``background_rebase``, a partition whose delta segments outgrew its base is
+      rebased in a thread of its own while later index steps keep publishing deltas (local
+      lakes; see lake.index.rebase), so no turn waits behind a full build of its partition
+      to become searchable. :meth:`wait_rebases` waits for those running.
     """
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None, *,
                  embed: bool = True, faults: Faults = NO_FAULTS,
-                 on_rows: Callable[[pa.Table], None] | None = None) -> None:
+                 on_rows: Callable[[pa.Table], None] | None = None,
+                 background_rebase: bool = False) -> None:
         self.settings = settings
         self._provider = (embedder or embedder_from(settings)) if embed else None
         self._model = (self._provider.name if self._provider is not None
@@ -77,6 +83,9 @@ class LiveWriter:
         self._faults = faults
         self._ingest_lock = threading.Lock()
         self._index_lock = threading.Lock()
+        self._rebases = (BackgroundRebases(self._store, model=self._model,
+                                           serialize=self._index_lock, faults=faults)
+                         if background_rebase else None)
 
     @property
     def model(self) -> str:
@@ -106,7 +115,12 @@ class LiveWriter:
         with self._index_lock:
             return build_indexes(self._store, model=self._model, partitions=set(partitions),
                                  faults=self._faults, compaction=self._compaction,
-                                 builder=builder)
+                                 builder=builder, rebases=self._rebases)
+
+    def wait_rebases(self, timeout_s: float | None = None) -> bool:
+        """Wait for the background rebases running (none without ``background_rebase``);
+        True when none is left running."""
+        return self._rebases.wait(timeout_s) if self._rebases is not None else True
 
 
 def _rows_hook(observe: Callable[[pa.Table], None] | None,

@@ -126,14 +126,18 @@ def build_partition(store: LakeStore, tenant: str, month: str, *, content_versio
 
 def write_partition(store: LakeStore, tenant: str, month: str, *, content_version: int,
                     logs_version: int, model: str | None,
-                    exact_max_rows: int | None = None) -> PartitionManifest:
+                    exact_max_rows: int | None = None,
+                    folder_prefix: str = "") -> PartitionManifest:
     """Write one base segment over the partition's live rows, beside the live segments, and
-    return its manifest; nothing changes for readers until it is published."""
+    return its manifest; nothing changes for readers until it is published.
+
+    The segment's folder is its build id, after ``folder_prefix`` when one is given (a
+    hidden folder, which publications leave alone: see lake.index.rebase)."""
     started = time.perf_counter()
     rows, vectors, dim, foreign = live_rows(store, tenant, month, content_version,
                                             logs_version, model)
     build_id = new_segment_id()
-    folder = partition_dir(store.root, tenant, month) / build_id
+    folder = partition_dir(store.root, tenant, month) / f"{folder_prefix}{build_id}"
     semantic = write_segment(folder, rows, vectors, dim, doc_offset=0, lexical_from=None,
                              exact_max_rows=exact_max_rows)
     manifest = PartitionManifest(

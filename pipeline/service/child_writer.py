@@ -37,10 +37,10 @@ _live: LiveWriter | None = None
 _kept = KeptTurns()
 
 
-def _start(settings: Settings, embed: bool, server: int) -> None:
+def _start(settings: Settings, embed: bool, server: int, rebase: bool) -> None:
     die_with_parent(server)
     global _live
-    _live = LiveWriter(settings, embed=embed, on_rows=_kept.note)
+    _live = LiveWriter(settings, embed=embed, on_rows=_kept.note, background_rebase=rebase)
 
 
 def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
@@ -59,11 +59,15 @@ class ChildWriter:
     """The group writer's steps (pipeline.service.steps.WriteSteps) in a child process:
     :meth:`ingest` groups of JSON lines, or :meth:`index` partitions (use one instance per
     step, so the two overlap); ``close()`` stops it. ``embed`` embeds the rows with the
-    settings' model, loaded in the child."""
+    settings' model, loaded in the child; ``background_rebase`` lets the index step rebase
+    a partition in a thread of the child while its next steps publish deltas
+    (LiveWriter)."""
 
-    def __init__(self, settings: Settings, *, embed: bool) -> None:
+    def __init__(self, settings: Settings, *, embed: bool,
+                 background_rebase: bool = False) -> None:
         self._settings = settings
         self._embed = embed
+        self._rebase = background_rebase
         self._lock = threading.Lock()
         self._pool = self._new_pool()
 
@@ -71,7 +75,8 @@ class ChildWriter:
         return ProcessPoolExecutor(max_workers=1,
                                    mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_start,
-                                   initargs=(self._settings, self._embed, os.getpid()))
+                                   initargs=(self._settings, self._embed, os.getpid(),
+                                             self._rebase))
 
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch in the child: its report, and the identities of the

@@ -75,7 +75,10 @@ class GroupWriter:
         self._indexer: WriteSteps | None
         if child:
             self._ingester = ChildWriter(settings, embed=embedder is not None)
-            self._indexer = ChildWriter(settings, embed=False) if index else None
+            # The indexer rebases a partition in the background: no delta (and no turn's
+            # time until searchable) waits behind a full build of its partition.
+            self._indexer = (ChildWriter(settings, embed=False, background_rebase=True)
+                             if index else None)
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
