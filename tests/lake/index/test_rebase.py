@@ -81,7 +81,10 @@ def _folders(lake: Path) -> set[str]:
 
 
 def _begin(settings: Settings) -> tuple[PartitionManifest, PartitionManifest]:
-    """The live manifest and a new base written beside it at the current versions."""
+    """A partition of a base and a delta segment: its live manifest and a new base written
+    beside it at the current versions."""
+    _ingest(settings, range(12))
+    _ingest(settings, range(20, 24))
     store = LakeStore(settings.lake)
     begun = _live(Path(settings.lake))
     versions = store.version(Table.CONTENT_ROWS), store.version(Table.TURN_LOGS)
@@ -101,8 +104,6 @@ def _publish(settings: Settings, begun: PartitionManifest, base: PartitionManife
 def test_a_base_written_beside_deltas_goes_live_with_a_delta_of_what_came_after_it(
         hashing_settings: Settings, tmp_path: Path) -> None:
     lake = Path(hashing_settings.lake)
-    _ingest(hashing_settings, range(12))
-    _ingest(hashing_settings, range(20, 24))
     begun, base = _begin(hashing_settings)
     assert f"{HIDDEN_PREFIX}{base.build_id}" in _folders(lake)
     # A delta published meanwhile (on the old base) leaves the hidden base alone.
@@ -121,8 +122,6 @@ def test_a_base_written_beside_deltas_goes_live_with_a_delta_of_what_came_after_
 def test_a_base_is_discarded_when_another_build_replaced_the_live_base(
         hashing_settings: Settings) -> None:
     lake = Path(hashing_settings.lake)
-    _ingest(hashing_settings, range(12))
-    _ingest(hashing_settings, range(20, 24))
     begun, base = _begin(hashing_settings)
     build_indexes(LakeStore(lake), model=MODEL, full=True)
     rebuilt = _live(lake)
@@ -133,8 +132,6 @@ def test_a_base_is_discarded_when_another_build_replaced_the_live_base(
 
 def test_a_base_written_before_an_erase_never_goes_live(hashing_settings: Settings) -> None:
     lake = Path(hashing_settings.lake)
-    _ingest(hashing_settings, range(12))
-    _ingest(hashing_settings, range(20, 24))
     begun, base = _begin(hashing_settings)
     erase(hashing_settings, ErasureTarget("acme", conversation_id="c-1"), actor="test")
     before = _live(lake)
@@ -147,8 +144,6 @@ def test_a_base_written_before_an_erase_never_goes_live(hashing_settings: Settin
 def test_a_base_is_discarded_when_rows_went_without_a_new_index(
         hashing_settings: Settings) -> None:
     lake = Path(hashing_settings.lake)
-    _ingest(hashing_settings, range(12))
-    _ingest(hashing_settings, range(20, 24))
     begun, base = _begin(hashing_settings)
     store = LakeStore(lake)
     for table in (Table.CONTENT_ROWS, Table.TURN_LOGS):
@@ -173,8 +168,6 @@ def _crash_at(point: str) -> Faults:
 def test_a_crash_while_a_base_goes_live_leaves_the_previous_segments_live(
         hashing_settings: Settings, point: str) -> None:
     lake = Path(hashing_settings.lake)
-    _ingest(hashing_settings, range(12))
-    _ingest(hashing_settings, range(20, 24))
     begun, base = _begin(hashing_settings)
     _ingest(hashing_settings, range(30, 33))
     live = _live(lake)
