@@ -191,7 +191,6 @@ class BatchCommitter:
         self._blobs.write_bytes(self._manifest_key(batch_id), body.encode(), durable=True)
 
 
-
 def indexable_versions(store: LakeStore, *, attempts: int = 5) -> tuple[int | None, int | None]:
     """The versions of ``content_rows`` and ``turn_logs`` an index build should read: a pair
     in which every committed content row has its TurnLog, or has none yet only because its

@@ -31,6 +31,7 @@ from lake.store import LakeStore
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Compaction:
     """When a partition's segments are merged into a new base (from :class:`Settings`)."""
@@ -96,7 +97,8 @@ class BackgroundRebases:
         self._faults = faults
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str], threading.Thread] = {}
-        self.published: list[PartitionManifest] = []
+        # How the rebases ended: live, discarded (the partition changed under them), failed.
+        self.published = 0
         self.discarded = 0
         self.failed = 0
 
@@ -136,7 +138,7 @@ class BackgroundRebases:
             if published is None:
                 self.discarded += 1
             else:
-                self.published.append(published)
+                self.published += 1
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for the running rebases; True when none is left running."""
