@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -188,6 +189,58 @@ def test_delta_segment_and_compaction_killed_leave_the_last_segments_live(
     done = cli(lake, "index", "compact")
     assert done.returncode == 0 and "0 compacted" in done.stdout
     kill_log.record("index delta segment / compaction", 4, kills,
+                    "previous segments live, lake clean")
+
+
+def _build_folders(lake: Path) -> set[str]:
+    return {p.name for p in (lake / "indexes" / "acme" / "2026-03").iterdir() if p.is_dir()}
+
+
+def _live_segments(lake: Path) -> set[str]:
+    current = read_current(lake, "acme", "2026-03")
+    assert current is not None
+    return set(current[1].live_segments)
+
+
+_LIVE_WRITER = """
+import json, sys
+from lake.settings import Settings
+from pipeline.live import LiveWriter
+writer = LiveWriter(Settings(lake=sys.argv[1], embedding_model="hashing-64"),
+                    background_rebase=True)
+for line in open(sys.argv[2]):
+    writer.record([line])
+assert writer.wait_rebases(120)
+"""
+
+
+def test_a_background_rebase_killed_leaves_the_last_segments_live(
+        tmp_path: Path, kill_log: KillLog) -> None:
+    lake = tmp_path / "lake"
+    first = [turn_record(n, conversation=f"c-{n % 3}") for n in range(25)]
+    _seed(lake, first, index=True)
+    # One turn at a time from a live writer: past three (6 rows > 10 % of 50) its partition
+    # is rebased in the background, and the process is killed as the new base goes live.
+    more = [turn_record(200 + n, conversation="c-live") for n in range(12)]
+    records = tmp_path / "more.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in more))
+    before = _segment_count(lake)
+    killed = subprocess.run([sys.executable, "-c", _LIVE_WRITER, str(lake), str(records)],
+                            env=cli_env("index.rebase_visible"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=180)
+    assert killed.returncode == KILLED, killed.stderr[-2000:]
+    audit = clean(audit_lake(lake))
+    assert audit.keys >= {key_of(r) for r in first}
+    assert _segment_count(lake) > before, "the deltas before the kill are live"
+    left = _build_folders(lake) - _live_segments(lake)
+    assert len(left) == 1 and not next(iter(left)).startswith("."), "the base, visible"
+    # The next publication removes the base the kill left visible beside the live segments.
+    _seed(lake, [turn_record(300, conversation="c-after")], index=False)
+    assert cli(lake, "index", "build").returncode == 0
+    audit = clean(audit_lake(lake))
+    assert audit.not_fresh == []
+    assert _build_folders(lake) == _live_segments(lake)
+    kill_log.record("background rebase of a live writer", 1, 1,
                     "previous segments live, lake clean")
 
 
