@@ -130,12 +130,11 @@ class BatchCommitter:
         rest = [pair for pair in conversations if pair not in grow]
         new_logs = rows_of_conversations(sources, new_conversations) if new_conversations else None
         update = compute_timelines(self._store, rest, complete=new_logs, pending=sources)
-        if not grow:
-            return TimelineUpdate(update.rows, update.live, update.gone, set(counts))
-        grown = appended_timelines(rows_of_conversations(stored, grow),
-                                   rows_of_conversations(sources, grow))
-        return TimelineUpdate(pa.concat_tables([update.rows, grown]), update.live | grow,
-                              update.gone, set(counts))
+        rows = update.rows
+        if grow:
+            rows = pa.concat_tables([rows, appended_timelines(
+                rows_of_conversations(stored, grow), rows_of_conversations(sources, grow))])
+        return TimelineUpdate(rows, update.live | grow, update.gone, set(counts))
 
     def _store_bytes(self, pending_files: Sequence[PendingFile]) -> None:
         """Move a batch's hosted bytes into place and flush them to disk."""

@@ -66,8 +66,10 @@ class TimelineUpdate:
         if self.gone:
             store.delete(Table.TIMELINES, sql_conversations(self.gone))
         if self.rows.num_rows:
-            present = (self.present & self.live if self.present is not None
-                       else _with_timeline(store, self.live))
+            present = (self.present if self.present is not None
+                       else _pairs(stored_timelines(store, self.live,
+                                                    columns=["tenant", "conversation_id"])))
+            present &= self.live
             _write_rows(store, self.rows, self.live, present)
         return int(self.rows.num_rows)
 
@@ -89,8 +91,7 @@ def compute_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
-    live = set(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
-                   strict=True))
+    live = _pairs(rows)
     return TimelineUpdate(rows, live, [pair for pair in wanted if pair not in live])
 
 
@@ -117,8 +118,7 @@ def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
     rest = wanted
     if complete is not None and complete.num_rows:
         held = rows_of_conversations(complete.select(TIMELINE_SOURCE_COLUMNS), wanted)
-        inside = set(zip(held["tenant"].to_pylist(), held["conversation_id"].to_pylist(),
-                         strict=True))
+        inside = _pairs(held)
         parts.append(held)
         rest = [pair for pair in wanted if pair not in inside]
     if rest or not parts:
@@ -153,12 +153,13 @@ def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]],
     store.append(Table.TIMELINES, rows.filter(pc.invert(known)))
 
 
-def stored_timelines(store: LakeStore, conversations: Collection[tuple[str, str]]) -> pa.Table:
-    """The stored timeline rows of the given (tenant, conversation_id) pairs (those that have
-    one)."""
+def stored_timelines(store: LakeStore, conversations: Collection[tuple[str, str]], *,
+                     columns: list[str] | None = None) -> pa.Table:
+    """The stored timeline rows (``columns`` of them; all by default) of the given (tenant,
+    conversation_id) pairs, those that have one."""
     if not conversations or not store.exists(Table.TIMELINES):
-        return TIMELINES.empty_table()
-    return store.read(Table.TIMELINES, filter=conversation_filter(conversations))
+        return TIMELINES.empty_table().select(columns or TIMELINES.names)
+    return store.read(Table.TIMELINES, columns=columns, filter=conversation_filter(conversations))
 
 
 def appended_timelines(stored: pa.Table, logs: pa.Table) -> pa.Table:
@@ -200,16 +201,9 @@ def appended_timelines(stored: pa.Table, logs: pa.Table) -> pa.Table:
     return grown.select(TIMELINES.names).to_arrow().cast(TIMELINES)
 
 
-def _with_timeline(store: LakeStore, conversations: set[tuple[str, str]]
-                   ) -> set[tuple[str, str]]:
-    """The conversations among ``conversations`` that have a timeline row."""
-    if not store.exists(Table.TIMELINES):
-        return set()
-    found = store.read(Table.TIMELINES, columns=["tenant", "conversation_id"],
-                       filter=conversation_filter(conversations))
-    return set(zip(found["tenant"].to_pylist(), found["conversation_id"].to_pylist(),
-                   strict=True))
-
+def _pairs(rows: pa.Table) -> set[tuple[str, str]]:
+    """The (tenant, conversation_id) pairs of rows."""
+    return set(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(), strict=True))
 
 def sql_conversations(conversations: Iterable[tuple[str, str]]) -> str:
     """A SQL predicate selecting (tenant, conversation_id) pairs; ids are validated, so

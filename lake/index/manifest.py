@@ -210,7 +210,7 @@ def _remove_local_builds(base: Path, keep: str | set[str] | None) -> None:
             continue
         if newest is not None and child.name > newest:
             continue  # newer than what the caller knows: not its to judge
-        if newest is None and not (child / _COMPLETE).exists() and _recently_touched(child):
+        if newest is None and not (child / _COMPLETE).exists() and recently_touched(child):
             continue
         shutil.rmtree(child, ignore_errors=True)
 
@@ -218,7 +218,9 @@ def _remove_local_builds(base: Path, keep: str | set[str] | None) -> None:
 _UNFINISHED_GRACE_S = 3600.0
 
 
-def _recently_touched(folder: Path) -> bool:
+def recently_touched(folder: Path) -> bool:
+    """Whether ``folder`` changed within the last hour: an unfinished build folder that old
+    is a crashed writer's, a younger one may still be being written."""
     try:
         return time.time() - folder.stat().st_mtime < _UNFINISHED_GRACE_S
     except OSError:

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
+from pathlib import Path
 
 from lake.batches import indexable_versions
 from lake.faults import NO_FAULTS, Faults
 from lake.index.delta import append_partition
-from lake.index.manifest import PartitionManifest, partition_dir, read_current
+from lake.index.manifest import PartitionManifest, partition_dir, read_current, recently_touched
 from lake.index.partition import write_partition
 from lake.store import LakeStore
 
 HIDDEN_PREFIX = ".rebase-"
-_LEFTOVER_S = 3600.0  # a hidden folder untouched this long is a crashed rebase's
 
 
 def write_base(store: LakeStore, begun: PartitionManifest, *, content_version: int,
@@ -69,12 +68,8 @@ def publish_base(store: LakeStore, begun: PartitionManifest, base: PartitionMani
     return published
 
 
-def _remove_leftovers(folder: os.PathLike[str]) -> None:
-    """Remove hidden rebase folders that crashed rebases left (an hour untouched)."""
-    path = os.fspath(folder)
-    if not os.path.isdir(path):
-        return
-    for entry in os.scandir(path):
-        if entry.name.startswith(HIDDEN_PREFIX) and entry.is_dir() \
-                and time.time() - entry.stat().st_mtime > _LEFTOVER_S:
-            shutil.rmtree(entry.path, ignore_errors=True)
+def _remove_leftovers(folder: Path) -> None:
+    """Remove hidden rebase folders that crashed rebases left (see recently_touched)."""
+    for child in folder.glob(f"{HIDDEN_PREFIX}*") if folder.is_dir() else ():
+        if child.is_dir() and not recently_touched(child):
+            shutil.rmtree(child, ignore_errors=True)
