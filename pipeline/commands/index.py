@@ -7,6 +7,7 @@ partition (see pipeline.ray_jobs); without it they work in this process.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,13 +97,36 @@ def _per_partition(progress: JobProgress, label: str) -> Callable[[str, int, int
 
 index_app = typer.Typer(no_args_is_help=True, help="Build and inspect partition indexes.")
 app.add_typer(index_app, name="index")
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+
+def _checked_month(value: str | None) -> str | None:
+    """``--month`` as partitions name it, or a usage error (a month that names no partition
+    would otherwise match nothing without a word)."""
+    if value is not None and not _MONTH.fullmatch(value):
+        raise typer.BadParameter(f"{value!r} is not a month as YYYY-MM (e.g. 2026-03)")
+    return value
+
+
+MonthOption = Annotated[str | None, typer.Option(help="Only this month (YYYY-MM).",
+                                                 callback=_checked_month)]
+
+
+def _say_if_nothing_matched(report: BuildReport, tenant: str | None,
+                            month: str | None) -> None:
+    """A --tenant / --month that selected no partition of the lake is said, not passed over."""
+    if (tenant or month) and not report.built and not report.skipped_fresh \
+            and not report.dropped:
+        what = " ".join(f"{name} {value}" for name, value in
+                        (("tenant", tenant), ("month", month)) if value)
+        console.print(f"[yellow]note:[/] no partition of {what} matched in this lake")
 
 
 @index_app.command("build", cls=RayFlagCommand)
 def index_build(
     full: Annotated[bool, typer.Option(help="Rebuild every partition, fresh or not.")] = False,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
-    month: Annotated[str | None, typer.Option(help="Only this month (YYYY-MM).")] = None,
+    month: MonthOption = None,
     ray: RayOption = None,
     ray_cpus: RayCpusOption = None,
     lake: LakeOption = None,
@@ -119,6 +143,7 @@ def index_build(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     _print_built(report)
+    _say_if_nothing_matched(report, tenant, month)
     out.print(f"{len(report.built)} built, {report.skipped_fresh} already fresh")
 
 
@@ -145,7 +170,7 @@ def _print_built(report: BuildReport) -> None:
 @index_app.command("compact")
 def index_compact(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
-    month: Annotated[str | None, typer.Option(help="Only this month (YYYY-MM).")] = None,
+    month: MonthOption = None,
     lake: LakeOption = None,
 ) -> None:
     """Merge each partition's index segments into one new base segment."""
@@ -159,6 +184,7 @@ def index_compact(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     _print_built(report)
+    _say_if_nothing_matched(report, tenant, month)
     out.print(f"{len(report.compacted)} compacted, {report.skipped_fresh} already one segment")
 
 

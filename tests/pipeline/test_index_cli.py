@@ -57,3 +57,24 @@ def test_index_compact_merges_delta_segments(runner: CliRunner, tmp_path: Path) 
     assert "1 compacted" in done.output
     row = _status(runner)
     assert (row["segments"], row["freshness"], row["rows"]) == (1, "fresh", 82)
+
+
+@pytest.mark.parametrize("command", ["build", "compact"])
+def test_a_month_not_written_as_yyyy_mm_is_a_usage_error(runner: CliRunner,
+                                                          command: str) -> None:
+    result = runner.invoke(app, ["index", command, "--month", "13-2026"])
+    assert result.exit_code == 2
+    assert "'13-2026' is not a month as YYYY-MM" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["build", "compact"])
+def test_a_tenant_or_month_that_selects_no_partition_is_said(runner: CliRunner, tmp_path: Path,
+                                                            command: str) -> None:
+    path = write_jsonl(tmp_path / "a.jsonl", [make_record(0)])
+    assert runner.invoke(app, ["ingest", str(path)]).exit_code == 0
+    result = runner.invoke(app, ["index", command, "--tenant", "acme", "--month", "2025-01"])
+    assert result.exit_code == 0
+    assert "no partition of tenant acme month 2025-01 matched in this lake" in result.output
+    matched = runner.invoke(app, ["index", command, "--tenant", "acme", "--month", "2026-03"])
+    assert matched.exit_code == 0 and "matched in this lake" not in matched.output
