@@ -326,3 +326,34 @@ def test_user_scope_weighs_words_by_the_users_own_history(
     (part,) = service._open.values()  # the partition the search opened
     first, _ = part.lexical.search("jon turtles", limit=1, user_id="u-ana")[0]
     assert part.rows.column("conversation_id")[first].as_py() != "c-8"
+
+
+@pytest.mark.parametrize("principal,scope", [(ANALYST, "tenant"), (ANA, "user")])
+def test_a_wide_scope_running_its_semantic_arm_aside_finds_the_same(
+        service: SearchService, monkeypatch: pytest.MonkeyPatch, principal: Principal,
+        scope: str) -> None:
+    import lake.search.service as service_module
+
+    queries = ["deploy failed ERR_CONNECTION_RESET", "invoice charged twice", "zanzibar",
+               "CrashLopBackof pods", "budget"]
+
+    def answers() -> list[list[tuple[str, str, float, dict[str, int | None]]]]:
+        out = []
+        for query in queries:
+            result = service.search(SearchRequest(query, principal, scope=scope,  # type: ignore[arg-type]
+                                                  as_of=AS_OF, k=10))
+            assert {"semantic", "lexical", "trigram"} <= set(result.timings_ms)
+            out.append([(h.conversation_id, h.turn_id, h.score, dict(h.ranks))
+                        for h in result.hits])
+        return out
+
+    monkeypatch.setattr(service_module, "PARALLEL_ARMS_MIN_ROWS", 10**9)
+    in_line = answers()
+    submitted: list[object] = []
+    pool = service_module._arm_pool()
+    real_submit = pool.submit
+    monkeypatch.setattr(pool, "submit", lambda *a, **k: submitted.append(a) or real_submit(*a, **k))
+    monkeypatch.setattr(service_module, "PARALLEL_ARMS_MIN_ROWS", 1)
+    assert answers() == in_line
+    assert len(submitted) == len(queries)  # each search ran its semantic arm aside
+    assert any(in_line)
