@@ -7,6 +7,8 @@ time; a probe samples acknowledged turns and polls search until each is found. P
 turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load;
 idle is measured twice, on the seeded lake before the load and on the grown lake after it
 (once the last acknowledged turn is searchable), which is the one the load figure compares to.
+Last, the four searchers run alone on the grown lake for up to 10 s: under load, a search
+waits for the other three as well as for the recording, and this figure tells the two apart.
 Clients run as threads of this process, so on a small machine they compete with the server
 for the cores: the figures are the whole loop's, client included.
 """
@@ -244,6 +246,17 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             stop.set()
             waiter.join()
         idle_after = _search_latency(url, analyst, 60)
+        # The same four searchers with nobody recording: what concurrency alone costs a
+        # search, apart from what the recording costs it.
+        alone, stop = _Load(), threading.Event()
+        threads = [threading.Thread(target=_searcher, args=(url, analyst, s, stop, alone))
+                   for s in range(SEARCHERS)]
+        for thread in threads:
+            thread.start()
+        time.sleep(min(seconds, 10.0))
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
     finally:
         stop_server(proc)
     batch = _histogram_mean(metrics, "turnlake_commit_turns")
@@ -263,6 +276,8 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
         "search_load_p50_ms": _pct(load.searches, 50),
         "search_load_p95_ms": _pct(load.searches, 95),
         "searches_under_load": len(load.searches),
+        "search_searchers_alone_p50_ms": _pct(alone.searches, 50),
+        "search_searchers_alone_p95_ms": _pct(alone.searches, 95),
         "mean_turns_per_commit": batch, "errors": load.errors[:3],
     }
 
