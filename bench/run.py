@@ -271,10 +271,19 @@ def bench_ray_section(rows: int) -> dict[str, Any]:
 
 
 def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any]:
-    """`turnlake serve` on loopback: 8 recording + 4 searching clients for ``seconds``."""
+    """`turnlake serve` on loopback: 8 recording + 4 searching clients for ``seconds``
+    (50-turn requests), then the same with 1- and 200-turn requests for up to 15 s each: a
+    group commit's cost is mostly fixed, so turns/s follow the turns in flight."""
     from bench.serve import bench_serve
 
-    return bench_serve(seconds, embed=embed)
+    out = bench_serve(seconds, embed=embed)
+    out["by_request_size"] = {
+        str(size): {name: figures[name] for name in (
+            "turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p95_s",
+            "search_load_p50_ms", "search_searchers_alone_p50_ms", "mean_turns_per_commit")}
+        for size in (1, 200)
+        for figures in [bench_serve(min(seconds, 15.0), embed=embed, per_request=size)]}
+    return out
 
 
 def bench_http_search_section(rows: int) -> dict[str, Any]:

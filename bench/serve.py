@@ -1,8 +1,8 @@
 """Service benchmark: a real ``turnlake serve`` on loopback under recording and search load.
 
-Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index]`` (default 15 s,
-without embeddings, indexes built after commits).
-8 recording clients post 50-turn requests and 4 searching clients post searches, for a bounded
+Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index] [--per-request=N]``
+(default 15 s, without embeddings, indexes built after commits, 50 turns a request).
+8 recording clients post N-turn requests and 4 searching clients post searches, for a bounded
 time; a probe samples acknowledged turns and polls search until each is found. Printed:
 turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load;
 idle is measured twice, on the seeded lake before the load and on the grown lake after it
@@ -104,22 +104,23 @@ class _Load:
         self.errors: list[str] = []
 
 
-def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Load) -> None:
+def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Load,
+              per_request: int) -> None:
     n = 0
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
                       timeout=120) as http:
         while not stop.is_set():
-            body = {"turns": [_record(n + i, client) for i in range(PER_REQUEST)]}
+            body = {"turns": [_record(n + i, client) for i in range(per_request)]}
             t = time.perf_counter()
             answer = http.post("/v1/turns", json=body)
             acked = time.perf_counter()
-            n += PER_REQUEST
+            n += per_request
             with load.lock:
-                if answer.status_code != 200 or answer.json()["accepted"] != PER_REQUEST:
+                if answer.status_code != 200 or answer.json()["accepted"] != per_request:
                     load.errors.append(answer.text[:300])
                     return
                 load.acks.append(acked - t)
-                load.turns += PER_REQUEST
+                load.turns += per_request
                 load.last = f"mk{client}x{n - 1}"
                 if len(load.acks) % 4 == 0:
                     load.sample.append((f"mk{client}x{n - 1}", acked))
@@ -182,9 +183,12 @@ def _search_latency(url: str, key: str, n: int) -> list[float]:
 
 
 def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = True,
-                workers: int = 1) -> dict[str, Any]:
+                workers: int = 1, per_request: int = PER_REQUEST) -> dict[str, Any]:
     """Run the load for ``seconds`` against a fresh lake; the figures as a dict. With
-    ``index=False`` the server builds no index (recording alone; nothing becomes searchable)."""
+    ``index=False`` the server builds no index (recording alone; nothing becomes searchable);
+    ``per_request`` is the number of turns each recording request carries."""
+    if per_request < 1:
+        raise ValueError(f"per_request must be at least 1, not {per_request}")
     root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     lake = root / "lake"
     keys = KeyStore(lake)
@@ -217,12 +221,14 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
         waiter.join()
         idle = _search_latency(url, analyst, 60)
         load, stop = _Load(), threading.Event()
-        threads = [threading.Thread(target=_recorder, args=(url, recorder, c, stop, load))
+        threads = [threading.Thread(target=_recorder,
+                                    args=(url, recorder, c, stop, load, per_request))
                    for c in range(RECORDERS)]
         threads += [threading.Thread(target=_searcher, args=(url, analyst, s, stop, load))
                     for s in range(SEARCHERS)]
         if index:
             threads.append(threading.Thread(target=_probe, args=(url, analyst, stop, load)))
+        before = httpx.get(f"{url}/metrics", timeout=10).text
         started = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -259,11 +265,11 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
             thread.join(timeout=120)
     finally:
         stop_server(proc)
-    batch = _histogram_mean(metrics, "turnlake_commit_turns")
+    batch = _histogram_mean(metrics, "turnlake_commit_turns", since=before)
     return {
         "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers,
         "recorders": RECORDERS,
-        "searchers": SEARCHERS, "turns_per_request": PER_REQUEST,
+        "searchers": SEARCHERS, "turns_per_request": per_request,
         "turns": load.turns, "turns_per_s": round(load.turns / elapsed),
         "ack_p50_ms": _pct(load.acks, 50), "ack_p95_ms": _pct(load.acks, 95),
         "ack_to_searchable_p50_s": _pct(load.visible, 50, 1.0),
@@ -282,19 +288,28 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     }
 
 
-def _histogram_mean(text: str, name: str) -> float | None:
-    """The mean of a Prometheus histogram in exposition text."""
-    values = {}
-    for line in text.splitlines():
-        for part in ("_sum", "_count"):
-            if line.startswith(f"{name}{part} "):
-                values[part] = float(line.split()[1])
-    if values.get("_count"):
-        return round(values["_sum"] / values["_count"], 1)
-    return None
+def _histogram_mean(text: str, name: str, *, since: str = "") -> float | None:
+    """The mean of a Prometheus histogram in exposition text, of the observations made after
+    the exposition ``since`` when given (the seeding's commits are not the load's)."""
+    def totals(exposition: str) -> dict[str, float]:
+        values = {"_sum": 0.0, "_count": 0.0}
+        for line in exposition.splitlines():
+            for part in values:
+                if line.startswith(f"{name}{part} "):
+                    values[part] = float(line.split()[1])
+        return values
+
+    now, then = totals(text), totals(since)
+    count = now["_count"] - then["_count"]
+    return round((now["_sum"] - then["_sum"]) / count, 1) if count else None
 
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    sizes = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--per-request=")]
+    if sizes and not sizes[-1].isdigit():
+        sys.exit(f"--per-request takes a whole number of turns, not {sizes[-1]!r}")
     print(json.dumps(bench_serve(float(args[0]) if args else 15.0, embed="--embed" in sys.argv,
-                                 index="--no-index" not in sys.argv), indent=2))
+                                 index="--no-index" not in sys.argv,
+                                 per_request=int(sizes[-1]) if sizes else PER_REQUEST),
+                     indent=2))
