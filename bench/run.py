@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shutil
@@ -301,7 +302,8 @@ def scale_paper_section(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(results: dict[str, Any]) -> list[str]:
-    """PNG plots of the figures people read: recall by k and latency by arm."""
+    """PNG plots of the figures people read: recall by k, latency by arm, the service's
+    throughput by request size."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -346,6 +348,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         fig.tight_layout()
         fig.savefig(RESULTS / "ingest_runs.png", dpi=110)
         made.append("ingest_runs.png")
+    if "by_request_size" in results.get("serve", {}):
+        made.append(_serve_plot(results["serve"], plt))
     scale_keys = [k for k in results if k.startswith("scale_")]
     if scale_keys:
         fig, ax = plt.subplots(figsize=(10, 4))
@@ -361,6 +365,39 @@ def plot(results: dict[str, Any]) -> list[str]:
         fig.savefig(RESULTS / "search_latency.png", dpi=110)
         made.append("search_latency.png")
     return made
+
+
+def _serve_plot(figures: dict[str, Any], plt: Any) -> str:
+    """Turns/s and the time until searchable by turns per request: a group commit's cost is
+    mostly fixed, so throughput follows the turns in flight, and the indexer's lag with it."""
+    sizes = {int(n): f for n, f in figures["by_request_size"].items()}
+    sizes[int(figures["turns_per_request"])] = figures
+    ordered = sorted(sizes)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(ordered, [sizes[n]["turns_per_s"] for n in ordered], marker="o")
+    left.axhline(2000, color="grey", linestyle="--", label="target (--no-embed)")
+    left.set_xscale("log")
+    left.set_xlabel("turns per request (8 recording clients, 4 searching)")
+    left.set_ylabel("turns/s recorded")
+    left.legend()
+    def seconds(value: float | None, scale: float = 1.0) -> float:
+        return math.nan if value is None else value / scale  # no sample: a gap in the line
+
+    right.plot(ordered, [seconds(sizes[n]["ack_to_searchable_p95_s"]) for n in ordered],
+               marker="o", label="ack → searchable p95")
+    right.plot(ordered, [seconds(sizes[n]["ack_p50_ms"], 1000) for n in ordered], marker="o",
+               label="ack p50")
+    right.axhline(1.0, color="grey", linestyle="--", label="target (searchable)")
+    right.set_xscale("log")
+    right.set_xlabel("turns per request")
+    right.set_ylabel("s")
+    right.legend()
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.suptitle("turnlake serve on loopback, 2 cores")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "serve_by_request_size.png", dpi=110)
+    return "serve_by_request_size.png"
 
 
 def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
