@@ -59,6 +59,10 @@ _WRITER = WriterProperties(
     column_properties={name: ColumnProperties(statistics_enabled="NONE") for name in _FREE_TEXT})
 _LOG_RETENTION = "delta.logRetentionDuration"
 _NO_LOG_RETENTION = "interval 0 days"
+# Delta's own default, set explicitly because the log cleanup below lowers it for a moment:
+# a table left at zero days drops every older log entry at each automatic checkpoint (every
+# CHECKPOINT_INTERVAL commits), under readers still reading them, and fails their reads.
+_STANDING_LOG_RETENTION = "interval 30 days"
 # Compaction's file size: a month of a busy tenant's rows in a few files, each still small
 # enough that a filtered scan skips most of the others.
 COMPACT_TARGET_BYTES = 128 * 1024 * 1024
@@ -89,7 +93,8 @@ def _translated(table: Table, action: str) -> Iterator[None]:
 def _table_properties(table: Table) -> dict[str, str]:
     """The Delta table properties every table of the lake is created with."""
     return {"delta.dataSkippingStatsColumns": _STATS_COLUMNS[table],
-            "delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
+            "delta.checkpointInterval": str(CHECKPOINT_INTERVAL),
+            _LOG_RETENTION: _STANDING_LOG_RETENTION}
 
 
 def _evolved(dt: DeltaTable, table: Table) -> DeltaTable:
@@ -506,15 +511,12 @@ class LakeStore:
         return float(history[0]["timestamp"]) / 1000.0 if history else None
 
     def checkpoint(self, table: Table) -> None:
-        """Write a checkpoint of the current version, with the log retention set to none so
-        that ``cleanup_log`` may then drop every older entry (see ``truncate_log``)."""
+        """Write a checkpoint of the current version, so that ``cleanup_log`` may then drop
+        every older entry (see ``truncate_log``)."""
         dt = self._open_fresh(table)
         if dt is None:
             return
         with _translated(table, "checkpoint"):
-            if dt.metadata().configuration.get(_LOG_RETENTION) != _NO_LOG_RETENTION:
-                dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
-                dt.update_incremental()
             dt.create_checkpoint()
 
     def cleanup_log(self, table: Table) -> int:
@@ -522,13 +524,23 @@ class LakeStore:
 
         A reader opening the table lists the log first and reads the entries after, so one
         that listed before the checkpoint was written needs the older entries a moment longer.
+        The table's log retention is lowered to none for the cleanup only: left so, every
+        automatic checkpoint would do the same behind the readers of a live lake.
         """
         dt = self._open_fresh(table)
         if dt is None:
             return 0
         before = set(self._log_names(table))
         with _translated(table, "log cleanup"):
-            dt.cleanup_metadata()
+            dt.alter.set_table_properties({_LOG_RETENTION: _NO_LOG_RETENTION})
+            dt.update_incremental()
+            try:
+                dt.cleanup_metadata()
+            finally:
+                # A crash before this leaves zero days: the next write through ensure()
+                # sets the standing retention again (_evolved).
+                dt.alter.set_table_properties({_LOG_RETENTION: _STANDING_LOG_RETENTION})
+                dt.update_incremental()
         return len(before - set(self._log_names(table)))
 
     def _vacuum(self, table: Table, *, full: bool, dry_run: bool) -> list[str]:

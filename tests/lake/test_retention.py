@@ -30,7 +30,7 @@ from lake.retention import (
     write_audit,
 )
 from lake.settings import RetentionRule, Settings
-from lake.store import LakeStore, Partition
+from lake.store import CHECKPOINT_INTERVAL, LakeStore, Partition
 from lake.tables import Table
 from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
 
@@ -156,13 +156,38 @@ def test_delete_counts_and_keeps_tables_filterable(settings: Settings, tmp_path:
     store.vacuum(Table.TURN_LOGS, full=True)
     assert not stray.exists()
     assert store.truncate_log(Table.TURN_LOGS) > 0
-    log = sorted(p.name for p in (store.path(Table.TURN_LOGS) / "_delta_log").iterdir())
-    version = store.latest_version(Table.TURN_LOGS)
-    assert log == [f"{version:020d}.checkpoint.parquet", f"{version:020d}.json",
-                   "_last_checkpoint"]
+    checkpoints, commits = _log_versions(store)
+    # Nothing older than the checkpoint is left; after it, the cleanup's own two commits
+    # (log retention lowered, then set back).
+    assert commits == list(range(checkpoints[-1], checkpoints[-1] + 3))
     assert store.read(Table.TURN_LOGS).num_rows == 5
     store.append(Table.TURN_LOGS, store.read(Table.TURN_LOGS).slice(0, 1))
     assert store.read(Table.TURN_LOGS).num_rows == 6
+
+
+def _log_versions(store: LakeStore) -> tuple[list[int], list[int]]:
+    """The versions of the turn log table's checkpoints and of its commits in the log."""
+    names = [p.name for p in (store.path(Table.TURN_LOGS) / "_delta_log").iterdir()]
+    return (sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet")),
+            sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[0].isdigit()))
+
+
+def test_a_truncated_log_keeps_its_later_entries_through_automatic_checkpoints(
+        settings: Settings, tmp_path: Path) -> None:
+    """After a cleanup, the table's log retention is the standing one again: the automatic
+    checkpoint every few commits must not drop the entries readers of the live lake are
+    reading (with zero days left on the table, every one of them went at each checkpoint)."""
+    store = _ingest(settings, tmp_path, [make_record(i) for i in range(3)])
+    store.truncate_log(Table.TURN_LOGS)
+    first = store.latest_version(Table.TURN_LOGS)
+    assert first is not None
+    row = store.read(Table.TURN_LOGS).slice(0, 1)
+    for _ in range(2 * CHECKPOINT_INTERVAL + 1):
+        store.append(Table.TURN_LOGS, row)
+    checkpoints, commits = _log_versions(store)
+    assert checkpoints[-1] > first  # automatic checkpoints were written meanwhile
+    assert set(range(first, first + 2 * CHECKPOINT_INTERVAL + 2)) <= set(commits)
+    assert store.open(Table.TURN_LOGS, version=first + 1) is not None
 
 
 # -- plans and the runner -------------------------------------------------------------------
