@@ -39,6 +39,7 @@ from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
     Quarantined,
+    memory_source,
     prepare_chunk,
     prepare_packed,
     raw_text,
@@ -162,7 +163,7 @@ class Ingestor:
     def ingest_records(self, records: Iterable[TurnRecord | str], *,
                        source: str = "<api>") -> IngestReport:
         """Ingest records given in memory (models or JSON strings), e.g. from the recorder."""
-        path = Path(source)
+        path = memory_source(source)
 
         def lines() -> Iterator[SourceLine]:
             for n, item in enumerate(records, start=1):

@@ -332,12 +332,29 @@ def _payload(record: TurnRecord) -> bytes:
     return record.to_json_bytes(without_hosted_bytes=True)
 
 
+def memory_source(label: str) -> Path:
+    """The stand-in path of records given in memory (``<label>``): they have no record file,
+    so no folder a ``source_path`` could be read from."""
+    return Path(label if label.startswith("<") and label.endswith(">") else f"<{label}>")
+
+
+def is_memory_source(path: Path) -> bool:
+    """Whether ``path`` stands for records given in memory (see :func:`memory_source`)."""
+    return path.parent == Path(".") and path.name.startswith("<") and path.name.endswith(">")
+
+
 def _read_source_file(source_path: str, record_file: Path, limit: int, hosted_path: str) -> bytes:
     """The bytes of a ``source_path``: a regular file inside the record file's folder.
 
     Absolute paths, ``..`` and symlinks that leave the folder are refused, so a record cannot
-    pull an arbitrary file the ingesting process can read (``/etc/passwd``) into the lake."""
+    pull an arbitrary file the ingesting process can read (``/etc/passwd``) into the lake.
+    Records given in memory (the service's, a live writer's) have no folder: the current
+    directory of the process that ingests them is nobody's to read from, so they are refused."""
     where = "hosted_files.source_path"
+    if is_memory_source(record_file):
+        raise RecordError(f"hosted file {hosted_path}: source_path is only read beside a record "
+                          "file; a record sent as data (over HTTP, to a live writer) must carry "
+                          "the file's bytes in content_b64", field=where)
     try:
         relative = normalize_relative_path(source_path)
     except RefError as exc:

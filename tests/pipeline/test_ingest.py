@@ -363,3 +363,20 @@ def test_a_rerun_with_quarantined_lines_and_only_identical_duplicates(
     again = Ingestor(settings).ingest_paths([path])
     assert (again.accepted, again.duplicates, again.conflicts, len(again.quarantined)) == (
         0, 1, [], 1)
+
+
+def test_a_record_given_in_memory_may_not_read_a_source_path(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records sent over HTTP or to a live writer have no record file: a ``source_path``
+    must not read from the ingesting process's current folder (a key file beside a server)."""
+    (tmp_path / "secret.txt").write_text("the admin key")
+    monkeypatch.chdir(tmp_path)
+    leaking = make_record(0, hosted_files=[{"path": "files/leak.txt", "mime": "text/plain",
+                                            "source_path": "secret.txt"}])
+    for source in ("<api 1>", "<live>", "api"):
+        report = Ingestor(settings).ingest_records([json.dumps(leaking)], source=source)
+        assert report.accepted == 0
+        [refused] = report.quarantined
+        assert "content_b64" in refused.reason and refused.source_file.startswith("<")
+    assert not any(b"the admin key" in p.read_bytes()
+                   for p in settings.lake.rglob("*") if p.is_file())
