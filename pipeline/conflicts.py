@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import pyarrow.dataset as ds
@@ -21,13 +20,10 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from lake.timelines import conversation_filter
-from pipeline.prepare import Quarantined, raw_text
+from pipeline.prepare import Quarantined, differences, raw_text
 from pipeline.sources import SourceLine
 
 REPLACE_ACTOR = "turnlake ingest --replace"
-# Fields whose items are compared one level deeper, so a reason says "completion.status".
-_NESTED = ("completion", "usage", "feedback")
-_MAX_NAMED = 6
 
 
 @dataclass(frozen=True)
@@ -78,23 +74,6 @@ def find_conflicts(store: LakeStore, candidates: Sequence[Candidate]) -> list[Co
             continue
         conflicts.append(Conflict(c, differences(orjson.loads(old), orjson.loads(c.payload))))
     return conflicts
-
-
-def differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
-    """The names of the record fields that differ (``completion.text``, ``steps``...)."""
-    names: list[str] = []
-    for name in sorted(set(old) | set(new)):
-        before, after = old.get(name), new.get(name)
-        if before == after:
-            continue
-        if name in _NESTED and isinstance(before, dict) and isinstance(after, dict):
-            names.extend(f"{name}.{k}" for k in sorted(set(before) | set(after))
-                         if before.get(k) != after.get(k))
-        else:
-            names.append(name)
-    if len(names) > _MAX_NAMED:
-        names = [*names[:_MAX_NAMED], f"{len(names) - _MAX_NAMED} more"]
-    return tuple(names) or ("field order",)
 
 
 def supersede(settings: Settings, conflicts: Sequence[Conflict],

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +40,7 @@ from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
     Quarantined,
+    differences,
     memory_source,
     prepare_chunk,
     prepare_packed,
@@ -285,7 +287,7 @@ class Ingestor:
         kept, pending = sifted.kept, sifted.pending
         report.duplicates += sifted.duplicates
         if sifted.duplicates:
-            self._conflicts(chunks, existing, report, batch_id)
+            self._conflicts(chunks, sifted.drops, existing, report, batch_id)
         if sifted.foreign:
             report.quarantined.extend(sifted.foreign)
             new = self._not_yet_quarantined(sifted.foreign)
@@ -313,21 +315,32 @@ class Ingestor:
         report.batches += 1
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows
 
-    def _conflicts(self, chunks: list[_Prepared], existing: _Existing, report: IngestReport,
-                   batch_id: str) -> None:
-        """Tell the dropped turns whose key is stored apart: the same content stays a
-        duplicate, other content is a conflict, quarantined, or kept for superseding."""
+    def _conflicts(self, chunks: list[_Prepared], drops: list[set[str]], existing: _Existing,
+                   report: IngestReport, batch_id: str) -> None:
+        """Tell the dropped turns whose key is stored, or kept earlier in this batch, apart:
+        the same content stays a duplicate, other content is a conflict, quarantined, or kept
+        for superseding."""
         candidates = []
-        for c in chunks:
+        kept: dict[str, str] = {}  # the payload of each turn this batch keeps, so far
+        earlier: list[Conflict] = []
+        for c, drop in zip(chunks, drops, strict=True):
             payloads = c.chunk.tables[Table.TURN_LOGS]["payload"]
             for i, key in enumerate(c.keys):
+                if key not in drop:
+                    kept[key] = payloads[i].as_py()
+                    continue
+                if key not in existing.keys and key not in kept:
+                    continue  # another user's turn, or one an earlier batch kept
+                tenant, conversation, turn = key.split(_KEY_SEPARATOR)
+                line = c.items[c.chunk.positions[i]]
+                assert isinstance(line, SourceLine)  # only parsed lines become turns
+                candidate = Candidate(tenant, conversation, turn, payloads[i].as_py(), line)
                 if key in existing.keys:
-                    tenant, conversation, turn = key.split(_KEY_SEPARATOR)
-                    line = c.items[c.chunk.positions[i]]
-                    assert isinstance(line, SourceLine)  # only parsed lines become turns
-                    candidates.append(Candidate(tenant, conversation, turn,
-                                                payloads[i].as_py(), line))
-        conflicts = find_conflicts(self._store, candidates)
+                    candidates.append(candidate)
+                elif candidate.payload != kept[key]:
+                    earlier.append(Conflict(candidate, differences(
+                        orjson.loads(kept[key]), orjson.loads(candidate.payload))))
+        conflicts = find_conflicts(self._store, candidates) + earlier
         report.duplicates -= len(conflicts)
         if self._replace:
             self._superseding.extend(conflicts)

@@ -20,7 +20,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from lake.errors import LakeError, RecordError, RefError
@@ -233,7 +235,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
     files = FileStore(settings.lake)
     projector = TurnProjector(batch_id=UNSET_BATCH, ingested_at=datetime.now(UTC),
                               ttl=settings.ttl_days_for)
-    seen: set[TurnKey] = set()
+    seen: dict[TurnKey, tuple[int, bytes]] = {}  # the first line and payload of each turn
     limit = settings.max_hosted_file_bytes
     packs = PackWriter(staging) if staging is not None else None
     for position, item in enumerate(items):
@@ -251,10 +253,20 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                                                  raw_text(item.raw)))
             continue
         key = (record.tenant, record.conversation_id, record.turn_id)
+        payload = _payload(record)
         if key in seen:
-            chunk.duplicates += 1
+            first_line, first_payload = seen[key]
+            if payload == first_payload:
+                chunk.duplicates += 1
+            else:  # the same turn twice with other content: neither copy may vanish
+                chunk.quarantined.append(Quarantined(str(item.path), item.line, (
+                    f"conflict: turn {record.turn_id} of conversation {record.conversation_id} "
+                    f"(tenant {record.tenant}) comes earlier in this input (line {first_line}) "
+                    f"with different content (differs in: "
+                    f"{', '.join(differences(orjson.loads(first_payload), orjson.loads(payload)))})"
+                    ), raw_text(item.raw)))
             continue
-        seen.add(key)
+        seen[key] = (item.line, payload)
         stored: list[StoredFile] = []
         for file, data in hosted:
             # Only now, with the turn accepted: nothing is staged for a refused line.
@@ -264,7 +276,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
                                      size=file.size, sha256=file.sha256,
                                      storage_key=pending.key, description=file.description))
             chunk.pending.append((projector.turns, pending))
-        projector.add(record, ordinal=0, files=stored, payload=_payload(record), data=texts)
+        projector.add(record, ordinal=0, files=stored, payload=payload, data=texts)
         chunk.positions.append(position)
     if packs is not None:
         packs.close()
@@ -273,6 +285,28 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
     # not the line's, and fails the ingest as storing the bytes would.
     files.make_folders(file.key for _, file in chunk.pending)
     return chunk
+
+
+# Fields whose items are compared one level deeper, so a reason says "completion.status".
+_NESTED = ("completion", "usage", "feedback")
+_MAX_NAMED = 6
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the record fields that differ (``completion.text``, ``steps``...)."""
+    names: list[str] = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if name in _NESTED and isinstance(before, dict) and isinstance(after, dict):
+            names.extend(f"{name}.{k}" for k in sorted(set(before) | set(after))
+                         if before.get(k) != after.get(k))
+        else:
+            names.append(name)
+    if len(names) > _MAX_NAMED:
+        names = [*names[:_MAX_NAMED], f"{len(names) - _MAX_NAMED} more"]
+    return tuple(names) or ("field order",)
 
 
 def raw_text(raw: bytes) -> str:

@@ -279,8 +279,11 @@ def test_a_large_files_located_chunks_keep_their_place_after_a_small_file(
     write_jsonl(tmp_path / "in" / "b.jsonl",
                 [make_record(i, answer="from b") for i in range(25)] + ["{broken"])
     report = Ingestor(settings.with_(ingest_batch_turns=10)).ingest_paths([tmp_path / "in"])
-    assert (report.accepted, report.duplicates) == (25, 1)
-    [bad] = report.quarantined
+    assert (report.accepted, report.duplicates) == (25, 0)
+    # b's turn 3 says something else than a's, which came first: a conflict
+    changed, bad = sorted(report.quarantined, key=lambda q: q.line)
+    assert (changed.source_file, changed.line) == (str(tmp_path / "in" / "b.jsonl"), 4)
+    assert "conflict" in changed.reason
     assert (bad.source_file, bad.line) == (str(tmp_path / "in" / "b.jsonl"), 26)
     answers = LakeStore(settings.lake).read(
         Table.CONTENT_ROWS, columns=["text"],
@@ -380,3 +383,26 @@ def test_a_record_given_in_memory_may_not_read_a_source_path(
         assert "content_b64" in refused.reason and refused.source_file.startswith("<")
     assert not any(b"the admin key" in p.read_bytes()
                    for p in settings.lake.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("apart", [1, 2500])  # lines between the two copies: same chunk or not
+def test_one_turn_twice_in_an_input_with_other_content_is_a_conflict(
+        settings: Settings, tmp_path: Path, apart: int) -> None:
+    """The second copy of a turn is a duplicate only when it is the same turn: with other
+    content it is quarantined as a conflict, never dropped as 'recorded already'."""
+    first = make_record(0, conversation="c-twice", prompt="the forecast for march")
+    changed = make_record(0, conversation="c-twice", prompt="something else entirely")
+    fillers = [make_record(i, conversation=f"c-fill-{i % 50}") for i in range(1, apart)]
+    lines = [first, *fillers, changed, first]
+    report = Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "in.jsonl", lines)])
+    assert report.accepted == 1 + len(fillers)
+    conflicts = [q for q in report.quarantined if q.line == apart + 1]
+    assert len(conflicts) == 1 and "something else" in conflicts[0].raw
+    assert "conflict" in conflicts[0].reason and "submissions" in conflicts[0].reason
+    if apart == 1:  # beside the first copy, the third one is seen to be the same turn
+        assert (report.duplicates, len(report.quarantined)) == (1, 1)
+    stored = LakeStore(settings.lake).read(Table.TURN_LOGS, columns=["conversation_id",
+                                                                     "payload"])
+    [payload] = [p for c, p in zip(stored["conversation_id"].to_pylist(),
+                                   stored["payload"].to_pylist(), strict=True) if c == "c-twice"]
+    assert "the forecast for march" in payload

@@ -52,8 +52,10 @@ def test_foreign_turns_and_duplicates_are_handled_alike_with_and_without_workers
         for i in range(PARALLEL_MIN_LINES + 10)]
     intruder = make_record(900, conversation="c-3", user="u-intruder")
     records.insert(5000, intruder)  # a turn of another user in c-3, whose owner is u-3
+    # turn 1 again, with a hosted file it did not have: a conflict, and its file not stored
     records.append(make_record(1, conversation="c-0", user="u-0",
-                               hosted_files=_hosted("first")))  # a duplicate of turn 1
+                               hosted_files=_hosted("first")))
+    records.append(make_record(2, conversation="c-0", user="u-0"))  # a duplicate of turn 2
     path = write_jsonl(tmp_path / "in.jsonl", records)
     outcomes = []
     for workers in (1, 2):
@@ -66,11 +68,13 @@ def test_foreign_turns_and_duplicates_are_handled_alike_with_and_without_workers
     assert outcomes[0] == outcomes[1]
     accepted, duplicates, reasons, stored_rows = outcomes[0]
     assert (accepted, duplicates) == (PARALLEL_MIN_LINES + 10, 1)
-    [(source, line, reason, raw)] = reasons
+    [(source, line, reason, raw), (_, changed_line, changed_reason, _)] = sorted(reasons)
     assert (source, line) == (str(path), 5001)
     assert "belongs to another user" in reason and "u-intruder" in reason
     assert json.loads(raw) == intruder
-    assert stored_rows == [(5001, reason, raw)]
+    assert changed_line == len(records) - 1 and "conflict" in changed_reason
+    assert "hosted_files" in changed_reason
+    assert sorted(stored_rows)[0] == (5001, reason, raw)
 
 
 def test_a_duplicate_turn_never_rewrites_the_stored_bytes(tmp_path: Path) -> None:
