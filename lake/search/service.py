@@ -414,8 +414,13 @@ def _validate(request: SearchRequest) -> None:
     unknown = [r for r in request.roles if r not in ROLES]
     if unknown:
         raise QueryError(f"unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
-    if request.half_life_days < 0 or request.recency_weight < 0:
-        raise QueryError("half-life and recency weight must be >= 0")
+    # NaN passes every comparison; spelled out, so that a NaN weight is refused rather than
+    # quietly switching its arm off
+    for what, value in (("half-life days", request.half_life_days),
+                        ("recency weight", request.recency_weight),
+                        *((f"{name} weight", w) for name, w in request.weights.items())):
+        if not math.isfinite(value) or value < 0:
+            raise QueryError(f"{what} must be a finite number >= 0, not {value!r}")
     if request.max_per_conversation is not None and request.max_per_conversation < 0:
         raise QueryError("max per conversation must be >= 0 (0 = no cap)")
     if request.since and request.until and request.since >= request.until:
@@ -424,8 +429,6 @@ def _validate(request: SearchRequest) -> None:
         if name not in GENERATORS:
             raise QueryError(f"unknown generator {name!r}; generators are "
                              f"{', '.join(GENERATORS)}")
-    if any(w < 0 for w in request.weights.values()):
-        raise QueryError("generator weights must be >= 0")
     if not 0.0 <= request.min_relevance <= 1.0:
         raise QueryError(f"min relevance must be between 0 and 1, not {request.min_relevance}")
     check_neighbour_weight(request.fusion.neighbour_weight)

@@ -156,6 +156,18 @@ def test_bad_requests_are_clear(service: SearchService) -> None:
     assert _search(service, "   ") == []
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+@pytest.mark.parametrize("field,name", [("half_life_days", "half-life days"),
+                                        ("recency_weight", "recency weight"),
+                                        ("weights", "lexical weight")])
+def test_weights_that_are_not_finite_numbers_are_refused_by_name(
+        service: SearchService, field: str, name: str, bad: float) -> None:
+    # A NaN lexical weight used to pass every check and switch the lexical arm off.
+    value: object = {"lexical": bad} if field == "weights" else bad
+    with pytest.raises(QueryError, match=f"{name} must be a finite number >= 0"):
+        _search(service, "deploy", **{field: value})
+
+
 def test_stale_index_is_reported(lake: Settings, service: SearchService,
                                  tmp_path: Path) -> None:
     run_ingest(lake, [write_jsonl(tmp_path / "more.jsonl",
