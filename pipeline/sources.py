@@ -1,4 +1,5 @@
-"""Reading record files: ``.jsonl`` and ``.jsonl.gz`` files, or folders of them, line by line."""
+"""Reading record files: ``.jsonl``, ``.json`` and ``.ndjson`` files, each possibly gzipped
+(``.gz``), or folders of them, line by line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from typing import BinaryIO, NamedTuple
 
 from lake.errors import RecordError
 
-RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".ndjson")
+# What a folder's record files are named (matched case-insensitively): the reader takes any
+# of them plain or gzipped, so a folder must pick up exactly those.
+PLAIN_SUFFIXES = (".jsonl", ".json", ".ndjson")
+RECORD_SUFFIXES = PLAIN_SUFFIXES + tuple(f"{suffix}.gz" for suffix in PLAIN_SUFFIXES)
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark, which some editors and exporters write first
 _RUN_LINES = 1024  # lines per run when reading line by line
 _READ_BUFFER = 1 << 20
 # Plain files at least this large are located in spans (see read_spans) rather than read.
@@ -82,31 +87,68 @@ class FileSpan(NamedTuple):
         except OSError as exc:
             return [SourceProblem(self.path, self.first,
                                   f"file could not be read from line {self.first}: {exc}")]
+        short = self.length - len(data)  # before the BOM goes: that is not a shrunk file
+        if self.offset == 0:
+            data = _without_bom(data)  # the span holds the file's first line
         lines = data.split(b"\n")
         if not lines[-1]:
             lines.pop()  # what follows the span's last line end
         items: list[SourceLine | SourceProblem] = []
         items += _stripped(self.path, self.first, lines)
-        if len(data) < self.length:
+        if short > 0:
             items.append(SourceProblem(
                 self.path, self.first + len(lines),
-                f"file changed while being read: it ends {self.length - len(data)} bytes "
+                f"file changed while being read: it ends {short} bytes "
                 f"earlier than when ingest located line {self.first + self.line_count - 1}"))
         return items
 
 
+class FolderSurvey(NamedTuple):
+    """The files under a folder: the record files ingest reads and the others it skips."""
+
+    folder: Path
+    records: list[Path]
+    skipped: list[Path]
+
+
+def is_record_file(path: Path) -> bool:
+    """Whether a file in a folder is read as records (by its suffix, in any letter case)."""
+    return path.name.lower().endswith(RECORD_SUFFIXES)
+
+
+def _gzipped(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def survey(folder: Path) -> FolderSurvey:
+    """Sort the files under ``folder`` (recursively, in path order) into record files and
+    skipped ones."""
+    records: list[Path] = []
+    skipped: list[Path] = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        (records if is_record_file(path) else skipped).append(path)
+    return FolderSurvey(folder, records, skipped)
+
+
 def discover(paths: Sequence[Path]) -> list[Path]:
-    """Expand folders into the record files they hold (sorted); refuse paths that do not exist."""
+    """Expand folders into the record files they hold (sorted); refuse paths that do not exist.
+
+    A file named directly is read whatever its name (gzipped when it ends in ``.gz``).
+    """
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*")
-                                if p.is_file() and p.name.endswith(RECORD_SUFFIXES)))
+            found.extend(survey(path).records)
         elif path.is_file():
             found.append(path)
         else:
             raise RecordError(f"input path {path} does not exist")
     return found
+
+
+def _without_bom(first_line: bytes) -> bytes:
+    """A file's first line without a leading UTF-8 byte-order mark (JSON parsers refuse it)."""
+    return first_line[len(BOM):] if first_line.startswith(BOM) else first_line
 
 
 def read_lines(path: Path) -> Iterator[SourceLine | SourceProblem]:
@@ -122,7 +164,7 @@ def read_lines(path: Path) -> Iterator[SourceLine | SourceProblem]:
 def _open(path: Path, buffer: int = io.DEFAULT_BUFFER_SIZE) -> gzip.GzipFile | BinaryIO:
     """A (possibly gzipped) file opened for reading; a plain file is read ``buffer`` bytes at
     a time (gzip decompresses in blocks of its own). The caller closes it."""
-    if path.name.endswith(".gz"):
+    if _gzipped(path):
         return gzip.open(path, "rb")
     return open(path, "rb", buffering=buffer)
 
@@ -141,6 +183,8 @@ def read_runs(path: Path, size: int) -> Iterator[LineRun | SourceProblem]:
         with _open(path, _READ_BUFFER) as fh:
             # islice reads a run's lines in C; a Python loop per line cost three times as much.
             while lines := list(itertools.islice(fh, size)):
+                if not done:
+                    lines[0] = _without_bom(lines[0])
                 yield LineRun(path, done + 1, lines)
                 done += len(lines)
         return
@@ -159,7 +203,7 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
     a worker (a tenth of that process's time on 100k turns).
     """
     try:
-        small = path.name.endswith(".gz") or path.stat().st_size < SPAN_MIN_BYTES
+        small = _gzipped(path) or path.stat().st_size < SPAN_MIN_BYTES
     except OSError:
         small = True  # read_runs reports it
     if small:
@@ -185,6 +229,8 @@ def read_spans(path: Path, size: int) -> Iterator[FileSpan | LineRun | SourcePro
         yield from _read_on(path, done, size)
         return
     if tail:
+        if not done:
+            tail[0] = _without_bom(tail[0])
         yield LineRun(path, done + 1, tail)
 
 
@@ -199,7 +245,7 @@ def _read_on(path: Path, done: int, size: int) -> Iterator[LineRun | SourceProbl
         with _open(path) as fh:
             for line_no, raw in enumerate(fh, start=1):
                 if line_no > done:
-                    run.append(raw)
+                    run.append(_without_bom(raw) if line_no == 1 else raw)
                     if len(run) == size:
                         yield LineRun(path, line_no - size + 1, run)
                         run = []

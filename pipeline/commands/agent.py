@@ -16,7 +16,15 @@ from lake.search.access import Principal
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.workspace import CleanReport, PullReport, WorkspacePuller, clean
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    out,
+    settings_from,
+)
 from pipeline.commands.query import AnalystOption, JsonOption, TenantOption, UserOption
 from pipeline.contract import principal_from
 
@@ -91,7 +99,7 @@ def pull(
             return
         if not targets or into is None:
             raise QueryError("give REF_OR_TURN... --into DIR (or --clean DIR)")
-        settings = settings_from(lake)
+        settings = existing_lake(lake)
         principal = agent_principal(settings, key, tenant, user, analyst)
         report = WorkspacePuller(LakeStore(settings.lake)).pull(principal, targets, into)
     except TurnlakeError as exc:

@@ -15,7 +15,16 @@ import typer
 
 from lake.errors import TurnlakeError
 from lake.settings import Settings
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    fail,
+    literal,
+    out,
+    settings_from,
+    styled,
+)
 from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
 from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 
@@ -69,18 +78,18 @@ def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
     except TurnlakeError as exc:
         raise fail(exc) from exc
     for p in stream.problems[:20]:
-        console.print(f"[yellow]quarantined[/] {p.source} {p.location}: {p.reason}")
+        console.print(styled(("quarantined", "yellow"), f" {p.source} {p.location}: {p.reason}"))
     for q in job.ingest.conflicts[:20]:
-        console.print(f"[yellow]conflict[/] {q.reason}")
+        console.print(styled(("conflict", "yellow"), f" {q.reason}"))
     skipped = ", ".join(f"{n} {reason}" for reason, n in stream.skipped.most_common())
     counted = ", ".join(f"{n} {what}" for what, n in stream.counted.most_common())
     report = job.ingest
-    out.print(f"imported {report.accepted} turns, {report.duplicates} already there, "
+    out.print(literal(f"imported {report.accepted} turns, {report.duplicates} already there, "
               f"{len(stream.problems) + len(report.quarantined)} quarantined"
               + (f", {len(report.conflicts)} conflicts" if report.conflicts else "")
               + (f", {report.replaced} replaced" if report.replaced else "")
               + (f"; skipped: {skipped}" if skipped else "")
-              + (f"; recorded as: {counted}" if counted else ""))
+              + (f"; recorded as: {counted}" if counted else "")))
 
 
 def _line(location: str) -> int:
@@ -142,12 +151,12 @@ def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
 
     def captured(path: Path, report: CaptureReport) -> None:
         if report.records or report.problems:
-            out.print(f"{path.name}: {_summary(report)}")
+            out.print(literal(f"{path.name}: {_summary(report)}"))
 
     def failed(path: Path, exc: Exception) -> None:
-        console.print(f"[yellow]{path.name}: {exc} (retried next round)[/]")
+        console.print(styled((f"{path.name}: {exc} (retried next round)", "yellow")))
 
-    console.print(f"watching {folder} (Ctrl-C stops)")
+    console.print(literal(f"watching {folder} (Ctrl-C stops)"))
     try:
         watch(settings, folder, identity, interval_s=interval, server=target,
               on_capture=captured, on_error=failed)

@@ -23,7 +23,16 @@ from lake.errors import TurnlakeError
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    styled,
+)
 from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
 from pipeline.embed import PartitionEmbedder, backfill
 from pipeline.index_build import (
@@ -90,7 +99,7 @@ def _per_partition(progress: JobProgress, label: str) -> Callable[[str, int, int
     def update(name: str, done: int, total: int) -> None:
         bar(name, done, total)
         if plain:
-            console.print(f"{label}: {name} done ({done}/{total})", highlight=False)
+            console.print(literal(f"{label}: {name} done ({done}/{total})"), highlight=False)
 
     return update
 
@@ -119,7 +128,7 @@ def _say_if_nothing_matched(report: BuildReport, tenant: str | None,
             and not report.dropped:
         what = " ".join(f"{name} {value}" for name, value in
                         (("tenant", tenant), ("month", month)) if value)
-        console.print(f"[yellow]note:[/] no partition of {what} matched in this lake")
+        console.print(styled(("note:", "yellow"), f" no partition of {what} matched in this lake"))
 
 
 @index_app.command("build", cls=RayFlagCommand)
@@ -132,7 +141,7 @@ def index_build(
     lake: LakeOption = None,
 ) -> None:
     """Rebuild the indexes of partitions whose tables changed since their manifest."""
-    settings = settings_from(lake)
+    settings = existing_lake(lake)
     try:
         with (_runners(ray, ray_cpus, settings) as (builder, _),
               job_progress() as progress):
@@ -152,19 +161,21 @@ def _print_built(report: BuildReport) -> None:
         name = f"{m.tenant}/{m.month}"
         how = ("delta segment" if name in report.appended else
                "compacted" if name in report.compacted else "built")
-        out.print(f"{how} {name}: {m.row_count} rows ({m.embedded_rows} embedded, "
-                  f"{m.semantic_kind}, {len(m.live_segments)} segment"
-                  f"{'s' if len(m.live_segments) > 1 else ''}) from content_rows "
-                  f"v{m.content_version} in {m.build_seconds:.2f}s")
+        out.print(literal(f"{how} {name}: {m.row_count} rows ({m.embedded_rows} embedded, "
+                          f"{m.semantic_kind}, {len(m.live_segments)} segment"
+                          f"{'s' if len(m.live_segments) > 1 else ''}) from content_rows "
+                          f"v{m.content_version} in {m.build_seconds:.2f}s"))
     for m in report.foreign_vectors:
         # Rows embedded by another model are not in the semantic index: say so, never
         # leave a partition silently unsearchable by meaning.
-        console.print(f"[yellow]warning:[/] {m.tenant}/{m.month}: {m.foreign_vectors} rows "
-                      f"carry vectors of another model than {m.embedding_model!r}; the "
-                      f"semantic index holds {m.embedded_rows} of {m.row_count} rows. Set "
-                      "TURNLAKE_EMBEDDING_MODEL to their model and rebuild, or re-embed them.")
+        console.print(styled(
+            ("warning:", "yellow"),
+            f" {m.tenant}/{m.month}: {m.foreign_vectors} rows carry vectors of another model "
+            f"than {m.embedding_model!r}; the semantic index holds {m.embedded_rows} of "
+            f"{m.row_count} rows. Set TURNLAKE_EMBEDDING_MODEL to their model and rebuild, or "
+            "re-embed them."))
     for name in report.dropped:
-        out.print(f"dropped index of {name} (no rows left)")
+        out.print(literal(f"dropped index of {name} (no rows left)"))
 
 
 @index_app.command("compact")
@@ -174,7 +185,7 @@ def index_compact(
     lake: LakeOption = None,
 ) -> None:
     """Merge each partition's index segments into one new base segment."""
-    settings = settings_from(lake)
+    settings = existing_lake(lake)
     try:
         with job_progress() as progress:
             report = compact_indexes(LakeStore(settings.lake),
@@ -194,7 +205,7 @@ def index_status(
     lake: LakeOption = None,
 ) -> None:
     """Show each partition's index freshness, sizes and the command that rebuilds it."""
-    settings = settings_from(lake)
+    settings = existing_lake(lake)
     statuses = partition_statuses(LakeStore(settings.lake),
                                   model=embedding_identity(settings))
     if as_json:
@@ -213,11 +224,12 @@ def index_status(
                       "table", "fix")
     for s in statuses.values():
         m = s.manifest
-        table.add_row(s.name, s.freshness, str(m.row_count) if m else "-",
+        table.add_row(literal(s.name), s.freshness, str(m.row_count) if m else "-",
                       str(m.embedded_rows) if m else "-",
                       str(len(m.live_segments)) if m else "-",
                       f"v{m.content_version}" if m else "-", f"v{s.content_version}",
-                      s.rebuild_command if s.freshness in ("stale", "missing") else "")
+                      literal(s.rebuild_command if s.freshness in ("stale", "missing")
+                              else ""))
     out.print(table)
 
 
@@ -237,7 +249,7 @@ def embed(
     """Embed rows that were written without an embedding (provider down, --no-embed)."""
     if not backfill_rows:
         raise fail(TurnlakeError("nothing to do: pass --backfill"))
-    settings = with_runtime(settings_from(lake), runtime)
+    settings = with_runtime(existing_lake(lake), runtime)
     try:
         embedder = embedder_from(settings, "bulk")
         with (_runners(ray, ray_cpus, settings) as (builder, runner),
@@ -252,7 +264,7 @@ def embed(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     if report.error:
-        console.print(f"[yellow]embedding failed:[/] {report.error}")
+        console.print(styled(("embedding failed:", "yellow"), f" {report.error}"))
     out.print(f"embedded {report.embedded} rows, {report.failed} failed; {report.reused} "
               "of them reused a vector instead of computing it")
     if report.error:

@@ -9,7 +9,16 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from lake.errors import TurnlakeError
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    styled,
+)
 from pipeline.maintain import DEFAULT_GRACE_S, MaintainReport, TableUpkeep, maintain
 from pipeline.progress import job_progress
 
@@ -71,7 +80,7 @@ def maintain_command(
 ) -> None:
     """Table upkeep: compact small Parquet files per partition, rebuild the indexes that
     went stale, vacuum unreferenced files and checkpoint the Delta logs."""
-    settings = settings_from(lake)
+    settings = existing_lake(lake)
 
     def waiting(holder: str) -> None:
         console.print(f"waiting for the writer lock held by {escape(holder)} (up to "
@@ -86,10 +95,11 @@ def maintain_command(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     for pending in report.pending:
-        console.print(f"[yellow]interrupted job {pending.job_id} ({pending.describe()}) will "
-                      "be finished first by the next run[/]")
+        console.print(styled((f"interrupted job {pending.job_id} ({pending.describe()}) will "
+                              "be finished first by the next run", "yellow")))
     for done in report.resumed:
-        console.print(f"finished interrupted job {done.plan.job_id} ({done.plan.describe()})")
+        console.print(literal(f"finished interrupted job {done.plan.job_id} "
+                              f"({done.plan.describe()})"))
     if report.recovered is not None and report.recovered.rolled_back:
         console.print(f"rolled back {len(report.recovered.rolled_back)} interrupted ingest "
                       "batch(es)")
@@ -98,10 +108,10 @@ def maintain_command(
         return
     _print_tables(report)
     for upkeep in report.tables:
-        out.print(_table_line(upkeep, report.dry_run))
+        out.print(literal(_table_line(upkeep, report.dry_run)))
     verb = "would rebuild" if report.dry_run else "rebuilt"
-    out.print(f"{verb} {len(report.indexes)} partition index(es)"
-              + (f": {', '.join(report.indexes)}" if report.indexes else ""))
+    out.print(literal(f"{verb} {len(report.indexes)} partition index(es)"
+                      + (f": {', '.join(report.indexes)}" if report.indexes else "")))
     if report.dry_run:
         out.print("dry run: nothing was changed")
     else:

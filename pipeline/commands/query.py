@@ -18,7 +18,16 @@ from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import SearchRequest
 from lake.store import LakeStore
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    styled,
+)
 from pipeline.contract import (
     CatalogAnswer,
     QueryLine,
@@ -88,7 +97,7 @@ def search(
     from lake.embedding.factory import embedder_from
     from lake.search.service import SearchService
 
-    settings = settings_from(lake)
+    settings = existing_lake(lake)
     service = SearchService(LakeStore(settings.lake),
                             embedder=lambda: embedder_from(settings, "query"))
     if queries is not None:
@@ -109,39 +118,54 @@ def search(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(styled(("warning:", "yellow"), f" {warning}"))
     if as_json:
         out.print_json(json.dumps(SearchAnswer.of(result).to_json()))
         return
     table = RichTable("#", "score", "relevance", "conversation / turn", "role", "when", "text")
     for i, hit in enumerate(result.hits, start=1):
         table.add_row(str(i), f"{hit.score:.4f}", f"{hit.relevance:.2f}",
-                      f"{hit.conversation_id} / {hit.turn_id}",
-                      hit.role, f"{hit.turn_at:%Y-%m-%d %H:%M}", hit.text[:120])
+                      literal(f"{hit.conversation_id} / {hit.turn_id}"),
+                      literal(hit.role), f"{hit.turn_at:%Y-%m-%d %H:%M}",
+                      literal(hit.text[:120]))
     out.print(table)
 
 
 def _batch_search(service: Any, path: Path) -> None:
+    """Answer each line of a JSON Lines file of queries, one JSON line per query."""
+    for number, line in enumerate(_query_lines(path), start=1):
+        _answer_line(service, path, number, line)
+
+
+def _query_lines(path: Path) -> list[str]:
+    """The lines of a queries file; one that cannot be read or is not UTF-8 exits 2."""
     try:
-        lines = path.read_text().splitlines()
+        # JSON Lines is UTF-8 (RFC 8259); a byte-order mark is tolerated, as ingest does.
+        return path.read_text(encoding="utf-8-sig").splitlines()
     except OSError as exc:
         raise fail(QueryError(f"cannot read queries file {path}: {exc}")) from exc
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        qid: Any = None
-        try:
-            options = json.loads(line)
-            if not isinstance(options, dict):
-                raise QueryError("each line must be a JSON object")
-            qid = options.get("id", number)
-            result = service.search(request_from(options))
-            answer: dict[str, Any] = {"id": qid, **SearchAnswer.of(result).to_json()}
-            if not result.warnings:
-                del answer["warnings"]
-        except (TurnlakeError, ValueError, TypeError) as exc:
-            answer = {"id": qid, "error": f"{path}:{number}: {exc}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
+    except UnicodeDecodeError as exc:
+        raise fail(QueryError(f"queries file {path} is not UTF-8 text: byte {exc.start} "
+                              f"cannot be decoded ({exc.reason})")) from exc
+
+
+def _answer_line(service: Any, path: Path, number: int, line: str) -> None:
+    """Write the answer to one line of a queries file (blank lines are skipped)."""
+    if not line.strip():
+        return
+    qid: Any = None
+    try:
+        options = json.loads(line)
+        if not isinstance(options, dict):
+            raise QueryError("each line must be a JSON object")
+        qid = options.get("id", number)
+        result = service.search(request_from(options))
+        answer: dict[str, Any] = {"id": qid, **SearchAnswer.of(result).to_json()}
+        if not result.warnings:
+            del answer["warnings"]
+    except (TurnlakeError, ValueError, TypeError) as exc:
+        answer = {"id": qid, "error": f"{path}:{number}: {exc}"}
+    sys.stdout.write(json.dumps(answer) + "\n")
 
 
 @app.command()
@@ -162,7 +186,7 @@ def catalog(
     try:
         principal = principal_from(tenant, user, analyst)
         now = parse_time(as_of, "as_of")
-        cat = TurnCatalog(LakeStore(settings_from(lake).lake))
+        cat = TurnCatalog(LakeStore(existing_lake(lake).lake))
         if when is not None:
             turns = cat.resolve(principal, when, conversation_id=conversation,
                                 user_id=user, as_of=now)
@@ -180,9 +204,9 @@ def catalog(
         return
     table = RichTable("#", "conversation / turn", "started", "user asked", "assistant answered")
     for t in turns:
-        table.add_row(str(t.ordinal), f"{t.conversation_id} / {t.turn_id}",
-                      f"{t.started_at:%Y-%m-%d %H:%M}", t.first_user_message[:60],
-                      t.last_completion[:60])
+        table.add_row(str(t.ordinal), literal(f"{t.conversation_id} / {t.turn_id}"),
+                      f"{t.started_at:%Y-%m-%d %H:%M}", literal(t.first_user_message[:60]),
+                      literal(t.last_completion[:60]))
     out.print(table)
 
 
@@ -199,22 +223,23 @@ def turn_show(
     """Materialize one turn from its TurnLog: messages, files, steps, citations, events."""
     try:
         principal = principal_from(tenant, user, analyst)
-        shown = TurnMaterializer(LakeStore(settings_from(lake).lake)).turn(
+        shown = TurnMaterializer(LakeStore(existing_lake(lake).lake)).turn(
             principal, conversation, turn)
     except TurnlakeError as exc:
         raise fail(exc) from exc
     if as_json:
         out.print_json(json.dumps(shown.to_json(), default=str))
         return
-    out.print(f"[bold]{shown.title or shown.conversation_id}[/] · turn {shown.ordinal} "
-              f"({shown.turn_id}) · {shown.started_at:%Y-%m-%d %H:%M} · {shown.writer} writer")
+    out.print(styled((shown.title or shown.conversation_id, "bold"),
+                     f" · turn {shown.ordinal} ({shown.turn_id}) · "
+                     f"{shown.started_at:%Y-%m-%d %H:%M} · {shown.writer} writer"))
     for s in shown.submissions:
-        out.print(f"[cyan]user ({s['event_type']}):[/] {s['text']}")
-    out.print(f"[green]assistant:[/] {shown.completion['text']}")
+        out.print(styled((f"user ({s['event_type']}):", "cyan"), f" {s['text']}"))
+    out.print(styled(("assistant:", "green"), f" {shown.completion['text']}"))
     for f in shown.files:
-        out.print(f"[magenta]file[/] {f.ref} ({f.mime}, {f.size} bytes)")
+        out.print(styled(("file", "magenta"), f" {f.ref} ({f.mime}, {f.size} bytes)"))
     for step in shown.steps:
-        out.print(f"[dim]step {step['name']}: {step['status']}[/]")
+        out.print(styled((f"step {step['name']}: {step['status']}", "dim")))
 
 
 @ref_app.command("resolve")
@@ -231,7 +256,7 @@ def ref_resolve(
     """Write the bytes of a hosted file, if the principal may read it and it is retained."""
     try:
         principal = principal_from(tenant, user, analyst)
-        card, data = TurnMaterializer(LakeStore(settings_from(lake).lake)).resolve(
+        card, data = TurnMaterializer(LakeStore(existing_lake(lake).lake)).resolve(
             principal, ref)
         # A str, not a Path: Path() drops the trailing '/' that says "a folder".
         place = Path(out_file)
@@ -245,4 +270,4 @@ def ref_resolve(
             raise QueryError(f"cannot write {target}: {exc.strerror or exc}") from exc
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    out.print(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {target}")
+    out.print(literal(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {target}"))

@@ -11,7 +11,17 @@ import typer
 from lake.errors import QueryError, TurnlakeError
 from lake.retention import ErasureTarget
 from lake.settings import RetentionRule, Settings, save_policy
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    settings_from,
+    styled,
+)
 from pipeline.contract import parse_time
 from pipeline.progress import job_progress
 from pipeline.retention import RetentionJobReport, apply_policy, erase, purge
@@ -57,23 +67,35 @@ def _with_policy(settings: Settings, rules: list[str] | None,
 def _print_job(report: RetentionJobReport, verb: str) -> None:
     plan = report.plan
     for pending in report.pending:
-        console.print(f"[yellow]interrupted job {pending.job_id} ({pending.describe()}) will "
-                      "be finished by the next run[/]")
+        console.print(styled((f"interrupted job {pending.job_id} ({pending.describe()}) will "
+                              "be finished by the next run", "yellow")))
     for done in report.resumed:
-        console.print(f"finished interrupted job {done.plan.job_id} ({done.plan.describe()})")
+        console.print(literal(f"finished interrupted job {done.plan.job_id} "
+                              f"({done.plan.describe()})"))
     counts = ", ".join(f"{n} {name}" for name, n in plan.counts.items())
     if report.dry_run:
-        out.print(f"dry run: {verb} {plan.describe()} would remove {counts}")
+        out.print(literal(f"dry run: {verb} {plan.describe()} would remove {counts}"))
         for tenant, cid, tid in plan.turn_dirs[:_SAMPLE]:
-            out.print(f"  would remove turn {tenant}/{cid}/{tid}")
+            out.print(literal(f"  would remove turn {tenant}/{cid}/{tid}"))
         if len(plan.turn_dirs) > _SAMPLE:
             out.print(f"  ... and {len(plan.turn_dirs) - _SAMPLE} more turns")
         return
     outcome = report.outcome
     assert outcome is not None
-    out.print(f"{verb} {plan.describe()}: removed {counts}; {outcome.vacuumed_files} old data "
-              f"files vacuumed, {outcome.log_files_removed} log files removed "
-              f"({report.seconds:.2f}s, job {plan.job_id})")
+    out.print(literal(f"{verb} {plan.describe()}: removed {counts}; {outcome.vacuumed_files} "
+                      f"old data files vacuumed, {outcome.log_files_removed} log files removed "
+                      f"({report.seconds:.2f}s, job {plan.job_id})"))
+
+
+def _say_if_nothing_matched(report: RetentionJobReport, tenant: str) -> None:
+    """An erase whose target matched nothing says so: erasing is idempotent (exit 0), but a
+    mistyped id must not pass for a done erasure."""
+    if not report.plan.is_empty:
+        return
+    what = report.plan.describe()
+    done = "would be" if report.dry_run else "was"
+    console.print(styled(("note:", "yellow"), f" no data of {what} in tenant {tenant} matched: "
+                         f"nothing {done} erased (check the tenant and the id)"))
 
 
 @retention_app.command("apply")
@@ -88,14 +110,18 @@ def retention_apply(
     lake: LakeOption = None,
 ) -> None:
     """Recompute expires_at of stored rows from the retention policy (record ttl_days wins)."""
+    # Saving rules may come before the first ingest (every later command reads them); anything
+    # else only reads or rewrites stored rows, so it needs a lake that exists.
+    saves = not dry_run and (bool(rule) or default_ttl_days is not None)
+    base = settings_from(lake) if saves else existing_lake(lake)
     try:
-        settings = _with_policy(settings_from(lake), rule, default_ttl_days)
+        settings = _with_policy(base, rule, default_ttl_days)
         with job_progress() as progress:
             report = apply_policy(settings, dry_run=dry_run, actor=_actor(actor),
                                   on_partition=progress.partitions("recomputing expiry"))
         if not dry_run and (rule or default_ttl_days is not None):
             saved = save_policy(settings)
-            out.print(f"saved the retention policy to {saved}")
+            out.print(literal(f"saved the retention policy to {saved}"))
     except TurnlakeError as exc:
         raise fail(exc) from exc
     prefix = "dry run: would change" if dry_run else "changed"
@@ -120,8 +146,8 @@ def retention_purge(
     lake: LakeOption = None,
 ) -> None:
     """Delete expired TurnLogs, rows, events, files and bytes; rebuild indexes; vacuum."""
+    settings = existing_lake(lake)
     try:
-        settings = settings_from(lake)
         when = parse_time(as_of, "as_of")
         with job_progress() as progress:
             report = purge(settings, as_of=when, tenant=tenant, dry_run=dry_run,
@@ -146,7 +172,7 @@ def erase_command(
     """Erase a user, conversation or turn now, whatever its TTL (right to be forgotten)."""
     try:
         target = ErasureTarget.parse(tenant, user=user, conversation=conversation, turn=turn)
-        settings = settings_from(lake)
+        settings = existing_lake(lake)
         with job_progress() as progress:
             report = erase(settings, target, actor=_actor(actor), dry_run=dry_run,
                            on_step=progress.partitions("erasing"),
@@ -154,6 +180,7 @@ def erase_command(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     _print_job(report, "erase")
+    _say_if_nothing_matched(report, tenant)
 
 
 __all__ = ["app", "parse_rule"]

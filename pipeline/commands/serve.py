@@ -9,17 +9,39 @@ from typing import Annotated
 import typer
 from rich.table import Table as RichTable
 
-from lake.errors import TurnlakeError
+from lake.errors import QueryError, TurnlakeError
 from lake.keys import KEY_ROLES, KeyStore
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    settings_from,
+)
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys of `turnlake serve`.")
 app.add_typer(keys_app, name="keys")
 
 
-def _store(lake: str | None) -> KeyStore:
-    settings = settings_from(lake)
+def _store(lake: str | None, *, create: bool = False) -> KeyStore:
+    """The lake's key store; only ``keys create`` may start a lake that does not exist yet."""
+    settings = settings_from(lake) if create else existing_lake(lake)
     return KeyStore(settings.lake, s3=settings.s3)
+
+
+def _check_user_option(role: str, user: str | None) -> None:
+    """Refuse ``--user`` where it would not narrow the key.
+
+    Only a ``user`` key reads as its user; an analyst or admin key reads its whole tenant
+    whatever user it names, so accepting ``--user`` there would suggest a limit that is not
+    enforced. (The recorder's own message comes from the key store.)
+    """
+    if user is not None and role in ("analyst", "admin"):
+        raise QueryError(f"--user only narrows a key of role user: an {role} key reads every "
+                         f"user of its tenant; drop --user (or use --role user)")
 
 
 @keys_app.command("create")
@@ -34,12 +56,14 @@ def keys_create(
 ) -> None:
     """Create an API key; it is printed once, as the last word on stdout, and never stored."""
     try:
-        stored, key = _store(lake).create(tenant=tenant, role=role, user_id=user, name=name)
+        _check_user_option(role, user)
+        stored, key = _store(lake, create=True).create(tenant=tenant, role=role, user_id=user,
+                                                       name=name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    console.print(f"created key {stored.name}: {stored.role} of tenant {stored.tenant}"
-                  + (f", user {stored.user_id}" if stored.user_id else "")
-                  + " (shown once; the lake keeps only a salted hash)")
+    console.print(literal(f"created key {stored.name}: {stored.role} of tenant {stored.tenant}"
+                          + (f", user {stored.user_id}" if stored.user_id else "")
+                          + " (shown once; the lake keeps only a salted hash)"))
     typer.echo(key)
 
 
@@ -52,8 +76,8 @@ def keys_list(lake: LakeOption = None) -> None:
         raise fail(exc) from exc
     table = RichTable("name", "tenant", "role", "user", "created", "revoked")
     for k in keys:
-        table.add_row(k.name, k.tenant, k.role, k.user_id or "", k.created_at,
-                      k.revoked_at or "")
+        table.add_row(*(literal(cell) for cell in (k.name, k.tenant, k.role, k.user_id or "",
+                                                   k.created_at, k.revoked_at or "")))
     out.print(table)
 
 
@@ -67,7 +91,7 @@ def keys_revoke(
         revoked = _store(lake).revoke(name)
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    out.print(f"revoked key {revoked.name} at {revoked.revoked_at}")
+    out.print(literal(f"revoked key {revoked.name} at {revoked.revoked_at}"))
 
 
 @app.command()
@@ -100,7 +124,7 @@ def serve(
     os.environ[ENV_NO_EMBED] = "1" if no_embed else ""
     os.environ[ENV_NO_INDEX] = "1" if no_index else ""
     os.environ[ENV_WORKSPACE] = str(workspace.resolve()) if workspace else ""
-    console.print(f"serving {settings.lake} on http://{host}:{port} "
-                  f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs")
+    console.print(literal(f"serving {settings.lake} on http://{host}:{port} "
+                          f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs"))
     uvicorn.run("pipeline.service.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers, log_level="warning", access_log=False)

@@ -12,18 +12,32 @@ from rich.table import Table as RichTable
 
 from lake.errors import TurnlakeError
 from lake.records import json_schema
-from pipeline.commands.common import LakeOption, app, console, fail, out, settings_from
+from pipeline.commands.common import (
+    LakeOption,
+    app,
+    console,
+    existing_lake,
+    fail,
+    literal,
+    out,
+    settings_from,
+    styled,
+)
 from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
 from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 from pipeline.progress import job_progress
+
+_SKIPPED_SHOWN = 5  # names listed in the note on a folder's skipped files
 
 
 @app.command(cls=RayFlagCommand)
 def ingest(
     paths: Annotated[list[Path], typer.Argument(
-        help="Record files (.jsonl, .jsonl.gz) or folders.")],
+        help="Record files (.jsonl, .json or .ndjson, each optionally .gz) or folders of "
+             "them.")],
     lake: LakeOption = None,
-    strict: Annotated[bool, typer.Option(help="Exit 1 if any line was quarantined.")] = False,
+    strict: Annotated[bool, typer.Option(
+        help="Exit 1 if any line was quarantined or a folder held no record file.")] = False,
     embed: Annotated[bool, typer.Option(help="Embed new rows (best effort).")] = True,
     index: Annotated[bool, typer.Option(help="Build the touched partitions' indexes.")] = True,
     workers: Annotated[int, typer.Option(
@@ -40,6 +54,7 @@ def ingest(
     from pipeline.ray_ingest import ingest_job
 
     settings = with_runtime(settings_from(lake), runtime)
+    empty_folders = _say_what_folders_skip(paths)
     try:
         if ray_cpus is not None and ray is None:
             raise TurnlakeError("--ray-cpus needs --ray")
@@ -55,19 +70,21 @@ def ingest(
         raise fail(exc) from exc
     report = job.ingest
     for q in report.quarantined[:20]:
-        console.print(f"[yellow]quarantined[/] {q.source_file}:{q.line}: {q.reason}")
+        console.print(styled(("quarantined", "yellow"), f" {q.source_file}:{q.line}: {q.reason}"))
     if len(report.quarantined) > 20:
-        console.print(f"[yellow]... and {len(report.quarantined) - 20} more quarantined lines[/]")
+        console.print(styled((f"... and {len(report.quarantined) - 20} more quarantined lines",
+                              "yellow")))
     if report.recovered:
-        console.print(f"recovered interrupted batches: {', '.join(report.recovered)}")
+        console.print(literal(f"recovered interrupted batches: {', '.join(report.recovered)}"))
     for error in job.embedding.errors[:1]:
-        console.print(f"[yellow]embedding failed, rows kept for text search:[/] {error}")
-    out.print(f"accepted {report.accepted}, duplicate {report.duplicates}, "
+        console.print(styled(("embedding failed, rows kept for text search:", "yellow"),
+                             f" {error}"))
+    out.print(literal(f"accepted {report.accepted}, duplicate {report.duplicates}, "
               f"quarantined {len(report.quarantined)} "
               f"({report.rows_written} search rows, {job.embedding.embedded} embedded "
               f"[{job.embedding.reused} reusing a vector], "
               f"{job.embedding.failed} embedding failed, {report.files_stored} files, "
-              f"{report.seconds:.2f}s) into {settings.lake}")
+              f"{report.seconds:.2f}s) into {settings.lake}"))
     if report.conflicts:
         out.print(f"conflict {len(report.conflicts)}: stored turns with other content, "
                   "quarantined (--replace supersedes them)")
@@ -75,8 +92,33 @@ def ingest(
         out.print(f"replaced {report.replaced} stored turn(s) with their new content")
     if job.build is not None:
         out.print(f"indexed {len(job.build.built)} partition(s)")
-    if strict and report.quarantined:
+    if strict and (report.quarantined or empty_folders):
         raise typer.Exit(1)
+
+
+def _say_what_folders_skip(paths: list[Path]) -> int:
+    """Note the files each folder holds that are not read as records, and the folders that hold
+    no record file at all (a folder of .txt exports would otherwise ingest nothing without a
+    word). Returns how many folders held no record file."""
+    from pipeline.sources import survey
+
+    kinds = ".jsonl, .json or .ndjson, optionally gzipped as .gz"
+    empty = 0
+    for folder in (p for p in paths if p.is_dir()):
+        found = survey(folder)
+        if found.skipped:
+            names = ", ".join(str(p.relative_to(folder)) for p in found.skipped[:_SKIPPED_SHOWN])
+            more = len(found.skipped) - _SKIPPED_SHOWN
+            console.print(styled(
+                ("note:", "yellow"),
+                f" skipped {len(found.skipped)} file(s) of {folder} that are not record files "
+                f"({kinds}): {names}" + (f" and {more} more" if more > 0 else "")))
+        if not found.records:
+            empty += 1
+            console.print(styled(("note:", "yellow"),
+                                 f" {folder} holds no record file ({kinds}): nothing read "
+                                 "from it"))
+    return empty
 
 
 @app.command()
@@ -103,9 +145,10 @@ def demo(
     except (TurnlakeError, ValueError) as exc:
         raise fail(TurnlakeError(str(exc))) from exc
     report = job.ingest
-    out.print(f"demo lake at {settings.lake}: {report.accepted} turns "
-              f"({report.duplicates} already there), {report.rows_written} search rows, "
-              f"{job.embedding.embedded} embedded, {report.files_stored} hosted files")
+    out.print(literal(f"demo lake at {settings.lake}: {report.accepted} turns "
+                      f"({report.duplicates} already there), {report.rows_written} search "
+                      f"rows, {job.embedding.embedded} embedded, {report.files_stored} hosted "
+                      "files"))
 
 
 @app.command()
@@ -123,11 +166,11 @@ def quarantine(
     from lake.store import LakeStore
     from lake.tables import Table
 
-    store = LakeStore(settings_from(lake).lake)
+    store = LakeStore(existing_lake(lake).lake)
     rows = store.read(Table.QUARANTINE, columns=["quarantined_at", "source_file", "line", "reason"])
     table = RichTable("when", "file", "line", "reason")
     for row in rows.sort_by([("quarantined_at", "descending")]).slice(0, limit).to_pylist():
-        table.add_row(f"{row['quarantined_at']:%Y-%m-%d %H:%M}", row["source_file"],
-                      str(row["line"]), row["reason"])
+        table.add_row(f"{row['quarantined_at']:%Y-%m-%d %H:%M}", literal(row["source_file"]),
+                      str(row["line"]), literal(row["reason"]))
     out.print(table)
     out.print(f"{rows.num_rows} quarantined lines in all")

@@ -334,6 +334,9 @@ def test_cli_dry_run_then_run_then_waiting(settings: Settings, tmp_path: Path,
     assert "data files" in done.output and "rebuilt 3 partition index(es)" in done.output
     bad = runner.invoke(app, ["maintain", "--tenant", "a/b", *lake])
     assert bad.exit_code == 2 and "tenant" in bad.output
+    missing = runner.invoke(app, ["maintain", "--lake", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "no lake at" in missing.output  # a mistyped --lake
+    (tmp_path / "nothing").mkdir()
     empty = runner.invoke(app, ["maintain", "--lake", str(tmp_path / "nothing")])
     assert empty.exit_code == 0 and "no tables yet" in empty.output
 
