@@ -416,3 +416,31 @@ def _write_manifest(fd: int, manifest: _Manifest) -> None:
     atomic_write_at(fd, MANIFEST, data)
 
 
+def folder_below(workspace: Path, into: str) -> Path:
+    """The folder ``into`` (relative; empty: the workspace itself) names below ``workspace``,
+    for a pull a server makes on a client's behalf. WorkspaceError when ``into`` is not a
+    clean relative path, passes through a symlink, names a file, or resolves outside the
+    workspace: a link planted in the workspace must not send the files elsewhere. Checked
+    before the pull creates any folder."""
+    if not into:
+        return workspace
+    try:
+        relative = normalize_relative_path(into)
+    except RefError as exc:
+        raise WorkspaceError(f"into {into!r} is not a folder below the workspace: {exc}") \
+            from None
+    folder = workspace
+    for part in relative.split("/"):
+        folder = folder / part
+        # Only what exists can be in the way; the pull creates the rest as real folders.
+        if folder.is_symlink():
+            raise WorkspaceError(f"into {into!r} passes through a symlink "
+                                 f"({folder.relative_to(workspace)}); pull never writes "
+                                 "through one")
+        if folder.exists() and not folder.is_dir():
+            raise WorkspaceError(f"into {into!r}: {folder.relative_to(workspace)} is not a "
+                                 "folder")
+    # Whatever the checks above missed, nothing outside the workspace is written.
+    if not folder.resolve().is_relative_to(workspace.resolve()):
+        raise WorkspaceError(f"into {into!r} leaves the workspace")
+    return folder

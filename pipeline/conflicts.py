@@ -20,10 +20,11 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from lake.timelines import conversation_filter
-from pipeline.prepare import Quarantined, differences, raw_text
+from pipeline.prepare import Quarantined, differences, differing_field, raw_text
 from pipeline.sources import SourceLine
 
 REPLACE_ACTOR = "turnlake ingest --replace"
+REPLACE_ADVICE = "; re-run with --replace to supersede it"  # the CLI's way out of a conflict
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ class Conflict:
         return Quarantined(str(c.line.path), c.line.line, (
             f"conflict: turn {c.turn_id} of conversation {c.conversation_id} (tenant "
             f"{c.tenant}) is stored with different content (differs in: "
-            f"{', '.join(self.differs)}); re-run with --replace to supersede it"),
-            raw_text(c.line.raw))
+            f"{', '.join(self.differs)}){REPLACE_ADVICE}"),
+            raw_text(c.line.raw), differing_field(self.differs))
 
 
 def find_conflicts(store: LakeStore, candidates: Sequence[Candidate]) -> list[Conflict]:

@@ -177,7 +177,10 @@ class ConversationsAnswer(BaseModel):
 class TurnOutcome(BaseModel):
     """What became of one turn of a recording request."""
 
-    index: int = Field(description="0-based position of the turn in the request.")
+    index: int = Field(description=(
+        "0-based position of the turn in the request: in `turns`, or among the NDJSON "
+        "body's non-blank lines (a reason that names a line gives its physical line "
+        "number, from 1, blank lines counted)."))
     status: TurnStatus
     conversation_id: str | None = None
     turn_id: str | None = None

@@ -548,7 +548,7 @@ def _foreign(item: Item, tenant: str, conversation: str, user: str) -> Quarantin
     assert isinstance(item, SourceLine)  # only parsed lines become turns
     return Quarantined(str(item.path), item.line, (
         f"conversation_id: conversation {conversation} of tenant {tenant} belongs to "
-        f"another user; user {user} cannot add turns to it"), raw_text(item.raw))
+        f"another user; user {user} cannot add turns to it"), raw_text(item.raw), "user_id")
 
 
 def _chunked(items: Iterable[Item], size: int) -> Iterator[list[Item]]:

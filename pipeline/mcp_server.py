@@ -29,7 +29,6 @@ from pydantic import BaseModel, Field
 
 from lake.errors import AccessDenied, QueryError, TurnlakeError
 from lake.keys import KeyPrincipal, KeyStore
-from lake.refs import normalize_relative_path
 from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
@@ -40,7 +39,7 @@ from lake.search.when import OrdinalLookup, resolve_when
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
-from lake.workspace import PullItem, WorkspacePuller
+from lake.workspace import PullItem, WorkspacePuller, folder_below
 
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
@@ -295,7 +294,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             principal = who(ctx)
 
             def work() -> PullAnswer:
-                folder = root / normalize_relative_path(into) if into else root
+                folder = folder_below(root, into)
                 report = lake.puller.pull(principal, targets, folder)
                 return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
                                   items=report.items)

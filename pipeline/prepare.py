@@ -48,6 +48,7 @@ class Quarantined:
     line: int
     reason: str
     raw: str
+    field: str | None = None  # the record field at fault, when there is one
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
             texts = event_data(record)
         except (RecordError, RefError) as exc:
             chunk.quarantined.append(Quarantined(str(item.path), item.line, str(exc),
-                                                 raw_text(item.raw)))
+                                                 raw_text(item.raw), getattr(exc, "field", None)))
             continue
         key = (record.tenant, record.conversation_id, record.turn_id)
         payload = _payload(record)
@@ -259,12 +260,12 @@ def _prepare(items: list[SourceLine | SourceProblem], settings: Settings,
             if payload == first_payload:
                 chunk.duplicates += 1
             else:  # the same turn twice with other content: neither copy may vanish
+                differs = differences(orjson.loads(first_payload), orjson.loads(payload))
                 chunk.quarantined.append(Quarantined(str(item.path), item.line, (
                     f"conflict: turn {record.turn_id} of conversation {record.conversation_id} "
                     f"(tenant {record.tenant}) comes earlier in this input (line {first_line}) "
-                    f"with different content (differs in: "
-                    f"{', '.join(differences(orjson.loads(first_payload), orjson.loads(payload)))})"
-                    ), raw_text(item.raw)))
+                    f"with different content (differs in: {', '.join(differs)})"
+                    ), raw_text(item.raw), differing_field(differs)))
             continue
         seen[key] = (item.line, payload)
         stored: list[StoredFile] = []
@@ -309,6 +310,13 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
     return tuple(names) or ("field order",)
 
 
+def differing_field(differs: tuple[str, ...]) -> str | None:
+    """The field a conflict is first about (None when only the field order differs)."""
+    if not differs or differs[0] == "field order" or differs[0].endswith(" more"):
+        return None
+    return differs[0]
+
+
 def raw_text(raw: bytes) -> str:
     """A line as text for the quarantine table (undecodable bytes become U+FFFD)."""
     return raw.decode("utf-8", errors="replace")
@@ -342,7 +350,11 @@ def _read_hosted_files(record: TurnRecord, source: Path, files: FileStore,
     hosted_bytes: list[tuple[StoredFile, bytes]] = []
     seen_paths: set[str] = set()
     for hosted in record.hosted_files:
-        key = files.key_for(record.tenant, record.conversation_id, record.turn_id, hosted.path)
+        try:
+            key = files.key_for(record.tenant, record.conversation_id, record.turn_id,
+                                hosted.path)
+        except RefError as exc:
+            raise RecordError(str(exc), field="hosted_files.path") from exc
         if hosted.path in seen_paths:
             raise RecordError(f"hosted_files: path {hosted.path} appears twice",
                               field="hosted_files.path")

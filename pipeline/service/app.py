@@ -32,6 +32,7 @@ from lake.workspace import WorkspacePuller
 from pipeline.mcp_server import mcp_http_app
 from pipeline.service.context import ServiceContext
 from pipeline.service.errors import install_error_handlers
+from pipeline.service.intake import BodyLimit
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.routes import conversations, ops, pull, refs, search, turns
 from pipeline.service.writer import GroupWriter
@@ -92,6 +93,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
     for module in (turns, search, conversations, refs, pull, ops):
         app.include_router(module.router)
     app.mount("/mcp", mcp_app)
+    # Added before `observe`, so inside it: a refused body is still measured.
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, streamed=(turns.PATH,))
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]

@@ -29,6 +29,14 @@ class MalformedBody(Exception):
     """A request body that is not the JSON (or NDJSON) it claims to be."""
 
 
+class InvalidField(lake_errors.QueryError):
+    """A request value the service refuses (400), naming the field of the body it is in."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 # Most specific first: the first class an error is an instance of decides.
 STATUS: tuple[tuple[type[lake_errors.TurnlakeError], int, str], ...] = (
     # who is asking
@@ -41,6 +49,8 @@ STATUS: tuple[tuple[type[lake_errors.TurnlakeError], int, str], ...] = (
     (lake_errors.RefError, 400, "invalid_ref"),
     (lake_errors.QueryError, 400, "invalid_request"),
     (lake_errors.ConcurrentWriteError, 409, "conflict"),
+    # a pull's folder in the way (a file, a symlink, a bad manifest): the request must change
+    (lake_errors.WorkspaceError, 400, "invalid_workspace"),
     # what the service cannot do now
     (lake_errors.LakeError, 503, "lake_unavailable"),
     (lake_errors.IndexError_, 503, "index_unavailable"),
@@ -74,6 +84,28 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
                         headers=headers)
 
 
+def _body_not_json(error: dict[str, Any], content_type: str | None) -> JSONResponse | None:
+    """The answer to a JSON body FastAPI could not read as JSON, else None (a body that
+    does not fit its model stays a 422)."""
+    location = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        # FastAPI's location is ("body", character offset): an offset, not a field.
+        offset = location[1] if len(location) > 1 else "?"
+        reason = error.get("ctx", {}).get("error", error.get("msg", "invalid JSON"))
+        return error_response(400, "malformed_body", f"the body is not valid JSON: {reason} "
+                              f"at character {offset}")
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if location == ("body",) and kind and not _is_json(kind):
+        # FastAPI parses a body as JSON only when it says it is; curl -d says it is a form.
+        return error_response(415, "unsupported_media", f"the body must be JSON sent with "
+                              f"Content-Type: application/json, not {kind}")
+    return None
+
+
+def _is_json(media_type: str) -> bool:
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error an endpoint raises, FastAPI's own included, in the one shape."""
 
@@ -86,6 +118,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         first = errors[0] if errors else {}
+        refused = _body_not_json(first, request.headers.get("content-type"))
+        if refused is not None:
+            return refused
         # "body" / "query" / "path" lead each location; the field path is what follows.
         location = [str(p) for p in first.get("loc", ())[1:]]
         parts = []

@@ -1,4 +1,5 @@
-"""A recording request's body, split into turn lines: one ``turnlake.turn.v1`` object,
+"""What comes in: the body limit every request body is held to (:class:`BodyLimit`), and a
+recording request's body split into turn lines: one ``turnlake.turn.v1`` object,
 ``{"turns": [...]}``, or NDJSON (one object per line).
 
 Only what identity demands is checked here — that each turn is a JSON object of the key's
@@ -8,17 +9,89 @@ decide, so a bad turn is reported and quarantined the way ``turnlake ingest`` wo
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.service.errors import MalformedBody
+from pipeline.service.errors import BodyTooLarge, MalformedBody, error_response
 from pipeline.service.steps import TurnKey
 from pipeline.service.writer import LineOutcome
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines",
                 "application/ndjson")
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body passes ``limit`` bytes is answered 413 (the one
+    error shape) before any route sees it — by its Content-Length when it declares one, else
+    as the bytes arrive. The paths in ``streamed`` read their body themselves, under the
+    same limit, and pass through untouched."""
+
+    def __init__(self, app: ASGIApp, limit: int, streamed: Collection[str] = ()) -> None:
+        self.app = app
+        self.limit = limit
+        self.streamed = frozenset(streamed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Buffer the body (at most ``limit`` bytes), then hand it on to the app."""
+        if scope["type"] != "http" or scope["path"] in self.streamed:
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        try:
+            body = None if _over(declared, self.limit) else await _read(receive, self.limit)
+        except _ClientLeft:
+            return  # nobody to answer, and a cut body must not reach a route
+        if body is None:
+            too_large = BodyTooLarge(self.limit)
+            await error_response(413, "payload_too_large", str(too_large))(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+class _ClientLeft(Exception):
+    """The client disconnected before its body was whole."""
+
+
+def _over(declared: str | None, limit: int) -> bool:
+    return declared is not None and declared.isdigit() and int(declared) > limit
+
+
+async def _read(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it passes ``limit``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientLeft
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the buffered body once, then what the client sends next
+    (its disconnect, which streaming answers listen for)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 @dataclass(frozen=True)
@@ -37,9 +110,11 @@ def split_body(body: bytes, content_type: str, tenant: str) -> Intake:
     """Split a body into turns; MalformedBody when it is not JSON / NDJSON of objects."""
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind in NDJSON_TYPES:
-        given = [line for line in body.split(b"\n") if line.strip()]
-        records = [_parse_line(line, n) for n, line in enumerate(given, start=1)]
-        texts: list[bytes | None] = list(given)
+        # Blank lines are no turns, but a reason names the line as an editor numbers it.
+        given = [(n, line) for n, line in enumerate(body.split(b"\n"), start=1)
+                 if line.strip()]
+        records = [_parse_line(line, n) for n, line in given]
+        texts: list[bytes | None] = [line for _, line in given]
     else:
         try:
             parsed = orjson.loads(body)

@@ -32,11 +32,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from lake.embedding.base import Embedder
-from lake.errors import LakeError, RecordError, TurnlakeError
-from lake.records import parse_record
+from lake.errors import LakeError, TurnlakeError
 from lake.settings import Settings
 from lake.store import Partition
+from pipeline.conflicts import REPLACE_ADVICE
 from pipeline.contract import TurnStatus
+from pipeline.prepare import Quarantined
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
@@ -154,7 +155,7 @@ class GroupWriter:
             report, self._kept = self._ingester.ingest(lines,
                                                        source=f"<api {uuid.uuid4().hex}>")
             outcomes = self._outcomes(group, lines, report.accepted,
-                                      {q.line: q.reason for q in report.quarantined})
+                                      {q.line: q for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
             failure = exc if isinstance(exc, TurnlakeError) else LakeError(
                 f"recording failed: {type(exc).__name__}: {exc}")
@@ -173,7 +174,7 @@ class GroupWriter:
             self._to_index.put((set(report.partitions), acked))
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
-                  quarantined: dict[int, str]) -> list[list[LineOutcome]]:
+                  quarantined: dict[int, Quarantined]) -> list[list[LineOutcome]]:
         """Each submission's outcomes: a quarantined line is rejected; of the others, the first
         line of each turn the ingest kept is accepted and every other one a duplicate."""
         # Every kept turn has content rows (its assistant row at least), so the hook saw it.
@@ -185,10 +186,10 @@ class GroupWriter:
         number = 0
         for s in group:
             mine: list[LineOutcome] = []
-            for line, key in zip(s.lines, s.keys, strict=True):
+            for key in s.keys:
                 number += 1  # ingest numbers lines from 1
                 if number in quarantined:
-                    mine.append(_rejected(line, quarantined[number]))
+                    mine.append(_rejected(quarantined[number]))
                 elif key is not None and key in self._kept and key not in answered:
                     answered.add(key)
                     mine.append(LineOutcome("accepted"))
@@ -239,11 +240,13 @@ class GroupWriter:
             waiting.append(item)
 
 
-def _rejected(line: str, reason: str) -> LineOutcome:
-    """A rejected line's outcome, with the path of its first bad field when it has one."""
-    try:
-        parse_record(line)
-    except RecordError as exc:
-        return LineOutcome("rejected", reason, exc.field)
-    # A valid record refused for what it says about the lake: another user's conversation.
-    return LineOutcome("rejected", reason, "user_id")
+def _rejected(refused: Quarantined) -> LineOutcome:
+    """A rejected line's outcome: the ingest's reason and the field it names. A conflict's
+    advice is the CLI's (``--replace``); over HTTP a recorded turn cannot be replaced."""
+    reason = refused.reason
+    if reason.endswith(REPLACE_ADVICE):
+        reason = f"{reason.removesuffix(REPLACE_ADVICE)}; {_NO_REPLACE}"
+    return LineOutcome("rejected", reason, refused.field)
+
+
+_NO_REPLACE = "the HTTP API cannot replace a recorded turn"

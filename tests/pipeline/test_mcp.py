@@ -203,10 +203,19 @@ def test_pull_files_into_the_workspace(lake: Settings, tmp_path: Path) -> None:
         escape = await session.call_tool("pull_files", {"targets": ["c-1/t-0001"],
                                                         "into": "../outside"})
         assert escape.isError and "'..' segment" in _text(escape)
+        linked = await session.call_tool("pull_files", {"targets": ["c-1/t-0001"],
+                                                        "into": "link/sub"})
+        assert linked.isError and "symlink" in _text(linked)
 
-    _in_process(lake, ANA, body, workspace=tmp_path)
-    assert (tmp_path / "job" / "files" / "forecast.csv").read_bytes() == CSV
-    assert not (tmp_path.parent / "outside").exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "link").symlink_to(elsewhere)  # a link planted in the workspace
+    _in_process(lake, ANA, body, workspace=workspace)
+    assert (workspace / "job" / "files" / "forecast.csv").read_bytes() == CSV
+    assert not (tmp_path / "outside").exists()
+    assert not any(elsewhere.iterdir())
 
 
 def test_keys_map_to_read_principals(lake: Settings) -> None:

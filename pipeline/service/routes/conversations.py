@@ -93,9 +93,10 @@ def turn(conversation: str, turn: str, request: Request, principal: Reader,
          as_of: AsOf = None) -> Response:
     """One turn materialized from its TurnLog (the `turn show --json` shape): messages, file
     cards, steps, citations, events."""
+    # Parsed before the lookup: a bad time is the request's fault (400), not a missing turn.
+    now = parse_time(as_of, "as_of")
     try:
-        shown = context_of(request).materializer.turn(principal, conversation, turn,
-                                                      as_of=parse_time(as_of, "as_of"))
+        shown = context_of(request).materializer.turn(principal, conversation, turn, as_of=now)
     except (AccessDenied, QueryError) as exc:
         if not principal.analyst:
             raise refused(principal, f"turn {conversation}/{turn}") from None

@@ -2,7 +2,9 @@
 
 Meant for a server on the agent's own machine (``turnlake serve --workspace DIR``): the files
 land on the server's disk, in DIR/<into>/files/... and DIR/<into>/user.attachments/..., with
-the manifest ``.turnlake-pull.json``, exactly as ``turnlake pull`` writes them.
+the manifest ``.turnlake-pull.json``, exactly as ``turnlake pull`` writes them. ``into``
+must stay below the workspace and pass through no symlink (checked here, before the pull
+creates any folder), so a link planted in the workspace cannot send the files elsewhere.
 """
 
 from __future__ import annotations
@@ -10,12 +12,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from lake.errors import QueryError
-from lake.refs import normalize_relative_path
-from lake.workspace import PullItem
+from lake.errors import QueryError, WorkspaceError
+from lake.workspace import PullItem, folder_below
 from pipeline.service.auth import Reader
 from pipeline.service.context import context_of
-from pipeline.service.errors import error_responses
+from pipeline.service.errors import InvalidField, error_responses
 
 router = APIRouter(tags=["pull"])
 
@@ -48,7 +49,10 @@ def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
     if ctx.workspace is None:
         raise QueryError("this server has no workspace to pull into: start it with "
                          "`turnlake serve --workspace DIR`")
-    folder = ctx.workspace / normalize_relative_path(body.into) if body.into else ctx.workspace
+    try:
+        folder = folder_below(ctx.workspace, body.into)
+    except WorkspaceError as exc:
+        raise InvalidField(str(exc), field="into") from None
     report = ctx.puller.pull(principal, body.targets, folder)
     return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
                       items=report.items)

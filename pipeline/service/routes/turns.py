@@ -15,6 +15,8 @@ from pipeline.service.intake import Intake, split_body
 from pipeline.service.writer import LineOutcome
 
 router = APIRouter(tags=["turns"])
+# The one route that reads its body as a stream, under the body limit itself (_read_limited).
+PATH = "/v1/turns"
 _BODY_DOC = {
     "description": "One `turnlake.turn.v1` object, `{\"turns\": [...]}`, or NDJSON "
                    "(`Content-Type: application/x-ndjson`), at most the documented body limit.",
@@ -24,7 +26,7 @@ _BODY_DOC = {
 }
 
 
-@router.post("/v1/turns", response_model=RecordAnswer,
+@router.post(PATH, response_model=RecordAnswer,
              responses=error_responses(400, 403, 413),
              openapi_extra={"requestBody": _BODY_DOC})
 async def record_turns(request: Request, key: Recorder) -> RecordAnswer:

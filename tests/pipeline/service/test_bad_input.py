@@ -126,4 +126,4 @@ def test_bad_search_requests(served: Served) -> None:
             assert answer.json()["error"].get("field") == field, answer.text
         answer = client.post("/v1/search", content=b"{oops",
                              headers={"Content-Type": "application/json"})
-        assert answer.status_code == 422 and answer.json()["error"]["message"]
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == "malformed_body"
