@@ -61,7 +61,8 @@ def mcp_command(
     stdio, as the principal of --key (or of --tenant with --user / --analyst)."""
     from pipeline.mcp_server import create_mcp_server
 
-    settings = settings_from(lake)
+    # A key lives in its lake: a lake that does not exist is what to say, not "unknown key".
+    settings = existing_lake(lake) if key is not None else settings_from(lake)
     try:
         principal = agent_principal(settings, key, tenant, user, analyst)
         if not no_pull and not workspace.is_dir():

@@ -126,5 +126,10 @@ def serve(
     os.environ[ENV_WORKSPACE] = str(workspace.resolve()) if workspace else ""
     console.print(literal(f"serving {settings.lake} on http://{host}:{port} "
                           f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs"))
+    if isinstance(settings.lake, Path) and not (settings.lake / "_keys").is_dir():
+        # Every request would get 401 (no key is known here): say why before the first one.
+        console.print(literal(f"note: {settings.lake} holds no API key yet (check --lake); "
+                              f"make one with `turnlake keys create --lake {settings.lake} "
+                              "--tenant T --role ...`"))
     uvicorn.run("pipeline.service.app:app_from_env", factory=True, host=host, port=port,
                 workers=workers, log_level="warning", access_log=False)

@@ -106,6 +106,7 @@ NO_LAKE_COMMANDS = [
     ["keys", "list"],
     ["keys", "revoke", "k"],
     ["pull", "c-1/t-0000", "--into", "ws", *PRINCIPAL],
+    ["mcp", "--key", "tlk_x_y"],  # a key lives in its lake: no lake, no key
 ]
 
 
@@ -229,3 +230,22 @@ def test_ingest_accepts_a_byte_order_mark(runner: CliRunner, tmp_path: Path) -> 
     path.write_bytes(_bom_record(0))
     assert "accepted 1, duplicate 0, quarantined 0" in _ok(
         runner, ["ingest", str(path), "--no-embed", "--no-index"])
+
+
+def test_serve_says_when_its_lake_holds_no_key(runner: CliRunner, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from pipeline.service.app import ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX, ENV_WORKSPACE
+
+    for name in (ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX, ENV_WORKSPACE):
+        monkeypatch.setenv(name, "")  # serve sets them for its workers: restored after
+    started: list[str] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: started.append(app))
+    typo = tmp_path / "lkae"
+    output = _ok(runner, ["serve", "--lake", str(typo), "--no-embed"])
+    assert started and f"note: {typo} holds no API key yet (check --lake)" in output
+    keyed = tmp_path / "lake"
+    _ok(runner, ["keys", "create", "--tenant", "acme", "--role", "recorder", "--lake",
+                 str(keyed)])
+    assert "note:" not in _ok(runner, ["serve", "--lake", str(keyed), "--no-embed"])
