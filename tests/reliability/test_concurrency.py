@@ -55,6 +55,7 @@ def _settings(lake: Path, **kw: Any) -> Settings:
 @pytest.mark.slow
 def test_two_ingests_and_two_index_builds_at_once_all_land(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
+    lake.mkdir()  # index build needs a lake folder; the race is over what it holds
     first, second = _records(0, 30), _records(100, 30)
     a = write_records(tmp_path / "a.jsonl", first)
     b = write_records(tmp_path / "b.jsonl", second)
