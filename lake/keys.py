@@ -66,7 +66,8 @@ class KeyPrincipal:
     def require(self, action: Action) -> None:
         """Raise AccessDenied unless the role allows the action."""
         if not self.may(action):
-            raise AccessDenied(f"a {self.role} key may not {action}")
+            article = "an" if self.role[0] in "aeiou" else "a"
+            raise AccessDenied(f"{article} {self.role} key may not {action}")
 
     def reader(self) -> Principal:
         """The search/catalog principal of a key allowed to read."""

@@ -32,8 +32,10 @@ class Principal:
 
     def describe(self) -> str:
         """A short human description for messages and audit rows."""
-        who = "analyst" if self.analyst else "user"
-        return f"{who} {self.user_id or '*'} of tenant {self.tenant}"
+        if self.analyst:
+            looking_at = f" (looking at user {self.user_id})" if self.user_id else ""
+            return f"analyst of tenant {self.tenant}{looking_at}"
+        return f"user {self.user_id} of tenant {self.tenant}"
 
 
 @dataclass(frozen=True)

@@ -121,9 +121,13 @@ def resolve_when(phrase: str, as_of: datetime) -> WhenLookup:
     now = as_of.astimezone(UTC)
     try:
         lookup = _resolve(text, now)
-    except (OverflowError, ValueError, QueryError) as exc:
-        # out-of-range calendar arithmetic ("9999 years ago") raises OverflowError/ValueError
+    except QueryError as exc:
         raise QueryError(f"cannot resolve when-phrase {phrase!r}: {exc}") from exc
+    except (OverflowError, ValueError) as exc:
+        # out-of-range calendar arithmetic ("9999 years ago", "999999999999 days ago", the
+        # day after 9999-12-31) raises these, with Python's words, not the user's
+        raise QueryError(f"cannot resolve when-phrase {phrase!r}: it reaches outside the "
+                         "calendar (years 1 to 9999)") from exc
     if lookup is None:
         raise QueryError(
             f"cannot resolve when-phrase {phrase!r}: expected a date, a period such as "

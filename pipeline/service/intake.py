@@ -173,9 +173,11 @@ def _intake(records: list[Any], texts: list[bytes | None], tenant: str) -> Intak
                     turn if isinstance(turn, str) else None))
         if record.get("tenant") != tenant:
             # Never ingested: nothing of another tenant's may enter this tenant's lake rows.
-            refused[position] = LineOutcome(
-                "rejected", f"the turn's tenant {record.get('tenant')!r} is not the key's "
-                f"tenant {tenant!r}", "tenant")
+            given = record.get("tenant")
+            refused[position] = LineOutcome("rejected", (
+                f"the turn has no tenant; it must be the key's, {tenant!r}" if given is None
+                else f"the turn's tenant {given!r} is not the key's tenant {tenant!r}"),
+                "tenant")
             continue
         lines.append(text.decode("utf-8", errors="replace") if text is not None
                      else orjson.dumps(record).decode())

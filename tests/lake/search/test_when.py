@@ -219,3 +219,12 @@ def test_arbitrary_text_resolves_or_raises_query_error(phrase: str) -> None:
     except QueryError:
         return
     assert isinstance(result, TimeRange | OrdinalLookup)
+
+
+@pytest.mark.parametrize("phrase", ["last 999999999999 days", "99999999999 days ago",
+                                    "9999-12-31", "in 9999"])
+def test_a_phrase_past_the_calendar_is_said_in_the_users_words(phrase: str) -> None:
+    # Python's own words ("int too large to convert to C int") used to reach the user.
+    with pytest.raises(QueryError, match="outside the calendar") as caught:
+        resolve_when(phrase, datetime(2026, 3, 1, tzinfo=UTC))
+    assert phrase in str(caught.value) and "C int" not in str(caught.value)
