@@ -281,6 +281,7 @@ def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any
     out["by_request_size"] = {
         str(size): {name: figures[name] for name in (
             "turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p95_s",
+            "commits_published_within_1s",
             "search_load_p50_ms", "search_searchers_alone_p50_ms", "mean_turns_per_commit")}
         for size in (1, 200)
         for figures in [bench_serve(min(seconds, 15.0), embed=embed, per_request=size)]}
