@@ -89,6 +89,9 @@ class Settings:
     commit_window_ms: float = field(
         default=5.0, metadata={"help": "how long the service gathers concurrent recordings "
                                        "into one group commit"})
+    commit_expect_ms: float = field(
+        default=30.0, metadata={"help": "how long the service waits, beyond the window, for as "
+                                        "many recordings as its previous group commit held"})
     commit_max_turns: int = field(
         default=20_000, metadata={"help": "most turns the service puts in one group commit"})
     key_cache_s: float = field(

@@ -79,3 +79,41 @@ def test_a_closed_writer_refuses_new_turns(hashing_settings: Settings) -> None:
     writer.close()
     with pytest.raises(LakeError, match="shutting down"):
         writer.submit(*_lines([turn_record(1)]))
+
+
+def test_a_group_waits_for_as_many_submissions_as_the_last_one_held(
+        hashing_settings: Settings) -> None:
+    """Hosts answered by one commit come back together, but not within the window: the next
+    group waits (up to commit_expect_ms) until as many as the last group held are in."""
+    import time
+
+    settings = hashing_settings.with_(commit_window_ms=300.0, commit_expect_ms=20_000.0)
+    metrics = ServiceMetrics()
+    writer = GroupWriter(settings, embedder=None, index=False, metrics=metrics)
+    writer.start()
+
+    def together(start: int, delays: list[float]) -> list[Future[list[LineOutcome]]]:
+        futures: list[Future[list[LineOutcome]]] = []
+
+        def submit(n: int, delay: float) -> None:
+            time.sleep(delay)
+            futures.append(writer.submit(*_lines([turn_record(start + n,
+                                                              conversation=f"c-{start + n}")])))
+
+        threads = [threading.Thread(target=submit, args=(n, d)) for n, d in enumerate(delays)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return futures
+
+    first = together(0, [0.0, 0.0, 0.0])  # one window takes all three
+    [f.result(timeout=120) for f in first]
+    # Two of the next three come well after the window: the group still waits for them.
+    second = together(10, [0.0, 0.8, 0.8])
+    answers = [f.result(timeout=120) for f in second]
+    writer.close()
+    assert all(o.status == "accepted" for answer in answers for o in answer)
+    text = metrics.render().decode()
+    assert "turnlake_commit_requests_count 2.0" in text  # two commits, of three each
+    assert "turnlake_commit_requests_sum 6.0" in text
