@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from lake.errors import QueryError
 from lake.records import describe_validation_error
@@ -42,7 +42,8 @@ class QueryOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | int | None = Field(default=None, description="Echoed back, to match answers.")
+    id: StrictStr | StrictInt | None = Field(default=None,
+                                             description="Echoed back, to match answers.")
     query: str = Field(description="What to look for.")
     user: str | None = Field(default=None, description="The user an analyst looks at (an end "
                              "user may only name itself).")
@@ -79,6 +80,8 @@ class QueryOptions(BaseModel):
 
     def to_request(self, principal: Principal) -> SearchRequest:
         """The SearchRequest these options make for a principal."""
+        if self.roles is not None and self.role is not None:
+            raise QueryError("give roles or role, not both (they are one option)")
         roles = self.roles or self.role or list(DEFAULT_SEARCH_ROLES)
         if isinstance(roles, str):
             roles = [roles]

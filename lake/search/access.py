@@ -66,6 +66,10 @@ def resolve_scope(principal: Principal, scope: Scope, *, user_id: str | None = N
         if user_id is not None and user_id != principal.user_id:
             raise AccessDenied(f"{principal.describe()} may not read user {user_id}")
         user_id = principal.user_id
+    elif scope == "tenant" and user_id is not None:
+        # said rather than ignored: the answer would hold every user's turns
+        raise QueryError(f"a tenant-scope search covers every user: drop user {user_id}, or "
+                         "search scope user")
     else:
         user_id = user_id or principal.user_id
     if scope == "conversation":

@@ -63,6 +63,11 @@ def catalog(request: Request, principal: Reader, conversation: str | None = None
     """A conversation's turns in order, or turns looked up by position or time phrase."""
     ctx = context_of(request)
     now = parse_time(as_of, "as_of")
+    # Said rather than ignored: each pair names the turns two ways.
+    if ordinal is not None and when is not None:
+        raise QueryError("give ordinal or when, not both (\"3rd turn\" is a when-phrase too)")
+    if user is not None and conversation is not None:
+        raise QueryError("give conversation or user, not both: a conversation has one user")
     if conversation is not None:
         _conversation(ctx, principal, conversation, as_of)
     if when is not None:

@@ -81,3 +81,30 @@ def test_ndjson_reasons_give_the_physical_line(served: Served) -> None:
     assert [t["index"] for t in turns] == [0, 1]  # the turns' positions in the request
     assert turns[0]["reason"].startswith("line 1 is not valid JSON")
     assert turns[1]["reason"].startswith("line 4 is not valid JSON"), turns[1]
+
+
+@pytest.mark.parametrize("route,params,said", [
+    ("/v1/catalog", {"conversation": "c-1", "ordinal": 1, "when": "first turn"},
+     "ordinal or when"),
+    ("/v1/catalog", {"conversation": "c-1", "user": "u-ben"}, "conversation or user"),
+])
+def test_parameters_that_name_the_turns_twice_are_refused_not_ignored(
+        served: Served, route: str, params: dict[str, object], said: str) -> None:
+    for role in ("user", "analyst"):
+        with _client(served, role) as client:
+            answer = client.get(route, params=params)
+        assert answer.status_code == 400, answer.text
+        assert said in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("body,said", [
+    ({"query": "forecast", "roles": ["user"], "role": "assistant"}, "roles or role"),
+    ({"query": "forecast", "scope": "tenant", "user": "u-ben"}, "covers every user"),
+    ({"query": "forecast", "id": True}, "id"),
+])
+def test_search_options_that_would_be_ignored_are_refused(
+        served: Served, body: dict[str, object], said: str) -> None:
+    with _client(served) as client:
+        answer = client.post("/v1/search", json=body)
+    assert answer.status_code in (400, 422), answer.text
+    assert said in str(answer.json()["error"])
