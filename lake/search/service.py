@@ -548,6 +548,15 @@ def _timed(run: Callable[[], list[PartHits]]) -> tuple[list[PartHits], float]:
     return run(), _ms(started)
 
 
+def _forget_arm_pool() -> None:
+    """In a forked child the pool's threads do not exist: it makes its own on first use."""
+    global _ARM_POOL
+    _ARM_POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_arm_pool)
+
+
 def _arm_pool() -> ThreadPoolExecutor:
     """The threads wide searches run their semantic arm on, one per CPU this process may use
     (shared by every service of the process; made on first use)."""

@@ -369,3 +369,30 @@ def test_a_wide_scope_running_its_semantic_arm_aside_finds_the_same(
     assert answers() == in_line
     assert len(submitted) == len(queries)  # each search ran its semantic arm aside
     assert any(in_line)
+
+
+def test_a_forked_child_runs_wide_searches_on_threads_of_its_own(
+        service: SearchService, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    import lake.search.service as service_module
+
+    monkeypatch.setattr(service_module, "PARALLEL_ARMS_MIN_ROWS", 1)
+    expected = _search(service, "deploy failed", ANALYST, scope="tenant")
+    assert service_module._ARM_POOL is not None  # the parent's pool, with its threads
+    _FORKED.append(service)  # the child finds it in its copy of this module
+    try:
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            # With the parent's pool object and none of its threads, the child would wait
+            # forever.
+            found = pool.apply_async(_search_in_child).get(timeout=120)
+    finally:
+        _FORKED.clear()
+    assert found == expected
+
+
+_FORKED: list[SearchService] = []
+
+
+def _search_in_child() -> list[tuple[str, str]]:
+    return _search(_FORKED[0], "deploy failed", ANALYST, scope="tenant")
