@@ -94,7 +94,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
         app.include_router(module.router)
     app.mount("/mcp", mcp_app)
     # Added before `observe`, so inside it: a refused body is still measured.
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, streamed=(turns.PATH,))
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     @app.middleware("http")
     async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]

@@ -9,7 +9,6 @@ decide, so a bad turn is reported and quarantined the way ``turnlake ingest`` wo
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,17 +27,15 @@ NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-l
 class BodyLimit:
     """ASGI middleware: a request whose body passes ``limit`` bytes is answered 413 (the one
     error shape) before any route sees it — by its Content-Length when it declares one, else
-    as the bytes arrive. The paths in ``streamed`` read their body themselves, under the
-    same limit, and pass through untouched."""
+    as the bytes arrive. Every route's body limit, ``POST /v1/turns``'s included."""
 
-    def __init__(self, app: ASGIApp, limit: int, streamed: Collection[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
-        self.streamed = frozenset(streamed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Buffer the body (at most ``limit`` bytes), then hand it on to the app."""
-        if scope["type"] != "http" or scope["path"] in self.streamed:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length")

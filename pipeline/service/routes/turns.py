@@ -10,13 +10,11 @@ from starlette.concurrency import run_in_threadpool
 from pipeline.contract import RecordAnswer, TurnOutcome
 from pipeline.service.auth import Recorder
 from pipeline.service.context import context_of
-from pipeline.service.errors import BodyTooLarge, error_responses
+from pipeline.service.errors import error_responses
 from pipeline.service.intake import Intake, split_body
 from pipeline.service.writer import LineOutcome
 
 router = APIRouter(tags=["turns"])
-# The one route that reads its body as a stream, under the body limit itself (_read_limited).
-PATH = "/v1/turns"
 _BODY_DOC = {
     "description": "One `turnlake.turn.v1` object, `{\"turns\": [...]}`, or NDJSON "
                    "(`Content-Type: application/x-ndjson`), at most the documented body limit.",
@@ -26,7 +24,7 @@ _BODY_DOC = {
 }
 
 
-@router.post(PATH, response_model=RecordAnswer,
+@router.post("/v1/turns", response_model=RecordAnswer,
              responses=error_responses(400, 403, 413),
              openapi_extra={"requestBody": _BODY_DOC})
 async def record_turns(request: Request, key: Recorder) -> RecordAnswer:
@@ -35,7 +33,7 @@ async def record_turns(request: Request, key: Recorder) -> RecordAnswer:
     `rejected` (with the reason and the path of the bad field); the answer comes only after
     every accepted turn is durable."""
     ctx = context_of(request)
-    body = await _read_limited(request, ctx.settings.max_body_bytes)
+    body = await request.body()  # within max_body_bytes: the app's BodyLimit saw to it
     intake = await run_in_threadpool(split_body, body, request.headers.get(
         "content-type", "application/json"), key.tenant)
     written: list[LineOutcome] = []
@@ -47,21 +45,6 @@ async def record_turns(request: Request, key: Recorder) -> RecordAnswer:
         if count:
             ctx.metrics.turns.labels(outcome=outcome).inc(count)
     return answer
-
-
-async def _read_limited(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it is known to pass the limit."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _answer(intake: Intake, written: list[LineOutcome]) -> RecordAnswer:
