@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table as RichTable
 
 from lake.errors import QueryError, TurnlakeError
@@ -22,8 +21,10 @@ from pipeline.commands.common import (
     console,
     existing_lake,
     fail,
+    literal,
     out,
     settings_from,
+    styled,
 )
 from pipeline.commands.query import AnalystOption, JsonOption, TenantOption, UserOption
 from pipeline.contract import principal_from
@@ -70,7 +71,7 @@ def mcp_command(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     # stdout carries the protocol from here on: anything else goes to stderr.
-    console.print(f"turnlake MCP server on stdio as {escape(principal.describe())}")
+    console.print(literal(f"turnlake MCP server on stdio as {principal.describe()}"))
     create_mcp_server(settings, principal,
                       workspace=None if no_pull else workspace.resolve()).run("stdio")
 
@@ -120,12 +121,12 @@ def _show_pull(report: PullReport, as_json: bool) -> None:
     table = RichTable("status", "kind", "path", "ref / target", "note")
     for item in report.items:
         colour = "green" if item.ok else "dim" if item.status == "not_hosted" else "red"
-        table.add_row(f"[{colour}]{item.status}[/]", item.kind, escape(item.path or ""),
-                      escape(item.ref or item.target), escape(item.message))
+        table.add_row(styled((item.status, colour)), item.kind, literal(item.path or ""),
+                      literal(item.ref or item.target), literal(item.message))
     out.print(table)
     done = sum(item.ok for item in report.items)
-    out.print(f"{done} of {len(report.items)} files in {escape(report.into)}; "
-              f"manifest {escape(report.manifest)}")
+    out.print(literal(f"{done} of {len(report.items)} files in {report.into}; "
+                      f"manifest {report.manifest}"))
 
 
 def _show_clean(report: CleanReport, as_json: bool) -> None:
@@ -133,6 +134,6 @@ def _show_clean(report: CleanReport, as_json: bool) -> None:
         out.print_json(json.dumps(report.__dict__))
         return
     for path in report.kept:
-        console.print(f"[yellow]kept[/] {escape(path)}: changed since pull wrote it")
-    out.print(f"removed {len(report.removed)} files and {len(report.folders_removed)} "
-              f"folders pull wrote in {escape(report.into)}")
+        console.print(styled(("kept", "yellow"), f" {path}: changed since pull wrote it"))
+    out.print(literal(f"removed {len(report.removed)} files and {len(report.folders_removed)} "
+                      f"folders pull wrote in {report.into}"))

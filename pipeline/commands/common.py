@@ -15,7 +15,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from lake.errors import LakeError, TurnlakeError
@@ -31,7 +30,7 @@ LakeOption = Annotated[str | None, typer.Option(
     "--lake", help="Lake root: a folder or s3://bucket/prefix (default: $TURNLAKE_LAKE, else "
                    "./data/lake).")]
 
-__all__ = ["LakeOption", "app", "console", "escape", "existing_lake", "fail", "literal", "out",
+__all__ = ["LakeOption", "app", "console", "existing_lake", "fail", "literal", "out",
            "settings_from", "styled"]
 
 

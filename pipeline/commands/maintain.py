@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table as RichTable
 
 from lake.errors import TurnlakeError
@@ -41,7 +40,7 @@ def _print_tables(report: MaintainReport) -> None:
     for upkeep in report.tables:
         for part in upkeep.compacted:
             after = part.after
-            grid.add_row(upkeep.table.value, escape(part.name),
+            grid.add_row(upkeep.table.value, literal(part.name),
                          _files(part.before.files, after.files if after else None),
                          _size(part.before.bytes) if after is None
                          else f"{_size(part.before.bytes)} -> {_size(after.bytes)}")
@@ -83,8 +82,8 @@ def maintain_command(
     settings = existing_lake(lake)
 
     def waiting(holder: str) -> None:
-        console.print(f"waiting for the writer lock held by {escape(holder)} (up to "
-                      f"{settings.lock_timeout_s:.0f}s)")
+        console.print(literal(f"waiting for the writer lock held by {holder} (up to "
+                              f"{settings.lock_timeout_s:.0f}s)"))
 
     try:
         with job_progress() as progress:
