@@ -154,16 +154,19 @@ class WorkspacePuller:
         self._resolver = TurnMaterializer(store)
 
     def pull(self, principal: Principal, targets: Sequence[str], into: Path | str, *,
-             as_of: datetime | None = None) -> PullReport:
+             inside: Path | None = None, as_of: datetime | None = None) -> PullReport:
         """Pull each target, a ``conv:fi:`` ref or a turn ``CONVERSATION/TURN``, into ``into``
-        (created when missing). Raises WorkspaceError only when the workspace itself is
-        unusable; every per-target problem is an item of the report."""
+        (created when missing). With ``inside`` (a server pulling on a client's behalf),
+        ``into`` is a relative folder below it, opened part by part without following a
+        symlink, so no link planted there sends the files elsewhere. Raises WorkspaceError
+        only when the workspace itself is unusable; every per-target problem is an item of
+        the report."""
         if not targets:
             raise QueryError("give at least one conv:fi: ref or CONVERSATION/TURN to pull")
         now = as_of or datetime.now(UTC)
-        root = Path(into)
+        root = Path(into) if inside is None else inside / str(into)
         items: list[PullItem] = []
-        with _workspace(root) as fd:
+        with _workspace(Path(into), inside=inside) as fd:
             manifest = _read_manifest(fd, root)
             claimed: dict[str, str] = {}  # path -> ref, for this pull: one ref per path
             try:
@@ -348,14 +351,19 @@ def _write_file(root: int, path: str, data: bytes, previous: PulledFile | None,
 # -- the workspace and its manifest ------------------------------------------------------------
 
 @contextmanager
-def _workspace(root: Path, *, create: bool = True) -> Iterator[int]:
+def _workspace(root: Path, *, create: bool = True, inside: Path | None = None
+               ) -> Iterator[int]:
     """A descriptor of the workspace folder (made when missing and ``create``), held under an
     exclusive lock: two pulls (or a pull and a clean) into one folder take turns, so neither
-    loses the other's manifest entries."""
+    loses the other's manifest entries. With ``inside``, ``root`` is relative to it and each
+    of its folders is opened confined (lake.confined): none may be a symlink or a file."""
     try:
-        if create:
-            root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if inside is not None:
+            fd = _confined_folder(inside, root)
+        else:
+            if create:
+                root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise WorkspaceError(f"workspace {root} does not exist") from None
     except OSError as exc:
@@ -365,6 +373,26 @@ def _workspace(root: Path, *, create: bool = True) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _confined_folder(inside: Path, into: Path) -> int:
+    """A descriptor of the folder ``into`` (relative; empty: ``inside`` itself) below
+    ``inside``, made when missing; WorkspaceError naming ``into`` when it is not a clean
+    relative path, or when one of its folders is a symlink or a file."""
+    name = str(into) if str(into) != "." else ""
+    try:
+        parts = normalize_relative_path(name).split("/") if name else []
+    except RefError as exc:
+        raise WorkspaceError(f"into {name!r} is not a folder below the workspace: {exc}") \
+            from None
+    inside.mkdir(parents=True, exist_ok=True)
+    base = os.open(inside, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_folders(base, parts, [])
+    except WorkspaceError as exc:
+        raise WorkspaceError(f"into {name!r}: {exc}") from None
+    finally:
+        os.close(base)
 
 
 def _read_manifest(fd: int, root: Path) -> _Manifest:
@@ -414,33 +442,3 @@ def _write_manifest(fd: int, manifest: _Manifest) -> None:
         raise WorkspaceError(f"{MANIFEST} is not a regular file; refusing to replace it")
     data = json.dumps(manifest.to_json(), indent=2).encode() + b"\n"
     atomic_write_at(fd, MANIFEST, data)
-
-
-def folder_below(workspace: Path, into: str) -> Path:
-    """The folder ``into`` (relative; empty: the workspace itself) names below ``workspace``,
-    for a pull a server makes on a client's behalf. WorkspaceError when ``into`` is not a
-    clean relative path, passes through a symlink, names a file, or resolves outside the
-    workspace: a link planted in the workspace must not send the files elsewhere. Checked
-    before the pull creates any folder."""
-    if not into:
-        return workspace
-    try:
-        relative = normalize_relative_path(into)
-    except RefError as exc:
-        raise WorkspaceError(f"into {into!r} is not a folder below the workspace: {exc}") \
-            from None
-    folder = workspace
-    for part in relative.split("/"):
-        folder = folder / part
-        # Only what exists can be in the way; the pull creates the rest as real folders.
-        if folder.is_symlink():
-            raise WorkspaceError(f"into {into!r} passes through a symlink "
-                                 f"({folder.relative_to(workspace)}); pull never writes "
-                                 "through one")
-        if folder.exists() and not folder.is_dir():
-            raise WorkspaceError(f"into {into!r}: {folder.relative_to(workspace)} is not a "
-                                 "folder")
-    # Whatever the checks above missed, nothing outside the workspace is written.
-    if not folder.resolve().is_relative_to(workspace.resolve()):
-        raise WorkspaceError(f"into {into!r} leaves the workspace")
-    return folder

@@ -39,7 +39,7 @@ from lake.search.when import OrdinalLookup, resolve_when
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
-from lake.workspace import PullItem, WorkspacePuller, folder_below
+from lake.workspace import PullItem, WorkspacePuller
 
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
@@ -294,8 +294,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             principal = who(ctx)
 
             def work() -> PullAnswer:
-                folder = folder_below(root, into)
-                report = lake.puller.pull(principal, targets, folder)
+                report = lake.puller.pull(principal, targets, into, inside=root)
                 return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
                                   items=report.items)
 

@@ -3,8 +3,9 @@
 Meant for a server on the agent's own machine (``turnlake serve --workspace DIR``): the files
 land on the server's disk, in DIR/<into>/files/... and DIR/<into>/user.attachments/..., with
 the manifest ``.turnlake-pull.json``, exactly as ``turnlake pull`` writes them. ``into``
-must stay below the workspace and pass through no symlink (checked here, before the pull
-creates any folder), so a link planted in the workspace cannot send the files elsewhere.
+must stay below the workspace and pass through no symlink: the pull opens it folder by folder
+without following one (lake.confined), so a link planted in the workspace cannot send the
+files elsewhere; a refusal is a 400 naming ``into``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from lake.errors import QueryError, WorkspaceError
-from lake.workspace import PullItem, folder_below
+from lake.workspace import PullItem
 from pipeline.service.auth import Reader
 from pipeline.service.context import context_of
 from pipeline.service.errors import InvalidField, error_responses
@@ -50,9 +51,8 @@ def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
         raise QueryError("this server has no workspace to pull into: start it with "
                          "`turnlake serve --workspace DIR`")
     try:
-        folder = folder_below(ctx.workspace, body.into)
+        report = ctx.puller.pull(principal, body.targets, body.into, inside=ctx.workspace)
     except WorkspaceError as exc:
         raise InvalidField(str(exc), field="into") from None
-    report = ctx.puller.pull(principal, body.targets, folder)
     return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
                       items=report.items)
