@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lake.embedding.rows import with_embeddings
+from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
 from lake.search.service import SearchService
@@ -70,6 +71,17 @@ def build_scale_lake(root: Path, rows: int, *, seed: int = 3) -> tuple[Settings,
     t = time.perf_counter()
     build_indexes(LakeStore(root), model=MODEL)
     return settings, ingest_s, time.perf_counter() - t
+
+
+def build_seconds_by_kind(store: LakeStore) -> dict[str, float]:
+    """The live index builds' seconds per kind (read, rows, semantic, lexical, trigram),
+    summed over the lake's partitions; {} for builds older than that breakdown."""
+    total: dict[str, float] = {}
+    for status in partition_statuses(store).values():
+        if status.manifest is not None:
+            for kind, seconds in status.manifest.seconds_by_kind.items():
+                total[kind] = round(total.get(kind, 0.0) + seconds, 1)
+    return total
 
 
 def make_queries(store: LakeStore, n: int, *, seed: int = 11) -> list[tuple[str, str, str]]:

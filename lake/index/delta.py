@@ -88,6 +88,7 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     logs = store.read_files(Table.TURN_LOGS, plan.log_files, columns=LOG_COLUMNS,
                             version=logs_version)
     rows, vectors, dim, foreign = joined_rows(content, logs, model)
+    read_seconds = time.perf_counter() - started
     if not _all_logs_matched(logs, rows) or (dim and manifest.dim and dim != manifest.dim):
         return None
     part = (manifest.tenant, manifest.month)
@@ -104,8 +105,9 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     folder = base / segment
     # local_build: in an object-store lake the live build may not be in this cache (another
     # server built it, or a reader pruned it), and the new lexical segment grows from its copy.
-    semantic = write_segment(folder, rows, vectors, dim, doc_offset=manifest.row_count,
-                             lexical_from=local_build(store.root, manifest) / "lexical")
+    written = write_segment(folder, rows, vectors, dim, doc_offset=manifest.row_count,
+                            lexical_from=local_build(store.root, manifest) / "lexical")
+    semantic = written.semantic
     faults.hit("index.after_delta_segment")
     turns = rows.select("conversation_id", "turn_id").n_unique()
     updated = replace(
@@ -120,7 +122,8 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
         bytes=_added(manifest.bytes, segment_bytes(folder)),
         segments=[*manifest.live_segments, segment],
         segment_rows=[*manifest.segment_rows, rows.height],
-        foreign_vectors=manifest.foreign_vectors + foreign)
+        foreign_vectors=manifest.foreign_vectors + foreign,
+        seconds_by_kind={"read": read_seconds, **written.seconds})
     return _publish(store, updated)
 
 

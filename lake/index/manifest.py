@@ -59,6 +59,10 @@ class PartitionManifest:
     # by meaning: a model change makes the partition stale instead of silently empty.
     embedding_model: str | None = None
     foreign_vectors: int = 0
+    # Where this build's time went (seconds): "read" (its rows and vectors from the tables),
+    # "rows" (the segment's row file), "semantic", "lexical" and "trigram"; {} in older
+    # manifests. A delta build counts only its own segment, as build_seconds does.
+    seconds_by_kind: dict[str, float] = field(default_factory=dict)
 
     @property
     def live_segments(self) -> list[str]:

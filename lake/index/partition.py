@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -136,10 +137,12 @@ def write_partition(store: LakeStore, tenant: str, month: str, *, content_versio
     started = time.perf_counter()
     rows, vectors, dim, foreign = live_rows(store, tenant, month, content_version,
                                             logs_version, model)
+    read_seconds = time.perf_counter() - started
     build_id = new_segment_id()
     folder = partition_dir(store.root, tenant, month) / f"{folder_prefix}{build_id}"
-    semantic = write_segment(folder, rows, vectors, dim, doc_offset=0, lexical_from=None,
-                             exact_max_rows=exact_max_rows)
+    written = write_segment(folder, rows, vectors, dim, doc_offset=0, lexical_from=None,
+                            exact_max_rows=exact_max_rows)
+    semantic = written.semantic
     manifest = PartitionManifest(
         tenant=tenant, month=month, build_id=build_id, content_version=content_version,
         logs_version=logs_version,
@@ -154,6 +157,7 @@ def write_partition(store: LakeStore, tenant: str, month: str, *, content_versio
         built_at=datetime.now(UTC).isoformat(), build_seconds=time.perf_counter() - started,
         bytes=segment_bytes(folder), segments=[build_id], segment_rows=[rows.height],
         embedding_model=model, foreign_vectors=foreign,
+        seconds_by_kind={"read": read_seconds, **written.seconds},
     )
     (folder / MANIFEST_FILE).write_text(manifest.to_json())
     return manifest
@@ -172,17 +176,35 @@ def segment_bytes(folder: Path) -> dict[str, int]:
             for name in (ROWS_FILE, "semantic", "lexical", "trigram") if (folder / name).exists()}
 
 
+class WrittenSegment(NamedTuple):
+    """What :func:`write_segment` wrote: the segment's semantic index (None without vectors)
+    and the seconds each artifact took (``rows``, ``semantic``, ``lexical``, ``trigram``)."""
+
+    semantic: SemanticIndex | None
+    seconds: dict[str, float]
+
+
 def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: int, *,
                   doc_offset: int, lexical_from: Path | None,
-                  exact_max_rows: int | None = None) -> SemanticIndex | None:
+                  exact_max_rows: int | None = None) -> WrittenSegment:
     """Write one segment's artifacts for ``rows`` (sorted) into a new ``folder``.
 
     ``vectors`` hold the embedded rows' vectors only, in row order. The lexical index gets
     doc ids from ``doc_offset`` on, added to a hard-linked copy of ``lexical_from`` (the
     previous segment's lexical folder, which covers every earlier row) when given."""
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+
+    def took(kind: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        seconds[kind] = now - started
+        started = now
+
     folder.mkdir(parents=True, exist_ok=True)
     feather.write_feather(rows.to_arrow(), folder / ROWS_FILE, compression="uncompressed")
     texts = rows["text"].to_list()
+    took("rows")
     semantic = None
     if dim and vectors.shape[0]:
         docs = np.flatnonzero(rows["embedded"].to_numpy()).astype(np.int64)
@@ -191,6 +213,7 @@ def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: in
                     SemanticIndex.build(vectors, doc_ids=docs, rows=rows.height,
                                         exact_max_rows=exact_max_rows))
         semantic.save(folder / "semantic")
+        took("semantic")
     contexts = turn_contexts(rows)
     docs_in = (LexicalDoc(doc=doc_offset + i, text=t, role=r, user_id=u, conversation_id=c,
                           context=x)
@@ -203,8 +226,10 @@ def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: in
     else:
         link_tree(lexical_from, folder / "lexical")
         LexicalIndex.extend(folder / "lexical", docs_in)
+    took("lexical")
     TrigramIndex.build(texts).save(folder / "trigram")
-    return semantic
+    took("trigram")
+    return WrittenSegment(semantic, seconds)
 
 
 @dataclass

@@ -156,6 +156,15 @@ def index_build(
     out.print(f"{len(report.built)} built, {report.skipped_fresh} already fresh")
 
 
+def _seconds_by_kind(seconds: dict[str, float]) -> str:
+    """" (read 0.41s, semantic 2.10s, ...)", or "" for a manifest that has no breakdown."""
+    if not seconds:
+        return ""
+    order = ["read", "rows", "semantic", "lexical", "trigram"]  # the order a build takes
+    kinds = sorted(seconds, key=lambda k: (order.index(k) if k in order else len(order), k))
+    return " (" + ", ".join(f"{kind} {seconds[kind]:.2f}s" for kind in kinds) + ")"
+
+
 def _print_built(report: BuildReport) -> None:
     for m in report.built:
         name = f"{m.tenant}/{m.month}"
@@ -164,7 +173,8 @@ def _print_built(report: BuildReport) -> None:
         out.print(literal(f"{how} {name}: {m.row_count} rows ({m.embedded_rows} embedded, "
                           f"{m.semantic_kind}, {len(m.live_segments)} segment"
                           f"{'s' if len(m.live_segments) > 1 else ''}) from content_rows "
-                          f"v{m.content_version} in {m.build_seconds:.2f}s"))
+                          f"v{m.content_version} in {m.build_seconds:.2f}s"
+                          f"{_seconds_by_kind(m.seconds_by_kind)}"))
     for m in report.foreign_vectors:
         # Rows embedded by another model are not in the semantic index: say so, never
         # leave a partition silently unsearchable by meaning.

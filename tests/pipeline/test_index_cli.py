@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,19 @@ def test_a_tenant_or_month_that_selects_no_partition_is_said(runner: CliRunner, 
     assert "no partition of tenant acme month 2025-01 matched in this lake" in result.output
     matched = runner.invoke(app, ["index", command, "--tenant", "acme", "--month", "2026-03"])
     assert matched.exit_code == 0 and "matched in this lake" not in matched.output
+
+
+def test_each_build_says_where_its_time_went(runner: CliRunner, tmp_path: Path) -> None:
+    base = write_jsonl(tmp_path / "a.jsonl", [make_record(i, conversation=f"c-{i}")
+                                              for i in range(40)])  # one more stays a delta
+    assert runner.invoke(app, ["ingest", str(base), "--no-index"]).exit_code == 0
+    built = runner.invoke(app, ["index", "build"])
+    assert built.exit_code == 0, built.output
+    said = " ".join(built.output.split())  # the console wraps long lines
+    assert re.search(r"\(read [\d.]+s, rows [\d.]+s, semantic [\d.]+s, lexical [\d.]+s, "
+                     r"trigram [\d.]+s\)", said), said
+    more = write_jsonl(tmp_path / "b.jsonl", [make_record(99, conversation="c-99")])
+    assert runner.invoke(app, ["ingest", str(more), "--no-index"]).exit_code == 0
+    appended = runner.invoke(app, ["index", "build"])
+    assert "delta segment acme/2026-03" in appended.output, appended.output
+    assert "(read " in appended.output and "trigram " in appended.output

@@ -83,3 +83,11 @@ def test_vectors_of_docs_are_the_stored_ones(part: PartitionIndex) -> None:
     some, _ = semantic.vectors(found[1::2])
     assert some.tolist() == found[1::2].tolist()
     assert semantic.vectors(np.zeros(0, np.int64))[1].shape == (0, semantic.dim)
+
+
+def test_a_build_records_where_its_time_went(part: PartitionIndex) -> None:
+    seconds = part.manifest.seconds_by_kind
+    assert set(seconds) == {"read", "rows", "semantic", "lexical", "trigram"}
+    assert all(s >= 0 for s in seconds.values())
+    # the parts are timed one after another within the build
+    assert sum(seconds.values()) <= part.manifest.build_seconds
