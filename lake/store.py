@@ -322,8 +322,15 @@ class LakeStore:
             # every data file with its partition values, ~8 ms on a live-written table.
             with _translated(table, "read"):
                 # Merges may write string_view columns; reading through our schema keeps
-                # every file (and every filter) on plain string types.
-                snapshot.dataset = snapshot.table.to_pyarrow_dataset(schema=SCHEMAS[table])
+                # every file (and every filter) on plain string types. A local table is read
+                # through arrow's own file system: deltalake's default is a Python one, whose
+                # pre-buffered reads left arrow I/O threads that still needed the interpreter
+                # when it shut down, and the process then aborted ("terminate called without
+                # an active exception", exit 134) after a command had done its work.
+                native = None if self.root.remote else pafs.SubTreeFileSystem(
+                    str(self.path(table)), pafs.LocalFileSystem())
+                snapshot.dataset = snapshot.table.to_pyarrow_dataset(schema=SCHEMAS[table],
+                                                                     filesystem=native)
         return snapshot.dataset
 
     def read(self, table: Table, *, columns: Sequence[str] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from factories import make_record, rich_record, write_jsonl
@@ -95,3 +96,18 @@ def test_a_conversation_read_skips_the_files_whose_statistics_rule_it_out(
     assert len(fragments) == 1
     assert store.read(Table.TURN_LOGS, columns=["turn_id"],
                       filter=wanted)["turn_id"].to_pylist() == ["t-0003"]
+
+
+def test_a_local_table_is_read_through_arrows_own_file_system(settings: Settings,
+                                                              tmp_path: Path) -> None:
+    tenant = "Acme_2-x"  # ids are [A-Za-z0-9_-]: no partition folder needs escaping
+    # deltalake's default Python file system left pre-buffering arrow I/O threads that needed
+    # the interpreter while it shut down: commands aborted at exit (134) after their output
+    Ingestor(settings).ingest_paths(
+        [write_jsonl(tmp_path / "in.jsonl", [make_record(i, tenant=tenant) for i in range(3)])])
+    store = LakeStore(settings.lake)
+    dataset = store.dataset(Table.CONTENT_ROWS)
+    assert isinstance(dataset.filesystem, pafs.SubTreeFileSystem)
+    assert isinstance(dataset.filesystem.base_fs, pafs.LocalFileSystem)
+    rows = store.read(Table.CONTENT_ROWS, columns=["tenant", "text"])
+    assert rows.num_rows == 6 and set(rows["tenant"].to_pylist()) == {tenant}
