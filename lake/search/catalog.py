@@ -102,7 +102,9 @@ class TurnCatalog:
 
     def turns(self, principal: Principal, conversation_id: str, *,
               as_of: datetime | None = None) -> list[CatalogTurn]:
-        """A conversation's live turns in order (ordinal 1 = first)."""
+        """A conversation's live turns in order (ordinal 1 = first). An end user gets
+        AccessDenied alike for another user's conversation and one with no live turn; an
+        analyst gets [] for the latter."""
         validate_id(conversation_id, "conversation_id")
         frame = self._logs(principal, as_of, ds.field("conversation_id") == conversation_id)
         if frame.height == 0:
@@ -284,14 +286,11 @@ class TurnCatalog:
         assert isinstance(frame, pl.DataFrame)
         return frame
 
-    def _explain_missing(self, principal: Principal, conversation_id: str) -> None:
-        if principal.analyst:
-            return
-        other = self._store.read(
-            Table.TURN_LOGS, columns=["user_id"],
-            filter=(ds.field("tenant") == principal.tenant)
-            & (ds.field("conversation_id") == conversation_id))
-        if other.num_rows and principal.user_id not in other.column("user_id").to_pylist():
+    @staticmethod
+    def _explain_missing(principal: Principal, conversation_id: str) -> None:
+        # An end user gets one answer whether the conversation is another user's or has no
+        # live turn at all: telling the two apart would say that another user's exists.
+        if not principal.analyst:
             raise AccessDenied(f"{principal.describe()} may not read conversation "
                                f"{conversation_id}")
 

@@ -132,8 +132,9 @@ class TurnMaterializer:
 
     def turn(self, principal: Principal, conversation_id: str, turn_id: str, *,
              as_of: datetime | None = None) -> MaterializedTurn:
-        """The whole turn; QueryError when it does not exist (or expired), AccessDenied when
-        it belongs to another user and the principal is an end user."""
+        """The whole turn. An end user who may not read it gets AccessDenied, alike whether it
+        is another user's or does not exist (or expired); an analyst gets QueryError for a
+        turn that does not exist."""
         validate_id(conversation_id, "conversation_id")
         validate_id(turn_id, "turn_id")
         now = as_of or datetime.now(UTC)
@@ -143,13 +144,14 @@ class TurnMaterializer:
                                 columns=["turn_id", "user_id", "started_at", "payload"])
         rows = logs.to_pylist()
         match = [r for r in rows if r["turn_id"] == turn_id]
+        if not principal.analyst and (not match or match[0]["user_id"] != principal.user_id):
+            # one answer for another user's turn and for none: the difference would leak
+            raise AccessDenied(f"{principal.describe()} may not read turn "
+                               f"{conversation_id}/{turn_id}")
         if not match:
             raise QueryError(f"no live turn {conversation_id}/{turn_id} in tenant "
                              f"{principal.tenant}")
         row = match[0]
-        if not principal.analyst and row["user_id"] != principal.user_id:
-            raise AccessDenied(f"{principal.describe()} may not read turn "
-                               f"{conversation_id}/{turn_id}")
         ordinal = 1 + sum(1 for r in rows if (r["started_at"], r["turn_id"])
                           < (row["started_at"], turn_id))
         turn_filter = key & (ds.field("turn_id") == turn_id)

@@ -63,10 +63,15 @@ def test_time_phrases(store: LakeStore) -> None:
 
 def test_catalog_access_and_expiry(store: LakeStore) -> None:
     catalog = TurnCatalog(store)
-    with pytest.raises(AccessDenied):
-        catalog.turns(ANA, "c-ben", as_of=AS_OF)
+    # an end user gets one answer for another user's conversation, an expired one and none
+    refusals = []
+    for conversation in ("c-ben", "c-short", "c-none"):  # another's, past its TTL, never
+        with pytest.raises(AccessDenied) as refused:
+            catalog.turns(ANA, conversation, as_of=AS_OF)
+        refusals.append(str(refused.value).replace(conversation, "C"))
+    assert len(set(refusals)) == 1
     assert [t.turn_id for t in catalog.turns(ANALYST, "c-ben", as_of=AS_OF)] == ["t-0004"]
-    assert catalog.turns(ANA, "c-short", as_of=AS_OF) == []  # past its TTL
+    assert catalog.turns(ANALYST, "c-short", as_of=AS_OF) == []
     with pytest.raises(QueryError, match="has 4 turns"):
         catalog.nth(ANA, "c-1", 9, as_of=AS_OF)
     names = [c.conversation_id for c in catalog.conversations(ANA, as_of=AS_OF)]
@@ -87,10 +92,12 @@ def test_materialize_rich_turn_with_files(store: LakeStore) -> None:
     assert turn.usage == {"tokens_in": 120, "tokens_out": 80, "cost_usd": 0.01,
                           "duration_ms": 4000}
     assert turn.attachments[0]["name"] == "march.xlsx"
-    with pytest.raises(AccessDenied):
+    with pytest.raises(AccessDenied, match="may not read turn c-1/t-0002$"):
         TurnMaterializer(store).turn(BEN, "c-1", "t-0002", as_of=AS_OF)
+    with pytest.raises(AccessDenied, match="may not read turn c-1/t-9999$"):  # none: alike
+        TurnMaterializer(store).turn(BEN, "c-1", "t-9999", as_of=AS_OF)
     with pytest.raises(QueryError):
-        TurnMaterializer(store).turn(ANA, "c-1", "t-9999", as_of=AS_OF)
+        TurnMaterializer(store).turn(ANALYST, "c-1", "t-9999", as_of=AS_OF)
 
 
 def test_a_materialized_turns_parts_are_the_record_models_own(store: LakeStore) -> None:
