@@ -92,9 +92,9 @@ def test_materialize_rich_turn_with_files(store: LakeStore) -> None:
     assert turn.usage == {"tokens_in": 120, "tokens_out": 80, "cost_usd": 0.01,
                           "duration_ms": 4000}
     assert turn.attachments[0]["name"] == "march.xlsx"
-    with pytest.raises(AccessDenied, match="may not read turn c-1/t-0002$"):
+    with pytest.raises(AccessDenied, match=r"may not read turn c-1/t-0002$"):
         TurnMaterializer(store).turn(BEN, "c-1", "t-0002", as_of=AS_OF)
-    with pytest.raises(AccessDenied, match="may not read turn c-1/t-9999$"):  # none: alike
+    with pytest.raises(AccessDenied, match=r"may not read turn c-1/t-9999$"):  # none: alike
         TurnMaterializer(store).turn(BEN, "c-1", "t-9999", as_of=AS_OF)
     with pytest.raises(QueryError):
         TurnMaterializer(store).turn(ANALYST, "c-1", "t-9999", as_of=AS_OF)
