@@ -6,19 +6,24 @@ content type ``code``, then a ``tool`` message from ``python`` with content type
 ``execution_output`` (its ``metadata.aggregate_result`` tells success and lists generated
 images). Browsing, file search and other tools follow the same pattern with their own
 recipient and content types (``tether_browsing_display``, ``tether_quote``, ``text``).
+Canvas writes are assistant messages to ``canmore.create_textdoc`` (content type ``code``,
+JSON text ``{"name", "type", "content"}``) or ``canmore.update_textdoc`` (``{"updates":
+[{"pattern", "replacement"}]}``); they are documents, whose text is kept whole.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-NodeKind = Literal["user", "answer", "code", "output", "call", "tool"]
+NodeKind = Literal["user", "answer", "code", "output", "call", "tool", "document"]
 TEXT_CONTENT = ("text", "multimodal_text")
 _REASONING = ("thoughts", "reasoning_recap")
 _CODE_TOOLS = ("python", "jupyter")
 _ASSET_PARTS = ("image_asset_pointer", "audio_asset_pointer", "video_container_asset_pointer")
+_CANVAS_WRITES = ("canmore.create_textdoc", "canmore.update_textdoc")
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,8 @@ class Node:
     at: datetime
     text: str
     name: str = ""  # the tool (recipient or author name) for code, call, output and tool
-    language: str = ""
+    language: str = ""  # a code run's language; a document's canvas type ("code/python")
+    title: str = ""  # a document's name
     failed: bool = False
     files: tuple[FileRef, ...] = ()
 
@@ -93,6 +99,11 @@ def _assistant(content: dict[str, Any], content_type: Any, recipient: str, at: d
             language = language if isinstance(language, str) and language != "unknown" \
                 else "python"
             return Node("code", message_id, at, text, name=recipient, language=language)
+        document = _canvas(text) if recipient in _CANVAS_WRITES else None
+        if document is not None:
+            title, kind, body = document
+            return Node("document", message_id, at, body, name=recipient, language=kind,
+                        title=title)
         return Node("call", message_id, at, text, name=recipient)
     if content_type not in TEXT_CONTENT:
         return Skip(f"unsupported assistant content type: {content_type}")
@@ -118,6 +129,27 @@ def _tool(content: dict[str, Any], content_type: Any, metadata: dict[str, Any],
     if not text and not files:
         return Skip(f"empty tool message ({name})")
     return Node("tool", message_id, at, text, name=name, files=files)
+
+
+def _canvas(text: str) -> tuple[str, str, str] | None:
+    """A canvas write's document as (name, type, text), or None when the call is not the JSON
+    a canvas write carries. An update's text is its replacements in order: with the pattern
+    ``.*`` that is the whole new document, otherwise the rewritten passages."""
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(call, dict):
+        return None
+    body = call.get("content")
+    if not isinstance(body, str):
+        body = "\n\n".join(u["replacement"] for u in _list(call.get("updates"))
+                            if isinstance(u, dict) and isinstance(u.get("replacement"), str))
+    if not body.strip():
+        return None
+    name, kind = call.get("name"), call.get("type")
+    return (name.strip() if isinstance(name, str) and name.strip() else "canvas",
+            kind if isinstance(kind, str) else "", body)
 
 
 def _content_text(content: dict[str, Any]) -> str:

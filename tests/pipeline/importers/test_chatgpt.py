@@ -39,11 +39,11 @@ def test_consecutive_user_messages_fold_and_every_answer_piece_is_kept_in_order(
         ("And if I keep it in the fridge during the week?", "prompt", 0),
         ("Also: should the weekly feed use rye or wheat flour?", "followup", 1),
     ]
-    # The last visible message is the answer; the earlier ones stay as events, in order.
+    # The answer split around the browsing call is one completion, its pieces in order.
     assert second.completion.text == (
+        "In the fridge, feed it once a week and take it out 12 hours before baking.\n\n"
         "Keep feeding it rye: it stays more active in the cold than wheat.")
-    assert [(e.type, e.data) for e in second.events] == [("assistant.message", {
-        "text": "In the fridge, feed it once a week and take it out 12 hours before baking."})]
+    assert second.events == []
     assert [(s.name, s.status) for s in second.steps] == [("browser", "started"),
                                                           ("browser", "completed")]
     assert second.started_at.isoformat() == "2024-06-03T09:03:22.120000+00:00"
@@ -65,7 +65,7 @@ def test_hidden_system_and_tool_messages_and_unanswered_turns_are_counted() -> N
     assert result.skipped == {"system message": 1,
                               "custom instructions (user_editable_context)": 1}
     assert result.counted == {"tool call (browser)": 1, "tool message (browser)": 1,
-                              "earlier assistant message kept as event": 1,
+                              "assistant message joined to the answer": 1,
                               "turn without answer (interrupted)": 1}
     # A prompt the assistant never answered keeps the user's words.
     _, unanswered = _turns(result, REPORT)

@@ -74,11 +74,11 @@ def test_a_failed_run_is_a_failed_step_and_panel(export_zip: Path) -> None:
     assert second.completion.text.startswith("The data covers 2024 only")
 
 
-def test_every_visible_answer_is_kept_and_the_last_is_the_completion(export_zip: Path) -> None:
+def test_every_visible_answer_is_in_the_completion_in_order(export_zip: Path) -> None:
     first = _turns(_import(export_zip))["u-3"]
-    assert first.completion.text.startswith("June (2024-06) dropped the most")
-    assert [e.data for e in first.events if e.type == "assistant.message"] == [
-        {"text": "Let me load the file first."}]
+    assert first.completion.text.startswith(
+        "Let me load the file first.\n\nJune (2024-06) dropped the most")
+    assert [e for e in first.events if e.type == "assistant.message"] == []
 
 
 def test_browsing_is_a_tool_step(export_zip: Path) -> None:
@@ -104,7 +104,7 @@ def test_hidden_and_context_nodes_are_counted(export_zip: Path) -> None:
     assert result.skipped == {"system message": 1, "hidden message": 1,
                               "custom instructions (user_editable_context)": 1}
     assert result.counted == {"code run": 3, "code panel": 3, "file hosted from the export": 2,
-                              "earlier assistant message kept as event": 1,
+                              "assistant message joined to the answer": 1,
                               "tool call (web.run)": 1, "tool message (web.run)": 1}
 
 
