@@ -6,13 +6,19 @@ as follow-ups. What Claude Code writes under the user role itself (task notifica
 plumbing, caveats, hook output) becomes context events, never submissions (see
 :mod:`pipeline.importers.claude_events`). ``tool_use`` blocks become started steps and
 ``tool_result`` blocks completed or failed steps; each subagent run (``isSidechain`` events,
-in the session file or in ``<session>/subagents/agent-*.jsonl``) becomes one step with its final
-answer. The turn's last assistant text is its completion; a turn the user interrupted keeps its
-prompts and steps with completion status ``interrupted``. Events are taken in file order, which
-is the order Claude Code appended them.
+in the session file, in ``<session>/subagents/agent-*.jsonl`` or in an older ``agent-*.jsonl``
+beside it) becomes one step with its final answer. The turn's assistant texts, joined in order,
+are its completion; a turn the user interrupted keeps its prompts and steps with completion
+status ``interrupted``. A prompt slash command (its command tags, then an answer) is a turn of
+its own whose prompt is the command and its arguments; a prompt the user queued while Claude
+worked (a ``queued_command`` attachment) is a follow-up of the running turn. Events are taken in
+file order, which is the order Claude Code appended them; an answer that follows an unreadable
+line and does not continue a readable event is never put on an earlier turn.
 
-A file is read completely before its turns are yielded because the conversation title (a
-``summary`` event) can come anywhere in it; memory is bounded by the largest transcript file.
+A file is read completely before its turns are yielded because a summary, a subagent run or a
+file-history snapshot can name a turn that comes later in it; memory is bounded by the largest
+transcript file. The title is a ``summary`` written before the first turn, else the first
+prompt: live capture, which stores turns before a later summary exists, gets the same one.
 Reading may start at a byte offset (live capture re-reads only the last turn onwards).
 """
 
@@ -56,6 +62,8 @@ _BOOKKEEPING = ("queue-operation", "progress", "last-prompt", "custom-title", "t
 # Context events that belong to the turn after them: a slash command and its output, the
 # caveat Claude Code writes before local commands, the compaction boundary.
 _PRECEDING = ("command", "command_output", "caveat", "compact_boundary")
+# A queued prompt's mode when the user typed it (other modes are harness notifications).
+_QUEUED_PROMPT = "prompt"
 
 
 def iter_claude_code(paths: Sequence[Path], *, tenant: str, user_id: str,
@@ -101,6 +109,10 @@ class _Session:
     agent_turns: dict[str, _Turn] = field(default_factory=dict)
     # The subagent runs of the session, by agent id.
     runs: dict[str, SubagentRun] = field(default_factory=dict)
+    # The last slash command not yet followed by a prompt: the event that holds it, where its
+    # turn would begin, and the text the user typed (``/name args``). An answer that comes
+    # while it waits answers the command, which then opens its own turn.
+    command: tuple[dict[str, Any], TurnStart, datetime, str] | None = None
 
 
 class TranscriptImport:
@@ -124,13 +136,20 @@ class TranscriptImport:
         self._stream = stream
         self._sessions: dict[str, _Session] = {}
         self._summaries: list[tuple[str | None, str]] = []
+        # Every event uuid read, and whether a line since the last message could not be read:
+        # then an answer whose parent is unknown may belong to a prompt that was lost.
+        self._uuids: set[str] = set()
+        self._gap = False
 
     def records(self) -> Iterator[TurnRecord]:
         """Read the file (and its subagent transcripts), then yield its turns session by
         session."""
-        for line, offset, size, event in read_events(self._path, self._start, self._stream):
+        for line, offset, size, event in read_events(self._path, self._start, self._stream,
+                                                     self._on_unreadable):
             self._on_event(line, offset, event)
             self._advance(line, offset, size, event)
+            if (uuid := event_uuid(event)) is not None:
+                self._uuids.add(uuid)
         for agent_file in subagent_files(self._path):
             self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
@@ -150,10 +169,16 @@ class TranscriptImport:
                         tokens_in=sum(i for i, _ in turn.usage.values()),
                         tokens_out=sum(o for _, o in turn.usage.values()))
                 self.last_start = turn.start
+                if not turn.draft.submissions:
+                    self._stream.skip("answer whose prompt line could not be read")
+                    continue
                 record = turn.draft.finish(self._stream, self._identity, session.conversation_id,
                                            title, self._source, f"line {turn.line}")
                 if record is not None:
                     yield record
+
+    def _on_unreadable(self) -> None:
+        self._gap = True
 
     def _advance(self, line: int, offset: int, size: int, event: dict[str, Any]) -> None:
         """Move the resume point past an event that went to the open turn (or nowhere); one
@@ -185,6 +210,9 @@ class TranscriptImport:
         if kind in _BOOKKEEPING:
             self._stream.skip(f"{kind} event")
             return
+        if kind == "attachment":
+            self._on_attachment(event, offset, where)
+            return
         if kind not in ("user", "assistant", "system"):
             self._stream.skip(f"unknown event type: {kind}")
             return
@@ -205,18 +233,57 @@ class TranscriptImport:
         if event.get("isSidechain") is True:
             self._on_sidechain(session, event, at, message)
             return
+        start = TurnStart(self._resume.offset, self._resume.line, event_uuid(event),
+                          open_offset=offset)
         if kind == "user":
-            self._on_user(session, event, message, at,
-                          TurnStart(self._resume.offset, self._resume.line, event_uuid(event),
-                                    open_offset=offset))
+            self._on_user(session, event, message, at, start)
         else:
-            self._on_assistant(session, message, at)
+            self._on_assistant(session, event, message, at, start)
+        self._gap = False
+
+    def _on_attachment(self, event: dict[str, Any], offset: int, where: str) -> None:
+        """A prompt the user queued while Claude worked (``queued_command``), which Claude Code
+        hands to the running request: a follow-up of the open turn. Other attachments (files,
+        diagnostics, todo lists the harness adds) are skipped by type."""
+        attachment = event.get("attachment")
+        attachment = attachment if isinstance(attachment, dict) else {}
+        kind = attachment.get("type")
+        if kind != "queued_command":
+            self._stream.skip(f"attachment event: {kind}")
+            return
+        at = event_time(event.get("timestamp"))
+        text = "\n".join(t for t in text_blocks(attachment.get("prompt")) if t.strip())
+        if at is None or not text:
+            self._stream.problem(self._source, where, "queued command without time or prompt",
+                                 compact_json(event))
+            return
+        session = self._session(event)
+        harness = classify_text(text)
+        if harness is not None:
+            self._context(session, harness.kind, at, harness.data)
+        elif attachment.get("commandMode", _QUEUED_PROMPT) != _QUEUED_PROMPT:
+            self._stream.skip(f"queued {attachment.get('commandMode')} command")
+        elif not session.turns:
+            turn = self._open_turn(session, event, at, TurnStart(
+                self._resume.offset, self._resume.line, event_uuid(event), open_offset=offset))
+            turn.draft.add_user_text(text, at)
+        else:
+            self._stream.count("queued prompt")
+            session.turns[-1].draft.add_user_text(text, at)
 
     def _on_summary(self, event: dict[str, Any], where: str) -> None:
         text = event.get("summary")
         if not isinstance(text, str) or not text.strip():
             self._stream.problem(self._source, where, "summary event has no summary text",
                                  compact_json(event))
+            return
+        if any(session.turns for session in self._sessions.values()):
+            # One title rule for import and live capture: what the file holds before its first
+            # turn (a summary at its top, else the first prompt). Live capture stores the title
+            # when it first reads the file and cannot put a later summary on the turns it stored
+            # already, so a summary appended later would make the two keep replacing each
+            # other's turns.
+            self._stream.skip("summary written after the first turn")
             return
         leaf = event.get("leafUuid")
         self._summaries.append((leaf if isinstance(leaf, str) else None, text))
@@ -281,15 +348,19 @@ class TranscriptImport:
             return
         texts: list[str] = []
         images: list[dict[str, Any]] = []
+        harness_texts: list[tuple[str, dict[str, Any]]] = []
         for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 harness = classify_text(block["text"])
                 if harness is not None or event.get("isMeta") is True:
-                    kind_, data = ((harness.kind, harness.data) if harness is not None
-                                   else ("meta", {"text": strip_ansi(block["text"]).strip()}))
-                    self._context(session, kind_, at, data,
-                                  before_next=kind_ in _PRECEDING)
+                    harness_texts.append(
+                        (harness.kind, harness.data) if harness is not None
+                        else ("meta", {"text": strip_ansi(block["text"]).strip()}))
+                    if harness is not None and "command_name" in harness.data:
+                        typed = " ".join(str(harness.data.get(k, "")) for k in (
+                            "command_name", "command_args")).strip()
+                        session.command = (event, start, at, typed)
                 elif block["text"].startswith(INTERRUPT_MARKER):
                     self._on_interrupt(session, at)
                 else:
@@ -302,10 +373,19 @@ class TranscriptImport:
                 self._stream.skip(f"unsupported block type: {kind}")
         text = "\n".join(t for t in texts if t.strip())
         if not text and not images:
+            for kind_, data in harness_texts:
+                # What a waiting command expands to belongs to the command's turn.
+                self._context(session, kind_, at, data, before_next=kind_ in _PRECEDING
+                              or (kind_ == "meta" and session.command is not None))
             return
+        session.command = None  # the user's own words came: no answer is the command's
         turn = session.turns[-1] if session.turns else None
         if turn is None or turn.replied:
             turn = self._open_turn(session, event, at, start)
+        # Harness text sent with the user's words (IDE context, reminders) goes with them.
+        for kind_, data in harness_texts:
+            self._stream.count(f"context event: {kind_}")
+            turn.draft.context_events.append(ContextEvent(kind=kind_, at=at, data=data))
         turn.draft.add_user_text(text, at)
         for image in images:
             turn.draft.attachments.append(image_attachment(image, len(turn.draft.attachments)))
@@ -330,6 +410,7 @@ class TranscriptImport:
             self._stream.count(f"context event: {waiting.kind}")
         turn.draft.context_events.extend(session.waiting)
         session.waiting = []
+        session.command = None
         workspace = {name: event[key] for name, key in
                      (("cwd", "cwd"), ("git_branch", "gitBranch"), ("version", "version"))
                      if isinstance(event.get(key), str) and event[key]}
@@ -354,17 +435,22 @@ class TranscriptImport:
         session.turns[-1].draft.add_step(name, status, at, text,
                                          tool_use_id=tool_id)
 
-    def _on_assistant(self, session: _Session, message: dict[str, Any], at: datetime) -> None:
-        if not session.turns:
+    def _on_assistant(self, session: _Session, event: dict[str, Any], message: dict[str, Any],
+                      at: datetime, start: TurnStart) -> None:
+        turn = self._answered_turn(session, event, start)
+        if turn is None:
             self._stream.skip("assistant event before any prompt")
             return
-        turn = session.turns[-1]
         turn.replied = True
         for block in content_blocks(message.get("content")):
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 if block["text"].strip():
-                    turn.draft.complete(block["text"], at)
+                    # Claude Code writes one answer in pieces around its tool calls; every
+                    # piece is part of it, in order (none may be lost).
+                    previous = turn.draft.completion
+                    turn.draft.complete(block["text"] if previous is None
+                                        else f"{previous.text}\n\n{block['text']}", at)
             elif kind == "tool_use":
                 name = block.get("name")
                 name = name if isinstance(name, str) and name else "tool"
@@ -383,6 +469,27 @@ class TranscriptImport:
             key = message_id if isinstance(message_id, str) else f"#{len(turn.usage)}"
             turn.usage[key] = (token_count(usage.get("input_tokens")),
                                token_count(usage.get("output_tokens")))
+
+    def _answered_turn(self, session: _Session, event: dict[str, Any],
+                       start: TurnStart) -> _Turn | None:
+        """The turn an assistant event answers: a slash command's own turn when one waits,
+        a turn without prompt when its parent is unknown after an unreadable line (the line
+        may have been its prompt, so it must not land on the previous turn), else the open
+        turn."""
+        if session.command is not None:
+            command_event, command_start, command_at, typed = session.command
+            turn = self._open_turn(session, command_event, command_at, command_start)
+            turn.draft.add_user_text(typed, command_at)
+            self._stream.count("slash command turn")
+            return turn
+        parent = event.get("parentUuid")
+        if self._gap and isinstance(parent, str) and parent not in self._uuids:
+            # Context waiting for the next turn stays waiting: this one is skipped unwritten.
+            orphan = _Turn(TurnDraft(stable_id(start.uuid or f"{self._path.name}:{start.line}")),
+                           start.line, start, start.uuid)
+            session.turns.append(orphan)
+            return orphan
+        return session.turns[-1] if session.turns else None
 
     def _on_sidechain(self, session: _Session, event: dict[str, Any], at: datetime,
                       message: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@ transcripts, and the readable events of a transcript from a byte offset on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,10 @@ from lake.errors import RecordError
 from pipeline.importers.common import ImportStream
 
 SUBAGENT_DIR = "subagents"
+SUBAGENT_PREFIX = "agent-"
+TRUNCATED = "truncated last line"
+# A surrogate code point left alone after JSON decoding (a pair becomes one character).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def transcript_files(paths: Sequence[Path]) -> list[Path]:
@@ -24,7 +30,8 @@ def transcript_files(paths: Sequence[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             found.extend(sorted(p for p in path.rglob("*.jsonl")
-                                if p.is_file() and p.parent.name != SUBAGENT_DIR))
+                                if p.is_file() and p.parent.name != SUBAGENT_DIR
+                                and not _beside_its_session(p)))
         elif path.is_file():
             found.append(path)
         else:
@@ -33,9 +40,34 @@ def transcript_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def subagent_files(transcript: Path) -> list[Path]:
-    """The subagent transcripts of a session file (``<session>/subagents/agent-*.jsonl``)."""
+    """The subagent transcripts of a session file: ``<session>/subagents/agent-*.jsonl``, and
+    the ``agent-*.jsonl`` beside it whose events name its session (where Claude Code before
+    2.1.2 wrote them)."""
     folder = transcript.with_suffix("") / SUBAGENT_DIR
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+    nested = sorted(folder.glob(f"{SUBAGENT_PREFIX}*.jsonl")) if folder.is_dir() else []
+    legacy = sorted(p for p in transcript.parent.glob(f"{SUBAGENT_PREFIX}*.jsonl")
+                    if p != transcript and _session_id(p) == transcript.stem)
+    return nested + legacy
+
+
+def _session_id(path: Path) -> str | None:
+    """The ``sessionId`` of the first event of a transcript, if it can be read."""
+    try:
+        with path.open("rb") as fh:
+            event = orjson.loads(fh.readline())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    session = event.get("sessionId") if isinstance(event, dict) else None
+    return session if isinstance(session, str) and session else None
+
+
+def _beside_its_session(path: Path) -> bool:
+    """Whether ``path`` is a legacy subagent transcript whose session file is beside it (it is
+    read with that session, not as a session of its own)."""
+    if not path.name.startswith(SUBAGENT_PREFIX):
+        return False
+    session = _session_id(path)
+    return session is not None and (path.parent / f"{session}.jsonl").is_file()
 
 
 @dataclass(frozen=True)
@@ -51,10 +83,12 @@ class TurnStart:
     open_offset: int = 0
 
 
-def read_events(path: Path, start: TurnStart, stream: ImportStream
+def read_events(path: Path, start: TurnStart, stream: ImportStream,
+                on_unreadable: Callable[[], None] | None = None
                 ) -> Iterator[tuple[int, int, int, dict[str, Any]]]:
     """(line number, byte offset, size in bytes, event) of each readable line from ``start``
-    on; unreadable lines are reported on ``stream`` and left out."""
+    on; unreadable lines are reported on ``stream``, left out, and signalled to
+    ``on_unreadable`` (what came after them may have lost the event it belonged to)."""
     source = str(path)
     with path.open("rb") as fh:
         fh.seek(start.offset)
@@ -64,21 +98,54 @@ def read_events(path: Path, start: TurnStart, stream: ImportStream
             if not raw.strip():
                 continue
             where = f"line {number}"
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                stream.problem(source, where, f"line is not valid UTF-8 "
-                               f"({exc.reason} at byte {exc.start})", raw)
-                continue
-            try:
-                event = orjson.loads(text)
-            except orjson.JSONDecodeError as exc:
-                # Only the last line can lack its newline: Claude Code was still writing it.
-                reason = ("truncated last line" if not raw.endswith(b"\n")
-                          else f"malformed JSON: {exc}")
-                stream.problem(source, where, reason, raw)
-                continue
-            if not isinstance(event, dict):
-                stream.problem(source, where, "line is not a JSON object", raw)
+            event = _decode(raw, source, where, stream)
+            if event is None:
+                if on_unreadable is not None:
+                    on_unreadable()
                 continue
             yield number, at_offset, len(raw), event
+
+
+def _decode(raw: bytes, source: str, where: str, stream: ImportStream) -> dict[str, Any] | None:
+    """The event of one line, or None after reporting why it cannot be read."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        stream.problem(source, where, f"line is not valid UTF-8 "
+                       f"({exc.reason} at byte {exc.start})", raw)
+        return None
+    try:
+        event = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        event = _with_lone_surrogates(text)
+        if event is None:
+            # Only the last line can lack its newline: Claude Code was still writing it.
+            reason = TRUNCATED if not raw.endswith(b"\n") else f"malformed JSON: {exc}"
+            stream.problem(source, where, reason, raw)
+            return None
+        stream.count("lone surrogate replaced with U+FFFD")
+    if not isinstance(event, dict):
+        stream.problem(source, where, "line is not a JSON object", raw)
+        return None
+    return event
+
+
+def _with_lone_surrogates(text: str) -> Any:
+    """The JSON value of a line orjson refused, read again allowing lone surrogate escapes
+    (``\\ud83d``: Node's JSON.stringify writes them for a string cut inside an emoji), each
+    replaced with U+FFFD; None when the line is malformed anyway."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return _repair(value)
+
+
+def _repair(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_repair(v) for v in value]
+    if isinstance(value, dict):
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    return value

@@ -34,7 +34,7 @@ from lake.location import LakeLocation
 from lake.records import TurnRecord
 from lake.settings import Settings
 from pipeline.importers.claude_code import TranscriptImport
-from pipeline.importers.claude_files import TurnStart, transcript_files
+from pipeline.importers.claude_files import TRUNCATED, TurnStart, transcript_files
 from pipeline.importers.common import Identity, ImportStream, stable_id
 from pipeline.prepare import Quarantined
 
@@ -134,10 +134,14 @@ def _ingest(settings: Settings, records: list[TurnRecord], stream: ImportStream,
         report.accepted, report.duplicates = result.accepted, result.duplicates
         report.replaced = result.replaced
         report.partitions = result.partitions
-    if stream.problems:
+    # A truncated last line is one Claude Code is still writing: the next call reads it again
+    # (the turn it belongs to is re-read), so it is only logged; quarantined, it would stay
+    # listed after that call captured it.
+    damaged = [p for p in stream.problems if p.reason != TRUNCATED]
+    if damaged:
         ingestor.quarantine([Quarantined(p.source, _line_of(p.location),
                                          f"{p.location}: {p.reason}", p.raw)
-                             for p in stream.problems])
+                             for p in damaged])
 
 
 def post_turns(server: ServerTarget, records: Sequence[TurnRecord]) -> dict[str, Any]:

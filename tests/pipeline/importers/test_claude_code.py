@@ -59,12 +59,15 @@ def test_tool_calls_become_steps_and_chat_step_events() -> None:
     assert first.events == []  # steps are replayed as chat.step events by the lake
 
 
-def test_last_assistant_text_is_the_answer_and_usage_counts_each_message_once() -> None:
+def test_the_assistant_texts_joined_are_the_answer_and_usage_counts_each_message_once(
+        ) -> None:
     turns = _by_turn(_import(MAIN_SESSION))
     first = turns["3b2f4e10-9d8c-4a7b-b6e5-1f0a2c3d4e5f"]
     second = turns["1b2c3d4e-5f6a-4b7c-9d8e-0f1a2b3c4d5e"]
     assert first.completion.text.startswith("Found it: CI sets `SESSION_BACKEND=redis`")
-    assert second.completion.text.startswith("Done: the CI test job")
+    # The remark written before a tool call is part of the answer, in order.
+    assert second.completion.text.startswith(
+        "I'll double-check the diff.\n\nDone: the CI test job")
     # msg_01 is split over two events repeating its usage; it must count once.
     assert first.usage is not None
     assert (first.usage.tokens_in, first.usage.tokens_out) == (1520 + 380 + 220, 148 + 74 + 81)
