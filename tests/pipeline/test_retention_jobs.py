@@ -165,8 +165,8 @@ def _assert_turn_gone(settings: Settings, cid: str, tid: str, marker: str, ref: 
     assert tid not in [t.turn_id for t in catalog.turns(ANALYST, cid)]
     assert all(t.turn_id != tid for t in catalog.between(ANALYST, NOW - timedelta(days=30),
                                                           NOW + timedelta(days=1)))
-    with pytest.raises(QueryError):
-        TurnMaterializer(store).turn(ANA, cid, tid)
+    with pytest.raises(QueryError):  # gone (an end user is refused alike: gone or not theirs)
+        TurnMaterializer(store).turn(ANALYST, cid, tid)
     with pytest.raises(RefNotFound):
         TurnMaterializer(store).resolve(ANA, ref)
 
@@ -256,10 +256,10 @@ def test_expired_data_is_invisible_then_purged_without_trace(settings: Settings)
             assert c != "c-old" and EXPIRED not in text and NOTE not in text
         assert all(NOTE not in text for *_, text in _search(settings, f"note {NOTE}",
                                                             generator))
-    assert TurnCatalog(store).turns(ANA, "c-old") == []
+    assert TurnCatalog(store).turns(ANALYST, "c-old") == []
     assert "c-old" not in [c.conversation_id for c in TurnCatalog(store).conversations(ANA)]
     with pytest.raises(QueryError):
-        materializer.turn(ANA, "c-old", "t-0030")
+        materializer.turn(ANALYST, "c-old", "t-0030")
     with pytest.raises(RefExpired):
         materializer.resolve(ANA, EXPIRED_REF)
     assert materializer.turn(ANA, "c-1", "t-0001").notes == []  # the note role expired
