@@ -51,7 +51,7 @@ AS_OF = BASE_TIME + timedelta(days=90)
 QUERIES = ("forecast timezone", "openpyxl workbook", "question number 3", "deploy rollback")
 ROOT = Path(__file__).parents[2]
 # Differ between any two builds: identity and clock.
-RUN_FIELDS = {"build_id", "built_at", "build_seconds", "seconds_by_kind", "segments"}  # the run's own
+RUN_FIELDS = {"build_id", "built_at", "build_seconds", "seconds_by_kind", "segments"}
 
 
 def _children() -> list[str]:
