@@ -71,6 +71,9 @@ class BuildReport:
     appended: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
     rebasing: list[str] = field(default_factory=list)  # rebased in the background meanwhile
+    # Selected partitions a compaction left alone for having no (readable) index: it merges
+    # segments, it does not build a first one (``turnlake index build`` does).
+    unindexed: list[str] = field(default_factory=list)
 
     @property
     def foreign_vectors(self) -> list[PartitionManifest]:
@@ -205,21 +208,28 @@ def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None =
 
     The new base is published by the same ``current.json`` swap as any build: until then the
     previous segments stay live, so a crash at any point leaves them searchable. A partition
-    that is stale is brought up to date on the way; one with a single segment is left alone.
+    whose tables changed is brought up to date on the way; one with a single segment is left
+    alone. Each partition keeps the embedding model it was built with (``model`` only for a
+    build that recorded none): changing a partition's model is a rebuild (`index build`), and
+    compaction run where another model is configured (maintenance from cron, say) must not
+    drop every vector it holds.
     """
     with index_lock(store.root):
         report = BuildReport()
         content_version, logs_version = indexable_versions(store)
         if content_version is None or logs_version is None:
             return report
-        statuses = partition_statuses(store, model=model)
+        statuses = partition_statuses(store)  # freshness of the tables, whatever the model
         todo = [part for part, s in sorted(statuses.items())
                 if (not tenant or part[0] == tenant) and (not month or part[1] == month)
                 and s.manifest is not None and s.freshness != "orphan"
                 and (len(s.manifest.live_segments) > 1 or s.freshness == "stale")]
         for i, part in enumerate(todo, start=1):
+            built = statuses[part].manifest
+            assert built is not None  # todo holds indexed partitions only
             manifest = write_partition(store, *part, content_version=content_version,
-                                       logs_version=logs_version, model=model)
+                                       logs_version=logs_version,
+                                       model=built.requested_model or model)
             faults.hit("index.compaction_written")  # the new base exists, the old is live
             publish(store.root, manifest)
             faults.hit("index.after_compaction")
@@ -227,6 +237,9 @@ def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None =
             report.compacted.append(f"{part[0]}/{part[1]}")
             if on_partition is not None:
                 on_partition(f"{part[0]}/{part[1]}", i, len(todo))
+        report.unindexed = [s.name for part, s in statuses.items()
+                            if s.freshness == "missing" and (not tenant or part[0] == tenant)
+                            and (not month or part[1] == month)]
         report.skipped_fresh = sum(1 for part, s in statuses.items()
                                    if part not in todo and s.freshness == "fresh"
                                    and (not tenant or part[0] == tenant)

@@ -422,3 +422,21 @@ def test_searches_and_replays_during_maintenance_never_fail(settings: Settings) 
     assert errors == []
     assert seen and all(found == expected for found in seen)
     assert all(n == 1 for n in _files_per_partition(store).values())
+
+
+def test_maintain_where_another_model_is_configured_keeps_each_partitions_vectors(
+        settings: Settings) -> None:
+    # maintenance from cron without TURNLAKE_EMBEDDING_MODEL: the default model is configured
+    store = LakeStore(settings.lake)
+    maintain(settings, grace_s=0)  # one segment per partition, built with hashing-64
+    before = {p: (s.manifest.requested_model, s.manifest.embedded_rows)
+              for p, s in partition_statuses(store).items() if s.manifest is not None}
+    assert all(model == "hashing-64" and rows > 0 for model, rows in before.values())
+    elsewhere = Settings(lake=settings.lake, embedding_model="hashing-32")
+    planned = maintain(elsewhere, dry_run=True)
+    done = maintain(elsewhere, grace_s=0)
+    assert done.indexes == planned.indexes == []  # nothing to rebuild, as the dry run said
+    after = {p: (s.manifest.requested_model, s.manifest.embedded_rows)
+             for p, s in partition_statuses(store).items() if s.manifest is not None}
+    assert after == before
+    assert _search(settings, "glacier question")["semantic"]
