@@ -199,6 +199,14 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                       builder, compaction, rebases)
 
 
+def stale_partitions(store: LakeStore) -> set[tuple[str, str]]:
+    """The indexed partitions whose tables changed since their index was built: what a job
+    that finished or rolled back a crashed run's batch must index besides its own partitions
+    (never-indexed partitions stay so)."""
+    return {part for part, status in partition_statuses(store).items()
+            if status.freshness == "stale"}
+
+
 def compact_indexes(store: LakeStore, *, model: str | None, tenant: str | None = None,
                     month: str | None = None,
                     on_partition: Callable[[str, int, int], None] | None = None,

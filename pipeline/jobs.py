@@ -15,7 +15,7 @@ from lake.embedding.rows import embed_rows
 from lake.faults import NO_FAULTS, Faults
 from lake.settings import Settings
 from lake.store import LakeStore
-from pipeline.index_build import BuildReport, Compaction, build_indexes
+from pipeline.index_build import BuildReport, Compaction, build_indexes, stale_partitions
 from pipeline.ingest import Ingestor, IngestReport
 
 
@@ -61,9 +61,15 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     else:
         report = ingestor.ingest_paths(list(paths or []))
     build = None
-    if index and report.partitions:
-        build = build_indexes(LakeStore(settings.lake), model=provider.name if provider else
-                              _model_name(settings), partitions=report.partitions,
+    store = LakeStore(settings.lake)
+    touched = set(report.partitions)
+    if index and report.recovered:
+        # A crashed run's batches, finished or rolled back by this one, changed partitions
+        # this run may not have touched (re-running a killed ingest accepts nothing new).
+        touched |= stale_partitions(store)
+    if index and touched:
+        build = build_indexes(store, model=provider.name if provider else
+                              _model_name(settings), partitions=touched,
                               on_partition=on_partition, compaction=Compaction.of(settings))
     return IngestJobReport(report, tally, build)
 

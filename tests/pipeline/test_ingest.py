@@ -12,11 +12,13 @@ from factories import make_record, rich_record, write_jsonl
 
 from lake.faults import Faults
 from lake.filestore import FileStore
+from lake.index.status import partition_statuses
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import TURN_LOG_INDEX_COLUMNS, Table
 from pipeline.ingest import Ingestor
+from pipeline.jobs import run_ingest
 
 
 def _count(store: LakeStore, table: Table) -> int:
@@ -406,3 +408,24 @@ def test_one_turn_twice_in_an_input_with_other_content_is_a_conflict(
     [payload] = [p for c, p in zip(stored["conversation_id"].to_pylist(),
                                    stored["payload"].to_pylist(), strict=True) if c == "c-twice"]
     assert "the forecast for march" in payload
+
+
+@pytest.mark.parametrize("point", ["batch.after_content_rows", "batch.after_timelines"])
+def test_rerunning_a_killed_ingest_indexes_what_its_recovery_finished(
+        settings: Settings, tmp_path: Path, point: str) -> None:
+    run_ingest(settings, [write_jsonl(tmp_path / "base.jsonl",
+                                      [make_record(i) for i in range(3)])], embed=False)
+    more = write_jsonl(tmp_path / "more.jsonl", [make_record(10 + i) for i in range(4)])
+
+    def crash(at: str) -> None:
+        if at == point:
+            raise Crash(at)
+
+    with pytest.raises(Crash):  # killed before its index step
+        Ingestor(settings, faults=Faults(crash)).ingest_paths([more])
+    again = run_ingest(settings, [more], embed=False)
+    assert again.ingest.recovered
+    store = LakeStore(settings.lake)
+    (status,) = partition_statuses(store).values()
+    assert status.freshness == "fresh"
+    assert status.manifest is not None and status.manifest.turn_count == 7
