@@ -80,6 +80,13 @@ class TableUpkeep:
     log_files_after: int | None = None
     files_after: FileStats | None = None
 
+    @property
+    def to_vacuum(self) -> int:
+        """A dry run's count of the files the run would vacuum, at most: those no version
+        reads now, and every file of the partitions it would compact (compaction replaces
+        them, and the vacuum that follows removes them)."""
+        return self.vacuumable + sum(part.before.files for part in self.compacted)
+
 
 @dataclass
 class MaintainReport:

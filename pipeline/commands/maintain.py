@@ -8,6 +8,8 @@ import typer
 from rich.table import Table as RichTable
 
 from lake.errors import TurnlakeError
+from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.commands.common import (
     LakeOption,
     app,
@@ -48,13 +50,20 @@ def _print_tables(report: MaintainReport) -> None:
         out.print(grid)
 
 
+def _has_tenant(store: LakeStore, tenant: str) -> bool:
+    """Whether any table holds a partition of ``tenant``."""
+    return any(part[:1] == (tenant,) for table in Table if store.exists(table)
+               for part in store.file_stats(table))
+
+
 def _table_line(upkeep: TableUpkeep, dry_run: bool) -> str:
     before = upkeep.files_before
     if dry_run:
         return (f"{upkeep.table.value}: v{upkeep.version_before}, {before.files} data files "
                 f"({_size(before.bytes)}), {upkeep.log_files_before} log entries; would "
-                f"compact {len(upkeep.compacted)} partition(s) and vacuum "
-                f"{upkeep.vacuumable} file(s)")
+                f"compact {len(upkeep.compacted)} partition(s) and vacuum up to "
+                f"{upkeep.to_vacuum} file(s) ({upkeep.vacuumable} unreferenced now, the rest "
+                f"replaced by the compaction)")
     after = upkeep.files_after
     assert after is not None
     return (f"{upkeep.table.value}: v{upkeep.version_before} -> v{upkeep.version_after}, "
@@ -106,6 +115,9 @@ def maintain_command(
         out.print("nothing to maintain: the lake has no tables yet")
         return
     _print_tables(report)
+    if tenant is not None and not _has_tenant(LakeStore(settings.lake), tenant):
+        console.print(literal(f"note: no partition of tenant {tenant} in this lake; vacuum and "
+                              "log cleanup still act on whole tables"))
     for upkeep in report.tables:
         out.print(literal(_table_line(upkeep, report.dry_run)))
     verb = "would rebuild" if report.dry_run else "rebuilt"

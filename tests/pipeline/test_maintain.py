@@ -440,3 +440,26 @@ def test_maintain_where_another_model_is_configured_keeps_each_partitions_vector
              for p, s in partition_statuses(store).items() if s.manifest is not None}
     assert after == before
     assert _search(settings, "glacier question")["semantic"]
+
+
+def test_a_dry_run_counts_the_files_its_compaction_would_leave_to_vacuum(
+        settings: Settings) -> None:
+    planned = {u.table: u for u in maintain(settings, dry_run=True).tables}
+    done = {u.table: u for u in maintain(settings, grace_s=0).tables}
+    content = Table.CONTENT_ROWS
+    assert done[content].vacuumable > planned[content].vacuumable  # compaction's old files
+    for table, upkeep in done.items():
+        assert upkeep.vacuumable <= planned[table].to_vacuum, table
+
+
+def test_cli_says_when_the_tenant_has_no_partition(settings: Settings) -> None:
+    runner = CliRunner()
+    lake = ["--lake", str(settings.lake)]
+    for dry in (["--dry-run"], []):
+        nosuch = runner.invoke(app, ["maintain", "--tenant", "nosuch", *dry, *lake])
+        assert nosuch.exit_code == 0, nosuch.output
+        said = " ".join(nosuch.output.split())
+        assert "note: no partition of tenant nosuch in this lake" in said, said
+    known = runner.invoke(app, ["maintain", "--tenant", "beta", "--dry-run", *lake])
+    assert "no partition of tenant" not in known.output
+    assert "vacuum up to" in " ".join(known.output.split())
