@@ -11,7 +11,7 @@ events, files, bytes, indexes, timelines), then the new record is ingested.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 import pyarrow.dataset as ds
@@ -25,6 +25,9 @@ from pipeline.sources import SourceLine
 
 REPLACE_ACTOR = "turnlake ingest --replace"
 REPLACE_ADVICE = "; re-run with --replace to supersede it"  # the CLI's way out of a conflict
+# The library's: LiveWriter has no replace option, but a turn erased is recorded anew.
+LIBRARY_ADVICE = ("; LiveWriter does not replace a recorded turn: erase it first "
+                  "(pipeline.retention.erase) to record this version")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,14 @@ class Conflict:
             f"{c.tenant}) is stored with different content (differs in: "
             f"{', '.join(self.differs)}){REPLACE_ADVICE}"),
             raw_text(c.line.raw), differing_field(self.differs))
+
+
+def with_advice(entry: Quarantined, advice: str) -> Quarantined:
+    """``entry`` with the CLI's advice (:data:`REPLACE_ADVICE`) swapped for ``advice``, for
+    callers that have no ``--replace``; any other entry as it is."""
+    if not entry.reason.endswith(REPLACE_ADVICE):
+        return entry
+    return replace(entry, reason=entry.reason.removesuffix(REPLACE_ADVICE) + advice)
 
 
 def find_conflicts(store: LakeStore, candidates: Sequence[Candidate]) -> list[Conflict]:

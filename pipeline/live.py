@@ -26,6 +26,7 @@ from lake.faults import NO_FAULTS, Faults
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
+from pipeline.conflicts import LIBRARY_ADVICE, with_advice
 from pipeline.index_build import (
     BackgroundRebases,
     BuildReport,
@@ -54,8 +55,13 @@ class LiveWriter:
       threads if it likes: ingests are serialized among themselves, and so are index builds.
     * ``on_rows`` sees each batch's new content rows (before embedding).
     * Bad records are quarantined and reported in ``report.ingest.quarantined``, as by
-      ``turnlake ingest``; an embedding failure leaves rows for text search
-      (``report.embedding``); lake errors raise :class:`lake.errors.TurnlakeError`.
+      ``turnlake ingest``. A record of a turn stored with other content is a conflict
+      (also in ``report.ingest.conflicts``): LiveWriter does not replace a recorded turn, so
+      ``record`` says to erase it first (:data:`pipeline.conflicts.LIBRARY_ADVICE`), where
+      :meth:`ingest` leaves the CLI's ``--replace`` advice (``REPLACE_ADVICE``) for its
+      host to swap for its own (the HTTP service does). An embedding failure leaves rows for
+      text search (``report.embedding``); lake errors raise
+      :class:`lake.errors.TurnlakeError`.
     * Other processes may write the same lake: the locks order them.
     * With ``background_rebase``, a partition whose delta segments outgrew its base is
       rebased in a thread of its own while later index steps keep publishing deltas (local
@@ -95,13 +101,17 @@ class LiveWriter:
     def record(self, records: Sequence[TurnRecord | str | dict[str, Any]]) -> IngestJobReport:
         """Ingest, embed and index ``records``; see the class notes for the contract."""
         ingested = self.ingest(records)
-        build = self.index(ingested.ingest.partitions) if ingested.ingest.partitions else None
-        return IngestJobReport(ingested.ingest, ingested.embedding, build)
+        report = ingested.ingest
+        report.conflicts = [with_advice(q, LIBRARY_ADVICE) for q in report.conflicts]
+        report.quarantined = [with_advice(q, LIBRARY_ADVICE) for q in report.quarantined]
+        build = self.index(report.partitions) if report.partitions else None
+        return IngestJobReport(report, ingested.embedding, build)
 
     def ingest(self, records: Sequence[TurnRecord | str | dict[str, Any]], *,
                source: str = "<live>") -> IngestJobReport:
         """Ingest and embed ``records`` as one batch, without indexing them (``build`` is
-        None); the turns are durable when it returns."""
+        None); the turns are durable when it returns. Conflicts keep the CLI's advice
+        (see the class notes)."""
         lines = [r if isinstance(r, TurnRecord | str) else json.dumps(r) for r in records]
         with self._ingest_lock:
             self._tally = EmbedTally()

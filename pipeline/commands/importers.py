@@ -90,6 +90,15 @@ def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
               + (f", {report.replaced} replaced" if report.replaced else "")
               + (f"; skipped: {skipped}" if skipped else "")
               + (f"; recorded as: {counted}" if counted else "")))
+    # Nothing usable came out of the input, and something was wrong with it (a file that is
+    # not an export, the wrong importer): a script must be able to tell. A run that found
+    # every turn already there read turns, and exits 0.
+    turns_read = (report.accepted + report.duplicates + report.replaced
+                  + len(report.conflicts))
+    if not turns_read and (stream.problems or report.quarantined):
+        console.print(styled(("error:", "bold red"), " the input yielded no turn; its "
+                             "problems are quarantined (`turnlake quarantine` lists them)"))
+        raise typer.Exit(1)
 
 
 def _line(location: str) -> int:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+from rich.table import Column
 from rich.table import Table as RichTable
 from typer._click import Context  # the vendored click whose Command TyperCommand is
 from typer.core import TyperCommand
@@ -125,7 +126,7 @@ def _say_if_nothing_matched(report: BuildReport, tenant: str | None,
                             month: str | None) -> None:
     """A --tenant / --month that selected no partition of the lake is said, not passed over."""
     if (tenant or month) and not report.built and not report.skipped_fresh \
-            and not report.dropped:
+            and not report.dropped and not report.unindexed:
         what = " ".join(f"{name} {value}" for name, value in
                         (("tenant", tenant), ("month", month)) if value)
         console.print(styled(("note:", "yellow"), f" no partition of {what} matched in this lake"))
@@ -205,6 +206,12 @@ def index_compact(
     except TurnlakeError as exc:
         raise fail(exc) from exc
     _print_built(report)
+    for name in report.unindexed:
+        part_tenant, part_month = name.split("/", 1)
+        console.print(styled(
+            ("note:", "yellow"),
+            f" {name} has no index to compact (missing or unreadable); build it with "
+            f"`turnlake index build --tenant {part_tenant} --month {part_month}`"))
     _say_if_nothing_matched(report, tenant, month)
     out.print(f"{len(report.compacted)} compacted, {report.skipped_fresh} already one segment")
 
@@ -230,8 +237,12 @@ def index_status(
             "rebuild": s.rebuild_command if s.freshness != "fresh" else None,
         } for s in statuses.values()]))
         return
-    table = RichTable("partition", "state", "rows", "embedded", "segments", "built from",
-                      "table", "fix")
+    # The partition names the row: never cut or wrapped, whatever the width (a pipe, an
+    # 80-column terminal). It is the first column, so a table wider than the terminal loses
+    # its right edge, never the name; the fix command wraps instead.
+    name_width = max((len(s.name) for s in statuses.values()), default=len("partition"))
+    table = RichTable(Column("partition", no_wrap=True, min_width=name_width),
+                      "state", "rows", "embedded", "segments", "built from", "table", "fix")
     for s in statuses.values():
         m = s.manifest
         table.add_row(literal(s.name), s.freshness, str(m.row_count) if m else "-",

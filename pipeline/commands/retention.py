@@ -11,6 +11,8 @@ import typer
 from lake.errors import QueryError, TurnlakeError
 from lake.retention import ErasureTarget
 from lake.settings import RetentionRule, Settings, save_policy
+from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.commands.common import (
     LakeOption,
     app,
@@ -98,6 +100,24 @@ def _say_if_nothing_matched(report: RetentionJobReport, tenant: str) -> None:
                          f"nothing {done} erased (check the tenant and the id)"))
 
 
+def _say_tenants_without_data(settings: Settings, rules: list[str] | None,
+                              dry_run: bool) -> None:
+    """A --rule for a tenant the lake holds no data of is said: setting a policy before data
+    arrives is fine, but a mistyped tenant must not pass for a rule that took effect."""
+    tenants = sorted({parse_rule(r).tenant for r in rules or ()})
+    if not tenants:
+        return
+    stored = {tenant for tenant, _ in
+              LakeStore(settings.lake).partition_fingerprints(Table.CONTENT_ROWS)}
+    saved = "would be saved" if dry_run else "is saved"
+    for tenant in tenants:
+        if tenant not in stored:
+            console.print(styled(
+                ("note:", "yellow"),
+                f" the lake has no data of tenant {tenant}: its rule {saved} and applies to "
+                "data that arrives later (check the tenant id)"))
+
+
 @retention_app.command("apply")
 def retention_apply(
     dry_run: DryRunOption = False,
@@ -122,6 +142,7 @@ def retention_apply(
         if not dry_run and (rule or default_ttl_days is not None):
             saved = save_policy(settings)
             out.print(literal(f"saved the retention policy to {saved}"))
+        _say_tenants_without_data(settings, rule, dry_run)
     except TurnlakeError as exc:
         raise fail(exc) from exc
     prefix = "dry run: would change" if dry_run else "changed"

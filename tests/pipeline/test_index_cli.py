@@ -95,3 +95,37 @@ def test_each_build_says_where_its_time_went(runner: CliRunner, tmp_path: Path) 
     appended = runner.invoke(app, ["index", "build"])
     assert "delta segment acme/2026-03" in appended.output, appended.output
     assert "(read " in appended.output and "trigram " in appended.output
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_index_status_table_never_cuts_a_partition_name(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        columns: str) -> None:
+    # piped output (as under CliRunner) or a narrow terminal: the name still reads whole
+    monkeypatch.setenv("COLUMNS", columns)
+    records = [make_record(0, tenant="globex-industries"), make_record(1, tenant="acme")]
+    path = write_jsonl(tmp_path / "a.jsonl", records)
+    assert runner.invoke(app, ["ingest", str(path), "--no-index"]).exit_code == 0
+    built = runner.invoke(app, ["index", "build", "--tenant", "acme"])
+    assert built.exit_code == 0, built.output
+    result = runner.invoke(app, ["index", "status"])
+    assert result.exit_code == 0, result.output
+    # each row's first cell holds the whole name on one line
+    assert re.search(r"^│ acme/2026-03 +│", result.output, re.M), result.output
+    assert re.search(r"^│ globex-industries/2026-03 +│", result.output, re.M), result.output
+
+
+def test_index_compact_of_a_partition_without_index_says_how_to_build_it(
+        runner: CliRunner, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "a.jsonl", [make_record(0)])
+    assert runner.invoke(app, ["ingest", str(path)]).exit_code == 0
+    current = tmp_path / "lake" / "indexes" / "acme" / "2026-03" / "current.json"
+    current.write_text('{"build_id": "nope"}')  # unreadable: status says missing
+    assert _status(runner)["freshness"] == "missing"
+    result = runner.invoke(app, ["index", "compact", "--tenant", "acme"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "matched in this lake" not in said, said
+    assert ("acme/2026-03 has no index to compact (missing or unreadable); build it with "
+            "`turnlake index build --tenant acme --month 2026-03`") in said, said
+    assert "0 compacted" in said

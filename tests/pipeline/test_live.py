@@ -14,6 +14,7 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from pipeline.conflicts import LIBRARY_ADVICE, REPLACE_ADVICE
 from pipeline.live import LiveWriter
 
 
@@ -54,3 +55,19 @@ def test_bad_records_are_quarantined_not_raised(hashing_settings: Settings) -> N
     writer = LiveWriter(hashing_settings, HashingEmbedder(64))
     report = writer.record([json.dumps({"schema": "turnlake.turn.v1"}), make_record(1)])
     assert report.ingest.accepted == 1 and len(report.ingest.quarantined) == 1
+
+
+def test_a_conflict_recorded_by_live_writer_gives_library_advice(
+        hashing_settings: Settings) -> None:
+    writer = LiveWriter(hashing_settings, HashingEmbedder(64))
+    assert writer.record([make_record(0)]).ingest.accepted == 1
+    report = writer.record([make_record(0, answer="another answer")]).ingest
+    assert len(report.conflicts) == 1 and len(report.quarantined) == 1
+    for entry in (*report.conflicts, *report.quarantined):
+        assert entry.reason.startswith("conflict: turn t-0000"), entry.reason
+        assert "--replace" not in entry.reason, entry.reason
+        assert entry.reason.endswith(LIBRARY_ADVICE), entry.reason
+        assert entry.field == "completion.text"
+    # ingest() keeps the CLI's advice for its host to swap (the HTTP service does)
+    raw = writer.ingest([make_record(0, answer="a third answer")]).ingest
+    assert [q.reason.endswith(REPLACE_ADVICE) for q in raw.conflicts] == [True]

@@ -393,3 +393,26 @@ def test_cli_commands(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> No
     assert applied.exit_code == 0 and "dry run: would change" in applied.output
     bad = runner.invoke(app, ["retention", "purge", "--as-of", "yesterday", *lake])
     assert bad.exit_code == 2 and "ISO 8601" in bad.output
+
+
+def test_retention_apply_says_when_a_rule_names_a_tenant_without_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    runner = CliRunner()
+    lake = ["--lake", str(tmp_path / "lake")]
+    path = write_jsonl(tmp_path / "a.jsonl", [make_record(0)])
+    assert runner.invoke(app, ["ingest", str(path), "--no-index", *lake]).exit_code == 0
+    dry = runner.invoke(app, ["retention", "apply", "--dry-run", "--rule", "nosuch=5",
+                              "--rule", "acme=30", *lake])
+    assert dry.exit_code == 0, dry.output
+    said = " ".join(dry.output.split())
+    assert ("note: the lake has no data of tenant nosuch: its rule would be saved and applies "
+            "to data that arrives later") in said, said
+    assert "tenant acme" not in said
+    done = runner.invoke(app, ["retention", "apply", "--rule", "nosuch=5", *lake])
+    assert done.exit_code == 0, done.output  # a policy may come before the tenant's data
+    said = " ".join(done.output.split())
+    assert "no data of tenant nosuch: its rule is saved" in said, said
+    assert "saved the retention policy" in said
+    known = runner.invoke(app, ["retention", "apply", "--dry-run", "--rule", "acme=30", *lake])
+    assert known.exit_code == 0 and "no data of tenant" not in known.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,25 @@ def test_import_claude_code_needs_paths_or_watch(runner: CliRunner, tmp_path: Pa
     missing = runner.invoke(app, ["import", "claude-code", "--tenant", "acme", "--user", "u",
                                   "--watch", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "does not exist" in _said(missing.output)
+
+
+def test_import_exits_1_when_the_input_yields_no_turn_and_a_problem(
+        runner: CliRunner, tmp_path: Path) -> None:
+    opts = ["--tenant", "acme", "--user", "u-ana", "--no-embed", "--no-index"]
+    not_export = tmp_path / "notjson.json"
+    not_export.write_text('{"hello": "world"}')
+    bad = runner.invoke(app, ["import", "chatgpt", str(not_export), *opts])
+    assert bad.exit_code == 1, bad.output
+    said = _said(bad.output)
+    assert "imported 0 turns, 0 already there, 1 quarantined" in said, said
+    assert "the input yielded no turn" in said and "Traceback" not in said
+    export = FIXTURES / "chatgpt" / "conversations.json"
+    wrong = runner.invoke(app, ["import", "claude-code", str(export), *opts])  # wrong importer
+    assert wrong.exit_code == 1, wrong.output
+    ok = runner.invoke(app, ["import", "chatgpt", str(export), *opts])
+    assert ok.exit_code == 0, ok.output
+    again = runner.invoke(app, ["import", "chatgpt", str(export), *opts])
+    # everything already there is not a failure, even beside a quarantined conversation
+    assert again.exit_code == 0, again.output
+    assert re.search(r"imported 0 turns, [1-9]\d* already there, [1-9]\d* quarantined",
+                     _said(again.output)), again.output
