@@ -171,6 +171,12 @@ class BatchCommitter:
             self._blobs.delete(key)
         return report
 
+    def pending(self) -> list[str]:
+        """Batch ids whose manifest is still there: a writer's batch in flight, or one a
+        crashed writer left for :meth:`recover`."""
+        return sorted(name.removesuffix(".json") for name in self._blobs.children(_BATCHES)
+                      if name.endswith(".json"))
+
     def _batch_committed(self, batch_id: str) -> bool:
         found = self._store.read(Table.TURN_LOGS, columns=["batch_id"],
                                  filter=ds.field("batch_id") == batch_id)

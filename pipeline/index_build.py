@@ -18,14 +18,16 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from lake.batches import indexable_versions
+from lake.batches import BatchCommitter, RecoveryReport, indexable_versions
+from lake.errors import ConcurrentWriteError
 from lake.faults import NO_FAULTS, Faults
+from lake.filestore import FileStore
 from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish
 from lake.index.partition import build_partition, write_partition
 from lake.index.rebase import publish_base, write_base
 from lake.index.status import partition_statuses
-from lake.locks import index_lock
+from lake.locks import index_lock, writer_lock
 from lake.settings import Settings
 from lake.store import LakeStore
 
@@ -197,6 +199,23 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
     with index_lock(store.root):
         return _build(store, model, full, tenant, month, partitions, on_partition, faults,
                       builder, compaction, rebases)
+
+
+def recover_if_idle(store: LakeStore) -> RecoveryReport | None:
+    """Finish or roll back the batches a crashed writer left, when no writer holds the lake
+    (None when there were none, or a writer is at work: its batch is in flight, not left).
+
+    A batch left half-written keeps the partitions it touched stale (their tables hold its
+    rows, which no index may serve until its TurnLogs exist), and only a writer recovers it;
+    `index build` does it first, so that what it builds is fresh."""
+    committer = BatchCommitter(store, FileStore(store.root))
+    if not committer.pending():
+        return None
+    try:
+        with writer_lock(store.root, timeout_s=0, job="turnlake index build"):
+            return committer.recover()
+    except ConcurrentWriteError:
+        return None
 
 
 def stale_partitions(store: LakeStore) -> set[tuple[str, str]]:

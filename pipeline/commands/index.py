@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 from typer._click import Context  # the vendored click whose Command TyperCommand is
 from typer.core import TyperCommand
 
+from lake.batches import RecoveryReport
 from lake.embedding.factory import embedder_from, embedding_identity
 from lake.errors import TurnlakeError
 from lake.index.status import partition_statuses
@@ -42,6 +43,8 @@ from pipeline.index_build import (
     build_in_process,
     build_indexes,
     compact_indexes,
+    recover_if_idle,
+    stale_partitions,
 )
 from pipeline.progress import JobProgress, job_progress
 from pipeline.ray_jobs import LOCAL, EmbedOnRay, build_on_ray, ray_session
@@ -144,6 +147,9 @@ def index_build(
     """Rebuild the indexes of partitions whose tables changed since their manifest."""
     settings = existing_lake(lake)
     try:
+        recovered = recover_if_idle(LakeStore(settings.lake))
+        if recovered is not None:
+            _say_recovered(recovered)
         with (_runners(ray, ray_cpus, settings) as (builder, _),
               job_progress() as progress):
             report = build_indexes(LakeStore(settings.lake),
@@ -155,6 +161,15 @@ def index_build(
     _print_built(report)
     _say_if_nothing_matched(report, tenant, month)
     out.print(f"{len(report.built)} built, {report.skipped_fresh} already fresh")
+
+
+def _say_recovered(recovered: RecoveryReport) -> None:
+    """What finishing a crashed writer's batches did, before a build."""
+    if recovered.completed:
+        out.print(f"finished {len(recovered.completed)} batch(es) a crashed writer left")
+    if recovered.rolled_back:
+        out.print(f"rolled back {len(recovered.rolled_back)} batch(es) a crashed writer left "
+                  "half-written (re-run that ingest to record them)")
 
 
 def _seconds_by_kind(seconds: dict[str, float]) -> str:
@@ -278,9 +293,12 @@ def embed(
             report = backfill(settings, embedder, runner=runner, reembed=reembed,
                               on_progress=progress.total("embedding rows"),
                               on_partition=_per_partition(progress, "embedding"))
-            if index and report.partitions:
-                build_indexes(LakeStore(settings.lake), model=embedder.name,
-                              partitions=report.partitions, builder=builder,
+            store = LakeStore(settings.lake)
+            # also the partitions whose index went stale: a backfill killed after committing
+            # its vectors, re-run, embeds nothing and must still index them
+            touched = report.partitions | stale_partitions(store) if index else set()
+            if touched:
+                build_indexes(store, model=embedder.name, partitions=touched, builder=builder,
                               on_partition=_per_partition(progress, "building indexes"))
     except TurnlakeError as exc:
         raise fail(exc) from exc

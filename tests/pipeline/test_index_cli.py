@@ -10,7 +10,13 @@ import pytest
 from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
+from lake.faults import Faults
+from lake.locks import writer_lock
+from lake.settings import Settings
+from lake.store import LakeStore
 from pipeline.cli import app
+from pipeline.index_build import recover_if_idle
+from pipeline.ingest import Ingestor
 
 
 @pytest.fixture
@@ -129,3 +135,46 @@ def test_index_compact_of_a_partition_without_index_says_how_to_build_it(
     assert ("acme/2026-03 has no index to compact (missing or unreadable); build it with "
             "`turnlake index build --tenant acme --month 2026-03`") in said, said
     assert "0 compacted" in said
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_index_build_recovers_the_batch_a_crashed_ingest_left(runner: CliRunner,
+                                                              tmp_path: Path) -> None:
+    base = write_jsonl(tmp_path / "a.jsonl", [make_record(i, conversation=f"c-{i}")
+                                              for i in range(40)])
+    assert runner.invoke(app, ["ingest", str(base)]).exit_code == 0
+    more = write_jsonl(tmp_path / "b.jsonl", [make_record(99, conversation="c-99")])
+
+    def crash(at: str) -> None:
+        if at == "batch.after_content_rows":  # its rows are in, its TurnLogs never came
+            raise _Crash(at)
+
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    with pytest.raises(_Crash):
+        Ingestor(settings, faults=Faults(crash)).ingest_paths([more])
+    assert _status(runner)["freshness"] == "stale"
+    store = LakeStore(settings.lake)
+    with writer_lock(store.root, job="a live writer"):  # a batch in flight is not touched
+        assert recover_if_idle(store) is None
+    built = runner.invoke(app, ["index", "build"])
+    assert built.exit_code == 0, built.output
+    assert "rolled back 1 batch(es) a crashed writer left" in " ".join(built.output.split())
+    assert _status(runner)["freshness"] == "fresh"
+
+
+def test_a_rerun_backfill_indexes_vectors_an_earlier_run_committed(runner: CliRunner,
+                                                                   tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "a.jsonl", [make_record(i, conversation=f"c-{i}")
+                                              for i in range(5)])
+    assert runner.invoke(app, ["ingest", str(path), "--no-embed"]).exit_code == 0
+    # the vectors committed, the index step never ran (as when killed between the two)
+    first = runner.invoke(app, ["embed", "--backfill", "--no-index"])
+    assert first.exit_code == 0, first.output
+    assert _status(runner)["freshness"] == "stale"
+    again = runner.invoke(app, ["embed", "--backfill"])
+    assert again.exit_code == 0 and "embedded 0 rows" in again.output, again.output
+    row = _status(runner)
+    assert row["freshness"] == "fresh" and row["embedded_rows"] == 10
