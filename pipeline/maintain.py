@@ -43,7 +43,7 @@ from lake.retention import DeletionPlan
 from lake.settings import Settings
 from lake.store import COMPACT_TARGET_BYTES, FileStats, LakeStore, Partition
 from lake.tables import PARTITIONS, Table
-from pipeline.index_build import compact_indexes
+from pipeline.index_build import compact_indexes, stale_partitions
 from pipeline.retention import index_rebuilder
 
 Progress = Callable[[str, int, int], None]
@@ -126,11 +126,8 @@ def _plan_table(store: LakeStore, table: Table, tenant: str | None) -> TableUpke
 
 
 def _stale_indexes(store: LakeStore, tenant: str | None) -> set[Partition]:
-    """Partitions with an index that no longer matches the tables (never-indexed partitions,
-    left so by ``ingest --no-index``, stay so)."""
-    return {part for part, status in partition_statuses(store).items()
-            if status.freshness == "stale" and status.manifest is not None
-            and (tenant is None or part[0] == tenant)}
+    """The stale partition indexes (:func:`stale_partitions`) of ``tenant``, or all."""
+    return {part for part in stale_partitions(store) if tenant is None or part[0] == tenant}
 
 
 def refresh_indexes(store: LakeStore, settings: Settings, *, tenant: str | None,

@@ -36,7 +36,7 @@ from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
 from lake.settings import Settings
 from lake.store import Partition
-from pipeline.conflicts import REPLACE_ADVICE
+from pipeline.conflicts import with_advice
 from pipeline.contract import TurnStatus
 from pipeline.prepare import Quarantined
 from pipeline.service.child_writer import ChildWriter
@@ -257,10 +257,7 @@ class GroupWriter:
 def _rejected(refused: Quarantined) -> LineOutcome:
     """A rejected line's outcome: the ingest's reason and the field it names. A conflict's
     advice is the CLI's (``--replace``); over HTTP a recorded turn cannot be replaced."""
-    reason = refused.reason
-    if reason.endswith(REPLACE_ADVICE):
-        reason = f"{reason.removesuffix(REPLACE_ADVICE)}; {_NO_REPLACE}"
-    return LineOutcome("rejected", reason, refused.field)
+    return LineOutcome("rejected", with_advice(refused, _NO_REPLACE).reason, refused.field)
 
 
-_NO_REPLACE = "the HTTP API cannot replace a recorded turn"
+_NO_REPLACE = "; the HTTP API cannot replace a recorded turn"
