@@ -50,15 +50,25 @@ def subagent_files(transcript: Path) -> list[Path]:
     return nested + legacy
 
 
+# Each legacy subagent file's session, once read: every session of a folder looks at every
+# agent-*.jsonl beside it, and a first event's sessionId never changes once written.
+_SESSION_OF: dict[Path, str] = {}
+
+
 def _session_id(path: Path) -> str | None:
-    """The ``sessionId`` of the first event of a transcript, if it can be read."""
+    """The ``sessionId`` of the first event of a transcript, if it can be read (yet)."""
+    if path in _SESSION_OF:
+        return _SESSION_OF[path]
     try:
         with path.open("rb") as fh:
             event = orjson.loads(fh.readline())
     except (OSError, orjson.JSONDecodeError):
         return None
     session = event.get("sessionId") if isinstance(event, dict) else None
-    return session if isinstance(session, str) and session else None
+    if not isinstance(session, str) or not session:
+        return None
+    _SESSION_OF[path] = session
+    return session
 
 
 def _beside_its_session(path: Path) -> bool:
