@@ -235,14 +235,8 @@ class _ExportImport:
     def _assistant_node(self, turn: _Turn, node: Node) -> None:
         turn.files.extend(node.files)
         if node.kind == "answer":
-            previous = turn.completion
-            text = node.text
-            if previous is not None:
-                # ChatGPT splits one answer around tool calls and at "Continue generating"; the
-                # completion is the turn's searchable answer, so it holds every piece in order.
-                text = f"{previous.text}\n\n{text}"
+            if turn.add_answer(node.text, node.at):
                 self._stream.count("assistant message joined to the answer")
-            turn.complete(text, node.at)
         elif node.kind == "code":
             turn.add_step(node.name, "started", node.at, node.text)
             turn.pending_code = node

@@ -446,11 +446,7 @@ class TranscriptImport:
             kind = block.get("type")
             if kind == "text" and isinstance(block.get("text"), str):
                 if block["text"].strip():
-                    # Claude Code writes one answer in pieces around its tool calls; every
-                    # piece is part of it, in order (none may be lost).
-                    previous = turn.draft.completion
-                    turn.draft.complete(block["text"] if previous is None
-                                        else f"{previous.text}\n\n{block['text']}", at)
+                    turn.draft.add_answer(block["text"], at)
             elif kind == "tool_use":
                 name = block.get("name")
                 name = name if isinstance(name, str) and name else "tool"

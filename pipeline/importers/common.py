@@ -189,10 +189,15 @@ class TurnDraft:
         self.steps.append(Step(name=name, status=status, at=at,
                                detail=clip(detail, DETAIL_CHARS) if detail else None))
 
-    def complete(self, text: str, at: datetime) -> None:
-        """Set the answer; a later call replaces an earlier one."""
+    def add_answer(self, text: str, at: datetime) -> bool:
+        """Add a piece of the answer, at ``at``; True when it joined earlier pieces. Agents
+        write one answer in pieces (around tool calls, at "Continue generating"), and the
+        completion is what search reads: it holds every piece, in order, a blank line apart."""
         self.touch(at)
-        self.completion = Completion(text=text, at=at)
+        previous = self.completion
+        joined = text if previous is None else f"{previous.text}\n\n{text}"
+        self.completion = Completion(text=joined, at=at)
+        return previous is not None
 
     def finish(self, stream: ImportStream, identity: Identity, conversation_id: str,
                title: str | None, source: str, location: str) -> TurnRecord | None:
