@@ -609,12 +609,11 @@ class TrigramIndex:
         if scope is not None and int(scope[-1]) - int(scope[0]) < _SPAN_RATIO * scope.size:
             # A clustered scope (one user's rows, stored together): each list's entries inside
             # the scope's span are two binary searches away, so nothing is probed doc by doc.
-            span = np.array([scope[0], scope[-1] + 1], np.int32)
-            pieces = [p[a:b] for p in lists for a, b in [p.searchsorted(span).tolist()] if b > a]
-            if not pieces:
-                return np.zeros(0, np.int64), np.zeros(0, np.int64)
-            docs, shared = _count(np.concatenate(pieces), n)
-            keep = (shared >= need) & _member(scope, docs)
+            # Counted once per search: lower floors only keep more of the same counts.
+            if "in_span" not in memo:
+                memo["in_span"] = self._count_in_span(lists, scope)
+            docs, shared = memo["in_span"]
+            keep = shared >= need
             return docs[keep], shared[keep]
         counted = m - need + 1  # every doc with `need` of the m lists is in one of these
         head = sum(p.size for p in lists[:counted])
@@ -647,6 +646,21 @@ class TrigramIndex:
                 mark[lists[i]] = True
                 shared = shared + mark[docs]
         keep = shared >= need
+        return docs[keep], shared[keep]
+
+    def _count_in_span(self, lists: list[I32], scope: I64) -> tuple[I64, I64]:
+        """Docs of a clustered ``scope`` (ascending) found in ``lists``, with their counts."""
+        lo, hi = int(scope[0]), int(scope[-1]) + 1
+        span = np.array([lo, hi], np.int32)
+        pieces = [p[a:b] for p in lists for a, b in [p.searchsorted(span).tolist()] if b > a]
+        if not pieces:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        docs, shared = _count(np.concatenate(pieces), len(self))
+        # the scope fills at least 1/_SPAN_RATIO of its span: a flag per doc of the span is
+        # cheaper than a binary search per candidate (wide scopes have ~all docs as candidates)
+        inside = np.zeros(hi - lo, np.bool_)
+        inside[scope - lo] = True
+        keep = inside[docs - lo]
         return docs[keep], shared[keep]
 
     def _doc_texts(self, docs: list[int]) -> list[memoryview]:

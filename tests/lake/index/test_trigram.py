@@ -200,12 +200,16 @@ def test_clustered_scopes_equal_brute_force() -> None:
     index = TrigramIndex.build(texts)
     rng = np.random.default_rng(5)
     stretch = np.arange(300, 420)
-    scopes = [stretch, stretch[rng.random(stretch.size) < 0.7], np.arange(0, 3), np.array([1199])]
+    wide = np.arange(100, 1100)  # past the exact budget: counted once, then every floor
+    scopes = [stretch, stretch[rng.random(stretch.size) < 0.7], np.arange(0, 3), np.array([1199]),
+              wide[rng.random(wide.size) < 0.7]]
     for query in ["the error sheet", "openpxl eror", "w7x the", "zeta"]:
         every = brute_force(texts, query, 0.3, "word", None)
         for scope in scopes:
             inside = [h for h in every if h[0] in set(scope.tolist())]
-            assert index.search(query, allowed=scope, limit=40, threshold=0.3) == inside[:40]
+            for limit in (3, 40):
+                got = index.search(query, allowed=scope, limit=limit, threshold=0.3)
+                assert got == inside[:limit]
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=FIXTURE_OK)
