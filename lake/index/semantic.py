@@ -408,7 +408,7 @@ class SemanticIndex:
             return []
         ef = max(self.ef_search, wanted)
         bitmap = None
-        if scope is None:
+        if scope is None or scope.size == self.valid_rows:  # (scope: unique valid rows)
             params = _hnsw_params(ef)
         else:
             # The beam only collects in-scope nodes, so widen it as the scope narrows.
@@ -416,7 +416,9 @@ class SemanticIndex:
             if ef > _MAX_FILTERED_EF:
                 return self._exact(q, scope, limit)
             member = np.zeros(self.valid_rows, dtype=np.bool_)
-            member[np.searchsorted(self._valid_ids, scope)] = True
+            # graph node i is stored row _valid_ids[i]: the row itself when every row is valid
+            every = self.valid_rows == self._stored
+            member[scope if every else np.searchsorted(self._valid_ids, scope)] = True
             bitmap = np.packbits(member, bitorder="little")  # must outlive the search call
             selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
             params = _hnsw_params(ef, selector)

@@ -253,3 +253,21 @@ def test_only_embedded_rows_are_stored_and_doc_ids_survive_a_reload(tmp_path: Pa
     assert loaded.search(query, allowed=np.array([0, 1, 3]), limit=10) == []
     with pytest.raises(IndexError_, match="ascending"):
         SemanticIndex.build(vectors, doc_ids=docs[::-1], rows=100)
+
+
+def test_a_scope_of_every_row_searches_the_graph_as_no_scope(
+    tmp_path: Path, hnsw: SemanticIndex
+) -> None:
+    # a tenant's whole partition: no filter to build, the same beam, the same answer
+    hnsw.save(tmp_path / "copy")
+    index = SemanticIndex.load(tmp_path / "copy")
+    index.small_scope_rows = 100  # scopes this size go through the graph, as at scale
+    everything = np.arange(len(index), dtype=np.int64)
+    for query in _unit(20, seed=8):
+        assert index.search(query, allowed=everything, limit=10) == index.search(query, limit=10)
+    # all but one row still goes through the filtered graph and never returns that row
+    query = _unit(1, seed=9)[0]
+    best = index.search(query, limit=1)[0][0]
+    rest = np.delete(everything, best)
+    found = index.search(query, allowed=rest, limit=10)
+    assert len(found) == 10 and best not in [d for d, _ in found]
