@@ -609,10 +609,12 @@ class TrigramIndex:
         if scope is not None and int(scope[-1]) - int(scope[0]) < _SPAN_RATIO * scope.size:
             # A clustered scope (one user's rows, stored together): each list's entries inside
             # the scope's span are two binary searches away, so nothing is probed doc by doc.
-            # Counted once per search: lower floors only keep more of the same counts.
-            if "in_span" not in memo:
-                memo["in_span"] = self._count_in_span(lists, scope)
-            docs, shared = memo["in_span"]
+            # Counted once per search and scope (word mode keeps its scope across floors,
+            # similarity mode narrows it per floor): lower floors keep more of the same counts.
+            held = memo.get("in_span")
+            if held is None or held[0] is not scope:
+                held = memo["in_span"] = (scope, *self._count_in_span(lists, scope))
+            _, docs, shared = held
             keep = shared >= need
             return docs[keep], shared[keep]
         counted = m - need + 1  # every doc with `need` of the m lists is in one of these

@@ -467,3 +467,10 @@ def test_ties_at_the_cut_still_enter_by_doc_id() -> None:
     assert index.search("alpha beta", limit=2, threshold=0.3) == [(0, 6 / 11), (1, 6 / 11)]
     assert index.search("alpha beta", limit=40, threshold=0.3) == brute_force(
         texts, "alpha beta", 0.3, "word", None)[:40]
+
+
+def test_similarity_floors_count_each_narrowed_scope() -> None:
+    # similarity mode narrows the scope by trigram count at each floor: counts made for one
+    # floor's scope must not answer the next (doc 2 alone at 0.8, doc 3 only at 0.1)
+    index = TrigramIndex.build(["", "", "A", "1_A"])
+    assert index.search("1", limit=1, threshold=0.1, mode="similarity") == [(3, 0.5)]
