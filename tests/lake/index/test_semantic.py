@@ -1,4 +1,4 @@
-"""SemanticIndex: exact and HNSW search, scoping, missing embeddings and persistence."""
+"""SemanticIndex: exact, IVF and HNSW search, scoping, missing embeddings and persistence."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ def _unit(rows: int, seed: int, dim: int = DIM) -> np.ndarray:
     return x
 
 
+def _clustered(rows: int, seed: int, dim: int = DIM) -> np.ndarray:
+    """Rows near one of 60 shared centroids: neighbourhood structure, as text embeddings have."""
+    centroids = np.random.default_rng(1234).standard_normal((60, dim))
+    rng = np.random.default_rng(seed)
+    x = (centroids[rng.integers(0, 60, rows)] + rng.standard_normal((rows, dim))).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
 def _numpy_top(
     vectors: np.ndarray, query: np.ndarray, k: int, ids: np.ndarray | None = None
 ) -> list[int]:
@@ -34,7 +43,17 @@ def corpus() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def hnsw(corpus: np.ndarray) -> SemanticIndex:
-    return SemanticIndex.build(corpus, exact_max_rows=1_000)
+    return SemanticIndex.build(corpus, exact_max_rows=1_000, approximate="hnsw")
+
+
+@pytest.fixture(scope="module")
+def structured() -> np.ndarray:
+    return _clustered(5_000, seed=2)
+
+
+@pytest.fixture(scope="module")
+def ivf(structured: np.ndarray) -> SemanticIndex:
+    return SemanticIndex.build(structured, exact_max_rows=1_000)
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +100,18 @@ def test_hnsw_chosen_above_threshold_with_good_recall(
 
 
 def test_unstructured_high_dim_data_falls_back_to_exact(tmp_path: Path) -> None:
-    # Random 384-d vectors have no neighbourhood structure: the graph would need to visit about
-    # as many rows as an exact scan to find the true top 10, so build keeps the index exact.
+    # Random 384-d vectors have no neighbourhood structure: an inverted file would have to
+    # probe most of its lists, and a graph visit about as many rows as an exact scan, to find
+    # the true top 10, so build keeps the index exact.
     vectors = _unit(5_000, seed=11, dim=384)
     index = SemanticIndex.build(vectors, exact_max_rows=100)
     assert index.kind == "flat"
-    assert "hnsw rejected" in index.describe()["note"]
+    assert "ivf rejected" in index.describe()["note"]
     index.save(tmp_path / "sem")
     assert SemanticIndex.load(tmp_path / "sem").describe() == index.describe()
+    graph = SemanticIndex.build(vectors, exact_max_rows=100, approximate="hnsw")
+    assert graph.kind == "flat"
+    assert "hnsw rejected" in graph.describe()["note"]
     forced = SemanticIndex.build(vectors[:1_000], exact_max_rows=100, ef_search=64)
     assert forced.kind == "hnsw"
     assert forced.ef_search == 64
@@ -181,11 +204,11 @@ def test_all_missing_and_empty_indexes_return_nothing() -> None:
     assert empty.search(query) == []
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
 def test_save_load_round_trip(
-    kind: str, tmp_path: Path, flat: SemanticIndex, hnsw: SemanticIndex
+    kind: str, tmp_path: Path, flat: SemanticIndex, hnsw: SemanticIndex, ivf: SemanticIndex
 ) -> None:
-    index = flat if kind == "flat" else hnsw
+    index = {"flat": flat, "hnsw": hnsw, "ivf": ivf}[kind]
     index.save(tmp_path / "sem")
     loaded = SemanticIndex.load(tmp_path / "sem")
     assert loaded.kind == kind
@@ -195,7 +218,7 @@ def test_save_load_round_trip(
         assert loaded.search(query, limit=10) == index.search(query, limit=10)
         assert loaded.search(query, allowed=allowed) == index.search(query, allowed=allowed)
     # Saving over an index of the other kind leaves no stale parts behind.
-    other = hnsw if kind == "flat" else flat
+    other = ivf if kind == "flat" else flat
     other.save(tmp_path / "sem")
     assert SemanticIndex.load(tmp_path / "sem").kind == other.kind
 
@@ -271,3 +294,41 @@ def test_a_scope_of_every_row_searches_the_graph_as_no_scope(
     rest = np.delete(everything, best)
     found = index.search(query, allowed=rest, limit=10)
     assert len(found) == 10 and best not in [d for d, _ in found]
+
+
+def test_ivf_chosen_above_threshold_with_good_recall(
+    structured: np.ndarray, ivf: SemanticIndex
+) -> None:
+    assert ivf.kind == "ivf"
+    info = ivf.describe()
+    assert info["calibrated_recall"] >= 0.95
+    assert info["nprobe"] * 4 <= info["nlist"]  # cheaper than an exact scan, or not kept
+    exact = SemanticIndex.build(structured)
+    assert exact.kind == "flat"
+    queries = _clustered(200, seed=3)
+    assert recall_at_k(ivf, exact, queries, 10) >= 0.9
+    # a deeper top probes more lists and keeps its recall
+    assert recall_at_k(ivf, exact, queries, 100) >= 0.9
+
+
+def test_ivf_scopes_stay_in_scope_and_small_ones_are_exact(
+    tmp_path: Path, structured: np.ndarray, ivf: SemanticIndex
+) -> None:
+    ivf.save(tmp_path / "copy")
+    index = SemanticIndex.load(tmp_path / "copy")
+    index.small_scope_rows = 100
+    every = np.arange(len(index), dtype=np.int64)
+    half = every[every % 2 == 0]
+    recalls = []
+    for query in _clustered(30, seed=6):
+        assert index.search(query, allowed=every, limit=10) == index.search(query, limit=10)
+        got = [d for d, _ in index.search(query, allowed=half, limit=10)]
+        assert len(got) == 10 and all(d % 2 == 0 for d in got)
+        recalls.append(len(set(got) & set(_numpy_top(structured, query, 10, half))) / 10)
+    assert np.mean(recalls) >= 0.9
+    # asked for every row of a scope, the probed lists fall short: answered exactly instead
+    few = every[::16]
+    assert few.size > 0.05 * len(index)  # not a small scope: it goes to the inverted file
+    for query in _clustered(5, seed=7):
+        got = [d for d, _ in index.search(query, allowed=few, limit=few.size)]
+        assert got == _numpy_top(structured, query, few.size, few)
