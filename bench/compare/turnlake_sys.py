@@ -9,6 +9,7 @@ import numpy as np
 
 from bench.compare.rows import DIM, Query, TurnKey
 from bench.compare.systems import SearchSettings
+from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
@@ -23,12 +24,14 @@ ARMS: dict[str, dict[str, bool]] = {
 
 
 class PinnedEmbedder:
-    """Hands the service the query vector the harness already has (embedding is not timed)."""
+    """Hands the service the query vector the harness already has (embedding is not timed),
+    under the name of the model the lake's vectors came from (the harness embedded the
+    queries with it)."""
 
-    name = "pinned"
     dim = DIM
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self.vector = np.zeros(DIM, dtype=np.float32)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
@@ -48,8 +51,14 @@ class TurnlakeSystem:
             raise FileNotFoundError(f"no turnlake indexes under {root}")
         self.settings = settings
         self.fusion = fusion or FusionSettings()
-        self._embedder = PinnedEmbedder()
-        self.service = SearchService(LakeStore(root), embedder=self._embedder)
+        store = LakeStore(root)
+        models = sorted({s.manifest.model for s in partition_statuses(store).values()
+                         if s.manifest is not None and s.manifest.model})
+        if len(models) != 1:
+            raise ValueError(f"the lake at {root} should hold one embedding model's vectors, "
+                             f"not {models or 'none'}")
+        self._embedder = PinnedEmbedder(models[0])
+        self.service = SearchService(store, embedder=self._embedder)
 
     def search(self, arm: str, query: Query, vector: np.ndarray) -> list[TurnKey]:
         """One search through the public service API."""

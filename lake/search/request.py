@@ -136,6 +136,10 @@ class SearchResult:
     # Fused turns left out for a relevance below the request's floor (``floor``).
     below_floor: int = 0
     floor: float = 0.0
+    # Partitions whose vectors come from another model than the query's (``query_model``):
+    # searched without their semantic arm.
+    foreign_model_partitions: list[str] = field(default_factory=list)
+    query_model: str | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -147,6 +151,11 @@ class SearchResult:
         if self.unindexed_partitions:
             notes.append("no index yet for " + ", ".join(self.unindexed_partitions)
                          + " (run `turnlake index build`)")
+        if self.foreign_model_partitions:
+            notes.append("the index of " + ", ".join(self.foreign_model_partitions)
+                         + f" holds vectors of another embedding model than the query's "
+                         f"({self.query_model}): searched by words only there (run "
+                         "`turnlake embed --backfill --reembed`, then `turnlake index build`)")
         if self.semantic_error:
             notes.append(f"semantic search unavailable: {self.semantic_error}")
         if self.floor_note:

@@ -123,12 +123,18 @@ class SearchService:
               for g in GENERATORS}
         statistics = QueryStatistics.of([p for p, _ in in_scope], query, scope.user_id) \
             if on["lexical"] and in_scope else QueryStatistics()
+        # A partition's vectors answer only queries embedded by the same model: another
+        # model's vectors (even of the same width) would rank rows by noise.
+        query_model = self.embedder().name if query_vector is not None else None
+        by_meaning = [(p, a) for p, a in in_scope if p.manifest.model == query_model]
+        foreign = [p.name for p, _ in in_scope
+                   if query_model is not None and p.manifest.model not in (None, query_model)]
         arms: dict[Generator, Callable[[], list[PartHits]]] = {
-            "semantic": lambda: semantic_hits(in_scope, query_vector, request.depth),
+            "semantic": lambda: semantic_hits(by_meaning, query_vector, request.depth),
             "lexical": lambda: lexical_hits(in_scope, scope, request, query, statistics),
             "trigram": lambda: trigram_hits(in_scope, query, request)}
         runs = [name for name in arms if on[name] and in_scope
-                and (name != "semantic" or query_vector is not None)]
+                and (name != "semantic" or (query_vector is not None and by_meaning))]
         aside: Future[tuple[list[PartHits], float]] | None = None
         if "semantic" in runs and len(runs) > 1 and \
                 sum(int(allowed.size) for _, allowed in in_scope) >= PARALLEL_ARMS_MIN_ROWS:
@@ -146,7 +152,7 @@ class SearchService:
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
-                            request.min_relevance)
+                            request.min_relevance, foreign, query_model)
 
     def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition."""

@@ -178,6 +178,27 @@ def test_stale_index_is_reported(lake: Settings, service: SearchService,
     assert "stale" in result.warnings[0]
 
 
+def test_vectors_of_another_model_are_not_searched_by_meaning(service: SearchService,
+                                                              lake: Settings) -> None:
+    class OtherModel(HashingEmbedder):
+        """Same width, another model: its vectors and the lake's are not comparable."""
+
+        @property
+        def name(self) -> str:
+            return "another-64"
+
+    other = SearchService(LakeStore(lake.lake), embedder=OtherModel(64))
+    result = other.search(SearchRequest("CrashLoopBackOff pods", ANA, as_of=AS_OF))
+    assert result.hits[0].turn_id == "t-0002"  # found by its words
+    assert all(h.ranks["semantic"] is None for h in result.hits)
+    assert "semantic" not in result.timings_ms
+    assert result.foreign_model_partitions == ["acme/2026-03"]
+    assert any("another embedding model" in w and "another-64" in w for w in result.warnings)
+    same = service.search(SearchRequest("CrashLoopBackOff pods", ANA, as_of=AS_OF))
+    assert same.hits[0].ranks["semantic"] is not None
+    assert same.foreign_model_partitions == [] and same.warnings == []
+
+
 def test_embedding_failure_keeps_text_search(hashing_settings: Settings,
                                              tmp_path: Path) -> None:
     class Broken(HashingEmbedder):
