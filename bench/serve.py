@@ -203,8 +203,10 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(lake), "--port",
             str(port), *([] if embed else ["--no-embed"]), *([] if index else ["--no-index"]),
             "--workers", str(workers)]
-    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # the server's log: an internal error's traceback is reported with the figures
+    server_log = root / "server.log"
+    with server_log.open("wb") as log:
+        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     try:
         wait_until_healthy(url)
         deadline = time.monotonic() + 180
@@ -293,7 +295,15 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
         "search_searchers_alone_p50_ms": _pct(alone.searches, 50),
         "search_searchers_alone_p95_ms": _pct(alone.searches, 95),
         "mean_turns_per_commit": batch, "errors": load.errors[:3],
+        **({"server_tracebacks": _tracebacks(server_log)} if load.errors else {}),
     }
+
+
+def _tracebacks(log: Path, keep: int = 3) -> list[str]:
+    """The last ``keep`` tracebacks of a server log, each as its last 25 lines."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    found = [block for block in text.split("Traceback (most recent call last):")[1:]]
+    return ["\n".join(block.strip().splitlines()[-25:]) for block in found[-keep:]]
 
 
 def _histogram_share(text: str, name: str, le: float, *, since: str = "") -> float | None:
