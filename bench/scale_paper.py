@@ -140,9 +140,10 @@ def paper(m: Measured) -> str:
         f"{per_row:,.0f} B × 10^9 × {hot_months}/{MONTHS} ≈ {_gb(hot_bytes)}, i.e. "
         f"{math.ceil(hot_bytes / node_bytes)} node(s), sharded by tenant; older "
         "months load from the object store into the build-id cache on first use. Partitions "
-        f"past {EXACT_MAX_ROWS:,} rows get HNSW when its calibrated recall holds (real "
-        "embeddings; the bench's random vectors fall back to flat), which keeps per-query "
-        "vector work near-logarithmic instead of a scan of every row.",
+        f"past {EXACT_MAX_ROWS:,} rows get an inverted file when its calibrated recall holds "
+        "(real embeddings; random vectors fall back to flat), which keeps per-query vector "
+        "work to the few lists probed (about 1/√rows of the rows each) instead of a scan of "
+        "every row.",
         f"- **Fan-out.** A query reads every partition of its tenant in the requested time "
         f"range. Measured: user scope at 1M rows is {m.user_p50_ms:.1f} ms p50 over "
         f"{m.partitions_per_tenant:.0f} partitions ≈ {per_part_ms:.1f} ms per partition. "
