@@ -247,10 +247,8 @@ class SemanticIndex:
                 # A search touches roughly ef * 2M vectors at random addresses; when that is
                 # not well below one sequential pass over all rows, exact is as fast and exact.
                 if recall < TARGET_RECALL or ef_search * 2 * HNSW_M >= matrix.shape[0]:
-                    note = (f"hnsw rejected: ef_search {ef_search} reached recall@10 "
-                            f"{recall:.3f}, no cheaper than an exact scan")
-                    return cls(kind="flat", vectors=matrix, valid=valid, graph=None, note=note,
-                               doc_ids=docs, rows=total)
+                    return cls._rejected(matrix, docs, total, f"hnsw rejected: ef_search "
+                                         f"{ef_search} reached recall@10 {recall:.3f}")
         return cls(kind="hnsw", vectors=matrix, valid=valid, graph=graph, ef_search=ef_search,
                    calibrated_recall=recall, doc_ids=docs, rows=total)
 
@@ -272,12 +270,18 @@ class SemanticIndex:
             ladder = tuple(r for r in _NPROBE_LADDER if r * IVF_MAX_PROBED_SHARE <= nlist)
             nprobe, recall = _calibrate(graph, matrix, ladder or (1,), _ivf_params)
         if recall < TARGET_RECALL or nprobe * IVF_MAX_PROBED_SHARE > nlist:
-            note = (f"ivf rejected: nprobe {nprobe} of {nlist} lists reached recall@10 "
-                    f"{recall:.3f}, no cheaper than an exact scan")
-            return cls(kind="flat", vectors=matrix, valid=valid, graph=None, note=note,
-                       doc_ids=docs, rows=total)
+            return cls._rejected(matrix, docs, total, f"ivf rejected: nprobe {nprobe} of "
+                                 f"{nlist} lists reached recall@10 {recall:.3f}")
         return cls(kind="ivf", vectors=matrix, valid=valid, graph=graph, nprobe=nprobe,
                    calibrated_recall=recall, doc_ids=docs, rows=total)
+
+    @classmethod
+    def _rejected(cls, matrix: np.ndarray, docs: np.ndarray, total: int, why: str
+                  ) -> SemanticIndex:
+        """The exact index a large partition keeps when its approximate index would not pay."""
+        return cls(kind="flat", vectors=matrix, valid=np.ones(matrix.shape[0], dtype=np.bool_),
+                   graph=None, note=f"{why}, no cheaper than an exact scan", doc_ids=docs,
+                   rows=total)
 
     def save(self, directory: Path) -> None:
         """Write the index into ``directory`` (created if needed), replacing any previous one."""

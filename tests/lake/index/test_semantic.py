@@ -28,6 +28,15 @@ def _clustered(rows: int, seed: int, dim: int = DIM) -> np.ndarray:
     return x
 
 
+def _wide_copy(index: SemanticIndex, tmp_path: Path) -> SemanticIndex:
+    """A loaded copy (free to detune) that sends scopes over 100 rows to its approximate
+    index, as scopes of thousands of rows go at scale."""
+    index.save(tmp_path / "copy")
+    copy = SemanticIndex.load(tmp_path / "copy")
+    copy.small_scope_rows = 100
+    return copy
+
+
 def _numpy_top(
     vectors: np.ndarray, query: np.ndarray, k: int, ids: np.ndarray | None = None
 ) -> list[int]:
@@ -142,9 +151,7 @@ def test_small_scope_is_exact_and_respected(
 def test_large_scope_goes_through_the_graph_and_stays_in_scope(
     tmp_path: Path, corpus: np.ndarray, hnsw: SemanticIndex
 ) -> None:
-    hnsw.save(tmp_path / "copy")
-    index = SemanticIndex.load(tmp_path / "copy")
-    index.small_scope_rows = 100
+    index = _wide_copy(hnsw, tmp_path)
     allowed = np.arange(0, len(corpus), 2, dtype=np.int64)
     queries = _unit(30, seed=6)
     recalls = []
@@ -282,9 +289,7 @@ def test_a_scope_of_every_row_searches_the_graph_as_no_scope(
     tmp_path: Path, hnsw: SemanticIndex
 ) -> None:
     # a tenant's whole partition: no filter to build, the same beam, the same answer
-    hnsw.save(tmp_path / "copy")
-    index = SemanticIndex.load(tmp_path / "copy")
-    index.small_scope_rows = 100  # scopes this size go through the graph, as at scale
+    index = _wide_copy(hnsw, tmp_path)
     everything = np.arange(len(index), dtype=np.int64)
     for query in _unit(20, seed=8):
         assert index.search(query, allowed=everything, limit=10) == index.search(query, limit=10)
@@ -314,9 +319,7 @@ def test_ivf_chosen_above_threshold_with_good_recall(
 def test_ivf_scopes_stay_in_scope_and_small_ones_are_exact(
     tmp_path: Path, structured: np.ndarray, ivf: SemanticIndex
 ) -> None:
-    ivf.save(tmp_path / "copy")
-    index = SemanticIndex.load(tmp_path / "copy")
-    index.small_scope_rows = 100
+    index = _wide_copy(ivf, tmp_path)
     every = np.arange(len(index), dtype=np.int64)
     half = every[every % 2 == 0]
     recalls = []
