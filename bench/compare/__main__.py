@@ -31,6 +31,10 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=["minimal", "rich"],
                         choices=["minimal", "rich"], help="LoCoMo lakes to score")
     parser.add_argument("--no-locomo", action="store_true", help="skip the recall runs")
+    parser.add_argument("--vectors", choices=["random", "clustered"], default="random",
+                        help="the scale lake's vectors (bench/scale.py): random, the worst case "
+                             "for any vector index, or clustered, text-like; reports of "
+                             "clustered runs are named compare-<size>-clustered")
     parser.add_argument("--work", type=Path, default=None,
                         help="keep LanceDB/Postgres builds in this folder and reuse them")
     parser.add_argument("--report-only", type=Path, default=None,
@@ -53,9 +57,9 @@ def main() -> None:
         t = time.perf_counter()
         results = run(mode, rounds=args.rounds, n_queries=args.queries,
                       variants=args.variants, skip_locomo=args.no_locomo,
-                      work_dir=args.work)
+                      work_dir=args.work, vectors=args.vectors)
         results["wall_s"] = round(time.perf_counter() - t, 1)
-        (RESULTS / f"compare-{mode}.json").write_text(json.dumps(results, indent=1))
+        (RESULTS / f"compare-{results['mode']}.json").write_text(json.dumps(results, indent=1))
     path = write_report(results, RESULTS)
     print(f"saved {path}")
 

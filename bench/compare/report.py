@@ -196,7 +196,9 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
              "turns, candidate depth 100 per arm, warm caches (one unmeasured pass over every "
              "query before each arm is timed), one client, each system in a process of its "
              "own. Query embedding is excluded "
-             "everywhere (the same precomputed vector is handed to each system).", "",
+             "everywhere (the same precomputed vector is handed to each system). The scale "
+             f"lake's vectors are {scale.get('vectors', 'random')} (bench/scale.py: random, the "
+             "worst case for any vector index, or clustered, with text-like neighbours).", "",
              f"## Latency at {scale['rows']} rows ({scale['queries']} generated queries × "
              f"{scale['rounds']} interleaved rounds, pooled)", ""]
     lines += _lat_rows(scale["systems"])

@@ -113,14 +113,14 @@ class QuerySet:
         return cls(queries, np.load(folder / f"{name}.npy"))
 
 
-def scale_queries(root: Path, n: int, *, seed: int = 11) -> QuerySet:
-    """bench.scale's seeded queries (names, word subsets, misspellings) with random vectors
-    from bench.scale.RandomEmbedder, the same generator the scale lake's rows came from."""
-    from bench.scale import RandomEmbedder, make_queries
+def scale_queries(root: Path, n: int, *, seed: int = 11, vectors: str = "random") -> QuerySet:
+    """bench.scale's seeded queries (names, word subsets, misspellings) with vectors drawn by
+    the generator the scale lake's rows came from (bench.scale.VECTORS)."""
+    from bench.scale import bench_embedder, make_queries
 
     triples = make_queries(LakeStore(root), n, seed=seed)
     queries = [Query(t, u, q) for t, u, q in triples]
-    return QuerySet(queries, RandomEmbedder(5).encode([q.text for q in queries]))
+    return QuerySet(queries, bench_embedder(vectors, 5).encode([q.text for q in queries]))
 
 
 def locomo_queries() -> tuple[QuerySet, datetime]:

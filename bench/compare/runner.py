@@ -86,20 +86,20 @@ def _worker(job: dict[str, Any], folder: Path, name: str) -> dict[str, Any]:
     return result
 
 
-def scale_lake(rows: int) -> tuple[Path, dict[str, Any]]:
-    """bench.scale's synthetic lake of ~rows rows, built once; its build timings are kept
-    beside it so a reused lake still reports them."""
-    from bench.scale import build_scale_lake
+def scale_lake(rows: int, vectors: str = "random") -> tuple[Path, dict[str, Any]]:
+    """bench.scale's synthetic lake of ~rows rows with ``vectors``, built once; its build
+    timings are kept beside it so a reused lake still reports them."""
+    from bench.scale import build_scale_lake, scale_lake_dir
 
-    root = CACHE / "compare" / f"scale-{rows}"
-    sidecar = root.parent / f"scale-{rows}.build.json"
+    root = scale_lake_dir(CACHE / "compare", rows, vectors)
+    sidecar = root.with_name(f"{root.name}.build.json")
     if not (root / "indexes").exists() or not sidecar.exists():
         if root.exists():
             import shutil
 
             shutil.rmtree(root)
         t = time.perf_counter()
-        _, ingest_s, index_s = build_scale_lake(root, rows)
+        _, ingest_s, index_s = build_scale_lake(root, rows, vectors=vectors)
         sidecar.write_text(json.dumps({"ingest_s": ingest_s, "index_build_s": index_s,
                                        "total_s": time.perf_counter() - t}))
     return root, json.loads(sidecar.read_text())
@@ -194,26 +194,27 @@ def _build_others(rows_path: Path, lance: Path, pg: Postgres, work: Path, tag: s
 
 
 def compare_scale(rows: int, n_queries: int, rounds: int, pg: Postgres, work: Path,
-                  log: Any) -> dict[str, Any]:
+                  log: Any, vectors: str = "random") -> dict[str, Any]:
     """Latency of every arm of every system on the scale lake's rows."""
-    lake, lake_build = scale_lake(rows)
+    lake, lake_build = scale_lake(rows, vectors)
+    tag = lake.name  # scale-<rows>[-<vectors>]: a kept work folder holds each apart
     t = time.perf_counter()
     table = export_rows(lake, SCALE_NOW)
-    rows_path = work / f"scale-{rows}.arrow"
+    rows_path = work / f"{tag}.arrow"
     save_rows(table, rows_path)
-    qs = scale_queries(lake, n_queries)
-    qs.save(work, f"scale-{rows}-queries")
-    log(f"scale {rows}: {table.num_rows} rows, {len(qs.queries)} queries exported "
+    qs = scale_queries(lake, n_queries, vectors=vectors)
+    qs.save(work, f"{tag}-queries")
+    log(f"{tag}: {table.num_rows} rows, {len(qs.queries)} queries exported "
         f"({time.perf_counter() - t:.0f}s)")
     section = _section(pg)
-    builds = _build_others(rows_path, work / f"lance-{rows}", pg, work, f"scale-{rows}",
-                           section, log)
+    lance = work / (f"lance-{rows}" if vectors == "random" else f"lance-{tag}")  # kept names
+    builds = _build_others(rows_path, lance, pg, work, tag, section, log)
     builds["turnlake"] = {**lake_build, "bytes": lake_sizes(lake)}
     log(f"built: {json.dumps(builds, default=str)[:600]}")
     settings = {"k": 10, "depth": 100, "as_of": SCALE_NOW.isoformat(), "recency_weight": 1.0}
     base = {"task": "latency", "settings": settings, "queries": str(work),
-            "query_set": f"scale-{rows}-queries"}
-    jobs = _systems_jobs(lake, work / f"lance-{rows}", pg, section)
+            "query_set": f"{tag}-queries"}
+    jobs = _systems_jobs(lake, lance, pg, section)
     raw: dict[str, list[dict[str, Any]]] = {s: [] for s in jobs}
     for r in range(rounds):
         for system, job in jobs.items():
@@ -226,14 +227,15 @@ def compare_scale(rows: int, n_queries: int, rounds: int, pg: Postgres, work: Pa
                 extra["explain"] = PG_SINGLE_ARMS
             try:
                 raw[system].append(_worker({**base, **job, **extra}, work,
-                                           f"scale-{rows}-{system}-r{r}"))
+                                           f"{tag}-{system}-r{r}"))
             except RuntimeError as exc:
                 section.fail(system, f"latency round {r}", exc, log)
                 continue
             log(f"scale {rows} round {r} {system}: " + ", ".join(
                 f"{a} {v['p50_ms']:.2f}" for a, v in raw[system][-1]["arms"].items()))
     systems = {s: _pool(v) for s, v in raw.items() if s in section.systems and v}
-    return {"rows": table.num_rows, "queries": len(qs.queries), "rounds": rounds,
+    return {"rows": table.num_rows, "vectors": vectors, "queries": len(qs.queries),
+            "rounds": rounds,
             "settings": settings, "build": builds, "systems": systems,
             "ratios": ratios(systems), "failed": section.failed}
 
@@ -296,7 +298,8 @@ def compare_locomo(variants: list[str], pg: Postgres, work: Path, log: Any
 
 
 def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
-        skip_locomo: bool = False, work_dir: Path | None = None) -> dict[str, Any]:
+        skip_locomo: bool = False, work_dir: Path | None = None,
+        vectors: str = "random") -> dict[str, Any]:
     """The whole comparison; prints progress and returns every figure.
 
     ``work_dir`` keeps the other systems' builds (LanceDB tables, the Postgres cluster) for a
@@ -307,7 +310,9 @@ def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
     def log(message: str) -> None:
         print(message, flush=True)
 
-    results: dict[str, Any] = {"mode": mode, "machine": machine(),
+    # the report's name: compare-<mode>[-<vectors>].md (random vectors keep the plain name)
+    label = mode if vectors == "random" else f"{mode}-{vectors}"
+    results: dict[str, Any] = {"mode": label, "machine": machine(),
                                "started": datetime.now(UTC).isoformat(timespec="seconds")}
     with contextlib.ExitStack() as stack:
         if work_dir is None:
@@ -321,7 +326,7 @@ def run(mode: str, *, rounds: int, n_queries: int, variants: list[str],
                                "rejected": pg.rejected, "failed": pg.failed}
         if pg.vector is not None:
             results["machine"]["versions"]["pgvector"] = f"{pg.vector.version} ({pg.vector.name})"
-        results["scale"] = compare_scale(rows, n_queries, rounds, pg, work, log)
+        results["scale"] = compare_scale(rows, n_queries, rounds, pg, work, log, vectors)
         if not skip_locomo:
             results["locomo"] = compare_locomo(variants, pg, work, log)
     results["machine"]["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
