@@ -421,15 +421,11 @@ class SemanticIndex:
         when too many rows lie near the cut for that to pay."""
         sketch = self._sketch
         assert sketch is not None
-        bitmap = None
+        selector = None  # kept alive through the search calls below
         params = None
         if ids.size < self.valid_rows:
-            member = np.zeros(self.valid_rows, dtype=np.bool_)
-            # sketch row i is doc _valid_ids[i]: the doc itself when every row is valid
-            every = self.valid_rows == self._stored
-            member[ids if every else np.searchsorted(self._valid_ids, ids)] = True
-            bitmap = np.packbits(member, bitorder="little")  # must outlive the search calls
-            selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
+            # sketch row i is stored row _valid_ids[i], as in the approximate indexes
+            selector = self._selector(ids)
             params = getattr(faiss, "SearchParameters")(sel=selector)  # noqa: B009 (stubs)
         k = min(limit, int(ids.size))
         margin = 2.0 * (sketch.error + _SKETCH_SLACK)
@@ -471,7 +467,6 @@ class SemanticIndex:
         if self.kind == "ivf":
             return self._probed(q, scope, limit, wanted)
         ef = max(self.ef_search, wanted)
-        bitmap = None
         if scope is None or scope.size == self.valid_rows:  # (scope: unique valid rows)
             params = _hnsw_params(ef)
         else:
@@ -479,12 +474,7 @@ class SemanticIndex:
             ef = max(ef, math.ceil(ef * self.valid_rows / max(scope.size, 1)))
             if ef > _MAX_FILTERED_EF:
                 return self._exact(q, scope, limit)
-            member = np.zeros(self.valid_rows, dtype=np.bool_)
-            # graph node i is stored row _valid_ids[i]: the row itself when every row is valid
-            every = self.valid_rows == self._stored
-            member[scope if every else np.searchsorted(self._valid_ids, scope)] = True
-            bitmap = np.packbits(member, bitorder="little")  # must outlive the search call
-            selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
+            selector = self._selector(scope)  # kept alive through the search below
             params = _hnsw_params(ef, selector)
         scores, labels = self._graph.search(q[None, :], wanted, params=params)
         found = labels[0] >= 0
@@ -501,14 +491,9 @@ class SemanticIndex:
         if nprobe * IVF_MAX_PROBED_SHARE > int(getattr(self._graph, "nlist")):  # noqa: B009
             # a top this deep reads a large share of the rows: the exact scan is cheaper
             return self._exact(q, scope, limit)
-        bitmap = None
-        selector = None
+        selector = None  # kept alive through the search below
         if scope is not None and scope.size < self.valid_rows:  # (scope: unique valid rows)
-            member = np.zeros(self.valid_rows, dtype=np.bool_)
-            every = self.valid_rows == self._stored
-            member[scope if every else np.searchsorted(self._valid_ids, scope)] = True
-            bitmap = np.packbits(member, bitorder="little")  # must outlive the search call
-            selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
+            selector = self._selector(scope)
         with _omp_threads(1):  # one query: OpenMP workers only contend for the cores
             scores, labels = self._graph.search(q[None, :], wanted,
                                                 params=_ivf_params(nprobe, selector))
@@ -517,6 +502,18 @@ class SemanticIndex:
             # the probed lists hold too few in-scope rows: answer exactly instead
             return self._exact(q, scope, limit)
         return _top(self._valid_ids[labels[0][found]], scores[0][found], limit)
+
+    def _selector(self, scope: np.ndarray) -> Any:
+        """A FAISS filter admitting the stored rows ``scope`` (unique, valid); it holds the
+        bitmap it reads, so keeping the filter alive through a search keeps both."""
+        member = np.zeros(self.valid_rows, dtype=np.bool_)
+        # index label i is stored row _valid_ids[i]: the row itself when every row is valid
+        every = self.valid_rows == self._stored
+        member[scope if every else np.searchsorted(self._valid_ids, scope)] = True
+        bitmap = np.packbits(member, bitorder="little")
+        selector = faiss.IDSelectorBitmap(self.valid_rows, faiss.swig_ptr(bitmap))
+        selector.referenced_objects = [bitmap]  # type: ignore[attr-defined]  # FAISS keep-alive
+        return selector
 
     def _nprobe_for(self, wanted: int) -> int:
         """Lists to probe for a top ``wanted``: calibrated at 10 neighbours, a deeper top needs
