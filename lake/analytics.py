@@ -52,10 +52,13 @@ def _window(frame: pl.LazyFrame, column: str, since: datetime | None,
 
 
 def lake_tenants(store: LakeStore) -> list[str]:
-    """Every tenant that has at least one conversation timeline, sorted.
+    """Every tenant that has at least one conversation timeline, sorted ([] before the
+    first ingest).
 
     Reads only the ``tenant`` partition column of the timelines table.
     """
+    if not store.exists(Table.TIMELINES):
+        return []
     frame = store.scan(Table.TIMELINES).select("tenant").unique().collect()
     return sorted(t for t in frame["tenant"].to_list() if t)
 

@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 from rich.table import Table as RichTable
 
+from lake.analytics import lake_tenants
 from lake.errors import TurnlakeError
 from lake.store import LakeStore
-from lake.tables import Table
 from pipeline.commands.common import (
     LakeOption,
     app,
@@ -48,12 +48,6 @@ def _print_tables(report: MaintainReport) -> None:
                          else f"{_size(part.before.bytes)} -> {_size(after.bytes)}")
     if grid.row_count:
         out.print(grid)
-
-
-def _has_tenant(store: LakeStore, tenant: str) -> bool:
-    """Whether any table holds a partition of ``tenant``."""
-    return any(part[:1] == (tenant,) for table in Table if store.exists(table)
-               for part in store.file_stats(table))
 
 
 def _table_line(upkeep: TableUpkeep, dry_run: bool) -> str:
@@ -115,7 +109,7 @@ def maintain_command(
         out.print("nothing to maintain: the lake has no tables yet")
         return
     _print_tables(report)
-    if tenant is not None and not _has_tenant(LakeStore(settings.lake), tenant):
+    if tenant is not None and tenant not in lake_tenants(LakeStore(settings.lake)):
         console.print(literal(f"note: no partition of tenant {tenant} in this lake; vacuum and "
                               "log cleanup still act on whole tables"))
     for upkeep in report.tables:

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
+from lake.analytics import lake_tenants
 from lake.errors import QueryError, TurnlakeError
 from lake.retention import ErasureTarget
 from lake.settings import RetentionRule, Settings, save_policy
 from lake.store import LakeStore
-from lake.tables import Table
 from pipeline.commands.common import (
     LakeOption,
     app,
@@ -107,8 +107,7 @@ def _say_tenants_without_data(settings: Settings, rules: list[str] | None,
     tenants = sorted({parse_rule(r).tenant for r in rules or ()})
     if not tenants:
         return
-    stored = {tenant for tenant, _ in
-              LakeStore(settings.lake).partition_fingerprints(Table.CONTENT_ROWS)}
+    stored = set(lake_tenants(LakeStore(settings.lake)))
     saved = "would be saved" if dry_run else "is saved"
     for tenant in tenants:
         if tenant not in stored:
