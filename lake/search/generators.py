@@ -126,15 +126,17 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
 
 def trigram_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
                  request: SearchRequest) -> list[PartHits]:
-    """Every partition's best rows by word similarity to the query."""
-    # all partitions' segments at once: narrow scopes share one exact-scoring pass; a
-    # segment's scores depend on its own rows only, so merging them gives one index's answer
-    scoped = [(part, piece) for part, allowed in in_scope
+    """The best rows of all partitions by word similarity to the query, as one index over
+    their rows would rank them (ties by partition order, then row number), per partition."""
+    # all partitions' segments as one search: one exact-scoring budget and one top for all of
+    # them (a segment's scores depend on its own rows only)
+    scoped = [(g, part, piece) for g, (part, allowed) in enumerate(in_scope)
               for piece in part.trigram_scopes(allowed)]
-    found = search_scoped([(piece.index, piece.allowed) for _, piece in scoped], query,
-                          limit=request.depth, threshold=request.trigram_threshold)
+    found = search_scoped([(piece.index, piece.allowed) for _, _, piece in scoped], query,
+                          limit=request.depth, threshold=request.trigram_threshold,
+                          order=[(g, piece.numbers) for g, _, piece in scoped])
     per_part: dict[int, list[tuple[np.ndarray | None, list[tuple[int, float]]]]] = {}
-    for (part, piece), hits in zip(scoped, found, strict=True):
+    for (_, part, piece), hits in zip(scoped, found, strict=True):
         per_part.setdefault(id(part), []).append((piece.numbers, hits))
     out = []
     for part, _ in in_scope:

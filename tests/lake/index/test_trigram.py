@@ -212,6 +212,18 @@ def test_clustered_scopes_equal_brute_force() -> None:
                 assert got == inside[:limit]
 
 
+def joint_brute_force(corpora: list[list[str]], scopes: list[np.ndarray | None], query: str,
+                      threshold: float, limit: int) -> list[list[tuple[int, float]]]:
+    """The best ``limit`` docs of all corpora (ties by corpus, then doc), split per corpus."""
+    every = [(-s, i, d) for i, (texts, scope) in enumerate(zip(corpora, scopes, strict=True))
+             for d, s in brute_force(texts, query, threshold, "word",
+                                     None if scope is None else scope.tolist())]
+    out: list[list[tuple[int, float]]] = [[] for _ in corpora]
+    for negative, i, d in sorted(every)[:limit]:
+        out[i].append((d, -negative))
+    return out
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(
     corpora=st.lists(st.lists(texts_st, max_size=12), min_size=1, max_size=4),
@@ -220,7 +232,7 @@ def test_clustered_scopes_equal_brute_force() -> None:
     picks=st.lists(st.none() | st.sets(st.integers(0, 11)), min_size=4, max_size=4),
     limit=st.integers(1, 10),
 )
-def test_search_scoped_equals_each_index_alone(
+def test_search_scoped_is_one_search_over_all_indexes(
     tuning: None, corpora: list[list[str]], query: str, threshold: float,
     picks: list[set[int] | None], limit: int,
 ) -> None:
@@ -230,26 +242,54 @@ def test_search_scoped_equals_each_index_alone(
               for texts, pick in zip(corpora, picks, strict=False)]
     got = trigram_module.search_scoped(list(zip(indexes, scopes, strict=True)), query,
                                        limit=limit, threshold=threshold)
-    for index, texts, scope, found in zip(indexes, corpora, scopes, got, strict=True):
-        allowed = None if scope is None else scope.tolist()
-        assert found == index.search(query, allowed=scope, limit=limit, threshold=threshold)
-        assert found == brute_force(texts, query, threshold, "word", allowed)[:limit]
+    assert got == joint_brute_force(corpora, scopes, query, threshold, limit)
+    if len(indexes) == 1:
+        assert got[0] == indexes[0].search(query, allowed=scopes[0], limit=limit,
+                                           threshold=threshold)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(
+    texts=st.lists(texts_st, min_size=1, max_size=30),
+    cuts=st.lists(st.integers(0, 30), max_size=3),
+    query=texts_st,
+    limit=st.integers(1, 12),
+    data=st.data(),
+)
+def test_split_indexes_ranked_as_one_give_the_whole_index_answer(
+    tuning: None, texts: list[str], cuts: list[int], query: str, limit: int,
+    data: st.DataObject,
+) -> None:
+    # segments of one partition: rows dealt out to several indexes, ranked by their row number
+    owner = np.array(data.draw(st.lists(st.integers(0, len(cuts)), min_size=len(texts),
+                                        max_size=len(texts))), np.int64)
+    pieces = [np.flatnonzero(owner == s) for s in range(len(cuts) + 1)]
+    whole = TrigramIndex.build(texts)
+    got = trigram_module.search_scoped(
+        [(TrigramIndex.build([texts[r] for r in rows.tolist()]), None) for rows in pieces],
+        query, limit=limit, threshold=0.3, order=[(0, rows) for rows in pieces])
+    merged = sorted(((int(pieces[i][d]), s) for i, hits in enumerate(got) for d, s in hits),
+                    key=lambda h: (-h[1], h[0]))
+    assert merged == whole.search(query, limit=limit, threshold=0.3)
 
 
 def test_search_scoped_mixes_narrow_and_wide_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
-    # past the exact budget an index is searched on its own; the answers stay per index
+    # past the exact budget an index goes through the floors; narrow ones are scored whole
+    # and seed the top the wide ones must beat: the answer is still the joint top
     monkeypatch.setattr(trigram_module, "EXACT_BUDGET", 50)
     texts = corpus(400)
     a, b = TrigramIndex.build(texts), TrigramIndex.build(texts[::-1])
     narrow, wide = np.arange(10, 40), np.arange(0, 400, 2)
-    got = trigram_module.search_scoped([(a, narrow), (b, wide), (a, None)], "the error sheet",
-                                       limit=15, threshold=0.3)
-    assert got == [a.search("the error sheet", allowed=narrow, limit=15, threshold=0.3),
-                   b.search("the error sheet", allowed=wide, limit=15, threshold=0.3),
-                   a.search("the error sheet", limit=15, threshold=0.3)]
-    assert all(got)
+    scopes: list[np.ndarray | None] = [narrow, wide, None]
+    for query, limit in [("the error sheet", 15), ("openpxl zeta", 40)]:
+        got = trigram_module.search_scoped([(a, narrow), (b, wide), (a, None)], query,
+                                           limit=limit, threshold=0.3)
+        assert got == joint_brute_force([texts, texts[::-1], texts], scopes, query, 0.3, limit)
+        assert sum(map(len, got)) == limit
     with pytest.raises(QueryError, match="limit"):
         trigram_module.search_scoped([(a, narrow)], "the", limit=0)
+    with pytest.raises(QueryError, match="order"):
+        trigram_module.search_scoped([(a, narrow)], "the", order=[])
 
 
 def test_exact_scoring_budget_keeps_scores_exact(monkeypatch: pytest.MonkeyPatch) -> None:
