@@ -781,12 +781,15 @@ class TrigramIndex:
         pieces = [p[a:b] for p in lists for a, b in [p.searchsorted(span).tolist()] if b > a]
         if not pieces:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        docs, shared = _count(np.concatenate(pieces), len(self))
-        # the scope fills at least 1/_SPAN_RATIO of its span: a flag per doc of the span is
-        # cheaper than a binary search per candidate (wide scopes have ~all docs as candidates)
-        inside = np.zeros(hi - lo, np.bool_)
-        inside[scope - lo] = True
-        keep = inside[docs - lo]
+        flat = np.concatenate(pieces)
+        if flat.size * 8 > scope.size:
+            # many entries: count over the span and read the scope's own counts (the scope
+            # fills at least 1/_SPAN_RATIO of its span, so this reads few docs it need not)
+            counts = np.bincount(flat - lo, minlength=hi - lo)[scope - lo]
+            found = np.flatnonzero(counts)
+            return scope[found], counts[found]
+        docs, shared = _count(flat, len(self))
+        keep = _member(scope, docs)
         return docs[keep], shared[keep]
 
     def _doc_texts(self, docs: list[int]) -> list[memoryview]:
