@@ -529,6 +529,68 @@ class RowColumns:
             known = self._orders[code] = (order, {n: i for i, n in enumerate(order)})
         return known
 
+    def visible_docs(self, *, user_id: str | None, conversation_id: str | None,
+                     roles: Collection[str], since_us: int | None, until_us: int | None,
+                     as_of_us: int) -> np.ndarray:
+        """Sorted docs of ``user_id`` (None: every user) in ``conversation_id`` (None: any)
+        with one of ``roles``, turn time in ``[since_us, until_us)`` (None: open) and not
+        expired at ``as_of_us``.
+
+        A user's rows are a few hundred and checked on each call. Every user's (a tenant
+        scope) are 0.3 ms per 160,000 rows and asked of every partition on each query, so
+        the answer is kept per filter until the next of its rows expires (only a row's
+        expiry changes the answer for a later ``as_of_us``)."""
+        if user_id is not None:
+            docs = self.docs_of_user(user_id)
+            mask = self._matching(docs, conversation_id, roles, since_us, until_us)
+            if mask is None:
+                return np.empty(0, dtype=np.int64)
+            mask &= self.expires_us[docs] > as_of_us
+            mine: np.ndarray = docs[mask].astype(np.int64, copy=False)
+            return mine
+        key = (conversation_id, frozenset(roles), since_us, until_us)
+        kept = self._visible.get(key)
+        if kept is not None and kept[0] <= as_of_us < kept[1]:
+            return kept[2]
+        mask = self._matching(None, conversation_id, roles, since_us, until_us)
+        if mask is None:
+            return np.empty(0, dtype=np.int64)
+        live = self.expires_us > as_of_us
+        later = self.expires_us[mask & live]
+        found = np.flatnonzero(mask & live).astype(np.int64, copy=False)
+        if len(self._visible) >= _VISIBLE_KEPT:  # filters with time bounds vary per query
+            self._visible.pop(next(iter(self._visible)), None)
+        self._visible[key] = (as_of_us, int(later.min()) if later.size else 2**63 - 1, found)
+        return found
+
+    @cached_property
+    def _visible(self) -> dict[tuple[object, ...], tuple[int, int, np.ndarray]]:
+        """visible_docs' answers for every user: filter -> (as of, next expiry, docs)."""
+        return {}
+
+    def _matching(self, docs: np.ndarray | None, conversation_id: str | None,
+                  roles: Collection[str], since_us: int | None, until_us: int | None
+                  ) -> np.ndarray | None:
+        """Per doc of ``docs`` (None: all), whether it passes the filters other than expiry;
+        None when the conversation is not in this partition."""
+        def pick(column: np.ndarray) -> np.ndarray:
+            return column if docs is None else column[docs]
+
+        mask = np.ones(self.turn_at_us.size if docs is None else docs.size, np.bool_)
+        if conversation_id is not None:
+            code = self.conversation_index.get(conversation_id)
+            if code is None:
+                return None
+            mask &= pick(self.conversation_codes) == code
+        wanted = self.role_mask(roles)
+        if wanted is not None:
+            mask &= wanted[pick(self.role_codes)]
+        if since_us is not None:
+            mask &= pick(self.turn_at_us) >= since_us
+        if until_us is not None:
+            mask &= pick(self.turn_at_us) < until_us
+        return mask
+
     def role_mask(self, roles: Collection[str]) -> np.ndarray | None:
         """Per role code, whether it is one of ``roles``; None when every role here is."""
         wanted = [r in roles for r in self.roles]
@@ -536,6 +598,7 @@ class RowColumns:
 
 
 _CODED = ("user_id", "conversation_id", "role", "turn_id")
+_VISIBLE_KEPT = 8  # tenant-scope selections kept per partition view (8 bytes a row)
 
 
 def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -491,35 +491,14 @@ def _per_conversation_cap(request: SearchRequest) -> int:
 
 def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchRequest,
                   as_of: datetime) -> np.ndarray:
-    """Sorted doc ids of the partition rows the request may see.
+    """Sorted doc ids of the partition rows the request may see."""
+    def micros(at: datetime | None) -> int | None:
+        return None if at is None else int(at.timestamp() * _US)
 
-    A user scope starts from that user's rows (a few hundred of a partition's ~100k), so the
-    per-row checks below cost next to nothing; a tenant scope checks every row."""
-    cols = part.columns
-    docs: np.ndarray | None = None
-    if scope.user_id is not None:
-        docs = cols.docs_of_user(scope.user_id)
-        if docs.size == 0:
-            return np.empty(0, dtype=np.int64)
-
-    def pick(column: np.ndarray) -> np.ndarray:
-        return column if docs is None else column[docs]
-
-    mask = pick(cols.expires_us) > int(as_of.timestamp() * _US)
-    if scope.conversation_id is not None:
-        code = cols.conversation_index.get(scope.conversation_id)
-        if code is None:
-            return np.empty(0, dtype=np.int64)
-        mask &= pick(cols.conversation_codes) == code
-    roles = cols.role_mask(request.roles)
-    if roles is not None:
-        mask &= roles[pick(cols.role_codes)]
-    if request.since is not None:
-        mask &= pick(cols.turn_at_us) >= int(request.since.timestamp() * _US)
-    if request.until is not None:
-        mask &= pick(cols.turn_at_us) < int(request.until.timestamp() * _US)
-    found = np.flatnonzero(mask) if docs is None else docs[mask]
-    return found.astype(np.int64, copy=False)
+    return part.columns.visible_docs(
+        user_id=scope.user_id, conversation_id=scope.conversation_id, roles=request.roles,
+        since_us=micros(request.since), until_us=micros(request.until),
+        as_of_us=int(as_of.timestamp() * _US))
 
 
 def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:

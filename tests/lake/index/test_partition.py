@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,41 @@ def test_role_mask(part: PartitionIndex) -> None:
     assert mask is not None
     assert [r for r, ok in zip(cols.roles, mask.tolist(), strict=True) if ok] == ["user"]
     assert not cols.role_mask([]).any()  # type: ignore[union-attr]
+
+
+def test_visible_docs_follow_expiry_between_calls(part: PartitionIndex) -> None:
+    # a tenant scope's answer is kept until the next of its rows expires: over a walk of
+    # as-of times, forwards and back, with rows expiring in between, every answer must equal
+    # the filters applied afresh
+    rng = np.random.default_rng(3)
+    base = part.columns
+    n = base.expires_us.size
+    cols = dataclasses.replace(base, expires_us=rng.integers(0, 40, n).astype(np.int64))
+    users = np.array(part.rows.column("user_id").to_pylist())
+    conversations = np.array(part.rows.column("conversation_id").to_pylist())
+    roles = np.array(part.rows.column("role").to_pylist())
+    times = cols.turn_at_us
+    filters = [dict(user_id=None, conversation_id=None, roles=list(base.roles)),
+               dict(user_id=None, conversation_id=None, roles=["user"]),
+               dict(user_id=None, conversation_id=str(conversations[0]), roles=list(base.roles)),
+               dict(user_id="u-ana", conversation_id=None, roles=["assistant", "user"]),
+               dict(user_id=None, conversation_id="c-nowhere", roles=list(base.roles))]
+    window = (int(times.min()) + 1, int(times.max()))
+    for as_of in [0, 3, 3, 10, 5, 39, 40, 12, 12, 25]:
+        for f in filters:
+            for since, until in [(None, None), window]:
+                want = cols.expires_us > as_of
+                if f["user_id"] is not None:
+                    want &= users == f["user_id"]
+                if f["conversation_id"] is not None:
+                    want &= conversations == f["conversation_id"]
+                want &= np.isin(roles, f["roles"])
+                if since is not None:
+                    want &= (times >= since) & (times < until)
+                got = cols.visible_docs(**f, since_us=since, until_us=until,  # type: ignore[arg-type]
+                                        as_of_us=as_of)
+                assert got.dtype == np.int64
+                assert got.tolist() == np.flatnonzero(want).tolist(), (as_of, f, since)
 
 
 def test_turn_docs_are_each_turns_run_of_docs(part: PartitionIndex) -> None:
