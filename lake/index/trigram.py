@@ -798,7 +798,3 @@ class TrigramIndex:
         raw = self._a["text_bytes"].data  # a memoryview: slicing an array per doc is 10x slower
         return [raw[a:b] for a, b in zip(offsets[at].tolist(), offsets[at + 1].tolist(),
                                          strict=True)]
-
-    def _doc_sequences(self, docs: list[int]) -> tuple[I64, I64, I64]:
-        """:func:`_sequences` of the docs' texts; ASCII-only batches skip decoding."""
-        return _text_sequences(self._doc_texts(docs))
