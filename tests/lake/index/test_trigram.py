@@ -62,11 +62,14 @@ def brute_force(
 
 @pytest.fixture(params=["default", "tiny-groups-and-probes"])
 def tuning(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Also run with 3-position scoring groups and lookups always by binary search."""
+    """Also run with 3-position scoring groups, lookups always by binary search, and every
+    narrow scope looked up in the posting lists (by default these small corpora's scopes are
+    scored whole)."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param != "default":
             mp.setattr(trigram_module, "_CELLS", 3)
             mp.setattr(trigram_module, "_PROBE_RATIO", 0)
+            mp.setattr(trigram_module, "_TINY_SCOPE", 0)
         yield
 
 
