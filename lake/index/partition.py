@@ -558,6 +558,7 @@ class RowColumns:
         live = self.expires_us > as_of_us
         later = self.expires_us[mask & live]
         found = np.flatnonzero(mask & live).astype(np.int64, copy=False)
+        found.flags.writeable = False  # shared by every search that asks the same
         if len(self._visible) >= _VISIBLE_KEPT:  # filters with time bounds vary per query
             self._visible.pop(next(iter(self._visible)), None)
         self._visible[key] = (as_of_us, int(later.min()) if later.size else 2**63 - 1, found)
