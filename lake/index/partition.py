@@ -555,9 +555,9 @@ class RowColumns:
         mask = self._matching(None, conversation_id, roles, since_us, until_us)
         if mask is None:
             return np.empty(0, dtype=np.int64)
-        live = self.expires_us > as_of_us
-        later = self.expires_us[mask & live]
-        found = np.flatnonzero(mask & live).astype(np.int64, copy=False)
+        mask &= self.expires_us > as_of_us
+        later = self.expires_us[mask]
+        found = np.flatnonzero(mask).astype(np.int64, copy=False)
         found.flags.writeable = False  # shared by every search that asks the same
         if len(self._visible) >= _VISIBLE_KEPT:  # filters with time bounds vary per query
             self._visible.pop(next(iter(self._visible)), None)

@@ -278,7 +278,6 @@ def search_scoped(
     if order is not None and len(order) != len(scoped):
         raise QueryError(f"trigram search: {len(order)} order entries for {len(scoped)} indexes")
     qk = _query_keys(query)
-    ranking = _JointRanking(qk, float(threshold), limit)
     if qk.size == 0:
         return [[] for _ in scoped]
     narrow: list[_Piece] = []
@@ -290,6 +289,7 @@ def search_scoped(
         group, numbers = (i, None) if order is None else order[i]
         piece = _Piece(i, index, scope, group << 32, numbers)
         (narrow if scope is not None and scope.size <= EXACT_BUDGET else wide).append(piece)
+    ranking = _JointRanking(qk, float(threshold), limit)
     ranking.score_all(narrow)
     ranking.descend(wide)
     return ranking.per_index(len(scoped))
@@ -332,19 +332,17 @@ class _JointRanking:
         # segments: ~75 us a segment); its score says which of them pass.
         found = [(p, p.scope if p.scope is not None and p.scope.size <= _TINY_SCOPE
                   else p.source._candidates(self.qk, need, p.scope, {})[0]) for p in pieces]
-        found = [(p, docs) for p, docs in found if docs.size]
-        if not found:
+        slot = np.repeat(np.arange(len(pieces)), [docs.size for _, docs in found])
+        if slot.size == 0:
             return
-        texts = [t for p, docs in found for t in p.source._doc_texts(docs.tolist())]
-        scores = _extent_scores(*_text_sequences(texts), self.qk, self.threshold).tolist()
-        at = 0
-        for p, docs in found:
-            for doc, key in zip(docs.tolist(), p.keys(docs).tolist(), strict=True):
-                score = scores[at]
-                at += 1
-                if score == score and score > 0:  # NaN: under the threshold
-                    self._scored(key, score, p.position, doc)
-                    self.top.append((-score, key))
+        docs = np.concatenate([docs for _, docs in found])
+        keys = np.concatenate([p.keys(d) for p, d in found])
+        scores = self._exact(pieces, slot, docs, self.threshold)
+        for s, doc, key, score in zip(slot.tolist(), docs.tolist(), keys.tolist(), scores,
+                                      strict=True):
+            if score == score and score > 0:  # NaN: under the threshold
+                self._scored(key, score, pieces[s].position, doc)
+                self.top.append((-score, key))
         self.top = sorted(self.top)[: self.limit]
 
     def descend(self, pieces: list[_Piece]) -> None:
@@ -409,9 +407,10 @@ class _JointRanking:
     def _exact(self, pieces: list[_Piece], slot: I64, docs: I64, cut: float) -> list[float]:
         """Exact scores (NaN under ``cut``) of docs from several indexes, in one pass."""
         by_piece = np.argsort(slot, kind="stable")
+        slot, docs = slot[by_piece], docs[by_piece]
         texts: list[memoryview] = []
-        for s in _distinct(slot[by_piece]).tolist():
-            texts += pieces[s].source._doc_texts(docs[by_piece][slot[by_piece] == s].tolist())
+        for s in _distinct(slot).tolist():
+            texts += pieces[s].source._doc_texts(docs[slot == s].tolist())
         scores = np.empty(docs.size)
         scores[by_piece] = _extent_scores(*_text_sequences(texts), self.qk, cut)
         return scores.tolist()
