@@ -114,7 +114,8 @@ def search(
         "min_relevance": min_relevance, "neighbour_weight": neighbour_weight,
         "coverage_gain": coverage_gain}
     try:
-        result = service.search(request_from(options))
+        request = request_from(options)
+        result = service.search(request)
     except TurnlakeError as exc:
         raise fail(exc) from exc
     for warning in result.warnings:
@@ -129,6 +130,13 @@ def search(
                       literal(hit.role), f"{hit.turn_at:%Y-%m-%d %H:%M}",
                       literal(hit.text[:120]))
     out.print(table)
+    if not result.hits and result.floor_note is None:
+        # an empty table alone does not say whether there was anything to search
+        tenant_id = request.principal.tenant
+        known = any(t == tenant_id for t, _ in service.statuses())
+        console.print(literal(f"no hit: no turn of tenant {tenant_id!r} matched the query"
+                              if known else f"no hit: tenant {tenant_id!r} has no indexed "
+                              "turns in this lake"))
 
 
 def _batch_search(service: Any, path: Path) -> None:

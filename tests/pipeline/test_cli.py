@@ -85,6 +85,21 @@ def test_search_relevance_floor(runner: CliRunner, ingested: Path) -> None:
     assert bad.exit_code == 2 and "min_relevance" in bad.output
 
 
+def test_search_without_hits_says_why(runner: CliRunner, ingested: Path) -> None:
+    # an empty table alone would not tell an unknown tenant from a query that matched nothing
+    nothing = runner.invoke(app, ["search", "!!!", "--tenant", "acme", "--user", "u-ana",
+                                  "--as-of", AS_OF])
+    assert nothing.exit_code == 0, nothing.output
+    assert "no hit: no turn of tenant 'acme' matched the query" in nothing.output
+    elsewhere = runner.invoke(app, ["search", "deploy", "--tenant", "nosuch", "--user", "u-ana",
+                                    "--as-of", AS_OF])
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert "no hit: tenant 'nosuch' has no indexed turns in this lake" in elsewhere.output
+    floored = runner.invoke(app, ["search", "zqxv wpfk", "--tenant", "acme", "--user", "u-ana",
+                                  "--as-of", AS_OF])
+    assert "relevance floor" in floored.output and "no hit:" not in floored.output
+
+
 def test_search_neighbour_weight(runner: CliRunner, ingested: Path) -> None:
     base = ["search", "forecast", "--tenant", "acme", "--user", "u-ana", "--as-of", AS_OF,
             "--json", "--min-relevance", "0", "--recency-weight", "0"]
