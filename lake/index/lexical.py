@@ -403,11 +403,13 @@ class LexicalIndex:
             raise IndexError_(f"lexical index at {directory} has unsupported format {meta!r}")
         try:
             index = Index.open(str(directory))
+            analyzers = _Analyzers.create()
+            analyzers.register(index)
+            # Its reader takes a lock file in the folder: a build another process removed
+            # meanwhile (a compaction replaced it) fails here, not at the open above.
+            index.reload()
         except (OSError, ValueError) as exc:
             raise IndexError_(f"cannot open lexical index at {directory}: {exc}") from exc
-        analyzers = _Analyzers.create()
-        analyzers.register(index)
-        index.reload()
         return cls(index, analyzers)
 
     def __len__(self) -> int:

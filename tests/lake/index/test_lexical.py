@@ -296,3 +296,29 @@ def test_word_weights_multiply_each_words_clauses(index: LexicalIndex) -> None:
 def test_word_weights_must_be_positive_numbers(index: LexicalIndex, weight: object) -> None:
     with pytest.raises(QueryError, match="word weight"):
         index.search("openpyxl", word_weights={"openpyxl": weight})  # type: ignore[dict-item]
+
+
+def test_an_index_removed_while_it_opens_is_an_index_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction in another process may remove a build between the open of its folder and
+    its reader's lock file: an IndexError_ (which search answers by looking again), not the
+    tantivy ValueError that reached a served search as an internal error."""
+    import shutil
+
+    import tantivy
+
+    import lake.index.lexical as lexical
+
+    folder = tmp_path / "ix"
+    LexicalIndex.build(folder, ROWS[:3], heap_bytes=20_000_000)
+
+    class Removed:
+        @staticmethod
+        def open(path: str) -> tantivy.Index:
+            opened = tantivy.Index.open(path)
+            shutil.rmtree(path)  # the compaction's prune, right after the open
+            return opened
+
+    monkeypatch.setattr(lexical, "Index", Removed)
+    with pytest.raises(IndexError_, match="cannot open lexical index"):
+        LexicalIndex.open(folder)
