@@ -12,7 +12,7 @@ import itertools
 import os
 import uuid
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from lake.locks import writer_lock
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
-from lake.tables import QUARANTINE, Table
+from lake.tables import QUARANTINE, TURN_LOGS, Table
 from pipeline.conflicts import Candidate, Conflict, find_conflicts, supersede
 from pipeline.known_turns import KnownTurns
 from pipeline.prepare import (
@@ -69,7 +69,7 @@ AHEAD_LINES = 64_000
 # Joins a turn's ids into one key; ids are letters, digits, '_' and '-' only.
 _KEY_SEPARATOR = "\x1f"
 _ROW_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
-__all__ = ["IngestReport", "Ingestor", "Quarantined"]
+__all__ = ["Decision", "IngestReport", "Ingestor", "PendingTurns", "Quarantined"]
 
 
 @dataclass
@@ -165,13 +165,54 @@ class Ingestor:
     def ingest_records(self, records: Iterable[TurnRecord | str], *,
                        source: str = "<api>") -> IngestReport:
         """Ingest records given in memory (models or JSON strings), e.g. from the recorder."""
-        path = memory_source(source)
+        return self.ingest_lines(_memory_lines(records, source))
 
-        def lines() -> Iterator[SourceLine]:
-            for n, item in enumerate(records, start=1):
-                raw = item.to_json() if isinstance(item, TurnRecord) else item
-                yield SourceLine(path, n, raw.encode())
-        return self.ingest_lines(lines())
+    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestReport:
+        """Ingest several groups of JSON lines given in memory, each with its own source name
+        (lines numbered from 1 in each), in one run: one commit for all of them while they
+        fit a batch. What the service's spool commits (pipeline/service/spool.py).
+
+        Each group is prepared in chunks of its own, as a run of its own would be: repeated
+        lines are told apart within a group, while the turns of earlier groups count as an
+        earlier batch's."""
+        return self._ingest_chunks(
+            PackedLines.of(chunk) for source, lines in groups
+            for chunk in _chunked(_memory_lines(lines, source), self._chunk_lines()))
+
+    def decide(self, records: Sequence[str], *, source: str,
+               pending: PendingTurns | None = None) -> Decision:
+        """What ingesting ``records`` (JSON lines, numbered from 1 as by
+        :meth:`ingest_records`) would do — which turns it keeps, which lines it refuses and
+        why — were the lake to hold, besides its stored turns, those of ``pending`` (turns
+        decided but not committed yet). Nothing is written, and no lock is taken.
+
+        Decided as one batch: a turn kept earlier in ``records`` counts as an earlier batch's
+        would, so the answer is an ingest's of the same lines (without ``replace``)."""
+        pending = pending or PendingTurns.empty()
+        prepared = [_Prepared.of(packed, prepare_chunk(packed.items(), self._settings))
+                    for packed in (PackedLines.of(chunk) for chunk in _chunked(
+                        _memory_lines(records, source), self._chunk_lines()))]
+        refused = [q for c in prepared for q in c.chunk.quarantined]
+        if not prepared or not any(c.chunk.turns for c in prepared):
+            return Decision(refused, _turns_of(TURN_LOGS.empty_table()), {})
+        turns = pa.concat_tables(c.turns for c in prepared)
+        stored = self._existing_turns(turns)
+        existing = _Existing(pa.concat_tables(
+            [stored.turns, pending.of(turns).select(stored.turns.schema.names)]))
+        seen: set[str] = set()
+        sifted = (_keep_all(prepared, turns, seen)
+                  if _all_new(turns, [c.keys for c in prepared], seen, existing)
+                  else _sift(prepared, seen, existing))
+        refused += sifted.foreign
+        if sifted.duplicates:
+            refused += [c.entry for c in self._conflicting(
+                prepared, sifted.drops, stored.keys, pending.payloads)]
+        payloads: dict[str, str] = {}
+        for c, drop in zip(prepared, sifted.drops, strict=True):
+            texts = c.chunk.tables[Table.TURN_LOGS]["payload"].to_pylist()
+            payloads.update((key, text) for key, text in zip(c.keys, texts, strict=True)
+                            if key not in drop)
+        return Decision(sorted(refused, key=lambda q: q.line), sifted.kept, payloads)
 
     def ingest_lines(self, lines: Iterable[Item]) -> IngestReport:
         """Ingest raw lines; commits every ``ingest_batch_turns`` accepted turns."""
@@ -320,27 +361,7 @@ class Ingestor:
         """Tell the dropped turns whose key is stored, or kept earlier in this batch, apart:
         the same content stays a duplicate, other content is a conflict, quarantined, or kept
         for superseding."""
-        candidates = []
-        kept: dict[str, str] = {}  # the payload of each turn this batch keeps, so far
-        earlier: list[Conflict] = []
-        for c, drop in zip(chunks, drops, strict=True):
-            payloads = c.chunk.tables[Table.TURN_LOGS]["payload"]
-            for i, key in enumerate(c.keys):
-                if key not in drop:
-                    kept[key] = payloads[i].as_py()
-                    continue
-                if key not in existing.keys and key not in kept:
-                    continue  # another user's turn, or one an earlier batch kept
-                tenant, conversation, turn = key.split(_KEY_SEPARATOR)
-                line = c.items[c.chunk.positions[i]]
-                assert isinstance(line, SourceLine)  # only parsed lines become turns
-                candidate = Candidate(tenant, conversation, turn, payloads[i].as_py(), line)
-                if key in existing.keys:
-                    candidates.append(candidate)
-                elif candidate.payload != kept[key]:
-                    earlier.append(Conflict(candidate, differences(
-                        orjson.loads(kept[key]), orjson.loads(candidate.payload))))
-        conflicts = find_conflicts(self._store, candidates) + earlier
+        conflicts = self._conflicting(chunks, drops, existing.keys, {})
         report.duplicates -= len(conflicts)
         if self._replace:
             self._superseding.extend(conflicts)
@@ -351,6 +372,33 @@ class Ingestor:
         new = self._not_yet_quarantined(entries) if entries else []
         if new:
             self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
+
+    def _conflicting(self, chunks: list[_Prepared], drops: list[set[str]],
+                     stored: set[str], undecided: Mapping[str, str]) -> list[Conflict]:
+        """The dropped turns whose content differs from that of the turn of their key: the
+        stored one (keys ``stored``), else one decided but not committed (``undecided``:
+        key to payload), else one kept earlier in this batch."""
+        candidates = []
+        kept = dict(undecided)  # the payload of each turn kept so far, before this batch too
+        earlier: list[Conflict] = []
+        for c, drop in zip(chunks, drops, strict=True):
+            payloads = c.chunk.tables[Table.TURN_LOGS]["payload"]
+            for i, key in enumerate(c.keys):
+                if key not in drop:
+                    kept[key] = payloads[i].as_py()
+                    continue
+                if key not in stored and key not in kept:
+                    continue  # another user's turn, or one an earlier batch kept
+                tenant, conversation, turn = key.split(_KEY_SEPARATOR)
+                line = c.items[c.chunk.positions[i]]
+                assert isinstance(line, SourceLine)  # only parsed lines become turns
+                candidate = Candidate(tenant, conversation, turn, payloads[i].as_py(), line)
+                if key in stored:
+                    candidates.append(candidate)
+                elif candidate.payload != kept[key]:
+                    earlier.append(Conflict(candidate, differences(
+                        orjson.loads(kept[key]), orjson.loads(candidate.payload))))
+        return find_conflicts(self._store, candidates) + earlier
 
     def _supersede(self, report: IngestReport) -> None:
         """Erase the stored versions of the conflicting turns, then ingest the new ones."""
@@ -398,6 +446,53 @@ class Ingestor:
         """The stored TurnLogs of the conversations of ``turns``."""
         pairs = _pairs(turns, "tenant", "conversation_id") if turns.num_rows else set()
         return _Existing(_turns_of(self._known.read(pairs)))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an ingest of some lines would do (:meth:`Ingestor.decide`)."""
+
+    refused: list[Quarantined]  # by line: invalid, another user's conversation, a conflict
+    kept: pa.Table  # the turns it keeps, as _turns_of gives them (with their keys)
+    payloads: dict[str, str]  # each kept turn's TurnLog payload, by key
+
+    def kept_keys(self) -> set[tuple[str, str, str]]:
+        """The kept turns' identities (tenant, conversation_id, turn_id)."""
+        return set(zip(self.kept["tenant"].to_pylist(),
+                       self.kept["conversation_id"].to_pylist(),
+                       self.kept["turn_id"].to_pylist(), strict=True))
+
+
+@dataclass(frozen=True)
+class PendingTurns:
+    """Turns decided (kept) but not committed yet, which later decisions must count as
+    stored: their rows as _turns_of gives them, and their payloads by key."""
+
+    turns: pa.Table
+    payloads: Mapping[str, str]
+
+    @classmethod
+    def empty(cls) -> PendingTurns:
+        """No pending turn."""
+        return cls(_turns_of(TURN_LOGS.empty_table()), {})
+
+    def of(self, batch: pa.Table) -> pa.Table:
+        """The pending turns of the conversations of ``batch`` (a _turns_of table)."""
+        if not self.turns.num_rows:
+            return self.turns
+        wanted = pc.binary_join_element_wise(batch["tenant"], batch["conversation_id"],
+                                             _KEY_SEPARATOR).unique()
+        mine = pc.binary_join_element_wise(self.turns["tenant"], self.turns["conversation_id"],
+                                           _KEY_SEPARATOR)
+        return self.turns.filter(pc.is_in(mine, value_set=wanted))
+
+
+def _memory_lines(records: Iterable[TurnRecord | str], source: str) -> Iterator[SourceLine]:
+    """Records given in memory as the lines of a source named ``source``, from line 1."""
+    path = memory_source(source)
+    for n, item in enumerate(records, start=1):
+        raw = item.to_json() if isinstance(item, TurnRecord) else item
+        yield SourceLine(path, n, raw.encode())
 
 
 def _turns_of(logs: pa.Table) -> pa.Table:

@@ -118,6 +118,14 @@ class LiveWriter:
             report = self._ingestor.ingest_records(lines, source=source)
             return IngestJobReport(report, self._tally, None)
 
+    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestJobReport:
+        """:meth:`ingest` of several groups of JSON lines, each under its own source name (as
+        :meth:`pipeline.ingest.Ingestor.ingest_groups`), in one run."""
+        with self._ingest_lock:
+            self._tally = EmbedTally()
+            report = self._ingestor.ingest_groups(groups)
+            return IngestJobReport(report, self._tally, None)
+
     def index(self, partitions: set[Partition], *,
               builder: PartitionBuilder = build_in_process) -> BuildReport:
         """Bring the given partitions' indexes up to date: a delta segment of their new rows,
