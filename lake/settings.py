@@ -94,6 +94,17 @@ class Settings:
                                         "many recordings as its previous group commit held"})
     commit_max_turns: int = field(
         default=20_000, metadata={"help": "most turns the service puts in one group commit"})
+    record_spool: bool = field(
+        default=True, metadata={"help": "the service answers recordings once they are decided "
+                                        "and flushed to its spool, and commits them a moment "
+                                        "later (local lakes); off: once committed"})
+    record_max_lag_s: float = field(
+        default=0.5, metadata={"help": "with the spool, the service holds the next recordings "
+                                       "while one it answered has waited longer than this to "
+                                       "become searchable (0: never)"})
+    spool_max_turns: int = field(
+        default=50_000, metadata={"help": "most turns the service holds acknowledged and not "
+                                          "committed; recordings beyond it wait"})
     key_cache_s: float = field(
         default=5.0, metadata={"help": "how long the service trusts a key record it read "
                                        "(a revocation takes effect within this)"})

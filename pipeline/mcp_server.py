@@ -126,6 +126,7 @@ class _Lake:
     materializer: TurnMaterializer
     puller: WorkspacePuller
     limiter: anyio.CapacityLimiter
+    before_reads: Callable[[], None]  # waits until what the host answered is committed
 
     async def run(self, work: Callable[[], _T]) -> _T:
         """Run blocking lake work off the event loop, one call at a time."""
@@ -134,11 +135,20 @@ class _Lake:
         except TurnlakeError as exc:
             raise ToolError(str(exc)) from exc
 
+    async def read(self, work: Callable[[], _T]) -> _T:
+        """:meth:`run` once the recordings the host answered are committed (search needs no
+        such wait: it may lag them by a moment)."""
+        def committed() -> _T:
+            self.before_reads()
+            return work()
+        return await self.run(committed)
+
 
 def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource, *,
                       service: SearchService | None = None, workspace: Path | None = None,
                       http_path: str = "/mcp",
-                      http_hosts: Sequence[str] = LOOPBACK_HOSTS) -> FastMCP:
+                      http_hosts: Sequence[str] = LOOPBACK_HOSTS,
+                      before_reads: Callable[[], None] = lambda: None) -> FastMCP:
     """The MCP server over one lake.
 
     ``principal`` is a fixed Principal or a function of the call's context (see
@@ -146,6 +156,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
     tool is absent without one). ``service`` lets a host share its warm SearchService.
     ``http_hosts``: the Host headers streamable HTTP accepts (``host:port``, ``*`` for any
     port), the SDK's guard against DNS rebinding; add the names a served host is reached by.
+    ``before_reads`` runs before every tool but search reads the lake: a host that answers
+    recordings before committing them waits there for the commits (GroupWriter.flush).
     """
     from lake.embedding.factory import embedder_from
 
@@ -155,7 +167,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         search=service or SearchService(store, embedder=lambda: embedder_from(
             settings, "query")),
         catalog=TurnCatalog(store), materializer=TurnMaterializer(store),
-        puller=WorkspacePuller(store), limiter=anyio.CapacityLimiter(1))
+        puller=WorkspacePuller(store), limiter=anyio.CapacityLimiter(1),
+        before_reads=before_reads)
     security = TransportSecuritySettings(
         allowed_hosts=list(http_hosts),
         allowed_origins=[f"http://{h}" for h in http_hosts] + [f"https://{h}" for h in http_hosts])
@@ -247,7 +260,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
                 return []  # another user's conversation looks like one that does not exist
 
         try:
-            return TurnList(turns=await lake.run(work))
+            return TurnList(turns=await lake.read(work))
         except _Unseen:
             raise ToolError(f"conversation {conversation} has no such turn that "
                             f"{principal.describe()} may read; list_turns with only "
@@ -264,7 +277,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         steps, citations, summary, anchors and notes."""
         principal = who(ctx)
         try:
-            shown = await lake.run(lambda: _unseen(
+            shown = await lake.read(lambda: _unseen(
                 lambda: lake.materializer.turn(principal, conversation, turn)))
         except _Unseen:
             raise ToolError(f"no live turn {conversation}/{turn} that {principal.describe()} "
@@ -298,7 +311,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
                 return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
                                   items=report.items)
 
-            return await lake.run(work)
+            return await lake.read(work)
 
     return server
 
@@ -334,7 +347,8 @@ ASGIApp = Callable[[Scope_, Receive, Send], Awaitable[None]]
 def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal], *,
                  service: SearchService | None = None, path: str = "/mcp",
                  hosts: Sequence[str] = LOOPBACK_HOSTS,
-                 workspace: Path | None = None) -> tuple[FastMCP, ASGIApp]:
+                 workspace: Path | None = None,
+                 before_reads: Callable[[], None] = lambda: None) -> tuple[FastMCP, ASGIApp]:
     """The MCP server as a streamable-HTTP ASGI app with a bearer key per request.
 
     ``authenticate`` maps a key to its tenant, role and user (``lake.keys.authenticate`` bound
@@ -346,11 +360,11 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal]
     ``server.session_manager.run()`` in its lifespan (the app's own lifespan does that when it
     is served alone). ``path`` is where the app answers inside itself: the default when it is
     served alone or routed as ``Route("/mcp", app)``, ``"/"`` for ``Mount("/mcp", app)``.
-    ``hosts`` and ``workspace`` (the folder pull_files writes into; no tool without one) as in
-    :func:`create_mcp_server`.
+    ``hosts``, ``workspace`` (the folder pull_files writes into; no tool without one) and
+    ``before_reads`` as in :func:`create_mcp_server`.
     """
     server = create_mcp_server(settings, request_principal, service=service, http_path=path,
-                               http_hosts=hosts, workspace=workspace)
+                               http_hosts=hosts, workspace=workspace, before_reads=before_reads)
     inner = server.streamable_http_app()
 
     async def app(scope: Scope_, receive: Receive, send: Send) -> None:

@@ -139,6 +139,11 @@ def erase(settings: Settings, target: ErasureTarget, *, actor: str, dry_run: boo
         plan = plan_erase(store, settings, target, actor=actor)
         return RetentionJobReport(plan, None, pending=runner.pending(),
                                   seconds=time.perf_counter() - started)
+    if not store.root.remote:  # servers' spools: see pipeline/service/spool.py
+        from pipeline.live import LiveWriter
+        from pipeline.service.spool import settle_spools
+
+        settle_spools(LiveWriter(settings, embed=False), timeout_s=settings.lock_timeout_s)
     with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake erase"):
         BatchCommitter(store, FileStore(store.root)).recover()
         resumed = runner.resume()

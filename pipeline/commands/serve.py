@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -106,6 +107,14 @@ def serve(
     no_index: Annotated[bool, typer.Option(
         "--no-index", help="Do not build indexes after commits (leave it to turnlake index).")
     ] = False,
+    no_spool: Annotated[bool, typer.Option(
+        "--no-spool", help="Answer a recording once it is committed, not once it is decided "
+                           "and flushed to the server's spool (object-store lakes never "
+                           "spool).")] = False,
+    max_lag: Annotated[float | None, typer.Option(
+        "--max-lag", help="Seconds a spooled recording may wait to become searchable before "
+                          "the server holds new recordings (record_max_lag_s, default 0.5; "
+                          "0: never hold).")] = None,
     workspace: Annotated[Path | None, typer.Option(
         help="Folder of this machine that POST /v1/pull and the MCP pull_files tool write "
              "into (relative folders below it); without it, pulls are refused.")] = None,
@@ -114,15 +123,26 @@ def serve(
     """Serve the lake over HTTP: record turns, search, catalog, turns, refs, erase."""
     import uvicorn
 
-    from pipeline.service.app import ENV_LAKE, ENV_NO_EMBED, ENV_NO_INDEX, ENV_WORKSPACE
+    from pipeline.service.app import (
+        ENV_LAKE,
+        ENV_MAX_LAG,
+        ENV_NO_EMBED,
+        ENV_NO_INDEX,
+        ENV_NO_SPOOL,
+        ENV_WORKSPACE,
+    )
 
     settings = settings_from(lake)
     if workers < 1:
         raise fail(TurnlakeError(f"--workers must be 1 or more, not {workers}"))
+    if max_lag is not None and not (math.isfinite(max_lag) and max_lag >= 0):
+        raise fail(TurnlakeError(f"--max-lag must be a number of seconds >= 0, not {max_lag}"))
     # The workers build their apps from the environment (uvicorn starts them by import path).
     os.environ[ENV_LAKE] = str(settings.lake)
     os.environ[ENV_NO_EMBED] = "1" if no_embed else ""
     os.environ[ENV_NO_INDEX] = "1" if no_index else ""
+    os.environ[ENV_NO_SPOOL] = "1" if no_spool else ""
+    os.environ[ENV_MAX_LAG] = "" if max_lag is None else repr(max_lag)
     os.environ[ENV_WORKSPACE] = str(workspace.resolve()) if workspace else ""
     console.print(literal(f"serving {settings.lake} on http://{host}:{port} "
                           f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs"))

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 ENV_LAKE = "TURNLAKE_LAKE"
 ENV_NO_EMBED = "TURNLAKE_SERVE_NO_EMBED"
 ENV_NO_INDEX = "TURNLAKE_SERVE_NO_INDEX"
+ENV_NO_SPOOL = "TURNLAKE_SERVE_NO_SPOOL"
+ENV_MAX_LAG = "TURNLAKE_SERVE_MAX_LAG"
 ENV_WORKSPACE = "TURNLAKE_SERVE_WORKSPACE"
 
 
@@ -72,7 +74,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
     metrics.watch_stale(lambda: _stale(search_service.statuses().values()))
     # The agent tools at /mcp: the same keys, search service and identity rules as the routes.
     mcp_server, mcp_app = mcp_http_app(settings, context.keys.authenticate,
-                                       service=search_service, path="/", workspace=workspace)
+                                       service=search_service, path="/", workspace=workspace,
+                                       before_reads=context.wait_for_commits)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -126,6 +129,10 @@ def _stale(statuses: Iterable[PartitionStatus]) -> int:
 def app_from_env() -> FastAPI:
     """The app uvicorn builds in each worker process of ``turnlake serve``."""
     settings = Settings.from_env(os.environ.get(ENV_LAKE))
+    if os.environ.get(ENV_NO_SPOOL):
+        settings = settings.with_(record_spool=False)
+    if lag := os.environ.get(ENV_MAX_LAG):
+        settings = settings.with_(record_max_lag_s=float(lag))
     workspace = os.environ.get(ENV_WORKSPACE)
     return create_app(settings, embed=not os.environ.get(ENV_NO_EMBED),
                       index=not os.environ.get(ENV_NO_INDEX),

@@ -21,16 +21,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
 
 from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
+from pipeline.service.spool import recover_orphans
 from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import die_with_parent
+
+_T = TypeVar("_T")
 
 # The child's writer and the turns its current batch kept (one batch at a time).
 _live: LiveWriter | None = None
@@ -48,6 +53,18 @@ def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
     _kept.take()
     report = _live.ingest(lines, source=source).ingest
     return report, _kept.take()
+
+
+def _ingest_groups(groups: list[tuple[str, list[str]]]) -> tuple[IngestReport, set[TurnKey]]:
+    assert _live is not None
+    _kept.take()
+    report = _live.ingest_groups(groups).ingest
+    return report, _kept.take()
+
+
+def _recover() -> int:
+    assert _live is not None
+    return recover_orphans(_live)
 
 
 def _index(partitions: set[Partition]) -> None:
@@ -81,14 +98,28 @@ class ChildWriter:
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch in the child: its report, and the identities of the
         turns it kept. Raises LakeError when the child died on the way."""
+        return self._call(_ingest, lines, source)
+
+    def _call(self, step: Callable[..., _T], *args: object) -> _T:
         with self._lock:
             pool = self._pool
         try:
-            return pool.submit(_ingest, lines, source).result()
+            return pool.submit(step, *args).result()
         except BrokenProcessPool as exc:
             self._replace(pool)
             raise LakeError("the writer process died while recording; record the turns "
                             "again (accepted ones are reported as duplicates)") from exc
+
+    def ingest_groups(self, groups: list[tuple[str, list[str]]]
+                      ) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest spooled groups (source name, lines) as one run in the child: its report and
+        the turns it kept. Raises LakeError when the child died on the way."""
+        return self._call(_ingest_groups, groups)
+
+    def recover(self) -> int:
+        """Commit the spools of servers that died (:func:`recover_orphans`) in the child;
+        the number of groups committed."""
+        return self._call(_recover)
 
     def index(self, partitions: set[Partition]) -> None:
         """Bring the partitions' indexes up to date in the child (LiveWriter.index). Raises

@@ -41,6 +41,16 @@ class ServiceMetrics:
         self.index_failures = Counter("turnlake_index_build_failures_total",
                                       "Index builds after a commit that failed (retried)",
                                       registry=r)
+        self.commit_failures = Counter(
+            "turnlake_commit_failures_total",
+            "Commits of spooled recordings that failed (retried; the spool keeps them)",
+            registry=r)
+        self.spool_turns = Gauge("turnlake_spool_turns",
+                                 "Turns acknowledged and not committed yet", registry=r)
+        self.spool_divergences = Counter(
+            "turnlake_spool_divergences_total",
+            "Turns whose commit kept or dropped them against their answer (another writer "
+            "recorded the same turn in between)", registry=r)
         self.partitions_stale = Gauge("turnlake_partitions_stale",
                                       "Partitions whose index is older than their tables",
                                       registry=r)

@@ -19,6 +19,7 @@ from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
 from pipeline.service.builder import ChildBuilder
+from pipeline.service.spool import recover_orphans
 
 TurnKey = tuple[str, str, str]
 
@@ -28,6 +29,14 @@ class WriteSteps(Protocol):
 
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch: its report and the turns it kept."""
+
+    def ingest_groups(self, groups: list[tuple[str, list[str]]]
+                      ) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest spooled groups (source name, lines) as one run: its report and the turns
+        it kept."""
+
+    def recover(self) -> int:
+        """Commit the spools that stopped servers left; how many groups."""
 
     def index(self, partitions: set[Partition]) -> None:
         """Bring the partitions' indexes up to date."""
@@ -68,6 +77,17 @@ class InProcessSteps:
         self._kept.take()
         report = self._live.ingest(lines, source=source).ingest
         return report, self._kept.take()
+
+    def ingest_groups(self, groups: list[tuple[str, list[str]]]
+                      ) -> tuple[IngestReport, set[TurnKey]]:
+        """LiveWriter.ingest_groups, and the turns it kept."""
+        self._kept.take()
+        report = self._live.ingest_groups(groups).ingest
+        return report, self._kept.take()
+
+    def recover(self) -> int:
+        """recover_orphans through this process's LiveWriter."""
+        return recover_orphans(self._live)
 
     def index(self, partitions: set[Partition]) -> None:
         """LiveWriter.index, full rebuilds in the builder child."""

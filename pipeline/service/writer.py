@@ -20,6 +20,18 @@ a child process of its own (pipeline/service/child_writer.py), so neither compet
 searches for the interpreter lock; in-process (``child=False``, with an embedder object the
 caller chose) full rebuilds still go to a child (pipeline/service/builder.py). This module is
 the one place the service writes turns.
+
+With the spool (``Settings.record_spool``, local lakes; pipeline/service/spool.py), a group is
+answered once it is decided and flushed to the spool (pipeline/service/acceptor.py), not once
+committed: a third thread commits the spooled groups, as many as are waiting in one run,
+while the writer thread already decides the next ones. Hosts that wait for their answers then
+wait for a decision (milliseconds) rather than for a Delta commit, and the commits grow with
+the load instead of with the number of hosts. :meth:`GroupWriter.flush` waits until every
+group answered so far is committed (the service's reads and erasures call it first, so a host
+reads what it recorded); at start, the spools of servers that died are committed first.
+Under more load than the machine commits and indexes within ``record_max_lag_s``, the writer
+holds the next group while an answered one is still not searchable after that long, so hosts
+wait for answers rather than for their turns to be found (``_wait_for_the_index``).
 """
 
 from __future__ import annotations
@@ -34,11 +46,13 @@ from dataclasses import dataclass, field
 
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
+from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.conflicts import with_advice
 from pipeline.contract import TurnStatus
 from pipeline.prepare import Quarantined
+from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
@@ -63,6 +77,23 @@ class _Submission:
     future: Future[list[LineOutcome]] = field(default_factory=Future)
 
 
+_ToIndex = tuple[set[Partition], float, int | None]
+
+
+@dataclass(frozen=True)
+class _Spooled:
+    """An answered group waiting for its commit."""
+
+    acceptor: Acceptor  # whose spool holds it
+    seq: int
+    source: str
+    lines: list[str]
+    kept: set[TurnKey]
+    requests: int
+    acked: float  # time.monotonic() of the answer
+    number: int  # of the answered groups, from 1
+
+
 class GroupWriter:
     """Commits concurrent submissions together; see the module docstring."""
 
@@ -70,6 +101,16 @@ class GroupWriter:
                  index: bool = True, metrics: ServiceMetrics | None = None,
                  child: bool = False) -> None:
         self._settings = settings
+        # An object-store lake has no local disk to spool on: there a group is answered once
+        # committed.
+        self._spooling = settings.record_spool and not LakeLocation.of(settings.lake).remote
+        self._child = child
+        self._acceptor: Acceptor | None = None
+        self._to_commit: queue.Queue[_Spooled | None] = queue.Queue()
+        self._counts = threading.Condition()
+        self._answered = 0  # spooled groups answered
+        self._committed = 0  # of those, committed
+        self._uncommitted_turns = 0
         self._metrics = metrics or ServiceMetrics()
         # With ``child`` each step runs in a child process of its own (so the two overlap),
         # which embeds with the settings' model: ``embedder`` must be that model's.
@@ -84,18 +125,31 @@ class GroupWriter:
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
-        self._kept: set[TurnKey] = set()
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         self._index = index
-        self._to_index: queue.Queue[tuple[set[Partition], float] | None] = queue.Queue()
+        # Each commit's partitions, its answer's time and (spooled groups) the group's number.
+        self._to_index: queue.Queue[_ToIndex | None] = queue.Queue()
+        self._unpublished: dict[int, float] = {}  # answered groups not searchable yet: ack
         self._threads: list[threading.Thread] = []
         self._closed = False
 
+    @property
+    def spooling(self) -> bool:
+        """Whether groups are answered once spooled (see the module notes)."""
+        return self._spooling
+
     def start(self) -> None:
-        """Start the writer (and indexer) threads."""
+        """Commit what stopped servers left in their spools, then start the threads."""
+        if self._spooling:
+            self._ingester.recover()
+            self._acceptor = self._new_acceptor()
+            self._acceptor.committed(0)  # starts its child now, not in the first request
         self._threads = [threading.Thread(target=self._write_loop, name="turnlake-writer",
                                           daemon=True)]
+        if self._spooling:
+            self._threads.append(threading.Thread(target=self._commit_loop,
+                                                  name="turnlake-committer", daemon=True))
         if self._index:
             self._threads.append(threading.Thread(target=self._index_loop,
                                                   name="turnlake-indexer", daemon=True))
@@ -103,16 +157,36 @@ class GroupWriter:
             thread.start()
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Commit what was submitted, then stop both threads."""
+        """Commit what was submitted, then stop the threads."""
         self._closed = True
         self._queue.put(None)
-        self._threads[0].join(timeout_s)
+        threads = iter(self._threads)
+        next(threads).join(timeout_s)
+        if self._spooling:
+            self._to_commit.put(None)
+            next(threads).join(timeout_s)
+            if self._acceptor is not None:
+                self._acceptor.close()
         self._to_index.put(None)
-        for thread in self._threads[1:]:
+        for thread in threads:
             thread.join(timeout_s)
         self._ingester.close()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.close()
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every group answered so far is committed (at once without the spool);
+        False when ``timeout_s`` (default: the lake's lock timeout) passed first."""
+        if not self._spooling:
+            return True
+        with self._counts:
+            target = self._answered
+            return self._counts.wait_for(lambda: self._committed >= target,
+                                         timeout_s if timeout_s is not None
+                                         else self._settings.lock_timeout_s)
+
+    def _new_acceptor(self) -> Acceptor:
+        return ChildAcceptor(self._settings) if self._child else SpoolAcceptor(self._settings)
 
     def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
         """Queue turns' JSON lines; the future gives one outcome per line once durable."""
@@ -130,7 +204,10 @@ class GroupWriter:
             if first is None:
                 return
             group, stop = self._gather(first)
-            self._commit(group)
+            if self._spooling:
+                self._accept(group)
+            else:
+                self._commit(group)
             if stop:
                 return
 
@@ -166,16 +243,11 @@ class GroupWriter:
         started = time.perf_counter()
         lines = [line for s in group for line in s.lines]
         try:
-            report, self._kept = self._ingester.ingest(lines,
-                                                       source=f"<api {uuid.uuid4().hex}>")
-            outcomes = self._outcomes(group, lines, report.accepted,
+            report, kept = self._ingester.ingest(lines, source=f"<api {uuid.uuid4().hex}>")
+            outcomes = self._outcomes(group, lines, report.accepted, kept,
                                       {q.line: q for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
-            failure = exc if isinstance(exc, TurnlakeError) else LakeError(
-                f"recording failed: {type(exc).__name__}: {exc}")
-            log.exception("group commit of %d turns failed", len(lines))
-            for s in group:
-                s.future.set_exception(failure)
+            _fail(group, exc, f"group commit of {len(lines)} turns failed")
             return
         acked = time.monotonic()
         for s, answer in zip(group, outcomes, strict=True):
@@ -185,16 +257,141 @@ class GroupWriter:
         m.commit_turns.observe(len(lines))
         m.commit_requests.observe(len(group))
         if self._index and report.partitions:
-            self._to_index.put((set(report.partitions), acked))
+            self._to_index.put((set(report.partitions), acked, None))
+
+    # -- the spool: the writer thread answers, the committer thread commits -----------------
+
+    def _accept(self, group: list[_Submission]) -> None:
+        lines = [line for s in group for line in s.lines]
+        source = f"<api {uuid.uuid4().hex}>"
+        with self._counts:  # the spool holds at most spool_max_turns: beyond, wait for room
+            self._counts.wait_for(lambda: self._uncommitted_turns == 0 or
+                                  self._uncommitted_turns + len(lines)
+                                  <= self._settings.spool_max_turns)
+            self._wait_for_the_index()
+        acceptor = self._acceptor
+        assert acceptor is not None  # made by start()
+        try:
+            accepted = acceptor.accept(lines, source=source)
+            outcomes = self._outcomes(group, lines, len(accepted.kept), accepted.kept,
+                                      {q.line: q for q in accepted.refused})
+        except Exception as exc:
+            _fail(group, exc, f"deciding a group of {len(lines)} turns failed")
+            if isinstance(exc, AcceptorDied):
+                # What it spooled is committed from memory (below) or, failing that, by the
+                # next recovery; new groups go to a new spool.
+                acceptor.close()
+                self._acceptor = self._new_acceptor()
+            return
+        acked = time.monotonic()
+        with self._counts:
+            self._answered += 1
+            number = self._answered
+            self._uncommitted_turns += len(lines)
+            self._metrics.spool_turns.set(self._uncommitted_turns)
+            if self._index:
+                self._unpublished[number] = acked
+        self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
+                                     len(group), acked, number))
+        for s, answer in zip(group, outcomes, strict=True):
+            s.future.set_result(answer)
+
+    def _commit_loop(self) -> None:
+        stop = False
+        while not stop:
+            first = self._to_commit.get()
+            if first is None:
+                return
+            batch, turns = [first], len(first.lines)
+            while turns < self._settings.commit_max_turns:
+                try:
+                    item = self._to_commit.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+                turns += len(item.lines)
+            self._commit_spooled(batch, last_try=stop or self._closed)
+
+    def _commit_spooled(self, batch: list[_Spooled], *, last_try: bool) -> None:
+        """Commit answered groups in one run, retrying while the service runs (they are on
+        disk: a failure loses nothing); at shutdown, what still fails waits in the spool for
+        the next start."""
+        started = time.perf_counter()
+        while True:
+            try:
+                report, kept = self._ingester.ingest_groups([(s.source, s.lines)
+                                                             for s in batch])
+                break
+            except Exception:
+                log.exception("committing %d answered group(s) failed", len(batch))
+                self._metrics.commit_failures.inc()
+                if last_try or self._closed:
+                    return
+                time.sleep(_INDEX_RETRY_S)
+        answered = set().union(*(s.kept for s in batch))
+        if kept != answered:
+            self._metrics.spool_divergences.inc(len(kept ^ answered))
+            log.warning("%d turn(s) answered as accepted were not kept by their commit, and "
+                        "%d kept were answered otherwise: another writer recorded the same "
+                        "turns meanwhile", len(answered - kept), len(kept - answered))
+        for s in batch:
+            # Committed either way: a file the acceptor could not remove (its child died) is
+            # committed again by a recovery, which finds its turns stored.
+            try:
+                s.acceptor.committed(s.seq)
+            except Exception:
+                log.warning("the spool could not forget committed group %d", s.seq,
+                            exc_info=True)
+        with self._counts:
+            self._committed += len(batch)
+            self._uncommitted_turns -= sum(len(s.lines) for s in batch)
+            self._metrics.spool_turns.set(self._uncommitted_turns)
+            self._counts.notify_all()
+        m = self._metrics
+        m.commit_seconds.observe(time.perf_counter() - started)
+        m.commit_turns.observe(sum(len(s.lines) for s in batch))
+        m.commit_requests.observe(sum(s.requests for s in batch))
+        if self._index and report.partitions:
+            for s in batch:
+                self._to_index.put((set(report.partitions), s.acked, s.number))
+        else:  # nothing to index: searchable as they are
+            self._searchable([s.number for s in batch])
+
+    def _wait_for_the_index(self) -> None:
+        """Hold the next group (under ``_counts``) while the oldest answered group is still
+        not searchable after ``record_max_lag_s``: under more load than the machine indexes
+        within that time, hosts wait for answers rather than for their turns to be found.
+        Never more than ten times that long, so a failing index step cannot stop
+        recording."""
+        bound = self._settings.record_max_lag_s
+        if bound <= 0:
+            return
+        give_up = time.monotonic() + 10 * bound
+        while self._unpublished:
+            now = time.monotonic()
+            if now - next(iter(self._unpublished.values())) <= bound or now >= give_up:
+                return
+            self._counts.wait(min(give_up - now, 0.05))
+
+    def _searchable(self, numbers: list[int]) -> None:
+        """The answered groups ``numbers`` are searchable (or have nothing to index)."""
+        with self._counts:
+            for number in numbers:
+                self._unpublished.pop(number, None)
+            self._counts.notify_all()
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
-                  quarantined: dict[int, Quarantined]) -> list[list[LineOutcome]]:
+                  kept: set[TurnKey], quarantined: dict[int, Quarantined]
+                  ) -> list[list[LineOutcome]]:
         """Each submission's outcomes: a quarantined line is rejected; of the others, the first
         line of each turn the ingest kept is accepted and every other one a duplicate."""
         # Every kept turn has content rows (its assistant row at least), so the hook saw it.
-        if len(self._kept) != accepted:
+        if len(kept) != accepted:
             raise LakeError(f"the ingest kept {accepted} turns but wrote rows of "
-                            f"{len(self._kept)}; the outcomes cannot be told apart")
+                            f"{len(kept)}; the outcomes cannot be told apart")
         answered: set[TurnKey] = set()
         out: list[list[LineOutcome]] = []
         number = 0
@@ -204,7 +401,7 @@ class GroupWriter:
                 number += 1  # ingest numbers lines from 1
                 if number in quarantined:
                     mine.append(_rejected(quarantined[number]))
-                elif key is not None and key in self._kept and key not in answered:
+                elif key is not None and key in kept and key not in answered:
                     answered.add(key)
                     mine.append(LineOutcome("accepted"))
                 else:
@@ -218,7 +415,7 @@ class GroupWriter:
     def _index_loop(self) -> None:
         indexer = self._indexer
         assert indexer is not None  # the thread runs only with index=True
-        waiting: list[tuple[set[Partition], float]] = []
+        waiting: list[_ToIndex] = []
         stop = False
         while waiting or not stop:
             if not waiting:
@@ -227,7 +424,7 @@ class GroupWriter:
                     return
                 waiting.append(item)
             stop = self._drain(waiting) or stop
-            partitions: set[Partition] = set().union(*(p for p, _ in waiting))
+            partitions: set[Partition] = set().union(*(p for p, _, _ in waiting))
             try:
                 indexer.index(partitions)
             except Exception:  # the partitions stay stale (search says so); try again soon
@@ -238,11 +435,12 @@ class GroupWriter:
                 time.sleep(_INDEX_RETRY_S)
                 continue
             published = time.monotonic()
-            for _, acked in waiting:
+            for _, acked, _ in waiting:
                 self._metrics.ack_to_searchable.observe(published - acked)
+            self._searchable([n for _, _, n in waiting if n is not None])
             waiting = []
 
-    def _drain(self, waiting: list[tuple[set[Partition], float]]) -> bool:
+    def _drain(self, waiting: list[_ToIndex]) -> bool:
         """Move every queued commit into ``waiting``; True when close() was asked for."""
         while True:
             try:
@@ -252,6 +450,15 @@ class GroupWriter:
             if item is None:
                 return True
             waiting.append(item)
+
+
+def _fail(group: list[_Submission], exc: Exception, what: str) -> None:
+    """Tell every waiting request of ``group`` of the failure."""
+    failure = exc if isinstance(exc, TurnlakeError) else LakeError(
+        f"recording failed: {type(exc).__name__}: {exc}")
+    log.exception(what)
+    for s in group:
+        s.future.set_exception(failure)
 
 
 def _rejected(refused: Quarantined) -> LineOutcome:

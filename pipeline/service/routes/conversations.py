@@ -25,7 +25,7 @@ from pipeline.contract import (
 )
 from pipeline.retention import erase
 from pipeline.service.auth import Eraser, Reader
-from pipeline.service.context import ServiceContext, context_of
+from pipeline.service.context import ServiceContext, committed_context
 from pipeline.service.errors import error_responses
 
 router = APIRouter(tags=["conversations"])
@@ -61,7 +61,7 @@ def catalog(request: Request, principal: Reader, conversation: str | None = None
                             ] = None,
             as_of: AsOf = None) -> CatalogAnswer:
     """A conversation's turns in order, or turns looked up by position or time phrase."""
-    ctx = context_of(request)
+    ctx = committed_context(request)
     now = parse_time(as_of, "as_of")
     # Said rather than ignored: each pair names the turns two ways.
     if ordinal is not None and when is not None:
@@ -88,7 +88,7 @@ def conversations(request: Request, principal: Reader,
                                                     )] = None,
                   as_of: AsOf = None) -> ConversationsAnswer:
     """Conversations with at least one live turn, most recent activity first."""
-    entries = context_of(request).catalog.conversations(
+    entries = committed_context(request).catalog.conversations(
         principal, user_id=user, as_of=parse_time(as_of, "as_of"))
     return ConversationsAnswer(conversations=entries)
 
@@ -100,8 +100,9 @@ def turn(conversation: str, turn: str, request: Request, principal: Reader,
     cards, steps, citations, events."""
     # Parsed before the lookup: a bad time is the request's fault (400), not a missing turn.
     now = parse_time(as_of, "as_of")
+    materializer = committed_context(request).materializer
     try:
-        shown = context_of(request).materializer.turn(principal, conversation, turn, as_of=now)
+        shown = materializer.turn(principal, conversation, turn, as_of=now)
     except (AccessDenied, QueryError) as exc:
         if not principal.analyst:
             raise refused(principal, f"turn {conversation}/{turn}") from None
@@ -126,7 +127,7 @@ def erase_user(user: str, request: Request, key: Eraser) -> ErasureAnswer:
 
 
 def _erase(request: Request, target: ErasureTarget, actor: str) -> ErasureAnswer:
-    report = erase(context_of(request).settings, target, actor=actor)
+    report = erase(committed_context(request).settings, target, actor=actor)
     assert report.outcome is not None  # not a dry run
     return ErasureAnswer(job_id=report.plan.job_id, counts=dict(report.plan.counts),
                          deleted=dict(report.outcome.deleted))

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lake.errors import QueryError, WorkspaceError
 from lake.workspace import PullItem
 from pipeline.service.auth import Reader
-from pipeline.service.context import context_of
+from pipeline.service.context import committed_context
 from pipeline.service.errors import InvalidField, error_responses
 
 router = APIRouter(tags=["pull"])
@@ -46,7 +46,7 @@ class PullAnswer(BaseModel):
 def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
     """Materialize the targets the key may read into the workspace; a ref that expired or
     that the key may not read is reported per item and the rest is pulled."""
-    ctx = context_of(request)
+    ctx = committed_context(request)
     if ctx.workspace is None:
         raise QueryError("this server has no workspace to pull into: start it with "
                          "`turnlake serve --workspace DIR`")

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from lake.errors import AccessDenied, RefNotFound
 from pipeline.service.auth import Reader
-from pipeline.service.context import context_of
+from pipeline.service.context import committed_context
 from pipeline.service.errors import error_responses
 from pipeline.service.routes.conversations import refused
 
@@ -25,7 +25,7 @@ _CHUNK = 256 * 1024
 def resolve_ref(ref: str, request: Request, principal: Reader) -> StreamingResponse:
     """Stream the bytes behind a `conv:fi:` ref the key may read and that is retained."""
     try:
-        card, data = context_of(request).materializer.resolve(principal, ref)
+        card, data = committed_context(request).materializer.resolve(principal, ref)
     except (AccessDenied, RefNotFound):
         if not principal.analyst:
             raise refused(principal, ref) from None

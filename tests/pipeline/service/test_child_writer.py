@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -15,7 +16,10 @@ from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline.live import LiveWriter
+from pipeline.service.acceptor import ChildAcceptor
 from pipeline.service.child_writer import ChildWriter
+from pipeline.service.spool import recover_orphans
 from pipeline.service.writer import GroupWriter
 from tests.reliability.lake_audit import key_of, turn_record
 
@@ -66,3 +70,37 @@ def test_a_killed_child_fails_one_call_and_the_next_gets_a_new_child(
         assert report.accepted == 2 and _child_pid(child) != pid
     finally:
         child.close()
+
+
+def test_a_killed_acceptor_fails_one_group_and_the_next_gets_a_new_spool(
+        hashing_settings: Settings) -> None:
+    writer = GroupWriter(hashing_settings, embedder=None, index=False, child=True)
+    writer.start()
+    records = [turn_record(n) for n in range(3)]
+    lines = [orjson.dumps(r).decode() for r in records]
+    try:
+        first = writer.submit(lines[:1], [key_of(records[0])]).result(timeout=120)
+        acceptor = writer._acceptor
+        assert isinstance(acceptor, ChildAcceptor)
+        pid = next(iter(acceptor._pool._processes or {}))
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):  # bounded: the pool notices its worker is gone
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        with pytest.raises(LakeError, match="accepts recordings died"):
+            writer.submit(lines[1:2], [key_of(records[1])]).result(timeout=120)
+        again = writer.submit(lines[1:], [key_of(r) for r in records[1:]]).result(timeout=120)
+        assert writer.flush(timeout_s=120)
+    finally:
+        writer.close()
+    assert [o.status for o in first + again] == ["accepted"] * 3
+    lake = Path(str(hashing_settings.lake))
+    # The dead acceptor's spool is left behind; its group was committed from memory, so a
+    # recovery finds it stored and adds nothing.
+    assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 1
+    logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
+    assert sorted(logs["turn_id"].to_pylist()) == ["t-0000", "t-0001", "t-0002"]
+    assert not list(lake.glob("_spool/*/g*.json"))

@@ -50,6 +50,14 @@ def _finds(server: Server, client: httpx.Client, marker: str) -> bool:
     return any(h["text"].startswith(marker) for h in answer.json()["hits"])
 
 
+def _stored(client: httpx.Client) -> list[TurnKey]:
+    stored: list[TurnKey] = []
+    for w in range(4):
+        turns = client.get("/v1/catalog", params={"conversation": f"c-w{w}"}).json()["turns"]
+        stored += [("acme", t["conversation_id"], t["turn_id"]) for t in turns]
+    return stored
+
+
 def _run_two(servers: tuple[Server, Server], keys: dict[str, str], requests: int = REQUESTS
              ) -> set[TurnKey]:
     acked: set[TurnKey] = set()
@@ -70,12 +78,10 @@ def _run_two(servers: tuple[Server, Server], keys: dict[str, str], requests: int
     assert len(acked) == 4 * requests * PER_REQUEST
     for server in servers:
         with server.client(keys["analyst"]) as client:
-            stored: list[TurnKey] = []
-            for w in range(4):
-                turns = client.get("/v1/catalog", params={"conversation": f"c-w{w}"}
-                                   ).json()["turns"]
-                stored += [("acme", t["conversation_id"], t["turn_id"]) for t in turns]
-            assert sorted(stored) == sorted(acked)  # each once, none lost
+            # A server reads what it answered itself at once; the other server's answered
+            # turns appear once that server commits its spool, a moment later.
+            assert wait_until(lambda c=client: len(_stored(c)) >= len(acked), timeout_s=60)
+            assert sorted(_stored(client)) == sorted(acked)  # each once, none lost
             for w in range(4):
                 last = f"mk{w * 1000 + requests * PER_REQUEST - 1}"
                 assert wait_until(lambda q=last, s=server: _finds(s, client, q), timeout_s=120), \

@@ -4,6 +4,7 @@ hears its own turns' outcomes."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 
 import orjson
@@ -117,3 +118,38 @@ def test_a_group_waits_for_as_many_submissions_as_the_last_one_held(
     text = metrics.render().decode()
     assert "turnlake_commit_requests_count 2.0" in text  # two commits, of three each
     assert "turnlake_commit_requests_sum 6.0" in text
+
+
+class _HeldIndexer:
+    """An index step that waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def index(self, partitions: object) -> None:
+        assert self.go.wait(timeout=120)
+
+    def close(self) -> None:
+        self.go.set()
+
+
+def test_answers_wait_while_an_answered_turn_is_not_searchable_past_the_lag_bound(
+        hashing_settings: Settings) -> None:
+    settings = hashing_settings.with_(record_max_lag_s=1.0)
+    writer = GroupWriter(settings, embedder=None, index=True)
+    held = _HeldIndexer()
+    writer._indexer = held  # type: ignore[assignment]
+    writer.start()
+    try:
+        first = [turn_record(1)]
+        assert writer.submit(*_lines(first)).result(timeout=120)[0].status == "accepted"
+        answered = time.monotonic()
+        time.sleep(max(0.0, answered + 1.2 - time.monotonic()))  # past the bound, unindexed
+        second = writer.submit(*_lines([turn_record(2)]))
+        time.sleep(1.0)  # well within the ten times the bound a hold may last
+        assert not second.done()
+        held.go.set()  # the first turn becomes searchable: the second is answered
+        assert second.result(timeout=120)[0].status == "accepted"
+    finally:
+        held.go.set()
+        writer.close()

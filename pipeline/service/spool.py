@@ -1,0 +1,223 @@
+"""The write-ahead spool: recordings a server acknowledged before committing them to the lake.
+
+A server answers a recording once its group of turns is decided (accepted, duplicate or
+rejected, as the ingest would decide them) and written here, flushed to disk; the Delta
+commit of several such groups follows a moment later (pipeline/service/writer.py). Each
+server keeps its own folder, ``<lake>/_spool/<id>/``, holding one file per group
+(``g<seq>.json``: its source name and lines) and a ``lock`` file it holds an exclusive
+``flock`` on while it lives. A group's file is written under a temporary name, flushed, then
+renamed, and the folder flushed: a file with the final name is whole, and only whole files
+were acknowledged. The file goes once its group is committed.
+
+A server killed before committing leaves its folder behind with the lock released (the
+kernel drops a dead process's locks). :func:`orphans` finds such folders, each with its lock
+taken, so that one server (of any on the lake) commits their groups, in order, and removes
+them (:meth:`Orphan.remove`, then :meth:`Orphan.release`). Replaying a group that was
+committed just before the kill is harmless: the ingest recognises its turns as duplicates.
+
+Local lakes only: an object-store lake has no local disk that outlives the machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from lake.errors import LakeError
+from lake.location import LakeLocation
+
+if TYPE_CHECKING:
+    from pipeline.live import LiveWriter
+
+log = logging.getLogger(__name__)
+
+SPOOL_DIR = "_spool"
+_LOCK = "lock"
+_GROUP = re.compile(r"g(\d{12})\.json")
+
+
+@dataclass(frozen=True)
+class SpooledGroup:
+    """One acknowledged group: its sequence number, source name and turn lines."""
+
+    seq: int
+    source: str
+    lines: list[str]
+
+
+class _Folder:
+    """A spool folder whose lock this process holds."""
+
+    def __init__(self, path: Path, lock: IO[bytes]) -> None:
+        self.path = path
+        self._lock = lock
+
+    def groups(self) -> list[SpooledGroup]:
+        """The whole group files, in sequence order. LakeError naming the file when one
+        cannot be read as a group (the folder is then left for an operator)."""
+        found = []
+        for entry in self.path.iterdir():
+            match = _GROUP.fullmatch(entry.name)
+            if match is None:
+                continue  # the lock, or a temporary file never acknowledged
+            try:
+                data = json.loads(entry.read_bytes())
+                group = SpooledGroup(int(match.group(1)), str(data["source"]),
+                                     [str(line) for line in data["lines"]])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise LakeError(f"spooled group {entry} cannot be read ({exc}); its turns "
+                                "were acknowledged but are not committed: move the file "
+                                "aside and record its lines again") from None
+            found.append(group)
+        return sorted(found, key=lambda g: g.seq)
+
+    def remove(self, upto: int) -> None:
+        """Remove the group files numbered ``upto`` or lower (their groups are committed)."""
+        for entry in self.path.iterdir():
+            match = _GROUP.fullmatch(entry.name)
+            if match is not None and int(match.group(1)) <= upto:
+                entry.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Remove the folder if no group is left in it, then let the lock go."""
+        try:
+            if not any(_GROUP.fullmatch(e.name) for e in self.path.iterdir()):
+                for entry in self.path.iterdir():
+                    entry.unlink(missing_ok=True)
+                self.path.rmdir()
+        finally:
+            self._lock.close()
+
+
+class Spool(_Folder):
+    """This server's spool folder (see the module notes)."""
+
+    @classmethod
+    def create(cls, lake: Path) -> Spool:
+        """A new spool folder under ``lake``, its lock held by this process."""
+        path = Path(lake) / SPOOL_DIR / uuid.uuid4().hex
+        path.mkdir(parents=True)
+        lock = _locked(path / _LOCK)
+        if lock is None:  # a fresh folder: nobody else can hold it
+            raise LakeError(f"could not lock the new spool folder {path}")
+        _sync_dir(path.parent)
+        return cls(path, lock)
+
+    def append(self, group: SpooledGroup) -> None:
+        """Write ``group`` durably: when this returns, its file survives a crash."""
+        final = self.path / f"g{group.seq:012d}.json"
+        temporary = final.with_suffix(".tmp")
+        with temporary.open("wb") as out:
+            out.write(json.dumps({"source": group.source, "lines": group.lines}).encode())
+            out.flush()
+            os.fsync(out.fileno())
+        temporary.rename(final)
+        _sync_dir(self.path)
+
+
+class Orphan(_Folder):
+    """The spool folder of a server that died: its lock is held by this process now."""
+
+
+def orphans(lake: Path) -> Iterator[Orphan]:
+    """The spool folders under ``lake`` whose server is gone, each locked for the caller
+    (who commits its groups, removes them, and calls ``release``, which removes the folder
+    once it holds no group)."""
+    root = Path(lake) / SPOOL_DIR
+    if not root.is_dir():
+        return
+    for path in sorted(root.iterdir()):
+        if not path.is_dir():
+            continue
+        lock = _locked(path / _LOCK)
+        if lock is not None:
+            yield Orphan(path, lock)
+
+
+def recover_orphans(live: LiveWriter) -> int:
+    """Commit the groups of every orphaned spool of ``live``'s lake through ``live``, each
+    spool's in order and in one run, then remove them; the number of groups committed.
+    A spool that cannot be read or committed is left where it is (logged) for the next try."""
+    recovered = 0
+    for orphan in orphans(LakeLocation.of(live.settings.lake).local):
+        try:
+            groups = orphan.groups()
+            if groups:
+                live.ingest_groups([(g.source, g.lines) for g in groups])
+                orphan.remove(groups[-1].seq)
+                recovered += len(groups)
+                log.warning("committed %d acknowledged group(s) a stopped server left in %s",
+                            len(groups), orphan.path)
+        except LakeError:
+            log.exception("the spool %s could not be committed; it stays for the next try",
+                          orphan.path)
+        finally:
+            orphan.release()
+    return recovered
+
+
+def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:
+    """Make every recording a server of ``live``'s lake answered part of the tables, before an
+    erasure reads them: wait (up to ``timeout_s``) until the living servers' spools are
+    committed, and commit those of dead servers (:func:`recover_orphans`). Otherwise a turn
+    answered before the erasure could be committed after it, and outlive it. LakeError when a
+    living server's spool does not empty in time."""
+    root = LakeLocation.of(live.settings.lake).local / SPOOL_DIR
+    deadline = time.monotonic() + timeout_s
+    recover_orphans(live)
+    while _holds_groups(root):
+        if time.monotonic() > deadline:
+            raise LakeError(f"a server of this lake has answered recordings it has not "
+                            f"committed within {timeout_s:.0f} s (see {root}); erase again "
+                            "once it caught up")
+        time.sleep(0.05)
+        recover_orphans(live)  # a server may have died meanwhile
+
+
+def _holds_groups(root: Path) -> bool:
+    """Whether any spool folder under ``root`` holds a group file."""
+    if not root.is_dir():
+        return False
+    for folder in root.iterdir():
+        try:
+            if any(_GROUP.fullmatch(f.name) for f in folder.iterdir()):
+                return True
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed meanwhile (its groups committed), or not a folder
+    return False
+
+
+def _locked(path: Path) -> IO[bytes] | None:
+    """``path`` opened (made if missing) with an exclusive lock; None when another process
+    holds the lock."""
+    try:
+        handle = path.open("ab")
+    except FileNotFoundError:
+        return None  # the folder went: its owner discarded it meanwhile
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    if not path.exists():  # discarded between the open and the lock
+        handle.close()
+        return None
+    return handle
+
+
+def _sync_dir(path: Path) -> None:
+    """Flush a folder's entries (a new or renamed file) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

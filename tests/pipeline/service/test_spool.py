@@ -1,0 +1,122 @@
+"""The write-ahead spool: durable group files, orphans found by their released lock, and
+recovery that commits a dead server's answered groups once, in order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lake.errors import LakeError
+from lake.retention import ErasureTarget
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.live import LiveWriter
+from pipeline.retention import erase
+from pipeline.service.spool import (
+    SPOOL_DIR,
+    Spool,
+    SpooledGroup,
+    orphans,
+    recover_orphans,
+    settle_spools,
+)
+from tests.reliability.lake_audit import turn_record
+
+
+def _group(seq: int, *numbers: int) -> SpooledGroup:
+    return SpooledGroup(seq, f"<api g{seq}>",
+                        [orjson.dumps(turn_record(n)).decode() for n in numbers])
+
+
+def _die(spool: Spool) -> None:
+    """What a kill does to a spool: its lock goes, its files stay."""
+    spool._lock.close()
+
+
+def test_a_spool_keeps_whole_groups_in_order_until_removed(tmp_path: Path) -> None:
+    spool = Spool.create(tmp_path)
+    for seq in (1, 2, 3):
+        spool.append(_group(seq, seq))
+    (spool.path / "g000000000004.tmp").write_text("half a group")  # never acknowledged
+    assert [g.seq for g in spool.groups()] == [1, 2, 3]
+    assert spool.groups()[1] == _group(2, 2)
+    spool.remove(2)
+    assert [g.seq for g in spool.groups()] == [3]
+    spool.release()
+    assert spool.path.is_dir()  # a group is left: the folder stays for a recovery
+    assert [g.seq for o in orphans(tmp_path) for g in o.groups()] == [3]
+
+
+def test_a_living_spool_is_no_orphan_and_an_empty_one_goes(tmp_path: Path) -> None:
+    living, dead = Spool.create(tmp_path), Spool.create(tmp_path)
+    living.append(_group(1, 1))
+    dead.append(_group(1, 2))
+    _die(dead)
+    found = list(orphans(tmp_path))
+    assert [o.path for o in found] == [dead.path]
+    # Held by the finder now: a second look (another server starting) passes it by.
+    assert list(orphans(tmp_path)) == []
+    found[0].remove(1)
+    found[0].release()
+    assert not dead.path.exists()
+    living.remove(1)
+    living.release()
+    assert not living.path.exists()
+    assert list((tmp_path / SPOOL_DIR).iterdir()) == []
+
+
+def test_an_unreadable_group_is_named(tmp_path: Path) -> None:
+    spool = Spool.create(tmp_path)
+    (spool.path / "g000000000001.json").write_text(json.dumps({"lines": ["x"]}))
+    with pytest.raises(LakeError, match=r"g000000000001\.json.*record its lines again"):
+        spool.groups()
+
+
+def test_recovery_commits_a_dead_servers_groups_once(hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    live = LiveWriter(hashing_settings, embed=False)
+    live.ingest([orjson.dumps(turn_record(1)).decode()])  # committed before the kill
+    spool = Spool.create(lake)
+    spool.append(_group(1, 1, 2))  # its first turn committed, the second not
+    spool.append(_group(2, 3))
+    _die(spool)
+    assert recover_orphans(live) == 2
+    assert not spool.path.exists()
+    logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
+    assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0002", "t-0003"]
+    assert recover_orphans(live) == 0  # nothing is left to commit twice
+
+
+def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
+        hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    spool = Spool.create(lake)
+    (spool.path / "g000000000001.json").write_text("{")
+    _die(spool)
+    assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 0
+    assert (spool.path / "g000000000001.json").exists()
+
+
+def test_an_erasure_first_commits_what_a_dead_server_answered(
+        hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    LiveWriter(hashing_settings, embed=False).ingest([orjson.dumps(turn_record(1)).decode()])
+    spool = Spool.create(lake)
+    spool.append(_group(1, 2, 3))  # answered, never committed: its server was killed
+    _die(spool)
+    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test")
+    assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 0
+    assert not spool.path.exists()  # nothing is left to bring the erased turns back
+
+
+def test_an_erasure_waits_for_a_living_servers_spool(hashing_settings: Settings) -> None:
+    living = Spool.create(Path(str(hashing_settings.lake)))
+    living.append(_group(1, 1))
+    with pytest.raises(LakeError, match="has answered recordings it has not committed"):
+        settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
+    living.remove(1)
+    settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
