@@ -3,6 +3,7 @@ the group-commit writer and the metrics. Built once by the app factory."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +11,18 @@ from fastapi import Request
 
 from lake.errors import LakeError
 from lake.keys import KeyStore
+from lake.location import LakeLocation
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.workspace import WorkspacePuller
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.spool import wait_for_answered
 from pipeline.service.writer import GroupWriter
+
+# The longest a read waits for answered recordings to be committed before it answers 503.
+_READ_WAIT_S = 30.0
 
 
 @dataclass
@@ -34,10 +40,16 @@ class ServiceContext:
     workspace: Path | None = None  # where POST /v1/pull may write (None: pulls are off)
 
     def wait_for_commits(self) -> None:
-        """Wait until every recording this server answered so far is committed
-        (GroupWriter.flush), so that a host reads and erases what it recorded, spool or not.
-        LakeError (503) when the commits do not catch up within the lake's lock timeout."""
-        if not self.writer.flush():
+        """Wait until every recording answered so far is committed — by this server
+        (GroupWriter.flush) and by the other servers and workers on this lake's folder (their
+        spools) — so that a host reads and erases what it recorded, whichever worker it
+        reaches. LakeError (503) when the commits do not catch up within
+        ``_READ_WAIT_S``."""
+        now = time.time()
+        if not self.writer.flush(timeout_s=_READ_WAIT_S) or (
+                self.writer.spooling and not wait_for_answered(
+                    LakeLocation.of(self.settings.lake).local, before=now,
+                    timeout_s=_READ_WAIT_S)):
             raise LakeError("recordings answered before this request are still not "
                             "committed (the lake is slow or failing); try again later")
 

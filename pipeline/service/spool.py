@@ -166,33 +166,52 @@ def recover_orphans(live: LiveWriter) -> int:
 
 
 def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:
-    """Make every recording a server of ``live``'s lake answered part of the tables, before an
-    erasure reads them: wait (up to ``timeout_s``) until the living servers' spools are
-    committed, and commit those of dead servers (:func:`recover_orphans`). Otherwise a turn
-    answered before the erasure could be committed after it, and outlive it. LakeError when a
-    living server's spool does not empty in time."""
-    root = LakeLocation.of(live.settings.lake).local / SPOOL_DIR
-    deadline = time.monotonic() + timeout_s
+    """Make every recording a server of ``live``'s lake answered so far part of the tables,
+    before an erasure reads them: commit the spools of dead servers (:func:`recover_orphans`)
+    and wait (up to ``timeout_s``) until the living servers have committed every group they
+    answered before this call. Otherwise a turn answered before the erasure could be
+    committed after it, and outlive it. LakeError when a living server does not catch up."""
+    started = time.time()
+    lake = LakeLocation.of(live.settings.lake).local
     recover_orphans(live)
-    while _holds_groups(root):
+    if not wait_for_answered(lake, before=started, timeout_s=timeout_s):
+        raise LakeError(f"a server of this lake has answered recordings it has not "
+                        f"committed within {timeout_s:.0f} s (see {lake / SPOOL_DIR}); "
+                        "erase again once it caught up")
+    recover_orphans(live)  # a server that died meanwhile
+
+
+def wait_for_answered(lake: Path, *, before: float, timeout_s: float) -> bool:
+    """Wait until no living server's spool under ``lake`` holds a group written before
+    ``before`` (a ``time.time()``): every recording answered by then, by any server or
+    worker on this lake's machine, is committed. A dead server's spool is passed by (its
+    groups wait for a recovery). False when ``timeout_s`` passed first."""
+    root = Path(lake) / SPOOL_DIR
+    deadline = time.monotonic() + timeout_s
+    while _answered_before(root, before):
         if time.monotonic() > deadline:
-            raise LakeError(f"a server of this lake has answered recordings it has not "
-                            f"committed within {timeout_s:.0f} s (see {root}); erase again "
-                            "once it caught up")
-        time.sleep(0.05)
-        recover_orphans(live)  # a server may have died meanwhile
+            return False
+        time.sleep(0.01)
+    return True
 
 
-def _holds_groups(root: Path) -> bool:
-    """Whether any spool folder under ``root`` holds a group file."""
+def _answered_before(root: Path, before: float) -> bool:
+    """Whether a living spool under ``root`` holds a group file written before ``before``."""
     if not root.is_dir():
         return False
     for folder in root.iterdir():
         try:
-            if any(_GROUP.fullmatch(f.name) for f in folder.iterdir()):
-                return True
+            old = [f for f in folder.iterdir()
+                   if _GROUP.fullmatch(f.name) and f.stat().st_mtime < before]
         except (FileNotFoundError, NotADirectoryError):
-            continue  # removed meanwhile (its groups committed), or not a folder
+            continue  # committed and removed meanwhile, or not a folder
+        if not old:
+            continue
+        orphan = _locked(folder / _LOCK)
+        if orphan is not None:  # its server is gone: nothing will commit it but a recovery
+            orphan.close()
+            continue
+        return True
     return False
 
 

@@ -30,6 +30,17 @@ def _child_pid(writer: ChildWriter) -> int:
     return next(iter(processes))
 
 
+def _kill(pid: int) -> None:
+    """SIGKILL a child and wait (bounded) until it is gone."""
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
 def test_a_group_writer_with_children_records_and_indexes(hashing_settings: Settings) -> None:
     writer = GroupWriter(hashing_settings, embedder=None, index=True, child=True)
     writer.start()
@@ -57,13 +68,7 @@ def test_a_killed_child_fails_one_call_and_the_next_gets_a_new_child(
         report, kept = child.ingest(lines[:1], source="<test>")
         assert report.accepted == 1 and len(kept) == 1
         pid = _child_pid(child)
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(200):  # bounded: the pool notices its worker is gone
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        _kill(pid)
         with pytest.raises(LakeError, match="writer process died"):
             child.ingest(lines[1:2], source="<test>")
         report, kept = child.ingest(lines[1:], source="<test>")
@@ -83,13 +88,7 @@ def test_a_killed_acceptor_fails_one_group_and_the_next_gets_a_new_spool(
         acceptor = writer._acceptor
         assert isinstance(acceptor, ChildAcceptor)
         pid = next(iter(acceptor._pool._processes or {}))
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(200):  # bounded: the pool notices its worker is gone
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        _kill(pid)
         with pytest.raises(LakeError, match="accepts recordings died"):
             writer.submit(lines[1:2], [key_of(records[1])]).result(timeout=120)
         again = writer.submit(lines[1:], [key_of(r) for r in records[1:]]).result(timeout=120)

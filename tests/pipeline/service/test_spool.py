@@ -23,6 +23,7 @@ from pipeline.service.spool import (
     orphans,
     recover_orphans,
     settle_spools,
+    wait_for_answered,
 )
 from tests.reliability.lake_audit import turn_record
 
@@ -120,3 +121,15 @@ def test_an_erasure_waits_for_a_living_servers_spool(hashing_settings: Settings)
         settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
     living.remove(1)
     settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
+
+
+def test_a_read_waits_only_for_living_spools_groups_answered_before_it(tmp_path: Path) -> None:
+    living, dead = Spool.create(tmp_path), Spool.create(tmp_path)
+    dead.append(_group(1, 1))
+    _die(dead)  # waits for a recovery, which no read can hasten: passed by
+    living.append(_group(1, 2))
+    written = (living.path / "g000000000001.json").stat().st_mtime
+    assert wait_for_answered(tmp_path, before=written - 1, timeout_s=0.1)  # answered later
+    assert not wait_for_answered(tmp_path, before=written + 1, timeout_s=0.1)
+    living.remove(1)
+    assert wait_for_answered(tmp_path, before=written + 1, timeout_s=0.1)
