@@ -284,18 +284,30 @@ def bench_ray_section(rows: int) -> dict[str, Any]:
 
 def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any]:
     """`turnlake serve` on loopback: 8 recording + 4 searching clients for ``seconds``
-    (50-turn requests), then the same with 1- and 200-turn requests for up to 15 s each: a
-    group commit's cost is mostly fixed, so turns/s follow the turns in flight."""
+    (50-turn requests), then the same with 1- and 200-turn requests for up to 15 s each, with
+    no lag bound (``--max-lag 0``), and each size again with ``--no-spool`` (answers after the
+    commit), whose turns/s follow the turns in flight, a group commit's cost being mostly
+    fixed."""
     from bench.serve import bench_serve
 
+    names = ("turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p50_s",
+             "ack_to_searchable_p95_s", "commits_published_within_1s", "search_load_p50_ms",
+             "search_idle_after_p50_ms", "search_searchers_alone_p50_ms",
+             "mean_turns_per_commit")
+    short = min(seconds, 15.0)
     out = bench_serve(seconds, embed=embed)
     out["by_request_size"] = {
-        str(size): {name: figures[name] for name in (
-            "turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p95_s",
-            "commits_published_within_1s",
-            "search_load_p50_ms", "search_searchers_alone_p50_ms", "mean_turns_per_commit")}
+        str(size): {name: figures[name] for name in names}
         for size in (1, 200)
-        for figures in [bench_serve(min(seconds, 15.0), embed=embed, per_request=size)]}
+        for figures in [bench_serve(short, embed=embed, per_request=size)]}
+    # The server's lag bound holds answers under this load; without it, the spool answers
+    # as fast as it decides and the time until searchable grows instead.
+    out["unbounded_lag"] = {name: figures[name] for figures in [
+        bench_serve(short, embed=embed, max_lag=0.0)] for name in names}
+    out["without_spool"] = {
+        str(size): {name: figures[name] for name in names}
+        for size in (1, 50, 200)
+        for figures in [bench_serve(short, embed=embed, per_request=size, spool=False)]}
     return out
 
 
@@ -385,8 +397,14 @@ def _serve_plot(figures: dict[str, Any], plt: Any) -> str:
     sizes = {int(n): f for n, f in figures["by_request_size"].items()}
     sizes[int(figures["turns_per_request"])] = figures
     ordered = sorted(sizes)
+    committed = {int(n): f for n, f in figures.get("without_spool", {}).items()}
+    after = sorted(committed)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(ordered, [sizes[n]["turns_per_s"] for n in ordered], marker="o")
+    left.plot(ordered, [sizes[n]["turns_per_s"] for n in ordered], marker="o",
+              label="answered from the spool")
+    if after:
+        left.plot(after, [committed[n]["turns_per_s"] for n in after], marker="s",
+                  linestyle=":", label="answered after the commit (--no-spool)")
     left.axhline(2000, color="grey", linestyle="--", label="target (--no-embed)")
     left.set_xscale("log")
     left.set_xlabel("turns per request (8 recording clients, 4 searching)")
@@ -399,6 +417,11 @@ def _serve_plot(figures: dict[str, Any], plt: Any) -> str:
                marker="o", label="ack → searchable p95")
     right.plot(ordered, [seconds(sizes[n]["ack_p50_ms"], 1000) for n in ordered], marker="o",
                label="ack p50")
+    if after:
+        right.plot(after, [seconds(committed[n]["ack_to_searchable_p95_s"]) for n in after],
+                   marker="s", linestyle=":", label="ack → searchable p95, --no-spool")
+        right.plot(after, [seconds(committed[n]["ack_p50_ms"], 1000) for n in after],
+                   marker="s", linestyle=":", label="ack p50, --no-spool")
     right.axhline(1.0, color="grey", linestyle="--", label="target (searchable)")
     right.set_xscale("log")
     right.set_xlabel("turns per request")

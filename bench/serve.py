@@ -1,7 +1,8 @@
 """Service benchmark: a real ``turnlake serve`` on loopback under recording and search load.
 
-Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index] [--per-request=N]``
-(default 15 s, without embeddings, indexes built after commits, 50 turns a request).
+Run: ``.venv/bin/python -m bench.serve [seconds] [--embed] [--no-index] [--no-spool]
+[--max-lag=S] [--per-request=N]`` (default 15 s, without embeddings, indexes built after
+commits, recordings answered from the spool with the server's lag bound, 50 turns a request).
 8 recording clients post N-turn requests and 4 searching clients post searches, for a bounded
 time; a probe samples acknowledged turns and polls search until each is found. Printed:
 turns/s recorded, ack p50/p95, ack→searchable p50/p95, search p50/p95 idle and under load;
@@ -186,10 +187,13 @@ def _search_latency(url: str, key: str, n: int) -> list[float]:
 
 
 def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = True,
-                workers: int = 1, per_request: int = PER_REQUEST) -> dict[str, Any]:
+                workers: int = 1, per_request: int = PER_REQUEST,
+                spool: bool = True, max_lag: float | None = None) -> dict[str, Any]:
     """Run the load for ``seconds`` against a fresh lake; the figures as a dict. With
     ``index=False`` the server builds no index (recording alone; nothing becomes searchable);
-    ``per_request`` is the number of turns each recording request carries."""
+    ``per_request`` is the number of turns each recording request carries; ``spool=False``
+    has the server answer each recording once it is committed (``--no-spool``); ``max_lag``
+    is its ``--max-lag`` (None: the server's default)."""
     if per_request < 1:
         raise ValueError(f"per_request must be at least 1, not {per_request}")
     root = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -202,6 +206,8 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(lake), "--port",
             str(port), *([] if embed else ["--no-embed"]), *([] if index else ["--no-index"]),
+            *([] if spool else ["--no-spool"]),
+            *([] if max_lag is None else ["--max-lag", str(max_lag)]),
             "--workers", str(workers)]
     # the server's log: an internal error's traceback is reported with the figures
     server_log = root / "server.log"
@@ -274,7 +280,9 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
     published = _histogram_share(metrics, "turnlake_ack_to_searchable_seconds", 1.0,
                                  since=before)
     return {
-        "seconds": round(elapsed, 1), "embed": embed, "index": index, "workers": workers,
+        "seconds": round(elapsed, 1), "embed": embed, "index": index, "spool": spool,
+        "max_lag_s": max_lag,
+        "workers": workers,
         "recorders": RECORDERS,
         "searchers": SEARCHERS, "turns_per_request": per_request,
         "turns": load.turns, "turns_per_s": round(load.turns / elapsed),
@@ -344,7 +352,13 @@ if __name__ == "__main__":
     sizes = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--per-request=")]
     if sizes and not sizes[-1].isdigit():
         sys.exit(f"--per-request takes a whole number of turns, not {sizes[-1]!r}")
+    lags = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--max-lag=")]
+    try:
+        lag = float(lags[-1]) if lags else None
+    except ValueError:
+        sys.exit(f"--max-lag takes a number of seconds, not {lags[-1]!r}")
     print(json.dumps(bench_serve(float(args[0]) if args else 15.0, embed="--embed" in sys.argv,
                                  index="--no-index" not in sys.argv,
+                                 spool="--no-spool" not in sys.argv, max_lag=lag,
                                  per_request=int(sizes[-1]) if sizes else PER_REQUEST),
                      indent=2))

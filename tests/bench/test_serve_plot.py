@@ -32,3 +32,14 @@ def test_a_serve_section_without_request_sizes_draws_no_serve_plot(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run, "RESULTS", tmp_path)
     assert run.plot({"serve": {**_figures(650, 0.7), "turns_per_request": 50}}) == []
+
+
+def test_the_serve_plot_draws_the_answers_after_the_commit_beside_the_spooled_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    serve = {**_figures(2800, 3.5), "turns_per_request": 50,
+             "by_request_size": {"1": _figures(400, 0.8), "200": _figures(3000, 3.9)},
+             "without_spool": {"1": _figures(40, 0.3), "50": _figures(680, 0.5),
+                               "200": _figures(2300, None)}}
+    assert run.plot({"serve": serve}) == ["serve_by_request_size.png"]
+    assert (tmp_path / "serve_by_request_size.png").stat().st_size > 0
