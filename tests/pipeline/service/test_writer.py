@@ -146,10 +146,36 @@ def test_answers_wait_while_an_answered_turn_is_not_searchable_past_the_lag_boun
         answered = time.monotonic()
         time.sleep(max(0.0, answered + 1.2 - time.monotonic()))  # past the bound, unindexed
         second = writer.submit(*_lines([turn_record(2)]))
-        time.sleep(1.0)  # well within the ten times the bound a hold may last
+        time.sleep(1.0)  # well within the longest hold
         assert not second.done()
         held.go.set()  # the first turn becomes searchable: the second is answered
         assert second.result(timeout=120)[0].status == "accepted"
     finally:
         held.go.set()
+        writer.close()
+
+
+class _FailingIndexer:
+    """An index step that always fails."""
+
+    def index(self, partitions: object) -> None:
+        raise RuntimeError("the index folder is gone")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_failing_index_step_does_not_hold_recording(hashing_settings: Settings) -> None:
+    writer = GroupWriter(hashing_settings.with_(record_max_lag_s=0.2), embedder=None,
+                         index=True)
+    writer._indexer = _FailingIndexer()  # type: ignore[assignment]
+    writer.start()
+    try:
+        assert writer.submit(*_lines([turn_record(1)])).result(timeout=120)[0].status \
+            == "accepted"
+        time.sleep(0.5)  # past the bound: the first turn never becomes searchable
+        # Answered at once rather than after the longest hold (60 s).
+        second = writer.submit(*_lines([turn_record(2)])).result(timeout=30)
+        assert second[0].status == "accepted"
+    finally:
         writer.close()
