@@ -37,6 +37,7 @@ from lake.erasure import DeletionOutcome, DeletionRunner
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.index.status import partition_statuses
+from lake.location import LakeLocation
 from lake.locks import Waiting, index_lock, writer_lock
 from lake.refs import validate_id
 from lake.retention import DeletionPlan
@@ -100,6 +101,9 @@ class MaintainReport:
     pending: list[DeletionPlan] = field(default_factory=list)  # dry run: left to finish
     waited_s: float = 0.0
     seconds: float = 0.0
+    # Groups of recordings stopped servers acknowledged and did not commit (their spools,
+    # pipeline/service/spool.py): committed by the run, or counted by a dry run.
+    spooled: int = 0
 
 
 def _total(stats: dict[tuple[str, ...], FileStats]) -> FileStats:
@@ -156,6 +160,9 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
              sleep: Callable[[float], None] = time.sleep) -> MaintainReport:
     """Compact small files, refresh stale indexes, vacuum and truncate the Delta logs.
 
+    First, on a folder lake, commit the recordings that stopped servers acknowledged and left
+    in their spools (every tenant's: they were answered; a dry run counts them).
+
     ``tenant`` limits compaction and index refresh to that tenant's partitions; vacuum and
     log cleanup act on whole tables. A dry run takes no lock and writes nothing.
     ``grace_s`` is how long replaced files outlive the last commit, for readers in flight.
@@ -170,6 +177,13 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
     store = LakeStore(settings.lake)
     report = MaintainReport(dry_run=dry_run)
     runner = DeletionRunner(store, settings, rebuild=index_rebuilder(store, settings, on_index))
+    if not store.root.remote:
+        from pipeline.live import LiveWriter
+        from pipeline.service.spool import orphaned_groups, recover_orphans
+
+        lake = LakeLocation.of(settings.lake).local
+        report.spooled = (orphaned_groups(lake) if dry_run
+                          else recover_orphans(LiveWriter(settings)))
     if dry_run:
         report.pending = runner.pending()
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]

@@ -102,6 +102,10 @@ def maintain_command(
     for done in report.resumed:
         console.print(literal(f"finished interrupted job {done.plan.job_id} "
                               f"({done.plan.describe()})"))
+    if report.spooled:
+        verb = "would commit" if report.dry_run else "committed"
+        console.print(literal(f"{verb} {report.spooled} acknowledged group(s) of recordings "
+                              "that stopped servers left in their spools"))
     if report.recovered is not None and report.recovered.rolled_back:
         console.print(f"rolled back {len(report.recovered.rolled_back)} interrupted ingest "
                       "batch(es)")

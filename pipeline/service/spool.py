@@ -165,6 +165,20 @@ def recover_orphans(live: LiveWriter) -> int:
     return recovered
 
 
+def orphaned_groups(lake: Path) -> int:
+    """How many acknowledged groups the spools of dead servers under ``lake`` hold (what the
+    next recovery would commit); the spools are left as they are."""
+    count = 0
+    for orphan in orphans(lake):
+        try:
+            count += len(orphan.groups())
+        except LakeError:
+            count += 1  # unreadable: still a group an operator must see
+        finally:
+            orphan._lock.close()  # look only: never remove a folder here
+    return count
+
+
 def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:
     """Make every recording a server of ``live``'s lake answered so far part of the tables,
     before an erasure reads them: commit the spools of dead servers (:func:`recover_orphans`)

@@ -463,3 +463,28 @@ def test_cli_says_when_the_tenant_has_no_partition(settings: Settings) -> None:
     known = runner.invoke(app, ["maintain", "--tenant", "beta", "--dry-run", *lake])
     assert "no partition of tenant" not in known.output
     assert "vacuum up to" in " ".join(known.output.split())
+
+
+def test_maintain_commits_what_a_stopped_server_left_in_its_spool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.service.spool import Spool, SpooledGroup
+
+    lake = tmp_path / "lake"
+    settings = _settings(lake)
+    # What the server committed and indexed before it was killed.
+    run_ingest(settings, [write_jsonl(tmp_path / "before.jsonl", [make_record(9)])])
+    spool = Spool.create(lake)
+    spool.append(SpooledGroup(1, "<api g1>", [json.dumps(make_record(i)) for i in range(3)]))
+    spool.append(SpooledGroup(2, "<api g2>", [json.dumps(make_record(3))]))
+    spool._lock.close()  # the server was killed: its lock went, its files stayed
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    runner = CliRunner()
+    dry = runner.invoke(app, ["maintain", "--dry-run", "--lake", str(lake)])
+    assert dry.exit_code == 0, dry.output
+    assert "would commit 2 acknowledged group(s)" in dry.output
+    assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 1
+    report = maintain(settings, grace_s=0)
+    assert report.spooled == 2
+    assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 5
+    assert not spool.path.exists()
+    assert all(s.freshness == "fresh" for s in partition_statuses(LakeStore(lake)).values())
