@@ -27,7 +27,8 @@ import os
 import signal
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 _PREPARE = "pipeline.prepare"  # what workers run
@@ -154,6 +155,25 @@ def die_with_parent(ingest: int) -> None:
         os.kill(ingest, 0)
     except ProcessLookupError:  # the ingest died while this worker was starting
         os._exit(1)
+
+
+def server_child(initializer: Callable[..., object] | None = None,
+                 *args: object) -> ProcessPoolExecutor:
+    """One long-lived child process of a serving process, to submit work to: spawned (the
+    server runs threads, which a fork would copy mid-lock), dying with the server
+    (:func:`die_with_parent`: after a kill -9 it would otherwise live on, holding a model's
+    worth of memory), then set up by ``initializer(*args)``, a module-level function. The
+    service's index builder, writer and acceptor each keep one."""
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_server_child,
+                               initargs=(os.getpid(), initializer, args))
+
+
+def _start_server_child(server: int, initializer: Callable[..., object] | None,
+                        args: tuple[object, ...]) -> None:
+    die_with_parent(server)
+    if initializer is not None:
+        initializer(*args)
 
 
 def keep_freed_memory() -> None:

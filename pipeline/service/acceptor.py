@@ -20,11 +20,7 @@ beside the committing one, so deciding the next group overlaps the commit of the
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +35,7 @@ from pipeline.ingest import Ingestor, PendingTurns
 from pipeline.prepare import Quarantined
 from pipeline.service.spool import Spool, SpooledGroup
 from pipeline.service.steps import TurnKey
-from pipeline.workers import die_with_parent
+from pipeline.workers import server_child
 
 _T = TypeVar("_T")
 
@@ -127,8 +123,7 @@ def _pending_of(groups: dict[int, tuple[pa.Table, dict[str, str]]]) -> PendingTu
 _acceptor: SpoolAcceptor | None = None
 
 
-def _start(settings: Settings, server: int) -> None:
-    die_with_parent(server)
+def _start(settings: Settings) -> None:
     global _acceptor
     _acceptor = SpoolAcceptor(settings)
 
@@ -155,10 +150,7 @@ class ChildAcceptor:
     next recovery commits (again: the writer commits its groups from memory meanwhile)."""
 
     def __init__(self, settings: Settings) -> None:
-        self._pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_start, initargs=(settings, os.getpid()))
-        self._lock = threading.Lock()
+        self._pool = server_child(_start, settings)
 
     def accept(self, lines: list[str], *, source: str) -> Accepted:
         """SpoolAcceptor.accept, in the child."""

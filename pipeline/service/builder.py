@@ -8,16 +8,13 @@ partition in one long-lived child process (spawned, not forked: the server runs 
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Generator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 from lake.index.manifest import PartitionManifest
 from lake.index.partition import build_partition
 from lake.location import LakeLocation
 from lake.store import LakeStore
-from pipeline.workers import die_with_parent
+from pipeline.workers import server_child
 
 
 def _build(root: LakeLocation, tenant: str, month: str, content_version: int,
@@ -30,11 +27,7 @@ class ChildBuilder:
     """Builds partitions one after another in a child process; ``close()`` stops it."""
 
     def __init__(self) -> None:
-        # The child dies with the server: after a kill -9 of `turnlake serve` it would
-        # otherwise live on, holding a model's worth of memory, with nobody to send it work.
-        self._pool = ProcessPoolExecutor(max_workers=1,
-                                         mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=die_with_parent, initargs=(os.getpid(),))
+        self._pool = server_child()
 
     def __call__(self, store: LakeStore, partitions: Sequence[tuple[str, str]], *,
                  content_version: int, logs_version: int,

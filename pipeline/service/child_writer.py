@@ -18,8 +18,6 @@ child.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -33,7 +31,7 @@ from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
 from pipeline.service.spool import recover_orphans
 from pipeline.service.steps import KeptTurns, TurnKey
-from pipeline.workers import die_with_parent
+from pipeline.workers import server_child
 
 _T = TypeVar("_T")
 
@@ -42,8 +40,7 @@ _live: LiveWriter | None = None
 _kept = KeptTurns()
 
 
-def _start(settings: Settings, embed: bool, server: int, rebase: bool) -> None:
-    die_with_parent(server)
+def _start(settings: Settings, embed: bool, rebase: bool) -> None:
     global _live
     _live = LiveWriter(settings, embed=embed, on_rows=_kept.note, background_rebase=rebase)
 
@@ -89,11 +86,7 @@ class ChildWriter:
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=1,
-                                   mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start,
-                                   initargs=(self._settings, self._embed, os.getpid(),
-                                             self._rebase))
+        return server_child(_start, self._settings, self._embed, self._rebase)
 
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch in the child: its report, and the identities of the
