@@ -189,9 +189,9 @@ class Ingestor:
         Decided as one batch: a turn kept earlier in ``records`` counts as an earlier batch's
         would, so the answer is an ingest's of the same lines (without ``replace``)."""
         pending = pending or PendingTurns.empty()
-        prepared = [_Prepared.of(packed, prepare_chunk(packed.items(), self._settings))
-                    for packed in (PackedLines.of(chunk) for chunk in _chunked(
-                        _memory_lines(records, source), self._chunk_lines()))]
+        prepared = [_Prepared.of(lines, chunk) for lines, chunk in self._prepare_here(
+            PackedLines.of(c) for c in _chunked(_memory_lines(records, source),
+                                               self._chunk_lines()))]
         refused = [q for c in prepared for q in c.chunk.quarantined]
         if not prepared or not any(c.chunk.turns for c in prepared):
             return Decision(refused, _turns_of(TURN_LOGS.empty_table()), {})
@@ -199,10 +199,7 @@ class Ingestor:
         stored = self._existing_turns(turns)
         existing = _Existing(pa.concat_tables(
             [stored.turns, pending.of(turns).select(stored.turns.schema.names)]))
-        seen: set[str] = set()
-        sifted = (_keep_all(prepared, turns, seen)
-                  if _all_new(turns, [c.keys for c in prepared], seen, existing)
-                  else _sift(prepared, seen, existing))
+        sifted = _sifted(prepared, turns, set(), existing)
         refused += sifted.foreign
         if sifted.duplicates:
             refused += [c.entry for c in self._conflicting(
@@ -321,10 +318,7 @@ class Ingestor:
                 self._store.append(Table.QUARANTINE, _quarantine_table(new, batch_id))
         turns = pa.concat_tables(c.turns for c in chunks)
         existing = self._existing_turns(turns)
-        # The usual batch, recognised column-wise, keeps every turn; any other is sifted.
-        sifted = (_keep_all(chunks, turns, seen)
-                  if _all_new(turns, [c.keys for c in chunks], seen, existing)
-                  else _sift(chunks, seen, existing))
+        sifted = _sifted(chunks, turns, seen, existing)
         kept, pending = sifted.kept, sifted.pending
         report.duplicates += sifted.duplicates
         if sifted.duplicates:
@@ -549,6 +543,15 @@ class _Sifted:
     not_stored: list[PendingFile]  # those of dropped turns
     foreign: list[Quarantined]  # turns refused: another user's conversation
     duplicates: int  # turns dropped as already seen
+
+
+def _sifted(chunks: list[_Prepared], turns: pa.Table, seen: set[str],
+            existing: _Existing) -> _Sifted:
+    """Which turns of a batch (``turns``: all of theirs) are kept: the usual batch,
+    recognised column-wise, keeps every turn; any other is sifted turn by turn."""
+    if _all_new(turns, [c.keys for c in chunks], seen, existing):
+        return _keep_all(chunks, turns, seen)
+    return _sift(chunks, seen, existing)
 
 
 def _keep_all(chunks: list[_Prepared], turns: pa.Table, seen: set[str]) -> _Sifted:
