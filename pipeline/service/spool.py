@@ -95,7 +95,11 @@ class _Folder:
                     entry.unlink(missing_ok=True)
                 self.path.rmdir()
         finally:
-            self._lock.close()
+            self.unlock()
+
+    def unlock(self) -> None:
+        """Let the lock go, leaving the folder as it is."""
+        self._lock.close()
 
 
 class Spool(_Folder):
@@ -175,7 +179,7 @@ def orphaned_groups(lake: Path) -> int:
         except LakeError:
             count += 1  # unreadable: still a group an operator must see
         finally:
-            orphan._lock.close()  # look only: never remove a folder here
+            orphan.unlock()  # look only: never remove a folder here
     return count
 
 
