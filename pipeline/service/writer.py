@@ -255,10 +255,7 @@ class GroupWriter:
         acked = time.monotonic()
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
-        m = self._metrics
-        m.commit_seconds.observe(time.perf_counter() - started)
-        m.commit_turns.observe(len(lines))
-        m.commit_requests.observe(len(group))
+        self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
             self._to_index.put((set(report.partitions), acked, None))
 
@@ -353,15 +350,20 @@ class GroupWriter:
             self._uncommitted_turns -= sum(len(s.lines) for s in batch)
             self._metrics.spool_turns.set(self._uncommitted_turns)
             self._counts.notify_all()
-        m = self._metrics
-        m.commit_seconds.observe(time.perf_counter() - started)
-        m.commit_turns.observe(sum(len(s.lines) for s in batch))
-        m.commit_requests.observe(sum(s.requests for s in batch))
+        self._observe_commit(started, sum(len(s.lines) for s in batch),
+                             sum(s.requests for s in batch))
         if self._index and report.partitions:
             for s in batch:
                 self._to_index.put((set(report.partitions), s.acked, s.number))
         else:  # nothing to index: searchable as they are
             self._searchable([s.number for s in batch])
+
+    def _observe_commit(self, started: float, turns: int, requests: int) -> None:
+        """A commit's metrics: its time since ``started`` (perf_counter), turns, requests."""
+        m = self._metrics
+        m.commit_seconds.observe(time.perf_counter() - started)
+        m.commit_turns.observe(turns)
+        m.commit_requests.observe(requests)
 
     def _wait_for_the_index(self) -> None:
         """Hold the next group (under ``_counts``) while the oldest answered group is still
