@@ -24,10 +24,13 @@ def test_answered_turns_are_read_and_erased_at_once(tmp_path: Path) -> None:
                        for i in range(20)]
             answer = recorder.post("/v1/turns", json={"turns": records})
             assert answer.json()["accepted"] == 20, answer.text
-            shown = admin.get(f"/v1/conversations/{conversation}/turns/t-{round_no * 100 + 19:04d}")
-            assert shown.status_code == 200, shown.text
-            erased = admin.delete(f"/v1/conversations/{conversation}")
+            erased = admin.delete(f"/v1/conversations/{conversation}")  # right after: no read
             assert erased.status_code == 200, erased.text
+            # And a turn is readable the moment its answer came.
+            read = turn_record(round_no * 100 + 50, conversation=f"c-read{round_no}")
+            assert recorder.post("/v1/turns", json=read).json()["accepted"] == 1
+            shown = admin.get(f"/v1/conversations/c-read{round_no}/turns/{read['turn_id']}")
+            assert shown.status_code == 200, shown.text
         # Later commits (of other turns) bring none of the erased ones back.
         assert recorder.post("/v1/turns", json=turn_record(999, conversation="c-x")
                              ).json()["accepted"] == 1
