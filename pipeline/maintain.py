@@ -104,6 +104,7 @@ class MaintainReport:
     # Groups of recordings stopped servers acknowledged and did not commit (their spools,
     # pipeline/service/spool.py): committed by the run, or counted by a dry run.
     spooled: int = 0
+    spool_problems: list[str] = field(default_factory=list)  # group files that do not read
 
 
 def _total(stats: dict[tuple[str, ...], FileStats]) -> FileStats:
@@ -179,11 +180,12 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
     runner = DeletionRunner(store, settings, rebuild=index_rebuilder(store, settings, on_index))
     if not store.root.remote:
         from pipeline.live import LiveWriter
-        from pipeline.service.spool import orphaned_groups, recover_orphans
+        from pipeline.service.spool import orphaned_groups, recover_orphans, spool_problems
 
         lake = LakeLocation.of(settings.lake).local
         report.spooled = (orphaned_groups(lake) if dry_run
                           else recover_orphans(LiveWriter(settings)))
+        report.spool_problems = spool_problems(lake)
     if dry_run:
         report.pending = runner.pending()
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]

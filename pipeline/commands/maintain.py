@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 import typer
@@ -88,6 +89,8 @@ def maintain_command(
         console.print(literal(f"waiting for the writer lock held by {holder} (up to "
                               f"{settings.lock_timeout_s:.0f}s)"))
 
+    # What the spool recovery logs for a server's log, this command prints itself (below).
+    logging.getLogger("pipeline.service.spool").setLevel(logging.ERROR)
     try:
         with job_progress() as progress:
             report = maintain(settings, tenant=tenant, dry_run=dry_run, grace_s=grace,
@@ -106,6 +109,8 @@ def maintain_command(
         verb = "would commit" if report.dry_run else "committed"
         console.print(literal(f"{verb} {report.spooled} acknowledged group(s) of recordings "
                               "that stopped servers left in their spools"))
+    for problem in report.spool_problems:
+        console.print(styled((problem, "yellow")))
     if report.recovered is not None and report.recovered.rolled_back:
         console.print(f"rolled back {len(report.recovered.rolled_back)} interrupted ingest "
                       "batch(es)")

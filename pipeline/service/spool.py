@@ -64,21 +64,32 @@ class _Folder:
     def groups(self) -> list[SpooledGroup]:
         """The whole group files, in sequence order. LakeError naming the file when one
         cannot be read as a group (the folder is then left for an operator)."""
-        found = []
+        found, unreadable = self.sorted_out()
+        if unreadable:
+            raise LakeError(unreadable[0])
+        return found
+
+    def sorted_out(self) -> tuple[list[SpooledGroup], list[str]]:
+        """The group files that read as groups, in sequence order, and a message naming
+        each one that does not."""
+        found, unreadable = [], []
         for entry in self.path.iterdir():
             match = _GROUP.fullmatch(entry.name)
             if match is None:
                 continue  # the lock, or a temporary file never acknowledged
             try:
                 data = json.loads(entry.read_bytes())
-                group = SpooledGroup(int(match.group(1)), str(data["source"]),
-                                     [str(line) for line in data["lines"]])
+                found.append(SpooledGroup(int(match.group(1)), str(data["source"]),
+                                          [str(line) for line in data["lines"]]))
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise LakeError(f"spooled group {entry} cannot be read ({exc}); its turns "
-                                "were acknowledged but are not committed: move the file "
-                                "aside and record its lines again") from None
-            found.append(group)
-        return sorted(found, key=lambda g: g.seq)
+                unreadable.append(f"spooled group {entry} cannot be read ({exc}); its turns "
+                                  "were acknowledged but are not committed: move the file "
+                                  "aside and record its lines again")
+        return sorted(found, key=lambda g: g.seq), unreadable
+
+    def remove_group(self, seq: int) -> None:
+        """Remove the file of group ``seq`` (committed)."""
+        (self.path / _group_file(seq)).unlink(missing_ok=True)
 
     def remove(self, upto: int) -> None:
         """Remove the group files numbered ``upto`` or lower (their groups are committed)."""
@@ -118,7 +129,7 @@ class Spool(_Folder):
 
     def append(self, group: SpooledGroup) -> None:
         """Write ``group`` durably: when this returns, its file survives a crash."""
-        final = self.path / f"g{group.seq:012d}.json"
+        final = self.path / _group_file(group.seq)
         temporary = final.with_suffix(".tmp")
         with temporary.open("wb") as out:
             out.write(json.dumps({"source": group.source, "lines": group.lines}).encode())
@@ -150,23 +161,39 @@ def orphans(lake: Path) -> Iterator[Orphan]:
 def recover_orphans(live: LiveWriter) -> int:
     """Commit the groups of every orphaned spool of ``live``'s lake through ``live``, each
     spool's in order and in one run, then remove them; the number of groups committed.
-    A spool that cannot be read or committed is left where it is (logged) for the next try."""
+    A group file that cannot be read stays where it is (:func:`spool_problems` names it),
+    and so does a spool whose commit failed, for the next try; both are logged."""
     recovered = 0
     for orphan in orphans(LakeLocation.of(live.settings.lake).local):
         try:
-            groups = orphan.groups()
+            groups, unreadable = orphan.sorted_out()
+            for problem in unreadable:
+                log.warning("%s", problem)
             if groups:
                 live.ingest_groups([(g.source, g.lines) for g in groups])
-                orphan.remove(groups[-1].seq)
+                for group in groups:
+                    orphan.remove_group(group.seq)
                 recovered += len(groups)
                 log.warning("committed %d acknowledged group(s) a stopped server left in %s",
                             len(groups), orphan.path)
-        except LakeError:
-            log.exception("the spool %s could not be committed; it stays for the next try",
-                          orphan.path)
+        except LakeError as exc:
+            log.warning("the spool %s could not be committed (%s); it stays for the next try",
+                        orphan.path, exc)
         finally:
             orphan.release()
     return recovered
+
+
+def spool_problems(lake: Path) -> list[str]:
+    """A message for each group file in the spools of dead servers under ``lake`` that
+    cannot be read (and so waits for an operator); the spools are left as they are."""
+    problems = []
+    for orphan in orphans(lake):
+        try:
+            problems += orphan.sorted_out()[1]
+        finally:
+            orphan.unlock()
+    return problems
 
 
 def orphaned_groups(lake: Path) -> int:
@@ -175,9 +202,7 @@ def orphaned_groups(lake: Path) -> int:
     count = 0
     for orphan in orphans(lake):
         try:
-            count += len(orphan.groups())
-        except LakeError:
-            count += 1  # unreadable: still a group an operator must see
+            count += len(orphan.sorted_out()[0])
         finally:
             orphan.unlock()  # look only: never remove a folder here
     return count
@@ -249,6 +274,10 @@ def _locked(path: Path) -> IO[bytes] | None:
         handle.close()
         return None
     return handle
+
+
+def _group_file(seq: int) -> str:
+    return f"g{seq:012d}.json"
 
 
 def _sync_dir(path: Path) -> None:

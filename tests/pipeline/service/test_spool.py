@@ -23,6 +23,7 @@ from pipeline.service.spool import (
     orphans,
     recover_orphans,
     settle_spools,
+    spool_problems,
     wait_for_answered,
 )
 from tests.reliability.lake_audit import turn_record
@@ -100,6 +101,22 @@ def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
     _die(spool)
     assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 0
     assert (spool.path / "g000000000001.json").exists()
+
+
+def test_recovery_commits_the_readable_groups_beside_an_unreadable_one_and_names_it(
+        hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    spool = Spool.create(lake)
+    spool.append(_group(1, 1))
+    (spool.path / "g000000000002.json").write_text("{")
+    spool.append(_group(3, 3))
+    _die(spool)
+    assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 2
+    logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
+    assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0003"]
+    assert sorted(p.name for p in spool.path.glob("g*")) == ["g000000000002.json"]
+    [problem] = spool_problems(lake)
+    assert "g000000000002.json cannot be read" in problem and "record its lines again" in problem
 
 
 def test_an_erasure_first_commits_what_a_dead_server_answered(
