@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from lake.embedding.base import Embedder
@@ -34,6 +33,7 @@ from pipeline.service.context import ServiceContext
 from pipeline.service.errors import install_error_handlers
 from pipeline.service.intake import BodyLimit
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.observe import RequestTimer
 from pipeline.service.routes import conversations, ops, pull, refs, search, turns
 from pipeline.service.writer import GroupWriter
 
@@ -96,21 +96,9 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
     for module in (turns, search, conversations, refs, pull, ops):
         app.include_router(module.router)
     app.mount("/mcp", mcp_app)
-    # Added before `observe`, so inside it: a refused body is still measured.
+    # Added before the timer, so inside it: a refused body is still measured.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-
-    @app.middleware("http")
-    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]
-                      ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        # The route's template, never the raw path: ids must not become label values.
-        name = getattr(route, "path", "unmatched")
-        metrics.request_seconds.labels(method=request.method, route=name,
-                                       status=str(response.status_code)).observe(
-            time.perf_counter() - started)
-        return response
+    app.add_middleware(RequestTimer, histogram=metrics.request_seconds)
 
     return app
 
