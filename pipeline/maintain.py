@@ -180,12 +180,13 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
     runner = DeletionRunner(store, settings, rebuild=index_rebuilder(store, settings, on_index))
     if not store.root.remote:
         from pipeline.live import LiveWriter
-        from pipeline.service.spool import orphaned_groups, recover_orphans, spool_problems
+        from pipeline.service.spool import orphaned, recover_orphans
 
         lake = LakeLocation.of(settings.lake).local
-        report.spooled = (orphaned_groups(lake) if dry_run
-                          else recover_orphans(LiveWriter(settings)))
-        report.spool_problems = spool_problems(lake)
+        committed = 0 if dry_run else recover_orphans(LiveWriter(settings))
+        left = orphaned(lake)  # a dry run counts them all; a run, what would not read
+        report.spooled = left.groups if dry_run else committed
+        report.spool_problems = left.problems
     if dry_run:
         report.pending = runner.pending()
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]

@@ -161,7 +161,7 @@ def orphans(lake: Path) -> Iterator[Orphan]:
 def recover_orphans(live: LiveWriter) -> int:
     """Commit the groups of every orphaned spool of ``live``'s lake through ``live``, each
     spool's in order and in one run, then remove them; the number of groups committed.
-    A group file that cannot be read stays where it is (:func:`spool_problems` names it),
+    A group file that cannot be read stays where it is (:func:`orphaned` names it),
     and so does a spool whose commit failed, for the next try; both are logged."""
     recovered = 0
     for orphan in orphans(LakeLocation.of(live.settings.lake).local):
@@ -184,28 +184,26 @@ def recover_orphans(live: LiveWriter) -> int:
     return recovered
 
 
-def spool_problems(lake: Path) -> list[str]:
-    """A message for each group file in the spools of dead servers under ``lake`` that
-    cannot be read (and so waits for an operator); the spools are left as they are."""
-    problems = []
-    for orphan in orphans(lake):
-        try:
-            problems += orphan.sorted_out()[1]
-        finally:
-            orphan.unlock()
-    return problems
+@dataclass(frozen=True)
+class Orphaned:
+    """What the spools of dead servers hold, looked at without taking anything."""
+
+    groups: int  # acknowledged groups the next recovery would commit
+    problems: list[str]  # a message for each group file that cannot be read (for an operator)
 
 
-def orphaned_groups(lake: Path) -> int:
-    """How many acknowledged groups the spools of dead servers under ``lake`` hold (what the
-    next recovery would commit); the spools are left as they are."""
-    count = 0
+def orphaned(lake: Path) -> Orphaned:
+    """The groups and unreadable group files in the spools of dead servers under ``lake``,
+    each file read once; the spools are left as they are."""
+    groups, problems = 0, []
     for orphan in orphans(lake):
         try:
-            count += len(orphan.sorted_out()[0])
+            found, unreadable = orphan.sorted_out()
+            groups += len(found)
+            problems += unreadable
         finally:
             orphan.unlock()  # look only: never remove a folder here
-    return count
+    return Orphaned(groups, problems)
 
 
 def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:

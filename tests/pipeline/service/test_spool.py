@@ -20,10 +20,10 @@ from pipeline.service.spool import (
     SPOOL_DIR,
     Spool,
     SpooledGroup,
+    orphaned,
     orphans,
     recover_orphans,
     settle_spools,
-    spool_problems,
     wait_for_answered,
 )
 from tests.reliability.lake_audit import turn_record
@@ -115,7 +115,7 @@ def test_recovery_commits_the_readable_groups_beside_an_unreadable_one_and_names
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0003"]
     assert sorted(p.name for p in spool.path.glob("g*")) == ["g000000000002.json"]
-    [problem] = spool_problems(lake)
+    [problem] = orphaned(lake).problems
     assert "g000000000002.json cannot be read" in problem and "record its lines again" in problem
 
 
