@@ -143,7 +143,9 @@ def erase(settings: Settings, target: ErasureTarget, *, actor: str, dry_run: boo
         from pipeline.live import LiveWriter
         from pipeline.service.spool import settle_spools
 
-        settle_spools(LiveWriter(settings, embed=False), timeout_s=settings.lock_timeout_s)
+        # Embedded as maintain and a starting server commit them; the model loads only when
+        # a dead server's spool holds turns.
+        settle_spools(LiveWriter(settings), timeout_s=settings.lock_timeout_s)
     with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake erase"):
         BatchCommitter(store, FileStore(store.root)).recover()
         resumed = runner.resume()

@@ -131,6 +131,21 @@ def test_an_erasure_first_commits_what_a_dead_server_answered(
     assert not spool.path.exists()  # nothing is left to bring the erased turns back
 
 
+def test_an_erasure_embeds_the_dead_servers_turns_it_keeps(hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    spool = Spool.create(lake)
+    spool.append(SpooledGroup(1, "<api g1>", [
+        orjson.dumps(turn_record(1)).decode(),
+        orjson.dumps(turn_record(2, conversation="c-2")).decode()]))
+    _die(spool)
+    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test")
+    rows = LakeStore(lake).read(Table.CONTENT_ROWS,
+                                columns=["conversation_id", "embedding_status"])
+    assert set(rows["conversation_id"].to_pylist()) == {"c-2"}
+    # committed as maintain or a starting server would: embedded, not left for a backfill
+    assert set(rows["embedding_status"].to_pylist()) == {"done"}
+
+
 def test_an_erasure_waits_for_a_living_servers_spool(hashing_settings: Settings) -> None:
     living = Spool.create(Path(str(hashing_settings.lake)))
     living.append(_group(1, 1))
