@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
@@ -72,9 +72,13 @@ class SpoolAcceptor:
 
     def __init__(self, settings: Settings) -> None:
         self._ingestor = Ingestor(settings)  # a store and known turns of its own: it only reads
-        self._spool = Spool.create(spool_root(settings))
+        self._spool = Spool.create(LakeLocation.of(settings.lake).local)
         self._seq = 0
-        self._groups: dict[int, tuple[pa.Table, dict[str, str]]] = {}
+        # The kept turns of each group not committed yet, and all their payloads by key: a
+        # key is kept by one pending group at most (a later one finds it pending), so the
+        # payloads are added and dropped group by group rather than merged again per answer.
+        self._groups: dict[int, tuple[pa.Table, list[str]]] = {}
+        self._payloads: dict[str, str] = {}
         self._pending = PendingTurns.empty()
 
     def accept(self, lines: list[str], *, source: str) -> Accepted:
@@ -84,8 +88,9 @@ class SpoolAcceptor:
         self._seq += 1
         self._spool.append(SpooledGroup(self._seq, source, lines))
         if decision.kept.num_rows:
-            self._groups[self._seq] = (decision.kept, decision.payloads)
-            self._pending = _pending_of(self._groups)
+            self._groups[self._seq] = (decision.kept, list(decision.payloads))
+            self._payloads.update(decision.payloads)
+            self._pending = self._pending_turns()
         return Accepted(self._seq, decision.refused, decision.kept_keys())
 
     def committed(self, upto: int) -> None:
@@ -93,29 +98,22 @@ class SpoolAcceptor:
         are in the tables now, where the next decision reads them."""
         done = [seq for seq in self._groups if seq <= upto]
         for seq in done:
-            del self._groups[seq]
+            for key in self._groups.pop(seq)[1]:
+                self._payloads.pop(key, None)
         if done:
-            self._pending = _pending_of(self._groups)
+            self._pending = self._pending_turns()
         self._spool.remove(upto)
 
     def close(self) -> None:
         """Let the spool go."""
         self._spool.release()
 
-
-def spool_root(settings: Settings) -> Path:
-    """The local folder of the lake, whose ``_spool`` holds the servers' spools; LakeError for
-    an object-store lake (no spool there: see pipeline/service/spool.py)."""
-    return LakeLocation.of(settings.lake).local
-
-
-def _pending_of(groups: dict[int, tuple[pa.Table, dict[str, str]]]) -> PendingTurns:
-    if not groups:
-        return PendingTurns.empty()
-    payloads: dict[str, str] = {}
-    for _, texts in groups.values():
-        payloads.update(texts)
-    return PendingTurns(pa.concat_tables([turns for turns, _ in groups.values()]), payloads)
+    def _pending_turns(self) -> PendingTurns:
+        if not self._groups:
+            return PendingTurns.empty()
+        # a view: decide() reads it before the next change, all on the group writer's thread
+        return PendingTurns(pa.concat_tables([turns for turns, _ in self._groups.values()]),
+                            MappingProxyType(self._payloads))
 
 
 # -- in a child process ---------------------------------------------------------------------
