@@ -284,10 +284,10 @@ def bench_ray_section(rows: int) -> dict[str, Any]:
 
 def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any]:
     """`turnlake serve` on loopback: 8 recording + 4 searching clients for ``seconds``
-    (50-turn requests), then the same with 1- and 200-turn requests for up to 15 s each, with
-    no lag bound (``--max-lag 0``), and each size again with ``--no-spool`` (answers after the
-    commit), whose turns/s follow the turns in flight, a group commit's cost being mostly
-    fixed."""
+    (50-turn requests), then, for up to 15 s each: the same with 1- and 200-turn requests;
+    50-turn requests with no lag bound (``--max-lag 0``); and 1-, 50- and 200-turn requests
+    with ``--no-spool`` (answers after the commit), whose turns/s follow the turns in
+    flight, a group commit's cost being mostly fixed."""
     from bench.serve import bench_serve
 
     names = ("turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p50_s",
@@ -295,19 +295,18 @@ def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any
              "search_idle_after_p50_ms", "search_searchers_alone_p50_ms",
              "mean_turns_per_commit")
     short = min(seconds, 15.0)
+
+    def run(**options: Any) -> dict[str, Any]:
+        figures = bench_serve(short, embed=embed, **options)
+        return {name: figures[name] for name in names}
+
     out = bench_serve(seconds, embed=embed)
-    out["by_request_size"] = {
-        str(size): {name: figures[name] for name in names}
-        for size in (1, 200)
-        for figures in [bench_serve(short, embed=embed, per_request=size)]}
+    out["by_request_size"] = {str(size): run(per_request=size) for size in (1, 200)}
     # The server's lag bound holds answers under this load; without it, the spool answers
     # as fast as it decides and the time until searchable grows instead.
-    out["unbounded_lag"] = {name: figures[name] for figures in [
-        bench_serve(short, embed=embed, max_lag=0.0)] for name in names}
-    out["without_spool"] = {
-        str(size): {name: figures[name] for name in names}
-        for size in (1, 50, 200)
-        for figures in [bench_serve(short, embed=embed, per_request=size, spool=False)]}
+    out["unbounded_lag"] = run(max_lag=0.0)
+    out["without_spool"] = {str(size): run(per_request=size, spool=False)
+                            for size in (1, 50, 200)}
     return out
 
 
