@@ -113,6 +113,7 @@ def fuse(
     *,
     score_factor: float = 1.0,
     zscore_floor: float = 1.0,
+    turn_weights: Mapping[str, Mapping[TurnKey, float]] | None = None,
 ) -> list[FusedTurn]:
     """Fuse the generators' turn lists with the chosen ``method``; the value lands in ``rrf``.
 
@@ -136,13 +137,18 @@ def fuse(
     about √3) adds little to its mid-ranked turns. Hits below the floor add 0, never a
     penalty. ``zscore_floor = 0`` rewards every above-mean hit.
 
+    ``turn_weights[g][t]``, where given, multiplies ``w_g`` for turn ``t`` alone (a turn
+    missing from the mapping keeps ``w_g``): a generator's vote can depend on how much of the
+    query each of its turns holds (lake.search.coverage).
+
     Sorted by ``F`` descending, then by the plain RRF part descending, then ``turn_key``.
     Raises :class:`QueryError` for an unknown method, a negative or non-integer ``k``, a
-    negative or non-finite weight or ``score_factor``, a non-finite ``zscore_floor``, and
-    invalid rows (naming their generator).
+    negative or non-finite weight, turn weight or ``score_factor``, a non-finite
+    ``zscore_floor``, and invalid rows (naming their generator).
     """
     _check_fusion(k, method, score_factor, zscore_floor)
     checked = _turn_lists(lists, weights)
+    per_turn = turn_weights or {}
     # Number the turns, then fuse the numbers: every list is already collapsed, so each id
     # names one turn and each position one row.
     ids: dict[TurnKey, int] = {}
@@ -158,9 +164,12 @@ def fuse(
             turn_ids.append(number)
         numbered[name] = (np.array(turn_ids, np.int64),
                           np.array([row.score for _, row in collapsed], np.float64))
+    row_weights = {name: np.array([per_turn[name].get(turn, 1.0) for turn, _ in collapsed],
+                                  np.float64)
+                   for name, _, collapsed in checked if name in per_turn}
     result = fuse_ids(numbered, {name: w for name, w, _ in checked}, k, method,
                       score_factor=score_factor, zscore_floor=zscore_floor,
-                      tie_key=keys.__getitem__)
+                      tie_key=keys.__getitem__, row_weights=row_weights)
     rows = [collapsed for _, _, collapsed in checked]
     fused = []
     for j, (number, value) in enumerate(zip(result.turns.tolist(), result.values.tolist(),
@@ -200,6 +209,7 @@ def fuse_ids(
     score_factor: float = 1.0,
     zscore_floor: float = 1.0,
     tie_key: Callable[[int], Any] | None = None,
+    row_weights: Mapping[str, np.ndarray] | None = None,
 ) -> FusedIds:
     """:func:`fuse` over integer turn ids, computed column-wise.
 
@@ -207,13 +217,15 @@ def fuse_ids(
     several rows, and its first row counts (as :func:`collapse_to_turns` keeps it). Values,
     order and ranks are exactly those of :func:`fuse` on the same lists, with ``tie_key(id)``
     (turn id when None) ordering turns whose fused and plain RRF values are both equal.
-    Raises :class:`QueryError` for everything :func:`fuse` rejects, and for lists whose two
+    ``row_weights[g]``, where given, holds one multiplier of ``w_g`` per row of ``g``'s list
+    (a turn's first row's counts, as :func:`fuse`'s ``turn_weights`` of that turn).
+    Raises :class:`QueryError` for everything :func:`fuse` rejects, and for lists whose
     arrays differ in length.
     """
     _check_fusion(k, method, score_factor, zscore_floor)
     given = _checked_weights(weights)
     names: list[str] = []
-    collapsed: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
+    collapsed: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for name in sorted(lists):  # a fixed summation order, independent of mapping order
         w = given.get(name, 1.0)
         if w == 0:
@@ -222,6 +234,7 @@ def fuse_ids(
         if turns.size != scores.size:
             raise QueryError(f"generator {name!r}: {turns.size} turn ids but "
                              f"{scores.size} scores")
+        multipliers = _row_weights(name, (row_weights or {}).get(name), turns.size)
         scores = scores.astype(np.float64, copy=False)
         bad = np.flatnonzero(~np.isfinite(scores))
         if bad.size:
@@ -229,7 +242,9 @@ def fuse_ids(
                              f"non-finite score {float(scores[bad[0]])!r}")
         first = _first_rows(turns.astype(np.int64, copy=False))
         names.append(name)
-        collapsed.append((w, turns[first].astype(np.int64, copy=False), scores[first], first))
+        # each turn's own weight, w_g times its first row's multiplier
+        collapsed.append((w * multipliers[first], turns[first].astype(np.int64, copy=False),
+                          scores[first], first))
     every = np.concatenate([c[1] for c in collapsed]) if collapsed else np.zeros(0, np.int64)
     unique, where = _numbered(every)
     rrf = np.zeros(unique.size)
@@ -237,14 +252,14 @@ def fuse_ids(
     ranks = np.zeros((len(names), unique.size), np.int64)
     rows = np.full((len(names), unique.size), -1, np.int64)
     start = 0
-    for g, (w, turns, scores, first) in enumerate(collapsed):
+    for g, (own, turns, scores, first) in enumerate(collapsed):
         at = where[start:start + turns.size]
         start += turns.size
         rank = np.arange(1, turns.size + 1)
         # w / (k + rank) and w * n in float64, as the scalar arithmetic of the formulas does
-        rrf[at] += w / (k + rank)
+        rrf[at] += own / (k + rank)
         if method != "rrf":
-            score_sums[at] += w * _normalize(scores, zscore_floor)
+            score_sums[at] += own * _normalize(scores, zscore_floor)
         ranks[g, at] = rank
         rows[g, at] = first
     values = rrf if method == "rrf" else rrf + (score_factor / (k + 1)) * score_sums
@@ -342,6 +357,22 @@ def _checked_weights(weights: Mapping[str, float] | None) -> dict[str, float]:
         if not math.isfinite(w) or w < 0:
             raise QueryError(f"weight of generator {name!r} must be finite and >= 0, got {w!r}")
     return given
+
+
+def _row_weights(name: str, given: np.ndarray | None, rows: int) -> np.ndarray:
+    """One generator's per-row weight multipliers (all 1 when none are given), checked to
+    be as many as its rows, finite and >= 0."""
+    if given is None:
+        return np.ones(rows)
+    multipliers = np.asarray(given, np.float64).ravel()
+    if multipliers.size != rows:
+        raise QueryError(f"generator {name!r}: {multipliers.size} row weights for {rows} rows")
+    bad = np.flatnonzero(~np.isfinite(multipliers) | (multipliers < 0))
+    if bad.size:
+        raise QueryError(f"generator {name!r}: the weight of the row at position "
+                         f"{int(bad[0])} must be finite and >= 0, got "
+                         f"{float(multipliers[bad[0]])!r}")
+    return multipliers
 
 
 def _turn_lists(

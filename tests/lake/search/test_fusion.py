@@ -377,7 +377,9 @@ def reference_normalize(scores: list[float]) -> list[float]:
 
 
 def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float], k: int,
-                   method: str, factor: float) -> list[tuple[str, float]]:
+                   method: str, factor: float,
+                   turn_weights: dict[str, dict[tuple[str, str], float]] | None = None,
+                   ) -> list[tuple[str, float]]:
     """fuse's documented formulas, one turn at a time: (turn id, fused value), best first."""
     rrf: dict[tuple[str, str], float] = {}
     sums: dict[tuple[str, str], float] = {}
@@ -388,34 +390,48 @@ def reference_fuse(lists: dict[str, list[RankedRow]], weights: dict[str, float],
         collapsed = collapse_to_turns(lists[name])
         normalized = reference_normalize([r.score for _, r in collapsed])
         for i, (turn, _) in enumerate(collapsed):
-            rrf[turn] = rrf.get(turn, 0.0) + w / (k + i + 1)
-            sums[turn] = sums.get(turn, 0.0) + w * normalized[i]
+            own = w * (turn_weights or {}).get(name, {}).get(turn, 1.0)
+            rrf[turn] = rrf.get(turn, 0.0) + own / (k + i + 1)
+            sums[turn] = sums.get(turn, 0.0) + own * normalized[i]
     value = {t: rrf[t] if method == "rrf" else rrf[t] + factor / (k + 1) * sums.get(t, 0.0)
              for t in rrf}
     order = sorted(rrf, key=lambda t: (-value[t], -rrf[t], t))
     return [(t[1], value[t]) for t in order]
 
 
+turn_multipliers = st.dictionaries(
+    st.sampled_from(GENERATORS),
+    st.dictionaries(turn_ids.map(lambda t: ("c", t)), st.sampled_from([0.0, 0.01, 0.25, 1.0, 4.0])))
+
+
 @given(tied_lists(), st.sampled_from(["rrf", "rrf_score"]),
        st.dictionaries(st.sampled_from(GENERATORS), st.sampled_from([0.0, 0.5, 1.0, 2.0])),
-       st.sampled_from([0, 1, 60]))
+       st.sampled_from([0, 1, 60]), st.one_of(st.none(), turn_multipliers))
 def test_fuse_follows_its_formulas_exactly(lists: dict[str, list[RankedRow]], method: str,
-                                           weights: dict[str, float], k: int) -> None:
-    fused = fuse(lists, weights, k, method)  # type: ignore[arg-type]
-    expected = reference_fuse(lists, weights, k, method, 1.0)
+                                           weights: dict[str, float], k: int,
+                                           turn_weights: dict[str, dict[tuple[str, str], float]]
+                                           | None) -> None:
+    fused = fuse(lists, weights, k, method, turn_weights=turn_weights)  # type: ignore[arg-type]
+    expected = reference_fuse(lists, weights, k, method, 1.0, turn_weights)
     assert [(f.turn_key[1], f.rrf) for f in fused] == expected
 
 
-@given(tied_lists(), st.sampled_from(["rrf", "rrf_score"]))
-def test_fuse_ids_equals_fuse_on_row_lists(lists: dict[str, list[RankedRow]],
-                                           method: str) -> None:
+@given(tied_lists(), st.sampled_from(["rrf", "rrf_score"]),
+       st.one_of(st.none(), turn_multipliers))
+def test_fuse_ids_equals_fuse_on_row_lists(lists: dict[str, list[RankedRow]], method: str,
+                                           turn_weights: dict[str, dict[tuple[str, str], float]]
+                                           | None) -> None:
     # ids numbered against the key order, so only tie_key can put ties in fuse's order
     number = {t: 100 - i for i, t in enumerate("ABCDEFG")}
     key_of = {n: ("c", t) for t, n in number.items()}
     arrays = {g: (np.array([number[r.turn_key[1]] for r in rs], np.int64),
                   np.array([r.score for r in rs])) for g, rs in lists.items()}
-    result = fuse_ids(arrays, None, 60, method, tie_key=key_of.__getitem__)  # type: ignore[arg-type]
-    expected = fuse(lists, None, 60, method)  # type: ignore[arg-type]
+    # every row of a turn carries the turn's multiplier; fuse_ids reads its first row's
+    row_weights = {g: np.array([turn_weights[g].get(r.turn_key, 1.0) for r in lists[g]])
+                   for g in lists if turn_weights and g in turn_weights}
+    result = fuse_ids(arrays, None, 60, method, tie_key=key_of.__getitem__,  # type: ignore[arg-type]
+                      row_weights=row_weights)
+    expected = fuse(lists, None, 60, method, turn_weights=turn_weights)  # type: ignore[arg-type]
     assert [key_of[t] for t in result.turns.tolist()] == [f.turn_key for f in expected]
     assert result.values.tolist() == [f.rrf for f in expected]
     for j, f in enumerate(expected):
@@ -440,6 +456,22 @@ def test_fuse_ids_rejects_bad_lists() -> None:
         fuse_ids({"trigram": (np.array([1, 2]), np.array([1.0, math.inf]))})
     with pytest.raises(QueryError, match="unknown fusion method"):
         fuse_ids({}, method="best")  # type: ignore[arg-type]
+    one = {"lexical": (np.array([1, 2]), np.array([2.0, 1.0]))}
+    with pytest.raises(QueryError, match="'lexical': 1 row weights for 2 rows"):
+        fuse_ids(one, row_weights={"lexical": np.array([1.0])})
+    with pytest.raises(QueryError, match="row at position 1 must be finite and >= 0"):
+        fuse_ids(one, row_weights={"lexical": np.array([1.0, -0.5])})
+    with pytest.raises(QueryError, match="row at position 0 must be finite and >= 0"):
+        fuse_ids(one, row_weights={"lexical": np.array([math.nan, 1.0])})
+
+
+def test_a_turn_weight_moves_only_that_turns_vote() -> None:
+    rows = [RankedRow("r1", ("c", "A"), 3.0), RankedRow("r2", ("c", "B"), 2.0)]
+    plain = fuse({"lexical": rows}, k=60)
+    assert [f.turn_key[1] for f in plain] == ["A", "B"]
+    damped = fuse({"lexical": rows}, k=60, turn_weights={"lexical": {("c", "A"): 0.25}})
+    assert [f.turn_key[1] for f in damped] == ["B", "A"]
+    assert damped[0].rrf == plain[1].rrf and damped[1].rrf == 0.25 / 61
 
 
 def test_fuse_ids_of_nothing_is_empty() -> None:
