@@ -14,7 +14,11 @@ from lake.index.lexical import (
     MAX_QUERY_TERMS,
     LexicalDoc,
     LexicalIndex,
+    held_stems,
     parse_user_query,
+    query_stems,
+    word_stems,
+    word_stems_each,
 )
 
 ROWS = [
@@ -322,3 +326,39 @@ def test_an_index_removed_while_it_opens_is_an_index_error(
     monkeypatch.setattr(lexical, "Index", Removed)
     with pytest.raises(IndexError_, match="cannot open lexical index"):
         LexicalIndex.open(folder)
+
+
+# --- held_stems against word_stems ------------------------------------------------------
+
+# Words whose stems are irregular (y -> i, the Porter2 exceptions), stop words, accents,
+# digits, underscores, apostrophes and CJK: the cases a prefix shortcut could get wrong.
+_TRICKY = ["dying", "die", "lying", "lies", "tying", "ties", "skies", "sky", "skis", "study",
+           "studies", "studied", "happy", "happiness", "happily", "early", "only", "ugly",
+           "gently", "news", "running", "runs", "ran", "go", "goes", "going", "the", "was",
+           "Café", "cafe", "naïve", "naive", "x2", "covid19", "foo_bar", "don't", "Mia's",
+           "犬の散歩", "Pottery", "POTTERS", "kiln", "idly", "a" * 70, "exceed", "proceeding"]
+_SEPARATORS = [" ", ", ", "\n", "-", ".", "!", " (", ") ", "/", "'"]
+
+
+@given(st.lists(st.sampled_from(_TRICKY), max_size=6),
+       st.lists(st.lists(st.tuples(st.sampled_from(_TRICKY), st.sampled_from(_SEPARATORS)),
+                         max_size=12), max_size=5))
+def test_held_stems_are_the_query_stems_each_text_makes(query_words: list[str],
+                                                        texts: list[list[tuple[str, str]]],
+                                                        ) -> None:
+    stems = query_stems(" ".join(query_words))
+    written = ["".join(w + s for w, s in text) for text in texts]
+    got = held_stems(stems, written)
+    assert got == [frozenset(stems) & frozenset(word_stems(t)) for t in written]
+
+
+def test_held_stems_of_no_stems_or_no_texts() -> None:
+    assert held_stems((), ["anything at all"]) == [frozenset()]
+    assert held_stems(("studi",), []) == []
+    assert held_stems(("studi", "die"), ["Dying to STUDY", "a dead end"]) == [
+        frozenset({"studi", "die"}), frozenset()]
+
+
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_word_stems_each_is_word_stems_per_text(texts: list[str]) -> None:
+    assert word_stems_each(texts) == [word_stems(t) for t in texts]
