@@ -71,8 +71,9 @@ class QueryOptions(BaseModel):
                     "conversation, as a share of that turn's fused value (0 turns it off).")
     coverage_gain: float = Field(
         default=DEFAULT_COVERAGE_GAIN, ge=0.0, allow_inf_nan=False,
-        description="The lexical arm's weight is scaled, per query, by this many times the "
-                    "share of the query's word weight its best turn holds (0 keeps it fixed).")
+        description="Each lexical match votes with the lexical weight times the square of "
+                    "this many times the share of the query's word weight the turn holds "
+                    "(0 keeps the weight fixed).")
     min_relevance: float = Field(
         default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
         description="Drop hits whose relevance is below this (0 keeps every hit). The default "

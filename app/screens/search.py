@@ -59,8 +59,9 @@ with st.form("search-form"):
                  "conversation, as a share of that turn's fused score; 0 = off.")
         coverage_g = g4.number_input(
             "Lexical coverage gain", 0.0, 10.0, DEFAULT_COVERAGE_GAIN, 0.5,
-            help="The lexical weight is scaled, per query, by this many times the share of "
-                 "the query's words its best turn holds; 0 keeps the weight fixed.")
+            help="Each lexical match votes with its weight times the square of this many "
+                 "times the share of the query's words the turn holds; 0 keeps the weight "
+                 "fixed.")
         r1, r2, r3, r4, r5 = st.columns(5)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)

@@ -45,9 +45,9 @@ class FusionSettings:
     "rrf" ranks by reciprocal rank alone, "rrf_score" adds each list's floored z-scores
     weighted by ``score_factor``; ``k`` is RRF's rank offset. ``neighbour_weight`` lifts a
     turn by that share of its best-matching neighbour turn's value (lake.search.neighbours;
-    0 turns the smoothing off). ``coverage_gain`` scales the lexical arm's weight per query by
-    that many times the share of the query its best turn holds (lake.search.coverage; 0 keeps
-    the weight as given)."""
+    0 turns the smoothing off). ``coverage_gain`` scales the lexical arm's vote for each turn by
+    the square of that many times the share of the query the turn holds (lake.search.coverage;
+    0 keeps the weight as given)."""
 
     method: FusionMethod = "rrf_score"
     k: int = DEFAULT_K  # defined once, in lake.search.fusion

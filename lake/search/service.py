@@ -20,12 +20,12 @@ import numpy as np
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, IndexError_, QueryError
-from lake.index.lexical import word_stems
+from lake.index.lexical import held_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.coverage import coverage, lexical_weight
+from lake.search.coverage import coverage, coverage_weight
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
     PartHits,
@@ -52,6 +52,7 @@ from lake.timelines import conversation_filter
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+COVERED_TURNS = 20  # the lexical turns weighed by their coverage (see _coverage_weights)
 _SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
 # A scope of at least this many rows runs the semantic arm on a thread of its own beside the
 # text arms. Its scan and the trigram arm's are mostly native code that lets go of the
@@ -230,15 +231,14 @@ class SearchService:
             return [], 0
         f = request.fusion
         weights = {g: request.weights.get(g, 1.0) for g in ranked}
-        if "lexical" in ranked:
-            top = ranked["lexical"]  # its first row is its best turn's best row
-            covered = coverage(query_idf, _turn_stems(parts.parts[int(top.slots[0])],
-                                                      int(top.docs[0])))
-            weights["lexical"] = lexical_weight(weights["lexical"], covered, f.coverage_gain)
+        row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
+            by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
+                                             f.coverage_gain)) is not None else None
         fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
                          weights, k=f.k,
                          method=f.method, score_factor=f.score_factor,
-                         zscore_floor=f.zscore_floor, tie_key=parts.turn_key)
+                         zscore_floor=f.zscore_floor, tie_key=parts.turn_key,
+                         row_weights=row_weights)
         smooth = f.neighbour_weight > 0
         if smooth:
             fused, previous, following = smoothed(fused, *_neighbour_ids(fused, parts),
@@ -443,9 +443,34 @@ def _validate(request: SearchRequest) -> None:
         raise QueryError(f"coverage gain must be a finite number >= 0, not {gain!r}")
 
 
-def _turn_stems(part: PartitionIndex, doc: int) -> set[str]:
-    """The stems of every row of the turn that ``doc`` belongs to."""
-    return set(word_stems("\n".join(_turn_rows(part, doc)[1])))
+def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], gain: float
+                      ) -> np.ndarray | None:
+    """Per lexical row, the multiplier of the arm's weight for its turn
+    (lake.search.coverage); None when the query has no coverage or adaptation is off.
+
+    A turn's coverage is read from the rows of it that the arm found (a row holding none of
+    the query's stems is not found, so the others add nothing), and only for the arm's first
+    COVERED_TURNS turns; the turns below them vote at the floor. Stemming every found turn
+    whole cost ~1.5 ms a search on LoCoMo (60 turns, 19k characters); on its tune split the first
+    20 gave recall within .003 of all of them at every k."""
+    if gain == 0 or coverage(query_idf, ()) is None:
+        return None
+    turns, first = np.unique(rows.turns, return_index=True)
+    covered = turns[np.argsort(first, kind="stable")[:COVERED_TURNS]]
+    found = np.flatnonzero(np.isin(rows.turns, covered))
+    texts: dict[int, list[str]] = {}
+    for slot in np.unique(rows.slots[found]).tolist():
+        at = found[rows.slots[found] == slot]
+        # one value at a time: take() on a column of several segments joins their chunks
+        # first (1.2 ms for 2 rows of a 160k-row partition, against 5 µs)
+        column = parts.parts[slot].rows.column("text")
+        for turn, doc in zip(rows.turns[at].tolist(), rows.docs[at].tolist(), strict=True):
+            texts.setdefault(turn, []).append(column[doc].as_py() or "")
+    held = held_stems(query_idf.keys(), ["\n".join(t) for t in texts.values()])
+    multipliers = {turn: coverage_weight(coverage(query_idf, stems), gain)
+                   for turn, stems in zip(texts, held, strict=True)}
+    floor = coverage_weight(0.0, gain)
+    return np.array([multipliers.get(t, floor) for t in rows.turns.tolist()])
 
 
 def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:

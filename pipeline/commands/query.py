@@ -86,8 +86,8 @@ def search(
         help="How much a turn gains from a matching neighbour turn, as a share of that "
              "turn's fused score (0 = off).")] = DEFAULT_NEIGHBOUR_WEIGHT,
     coverage_gain: Annotated[float, typer.Option(
-        help="Scale the lexical arm's weight by this many times the share of the query its "
-             "best turn holds (0 = fixed weights).")] = DEFAULT_COVERAGE_GAIN,
+        help="Scale each lexical match's vote by the square of this many times the share "
+             "of the query the turn holds (0 = fixed weights).")] = DEFAULT_COVERAGE_GAIN,
     queries: Annotated[Path | None, typer.Option(
         help="JSON Lines file of queries (id, query and any option).")] = None,
     as_json: JsonOption = False,

@@ -1,4 +1,4 @@
-"""The lexical arm's per-query weight from the share of the query its best turn holds."""
+"""The lexical arm's per-turn weight from the share of the query each turn holds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lake.search.access import Principal
-from lake.search.coverage import MIN_SHARE, coverage, lexical_weight
+from lake.search.coverage import MIN_SHARE, coverage, coverage_weight
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -47,15 +47,27 @@ def test_coverage_weighs_rare_words_more() -> None:
         coverage({"a": math.nan, "b": 1.0}, {"a"})
 
 
-@given(st.floats(0.0, 10.0), st.one_of(st.none(), st.floats(0.0, 1.0)), st.floats(0.0, 5.0))
-def test_lexical_weight(weight: float, covered: float | None, gain: float) -> None:
-    got = lexical_weight(weight, covered, gain)
+@given(st.one_of(st.none(), st.floats(0.0, 1.0)), st.floats(0.0, 1.0), st.floats(0.0, 5.0))
+def test_coverage_weight(covered: float | None, other: float, gain: float) -> None:
+    got = coverage_weight(covered, gain)
     if covered is None or gain == 0:
-        assert got == weight
-    else:
-        assert got == pytest.approx(weight * max(gain * covered, MIN_SHARE))
+        assert got == 1.0
+        return
+    assert got == pytest.approx(max((gain * covered) ** 2, MIN_SHARE))
+    # a turn holding more of the query never votes less
+    if other >= covered:
+        assert coverage_weight(other, gain) >= got
     with pytest.raises(ValueError, match="coverage gain"):
-        lexical_weight(weight, covered, -1.0)
+        coverage_weight(covered, -1.0)
+
+
+def test_coverage_weight_is_a_soft_and() -> None:
+    # at the default gain, half the query votes as the fixed weight, all of it four times,
+    # a quarter a quarter, nothing at the floor
+    assert coverage_weight(0.5, 2.0) == pytest.approx(1.0)
+    assert coverage_weight(1.0, 2.0) == pytest.approx(4.0)
+    assert coverage_weight(0.25, 2.0) == pytest.approx(0.25)
+    assert coverage_weight(0.0, 2.0) == MIN_SHARE
 
 
 class _Topics:
@@ -95,6 +107,31 @@ def test_a_reworded_query_follows_the_dense_arm(tmp_path: Path) -> None:
 
     assert first(0.0) != "c-pots"  # fixed weights: the lexical arm's incidental matches win
     assert first(2.0) == "c-pots"
+
+
+def test_each_lexical_turn_votes_by_the_share_of_the_query_it_holds(tmp_path: Path) -> None:
+    # One turn holds the whole query; five others share only its commonest word. A weight
+    # read off the best turn alone would let those five outvote the dense arm's second turn.
+    settings = Settings(lake=tmp_path / "lake", embedding_model="topics-4")
+    records = [make_record(0, conversation="c-full", prompt="ceramics kiln workshop weekend",
+                           answer="noted"),
+               make_record(1, conversation="c-pots", prompt="we made clay pots",
+                           answer="the pottery class sounds lovely")]
+    records += [make_record(i, conversation=f"c-{i}", prompt=f"the weekend plan number {i}",
+                            answer="the bike tyre is flat", at=BASE_TIME)
+                for i in range(2, 7)]
+    embedder = _Topics()
+    run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", records)], embedder=embedder)
+    service = SearchService(LakeStore(settings.lake), embedder=embedder)
+
+    def order(gain: float) -> list[str]:
+        result = service.search(SearchRequest(
+            "ceramics kiln workshop weekend", Principal("acme", "u-ana"), k=4,
+            recency_weight=0.0, min_relevance=0.0, fusion=FusionSettings(coverage_gain=gain)))
+        return [h.conversation_id for h in result.hits]
+
+    assert order(0.0)[0] == "c-full" and order(0.0)[1] != "c-pots"
+    assert order(2.0)[:2] == ["c-full", "c-pots"]
 
 
 def test_coverage_gain_must_be_a_finite_non_negative_number(hashing_settings: Settings) -> None:
