@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -86,50 +87,47 @@ class _Topics:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def test_a_reworded_query_follows_the_dense_arm(tmp_path: Path) -> None:
-    # The query names the topic in words the history never used; the lexical arm only finds
-    # the turns that share its incidental word "weekend".
+def _weekend_lake(tmp_path: Path, first: list[tuple[str, str, str]], query: str
+                  ) -> Callable[[float], list[str]]:
+    """A lake of the ``first`` turns (conversation, prompt, answer) and five turns that share
+    only the word "weekend" with the query; returns the conversations of the query's top four
+    at a coverage gain."""
     settings = Settings(lake=tmp_path / "lake", embedding_model="topics-4")
-    records = [make_record(0, conversation="c-pots", prompt="we made clay pots at the kiln",
-                           answer="the pottery class sounds lovely")]
+    records = [make_record(i, conversation=c, prompt=p, answer=a)
+               for i, (c, p, a) in enumerate(first)]
     records += [make_record(i, conversation=f"c-{i}", prompt=f"the weekend plan number {i}",
                             answer="the bike tyre is flat", at=BASE_TIME)
-                for i in range(1, 6)]
-    embedder = _Topics()
-    run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", records)], embedder=embedder)
-    service = SearchService(LakeStore(settings.lake), embedder=embedder)
-
-    def first(gain: float) -> str:
-        result = service.search(SearchRequest(
-            "ceramics workshop last weekend", Principal("acme", "u-ana"), k=3,
-            recency_weight=0.0, min_relevance=0.0, fusion=FusionSettings(coverage_gain=gain)))
-        return result.hits[0].conversation_id
-
-    assert first(0.0) != "c-pots"  # fixed weights: the lexical arm's incidental matches win
-    assert first(2.0) == "c-pots"
-
-
-def test_each_lexical_turn_votes_by_the_share_of_the_query_it_holds(tmp_path: Path) -> None:
-    # One turn holds the whole query; five others share only its commonest word. A weight
-    # read off the best turn alone would let those five outvote the dense arm's second turn.
-    settings = Settings(lake=tmp_path / "lake", embedding_model="topics-4")
-    records = [make_record(0, conversation="c-full", prompt="ceramics kiln workshop weekend",
-                           answer="noted"),
-               make_record(1, conversation="c-pots", prompt="we made clay pots",
-                           answer="the pottery class sounds lovely")]
-    records += [make_record(i, conversation=f"c-{i}", prompt=f"the weekend plan number {i}",
-                            answer="the bike tyre is flat", at=BASE_TIME)
-                for i in range(2, 7)]
+                for i in range(len(first), len(first) + 5)]
     embedder = _Topics()
     run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", records)], embedder=embedder)
     service = SearchService(LakeStore(settings.lake), embedder=embedder)
 
     def order(gain: float) -> list[str]:
         result = service.search(SearchRequest(
-            "ceramics kiln workshop weekend", Principal("acme", "u-ana"), k=4,
-            recency_weight=0.0, min_relevance=0.0, fusion=FusionSettings(coverage_gain=gain)))
+            query, Principal("acme", "u-ana"), k=4, recency_weight=0.0, min_relevance=0.0,
+            fusion=FusionSettings(coverage_gain=gain)))
         return [h.conversation_id for h in result.hits]
 
+    return order
+
+
+def test_a_reworded_query_follows_the_dense_arm(tmp_path: Path) -> None:
+    # The query names the topic in words the history never used; the lexical arm only finds
+    # the turns that share its incidental word "weekend".
+    order = _weekend_lake(tmp_path, [("c-pots", "we made clay pots at the kiln",
+                                      "the pottery class sounds lovely")],
+                          "ceramics workshop last weekend")
+    assert order(0.0)[0] != "c-pots"  # fixed weights: the lexical arm's incidental matches win
+    assert order(2.0)[0] == "c-pots"
+
+
+def test_each_lexical_turn_votes_by_the_share_of_the_query_it_holds(tmp_path: Path) -> None:
+    # One turn holds the whole query; five others share only its commonest word. A weight
+    # read off the best turn alone would let those five outvote the dense arm's second turn.
+    order = _weekend_lake(tmp_path, [("c-full", "ceramics kiln workshop weekend", "noted"),
+                                     ("c-pots", "we made clay pots",
+                                      "the pottery class sounds lovely")],
+                          "ceramics kiln workshop weekend")
     assert order(0.0)[0] == "c-full" and order(0.0)[1] != "c-pots"
     assert order(2.0)[:2] == ["c-full", "c-pots"]
 
