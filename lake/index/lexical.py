@@ -313,8 +313,7 @@ def held_stems(stems: Collection[str], texts: Sequence[str]) -> list[frozenset[s
     prefixes = tuple(sorted({p for stem in wanted
                              for p in (stem[:-1] if len(stem) > 2 else stem,
                                        *_IRREGULAR_PREFIXES.get(stem, ()))}))
-    words = [[w for w in _ASCII_WORD.findall(t.lower()) if w.startswith(prefixes)]
-             if t.isascii() else None for t in texts]
+    words = [_prefixed_words(t.lower(), prefixes) if t.isascii() else None for t in texts]
     distinct = sorted({w for found in words if found for w in found})
     stem_of = dict(zip(distinct, word_stems_each(distinct), strict=True))
     out = []
@@ -326,9 +325,24 @@ def held_stems(stems: Collection[str], texts: Sequence[str]) -> list[frozenset[s
     return out
 
 
-# Words as the tokenizer cuts an ASCII text: runs of letters and digits. One fixed pattern:
-# compiling one per query's prefixes cost ~0.1 ms a search.
+# A word as the tokenizer cuts a lower-cased ASCII text: a run of letters and digits.
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _prefixed_words(text: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The words of a lower-cased ASCII ``text`` that begin with one of ``prefixes`` (a word
+    may come once per prefix it begins with). Searching for each prefix skips the text's
+    other words in C; splitting every text into words took twice as long."""
+    found = []
+    for prefix in prefixes:
+        at = text.find(prefix)
+        while at >= 0:
+            if at == 0 or not text[at - 1].isalnum():
+                word = _ASCII_WORD.match(text, at)
+                if word is not None:
+                    found.append(word.group())
+            at = text.find(prefix, at + 1)
+    return found
 
 
 def _schema() -> Schema:
