@@ -275,9 +275,9 @@ _TEXT_BREAK = "qzxtextbreakqzx"
 
 
 def word_stems_each(texts: Sequence[str]) -> list[list[str]]:
-    """:func:`word_stems` of every text, in one analyzer call: a search stems a hundred
-    turns at once, where a call per text cost ~12 µs each. A text that itself holds the
-    separator word is stemmed on its own instead."""
+    """:func:`word_stems` of every text, in one analyzer call (a call per text costs ~12 µs):
+    :func:`held_stems` stems a search's candidate words at once. A text that itself holds
+    the separator word is stemmed on its own instead."""
     if len(texts) < 2:
         return [word_stems(t) for t in texts]
     out: list[list[str]] = [[]]

@@ -454,7 +454,7 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
     COVERED_TURNS turns; the turns below them vote at the floor. Stemming every found turn
     whole cost ~1.5 ms a search on LoCoMo (60 turns, 19k characters); on its tune split the first
     20 gave recall within .003 of all of them at every k."""
-    if gain == 0 or coverage(query_idf, ()) is None:
+    if gain == 0 or coverage(query_idf, ()) is None:  # None: the query has no weighed stem
         return None
     turns = rows.turns.tolist()
     texts: dict[int, list[str]] = {}  # the first COVERED_TURNS turns, in the arm's order
