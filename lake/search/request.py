@@ -13,6 +13,7 @@ from pydantic import Field, PlainSerializer, TypeAdapter
 from lake.search.access import Principal, Scope
 from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.fusion import DEFAULT_K, FusionMethod
+from lake.search.named_time import DEFAULT_TIME_WEIGHT, NamedTime
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.tables import DEFAULT_SEARCH_ROLES
@@ -75,6 +76,9 @@ class SearchRequest:
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     half_life_days: float = 7.0
     recency_weight: float = 1.0
+    # Turns in a time the query names ("in May 2023", "last week") are lifted by up to
+    # 1 + time_weight (lake.search.named_time); 0 reads no time from the query.
+    time_weight: float = DEFAULT_TIME_WEIGHT
     as_of: datetime | None = None
     max_per_conversation: int | None = None
     snippets: SnippetChoice = "both"
@@ -140,6 +144,8 @@ class SearchResult:
     # searched without their semantic arm.
     foreign_model_partitions: list[str] = field(default_factory=list)
     query_model: str | None = None
+    # The times the query names, whose turns were lifted (lake.search.named_time).
+    named_times: list[NamedTime] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:

@@ -35,6 +35,12 @@ from lake.search.generators import (
     semantic_hits,
     trigram_hits,
 )
+from lake.search.named_time import (
+    NAMED_TIME_HALF_LIFE_DAYS,
+    NamedTime,
+    named_times,
+    seconds_outside,
+)
 from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
 from lake.search.request import (
@@ -111,6 +117,7 @@ class SearchService:
         query = request.query.strip()
         if not query or not parts:
             return SearchResult([], stale, unindexed, None, timings)
+        named = named_times(query, as_of) if request.time_weight > 0 else []
         query_vector, semantic_error = None, None
         if request.enabled.get("semantic", True) and any(
                 p.manifest.dim for p in parts) and request.weights.get("semantic", 1.0) > 0:
@@ -150,11 +157,11 @@ class SearchService:
         t = time.perf_counter()
         semantic_ran = on["semantic"] and query_vector is not None
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
-                                       statistics.query_idf)
+                                       statistics.query_idf, named)
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
-                            request.min_relevance, foreign, query_model)
+                            request.min_relevance, foreign, query_model, named)
 
     def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition."""
@@ -223,7 +230,8 @@ class SearchService:
 
     def _fuse(self, lists: dict[str, list[PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str], semantic_ran: bool,
-              query_idf: dict[str, float]) -> tuple[list[Hit], int]:
+              query_idf: dict[str, float], named: list[NamedTime]
+              ) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
@@ -252,10 +260,17 @@ class SearchService:
             relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
         as_of_us = int(as_of.timestamp() * _US)
-        ages = ((as_of_us - parts.turn_at_us(best.slots, best.docs)) / _US).tolist()
+        turn_at_us = parts.turn_at_us(best.slots, best.docs)
+        ages = ((as_of_us - turn_at_us) / _US).tolist()
         half_life_s = request.half_life_days * 86400.0
+        # a turn in a time the query names is lifted as a turn of age 0 would be, one outside
+        # as one whose age is its distance from that time (lake.search.named_time)
+        outside = seconds_outside(turn_at_us, [n.range for n in named]).tolist() \
+            if named else None
+        named_half_life_s = NAMED_TIME_HALF_LIFE_DAYS * 86400.0
         scored: list[_Scored] = []
-        most = recency_lift(0.0, half_life_s, request.recency_weight)  # the largest lift
+        most = recency_lift(0.0, half_life_s, request.recency_weight) * (  # the largest lift
+            1.0 + request.time_weight if named else 1.0)
         cap = _per_conversation_cap(request)
         turns, values = fused.turns.tolist(), fused.values.tolist()
         # A stale index may still hold turns purged or erased since it was built, but only
@@ -273,6 +288,8 @@ class SearchService:
             if not kept[position]:
                 continue
             lift = recency_lift(ages[position], half_life_s, request.recency_weight)
+            if outside is not None:
+                lift *= recency_lift(outside[position], named_half_life_s, request.time_weight)
             scored.append(_Scored(value * lift, parts.turn_key(turns[position]), position,
                                   lift))
         scored.sort(key=lambda s: (-s.final, s.turn_key))
@@ -425,6 +442,7 @@ def _validate(request: SearchRequest) -> None:
     # quietly switching its arm off
     for what, value in (("half-life days", request.half_life_days),
                         ("recency weight", request.recency_weight),
+                        ("time weight", request.time_weight),
                         *((f"{name} weight", w) for name, w in request.weights.items())):
         if not math.isfinite(value) or value < 0:
             raise QueryError(f"{what} must be a finite number >= 0, not {value!r}")
