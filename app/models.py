@@ -15,6 +15,7 @@ from lake.refs import parse_ref
 from lake.search.access import Principal, Scope
 from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.materialize import FileCard, MaterializedTurn, TurnParts
+from lake.search.named_time import DEFAULT_TIME_WEIGHT, NamedTime, named_span
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS, GENERATORS, FusionSettings, Hit, SearchRequest
@@ -66,6 +67,7 @@ class SearchForm:
     trigram_weight: float = DEFAULT_WEIGHTS["trigram"]
     half_life_days: float = 7.0
     recency_weight: float = 1.0
+    time_weight: float = DEFAULT_TIME_WEIGHT
     k: int = 10
     max_per_conversation: int | None = None
     min_relevance: float = DEFAULT_MIN_RELEVANCE
@@ -102,7 +104,7 @@ class SearchForm:
             self.query, principal, scope=self.scope, user_id=self.user_id,
             conversation_id=self.conversation_id, roles=self.roles, since=since, until=until,
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
-            recency_weight=self.recency_weight, as_of=as_of,
+            recency_weight=self.recency_weight, time_weight=self.time_weight, as_of=as_of,
             max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance,
             fusion=FusionSettings(neighbour_weight=self.neighbour_weight,
                                   coverage_gain=self.coverage_gain))
@@ -126,14 +128,14 @@ class HitView:
 
     def breakdown(self) -> list[ScoreLine]:
         """Rank and score per generator (None when it did not find the turn), then the RRF
-        fusion, the recency lift and the final score (``rrf × lift``)."""
+        fusion, the lift (recency times a named time's, lake.search.named_time), the final
+        score (``rrf × lift``) and the relevance."""
         lines = []
         for name in GENERATORS:
             rank = self.hit.ranks.get(name)
             lines.append(ScoreLine(name, rank.rank if rank else None,
                                    rank.score if rank else None))
-        lines += [ScoreLine("rrf", None, self.hit.rrf), ScoreLine("recency lift", None,
-                                                                  self.hit.lift),
+        lines += [ScoreLine("rrf", None, self.hit.rrf), ScoreLine("lift", None, self.hit.lift),
                   ScoreLine("final", None, self.hit.score),
                   ScoreLine("relevance", None, self.hit.relevance)]
         return lines
@@ -149,11 +151,17 @@ class SearchOutcome:
     warnings: list[str]
     total_ms: float
     below_floor: int = 0  # candidates left out for a relevance below the form's floor
+    named_times: tuple[NamedTime, ...] = ()  # times the query names, whose turns rank higher
 
     @property
     def query(self) -> str:
         """The query as typed."""
         return self.form.query
+
+    def time_notes(self) -> list[str]:
+        """How the query's named times were read (their turns rank higher)."""
+        return [f"Read “{n.phrase}” as {named_span(n)}: turns then rank higher (Named-time "
+                "weight 0 reads no time)." for n in self.named_times]
 
     def notes(self) -> list[str]:
         """Why the answer holds fewer turns than asked for, when the form explains it."""

@@ -210,7 +210,8 @@ class Workbench:
         # The page explains an answer emptied by the relevance floor itself.
         warnings = [w for w in result.warnings if w != result.floor_note]
         return SearchOutcome(viewer, form, hits, warnings,
-                             float(result.timings_ms.get("total", 0.0)), result.below_floor)
+                             float(result.timings_ms.get("total", 0.0)), result.below_floor,
+                             tuple(result.named_times))
 
     def titles(self, viewer: Viewer, conversation_ids: list[str]) -> dict[str, str]:
         """Titles of the named conversations; an untitled one is named by its first prompt."""

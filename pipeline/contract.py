@@ -18,9 +18,17 @@ from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
 from lake.search.catalog import ConversationEntry
 from lake.search.coverage import DEFAULT_COVERAGE_GAIN
+from lake.search.named_time import DEFAULT_TIME_WEIGHT
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, Hit, SearchRequest, SearchResult
+from lake.search.request import (
+    DEFAULT_WEIGHTS,
+    FusionSettings,
+    Hit,
+    IsoInstant,
+    SearchRequest,
+    SearchResult,
+)
 from lake.tables import DEFAULT_SEARCH_ROLES
 
 TurnStatus = Literal["accepted", "duplicate", "rejected"]
@@ -58,6 +66,11 @@ class QueryOptions(BaseModel):
     as_of: str | None = Field(default=None, description="Evaluate as of this time (ISO).")
     half_life_days: float = 7.0
     recency_weight: float = 1.0
+    time_weight: float = Field(
+        default=DEFAULT_TIME_WEIGHT, ge=0.0, allow_inf_nan=False,
+        description="Turns in a time the query names (\"in May 2023\", \"on 3 June\", "
+                    "\"last week\") rank up to 1 + this many times higher, less with each "
+                    "3 days outside it (0 reads no time from the query).")
     no_semantic: bool = False
     no_lexical: bool = False
     no_trigram: bool = False
@@ -97,7 +110,8 @@ class QueryOptions(BaseModel):
             conversation_id=self.conversation, roles=tuple(roles),
             since=parse_time(self.since, "since"), until=parse_time(self.until, "until"),
             k=self.k, enabled=enabled, weights=weights, half_life_days=self.half_life_days,
-            recency_weight=self.recency_weight, as_of=parse_time(self.as_of, "as_of"),
+            recency_weight=self.recency_weight, time_weight=self.time_weight,
+            as_of=parse_time(self.as_of, "as_of"),
             max_per_conversation=self.max_per_conversation, snippets=self.snippets,
             fusion=FusionSettings(method=self.fusion or FusionSettings.method,
                                   neighbour_weight=self.neighbour_weight,
@@ -134,17 +148,34 @@ def principal_from(tenant: str | None, user: str | None, analyst: bool) -> Princ
     return Principal(tenant=tenant, user_id=user, analyst=analyst)
 
 
+class NamedTimeAnswer(BaseModel):
+    """A time the query named, whose turns the search lifted: the words and their range."""
+
+    phrase: str = Field(description="The query's words, as written.")
+    start: IsoInstant = Field(description="The range's first instant (UTC).")
+    end: IsoInstant = Field(description="The instant after the range (UTC).")
+
+    @classmethod
+    def all_of(cls, result: SearchResult) -> list[NamedTimeAnswer]:
+        """The times a search's query named."""
+        return [cls(phrase=n.phrase, start=n.range.start, end=n.range.end)
+                for n in result.named_times]
+
+
 class SearchAnswer(BaseModel):
-    """A search's answer: ``search --json`` and ``POST /v1/search``."""
+    """A search's answer: ``search --json``, ``POST /v1/search`` and the MCP search tool."""
 
     id: str | int | None = None
     hits: list[Hit]  # the search's own hits: one definition (lake.search.request)
     warnings: list[str] = Field(default_factory=list)
+    named_times: list[NamedTimeAnswer] = Field(
+        default_factory=list, description="Times the query names; turns in them rank higher.")
 
     @classmethod
     def of(cls, result: SearchResult, qid: str | int | None = None) -> SearchAnswer:
         """The answer of a search result."""
-        return cls(id=qid, hits=list(result.hits), warnings=result.warnings)
+        return cls(id=qid, hits=list(result.hits), warnings=result.warnings,
+                   named_times=NamedTimeAnswer.all_of(result))
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields (``id`` only when there is one)."""

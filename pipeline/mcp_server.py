@@ -40,6 +40,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
 from lake.workspace import PullItem, WorkspacePuller
+from pipeline.contract import NamedTimeAnswer
 
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
@@ -63,6 +64,8 @@ class SearchAnswer(BaseModel):
 
     hits: list[Hit]
     warnings: list[str]
+    named_times: list[NamedTimeAnswer] = Field(
+        default_factory=list, description="Times the query names; turns in them rank higher.")
 
 
 class TurnList(BaseModel):
@@ -218,7 +221,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
             k=k, snippets=snippets, min_relevance=min_relevance)
         result = await lake.run(lambda: lake.search.search(request))
-        return SearchAnswer(hits=result.hits, warnings=result.warnings)
+        return SearchAnswer(hits=result.hits, warnings=result.warnings,
+                            named_times=NamedTimeAnswer.all_of(result))
 
     @server.tool(annotations=read_only, structured_output=True)
     async def list_turns(

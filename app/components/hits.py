@@ -13,13 +13,14 @@ from app.components.text import (
     strip_markdown,
 )
 from app.models import HitView
+from lake.search.request import GENERATORS
 
 
 def breakdown_frame(view: HitView) -> pl.DataFrame:
     """The score breakdown as a table: component, rank (generators only: "not found" when
     the generator did not return the turn, blank for the fused figures), score."""
     lines = view.breakdown()
-    generators = len(lines) - 3  # rrf, recency lift and final close the list
+    generators = len(GENERATORS)  # the fused figures (rrf, lift, final, relevance) follow
     return pl.DataFrame({
         "component": [line.component for line in lines],
         "rank": [str(line.rank) if line.rank is not None else

@@ -14,6 +14,7 @@ from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
 from lake.search.coverage import DEFAULT_COVERAGE_GAIN
+from lake.search.named_time import DEFAULT_TIME_WEIGHT
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import DEFAULT_WEIGHTS
@@ -65,6 +66,10 @@ with st.form("search-form"):
         r1, r2, r3, r4, r5 = st.columns(5)
         half_life = r1.number_input("Half-life (days)", 0.0, 3650.0, 7.0, 1.0)
         recency_w = r2.number_input("Recency weight", 0.0, 10.0, 1.0, 0.1)
+        time_w = r2.number_input(
+            "Named-time weight", 0.0, 20.0, DEFAULT_TIME_WEIGHT, 0.5,
+            help="Turns in a time the query names (“in May 2023”, “last week”) rank up to "
+                 "1 + this many times higher, less with each 3 days outside it; 0 = off.")
         k = r3.number_input("k (hits)", 1, MAX_K, 10, 1)
         cap = r4.number_input("Max per conversation", 0, 100, value=None, step=1,
                               placeholder="auto", help="0 = no cap; empty = the default")
@@ -81,7 +86,7 @@ if submitted:
         when=when, semantic=semantic, lexical=lexical, trigram=trigram,
         semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
-        recency_weight=float(recency_w), k=int(k),
+        recency_weight=float(recency_w), time_weight=float(time_w), k=int(k),
         max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor),
         neighbour_weight=float(neighbour_w), coverage_gain=float(coverage_g))
     if not wb.warmup.ready:
@@ -100,6 +105,8 @@ if outcome is not None and outcome.viewer == viewer:
         st.warning(warning)
     for note in outcome.notes():
         st.info(note)
+    for note in outcome.time_notes():
+        st.caption(note)
     if not outcome.hits:
         if outcome.form.generators_on():
             st.info(outcome.empty_state(echo))

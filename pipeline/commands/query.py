@@ -14,6 +14,7 @@ from lake.errors import QueryError, TurnlakeError
 from lake.search.catalog import TurnCatalog
 from lake.search.coverage import DEFAULT_COVERAGE_GAIN
 from lake.search.materialize import TurnMaterializer
+from lake.search.named_time import DEFAULT_TIME_WEIGHT, named_span
 from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
 from lake.search.request import SearchRequest
@@ -71,6 +72,10 @@ def search(
     as_of: Annotated[str | None, typer.Option(help="Evaluate as of this time (ISO).")] = None,
     half_life_days: Annotated[float, typer.Option(help="Recency half-life in days.")] = 7.0,
     recency_weight: Annotated[float, typer.Option(help="Recency lift weight (0 = off).")] = 1.0,
+    time_weight: Annotated[float, typer.Option(
+        help="Lift for turns in a time the query names ('in May 2023', 'last week'): up to "
+             "1 + this, less with each 3 days outside it (0 = read no time).")
+    ] = DEFAULT_TIME_WEIGHT,
     no_semantic: Annotated[bool, typer.Option("--no-semantic")] = False,
     no_lexical: Annotated[bool, typer.Option("--no-lexical")] = False,
     no_trigram: Annotated[bool, typer.Option("--no-trigram")] = False,
@@ -109,6 +114,7 @@ def search(
         "query": query, "tenant": tenant, "user": user, "analyst": analyst, "scope": scope,
         "conversation": conversation, "roles": role, "k": k, "since": since, "until": until,
         "as_of": as_of, "half_life_days": half_life_days, "recency_weight": recency_weight,
+        "time_weight": time_weight,
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
         "max_per_conversation": max_per_conversation, "snippets": snippets,
         "min_relevance": min_relevance, "neighbour_weight": neighbour_weight,
@@ -130,6 +136,9 @@ def search(
                       literal(hit.role), f"{hit.turn_at:%Y-%m-%d %H:%M}",
                       literal(hit.text[:120]))
     out.print(table)
+    for named in result.named_times:
+        console.print(literal(f"read {named.phrase!r} as {named_span(named)}: turns then rank "
+                              "higher (--time-weight 0 reads no time)"))
     if not result.hits and result.floor_note is None:
         # an empty table alone does not say whether there was anything to search
         tenant_id = request.principal.tenant
@@ -169,8 +178,9 @@ def _answer_line(service: Any, path: Path, number: int, line: str) -> None:
         qid = options.get("id", number)
         result = service.search(request_from(options))
         answer: dict[str, Any] = {"id": qid, **SearchAnswer.of(result).to_json()}
-        if not result.warnings:
-            del answer["warnings"]
+        for empty in ("warnings", "named_times"):
+            if not answer[empty]:
+                del answer[empty]
     except (TurnlakeError, ValueError, TypeError) as exc:
         answer = {"id": qid, "error": f"{path}:{number}: {exc}"}
     sys.stdout.write(json.dumps(answer) + "\n")

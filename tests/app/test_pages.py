@@ -94,11 +94,23 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
         assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
     assert float(by["rrf"].score) == pytest.approx(expected.rrf, rel=1e-9)
     # The app searched a moment earlier: the recency lift differs by that moment only.
-    assert float(by["recency lift"].score) == pytest.approx(expected.lift, rel=1e-4)
+    assert float(by["lift"].score) == pytest.approx(expected.lift, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(
-        float(by["rrf"].score) * float(by["recency lift"].score))
+        float(by["rrf"].score) * float(by["lift"].score))
     assert "None" not in set(table["rank"]) | set(table["score"])
+    assert by["rrf"].rank == by["lift"].rank == ""  # fused figures have no rank
+
+
+def test_search_says_how_it_read_a_named_time(seeded: SeededLake,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), f"{QUERY} in March 2026")
+    assert not at.exception and not at.error
+    assert any("Read “in March 2026” as 2026-03-01 to 2026-03-31" in c.value
+               for c in at.caption)
+    next(n for n in at.number_input if n.label == "Named-time weight").set_value(0.0)
+    at.form_submit_button[0].click().run()
+    assert not any("Read “" in c.value for c in at.caption)
 
 
 def test_a_hit_opens_in_replay_with_its_file_card(

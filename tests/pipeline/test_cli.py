@@ -128,6 +128,35 @@ def test_search_coverage_gain(runner: CliRunner, ingested: Path) -> None:
     assert bad.exit_code == 2 and "coverage_gain" in bad.output
 
 
+def test_search_reads_a_named_time(runner: CliRunner, ingested: Path, tmp_path: Path) -> None:
+    base = ["search", "forecast on 10 March 2026", "--tenant", "acme", "--user", "u-ana",
+            "--as-of", AS_OF, "--min-relevance", "0"]
+    answer = json.loads(runner.invoke(app, [*base, "--json"]).stdout)
+    assert answer["hits"] and answer["named_times"] == [{
+        "phrase": "on 10 March 2026", "start": "2026-03-10T00:00:00+00:00",
+        "end": "2026-03-11T00:00:00+00:00"}]
+    # every hit is of that day: each gains the whole lift on top of its recency lift
+    assert all(h["lift"] > 5.0 for h in answer["hits"])
+    table = runner.invoke(app, base)
+    assert "read 'on 10 March 2026' as 2026-03-10" in table.output
+    off = json.loads(runner.invoke(app, [*base, "--json", "--time-weight", "0"]).stdout)
+    assert off["named_times"] == [] and all(h["lift"] <= 2.0 for h in off["hits"])
+    bad = runner.invoke(app, [*base, "--time-weight", "-1"])
+    assert bad.exit_code == 2 and "time_weight" in bad.output
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "dated", "query": "forecast in March 2026", "tenant": "acme", "user": "u-ana",
+         "as_of": AS_OF},
+        {"id": "plain", "query": "forecast", "tenant": "acme", "user": "u-ana", "as_of": AS_OF},
+        {"id": "bad", "query": "forecast", "tenant": "acme", "user": "u-ana",
+         "time_weight": "lots"}]))
+    lines = [json.loads(line) for line in runner.invoke(
+        app, ["search", "--queries", str(queries)]).stdout.splitlines()]
+    assert lines[0]["named_times"][0]["phrase"] == "in March 2026"
+    assert "named_times" not in lines[1]
+    assert "q.jsonl:3" in lines[2]["error"] and "time_weight" in lines[2]["error"]
+
+
 def test_search_errors_are_plain(runner: CliRunner, ingested: Path) -> None:
     result = runner.invoke(app, ["search", "x", "--tenant", "acme"])
     assert result.exit_code == 2 and "--user is required" in result.output

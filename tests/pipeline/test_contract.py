@@ -7,6 +7,7 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 
+from lake.search.named_time import named_times
 from lake.search.request import GeneratorRank, Hit, SearchResult
 from pipeline.contract import SearchAnswer
 
@@ -29,7 +30,16 @@ def test_a_hit_in_json_is_pinned() -> None:
                   "trigram": None},
         "rrf": 0.032, "lift": 1.4, "score": 0.0448, "relevance": 0.97,
         "snippets": {"user": "deploy failed", "assistant": "restarted the ingress"}}],
-        "warnings": []}
+        "warnings": [], "named_times": []}
+
+
+def test_a_named_time_in_json_is_pinned() -> None:
+    as_of = datetime(2026, 3, 11, tzinfo=UTC)
+    answer = SearchAnswer.of(SearchResult(
+        [], named_times=named_times("the deploy in March 2026", as_of))).to_json()
+    assert answer["named_times"] == [{"phrase": "in March 2026",
+                                      "start": "2026-03-01T00:00:00+00:00",
+                                      "end": "2026-04-01T00:00:00+00:00"}]
 
 
 def test_the_schema_the_api_documents_is_the_hits_own() -> None:

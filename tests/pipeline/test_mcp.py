@@ -134,7 +134,13 @@ def test_search_sees_only_the_principals_conversations(lake: Settings) -> None:
         assert nothing["hits"] == [] and "relevance floor" in " ".join(nothing["warnings"])
         nearest = _structured(await session.call_tool(
             "search_conversations", {"query": "qzxv wpfk", "min_relevance": 0}))
-        assert nearest["hits"]
+        assert nearest["hits"] and nearest["named_times"] == []
+        # A time the query names is read, and the answer says how.
+        dated = _structured(await session.call_tool(
+            "search_conversations", {"query": "ERR_CONNECTION_RESET in March 2026"}))
+        assert dated["named_times"] == [{"phrase": "in March 2026",
+                                         "start": "2026-03-01T00:00:00+00:00",
+                                         "end": "2026-04-01T00:00:00+00:00"}]
 
     _in_process(lake, ANA, body)
 
