@@ -52,6 +52,15 @@ def _days(first: date, last: date) -> TimeRange:
     ("the bug from yesterday", "yesterday", date(2023, 10, 19), date(2023, 10, 19)),
     ("anything in the past 3 days", "past 3 days", date(2023, 10, 17), date(2023, 10, 20)),
     ("the draft from 2 weeks ago", "2 weeks ago", date(2023, 10, 2), date(2023, 10, 8)),
+    # a weekday: the latest such day (as_of is a Friday); "last" goes back a week from it
+    ("the file I sent on Monday", "on Monday", date(2023, 10, 16), date(2023, 10, 16)),
+    ("what did we decide on Friday", "on Friday", date(2023, 10, 20), date(2023, 10, 20)),
+    ("the plan from last Friday", "last Friday", date(2023, 10, 13), date(2023, 10, 13)),
+    ("notes from tuesday", "tuesday", date(2023, 10, 17), date(2023, 10, 17)),
+    # since: from the named time to the end of as_of's day
+    ("what changed since March 2023", "since March 2023", date(2023, 3, 1), date(2023, 10, 20)),
+    ("errors since yesterday", "since yesterday", date(2023, 10, 19), date(2023, 10, 20)),
+    ("anything since 2023-10-02?", "since 2023-10-02", date(2023, 10, 2), date(2023, 10, 20)),
     # no such day, but a month it also names
     ("the 31 June 2023 trip", "June 2023", date(2023, 6, 1), date(2023, 6, 30)),
 ])
@@ -170,7 +179,8 @@ def test_time_weight_must_be_a_finite_non_negative_number(tmp_path: Path) -> Non
                                          time_weight=bad))
 
 
-_FRAGMENTS = ("in", "on", "during", "the", "of", "last", "past", "this", "week", "weekend",
+_FRAGMENTS = ("in", "on", "during", "since", "the", "of", "last", "past", "this", "week",
+              "weekend", "Monday", "sunday",
               "month", "year", "ago", "today", "yesterday", "June", "may", "Sept.", "dec", "3",
               "3rd", "12", "31", "2023", "1999", "2023-06-03", ",", "budget", "mid-July")
 
