@@ -45,6 +45,7 @@ __all__ = ["DEFAULT_TIME_WEIGHT", "NAMED_TIME_HALF_LIFE_DAYS", "NamedTime", "nam
            "named_times", "seconds_outside"]
 
 DEFAULT_TIME_WEIGHT = 4.0
+FIRST_YEAR = 1970  # years before, or after the one following as_of's, are not read as times
 NAMED_TIME_HALF_LIFE_DAYS = 3.0
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -89,8 +90,9 @@ class NamedTime:
 
 def named_times(query: str, as_of: datetime) -> list[NamedTime]:
     """The times ``query`` names, in the order it names them, resolved against the aware
-    ``as_of``. Free text: words that only look like a date ("may" as a verb, 2023-02-30)
-    are not read as one, never an error."""
+    ``as_of``. Free text: words that only look like a date ("may" as a verb, 2023-02-30,
+    "in 3000 ms": only years from 1970 to the one after ``as_of``'s count) are not read as
+    one, never an error."""
     found: list[tuple[int, int, NamedTime]] = []
     if _HINT.search(query) is None:
         return []
@@ -165,7 +167,10 @@ def _resolve(kind: str, match: re.Match[str], as_of: datetime) -> TimeRange | No
         lookup = resolve_when(phrase, as_of)
     except QueryError:
         return None  # no such day or period: the words were not a time after all
-    return lookup if isinstance(lookup, TimeRange) else None
+    if not isinstance(lookup, TimeRange) or not (
+            FIRST_YEAR <= lookup.start.year <= as_of.astimezone(UTC).year + 1):
+        return None  # "in 3000 ms", "in 1850": a number, or no time a turn was recorded in
+    return lookup
 
 
 def _month_number(word: str) -> int | None:

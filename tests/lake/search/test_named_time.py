@@ -74,7 +74,8 @@ def test_a_named_time_is_read_as_its_range(query: str, phrase: str, first: date,
 @pytest.mark.parametrize("query", [
     "May I ask about the forecast?", "what may have broken the build", "the 2023-02-30 run",
     "version 2023 of the schema", "march the files into the folder", "the last days of it",
-    "", "???", "in 12345"])
+    "", "???", "in 12345", "a timeout in 3000 ms", "the treaty signed in 1850",
+    "planned in 2999"])
 def test_words_that_only_look_like_a_time_name_none(query: str) -> None:
     assert named_times(query, AS_OF) == []
 
@@ -99,7 +100,7 @@ _FORMATS = ("{d} {M} {y}", "{d}th of {M}, {y}", "{M} {d}, {y}", "{m3}. {d} {y}",
             "{y}-{mm}-{dd}", "on {M} {d} {y}")
 
 
-@given(st.dates(date(1950, 1, 1), date(2199, 12, 31)), st.sampled_from(_FORMATS),
+@given(st.dates(date(1970, 1, 1), date(2024, 12, 31)), st.sampled_from(_FORMATS),
        st.sampled_from(("what happened {} at the office", "{}?", "notes: {}, please")))
 def test_any_written_day_is_read_as_that_day(day: date, form: str, sentence: str) -> None:
     name = calendar.month_name[day.month]
