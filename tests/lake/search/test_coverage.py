@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lake.search.access import Principal
-from lake.search.coverage import MIN_SHARE, coverage, coverage_weight
+from lake.search.coverage import IDF_POWER, MIN_SHARE, coverage, coverage_weight
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -28,21 +28,24 @@ idfs = st.dictionaries(st.sampled_from("abcdefgh"), st.floats(0.0, 20.0), max_si
 def test_coverage_is_the_held_share_of_the_querys_idf(query_idf: dict[str, float],
                                                      stems: set[str]) -> None:
     got = coverage(query_idf, stems)
-    total = sum(query_idf.values())
+    total = sum(w ** IDF_POWER for w in query_idf.values())
     if total <= 0:
         assert got is None
         return
     assert got is not None and 0.0 <= got <= 1.0
-    assert got == pytest.approx(sum(w for s, w in query_idf.items() if s in stems) / total)
+    assert got == pytest.approx(
+        sum(w ** IDF_POWER for s, w in query_idf.items() if s in stems) / total)
     # holding more of the query never lowers it
     more = coverage(query_idf, stems | set(query_idf))
     assert more == pytest.approx(1.0) and more >= got
 
 
 def test_coverage_weighs_rare_words_more() -> None:
-    query = {"jon": 0.3, "turtl": 2.5}
-    assert coverage(query, {"turtl"}) == pytest.approx(2.5 / 2.8)
-    assert coverage(query, {"jon", "other"}) == pytest.approx(0.3 / 2.8)
+    # each stem weighs idf ** 1.5: a name that fills the history (idf 1) beside a rare word
+    # (idf 4) holds a ninth of the query, not a fifth
+    query = {"jon": 1.0, "turtl": 4.0}
+    assert coverage(query, {"turtl"}) == pytest.approx(8 / 9)
+    assert coverage(query, {"jon", "other"}) == pytest.approx(1 / 9)
     assert coverage({}, {"x"}) is None
     with pytest.raises(ValueError, match="IDF of 'a'"):
         coverage({"a": math.nan, "b": 1.0}, {"a"})
