@@ -213,9 +213,11 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             "turns whatever they are."))] = DEFAULT_MIN_RELEVANCE,
     ) -> SearchAnswer:
         """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
-        lifted by recency. Each hit is one turn (conversation_id, turn_id, when, the best
-        matching text and its role, user/assistant snippets). Follow up with get_turn for
-        the whole turn, or pull_files for its files."""
+        lifted by recency. A time written in the query ('in March 2026', 'on 3 June',
+        'last week') ranks that time's turns higher; named_times says how it was read. Each
+        hit is one turn (conversation_id, turn_id, when, the best matching text and its role,
+        user/assistant snippets). Follow up with get_turn for the whole turn, or pull_files
+        for its files."""
         request = SearchRequest(
             query=query, principal=who(ctx), scope=scope, conversation_id=conversation,
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
