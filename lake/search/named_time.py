@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from lake.errors import QueryError
-from lake.search.when import TimeRange, resolve_when
+from lake.search.when import TimeRange, month_number, resolve_when
 
 __all__ = ["DEFAULT_TIME_WEIGHT", "NAMED_TIME_HALF_LIFE_DAYS", "NamedTime", "named_span",
            "named_times", "seconds_outside"]
@@ -102,16 +102,19 @@ def named_times(query: str, as_of: datetime) -> list[NamedTime]:
         for match in pattern.finditer(query):
             if any(s < match.end() and match.start() < e for s, e, _ in found):
                 continue  # part of a longer phrase already read
-            resolved = _resolve(kind, match, as_of)
-            if resolved is None:
+            phrase = _phrase(kind, match, as_of)
+            if phrase is None:
                 continue
-            start = match.start()
+            start, resolved = match.start(), None
             since = _SINCE.search(query, 0, start)
-            if since is not None:  # "since March": from then to the end of as_of's day
-                until = _end_of_day(as_of)
-                if resolved.start < until:
-                    start, resolved = since.start(), TimeRange(resolved.start, until)
-            found.append((start, match.end(), NamedTime(query[start:match.end()], resolved)))
+            if since is not None:  # "since March": the catalog's since, to as_of's day's end
+                resolved = _read(f"since {phrase}", as_of)
+                if resolved is not None:
+                    start = since.start()
+            resolved = resolved or _read(phrase, as_of)
+            if resolved is not None:
+                found.append((start, match.end(),
+                              NamedTime(query[start:match.end()], resolved)))
     return [named for _, _, named in sorted(found, key=lambda item: item[0])]
 
 
@@ -138,33 +141,32 @@ def seconds_outside(turn_at_us: np.ndarray, ranges: Sequence[TimeRange]) -> np.n
     return best
 
 
-def _resolve(kind: str, match: re.Match[str], as_of: datetime) -> TimeRange | None:
-    """The range a matched phrase means, by the catalog's rules; None if it names none."""
+def _phrase(kind: str, match: re.Match[str], as_of: datetime) -> str | None:
+    """A matched phrase as the catalog reads it (lake.search.when); None if it names no day."""
     groups = match.groupdict()
-    if kind == "relative":
-        phrase = match.group(0)
-    elif kind == "weekday":
+    if kind in ("relative", "iso"):
+        return match.group(0)
+    if kind == "weekday":
         # the latest such day not after as_of's ("last": before as_of's day)
         today = as_of.astimezone(UTC).date()
         back = (today.weekday() - list(calendar.day_name).index(
             groups["weekday"].capitalize())) % 7
-        phrase = (today - timedelta(days=back or (7 if groups["last"] else 0))).isoformat()
-    elif kind == "year":
-        phrase = groups["year"]
-    else:
-        month = _month_number(groups["month"])
-        if month is None:
-            return None
-        if kind == "month":
-            phrase = f"{calendar.month_name[month]} {groups['year']}" \
-                if groups.get("year") else calendar.month_name[month]
-        else:
-            day = int(groups["day"])
-            year = int(groups["year"]) if groups.get("year") else _latest_year(
-                month, day, as_of)
-            if year is None:
-                return None
-            phrase = f"{year:04d}-{month:02d}-{day:02d}"
+        return (today - timedelta(days=back or (7 if groups["last"] else 0))).isoformat()
+    if kind == "year":
+        return str(groups["year"])
+    if kind == "month":
+        return f"{groups['month']} {groups['year']}" if groups.get("year") else groups["month"]
+    month = month_number(groups["month"].rstrip(".").lower())
+    if month is None:
+        return None
+    day = int(groups["day"])
+    year = int(groups["year"]) if groups.get("year") else _latest_year(month, day, as_of)
+    return None if year is None else f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def _read(phrase: str, as_of: datetime) -> TimeRange | None:
+    """The range the catalog reads ``phrase`` as; None if it names no time turns were
+    recorded in."""
     try:
         lookup = resolve_when(phrase, as_of)
     except QueryError:
@@ -173,20 +175,6 @@ def _resolve(kind: str, match: re.Match[str], as_of: datetime) -> TimeRange | No
             FIRST_YEAR <= lookup.start.year <= as_of.astimezone(UTC).year + 1):
         return None  # "in 3000 ms", "in 1850": a number, or no time a turn was recorded in
     return lookup
-
-
-def _month_number(word: str) -> int | None:
-    """'December', 'dec', 'Sept.' or '12' → the month's number; None for no month."""
-    word = word.rstrip(".").lower()
-    if word.isdigit():
-        number = int(word)
-        return number if 1 <= number <= 12 else None
-    if word == "sept":
-        return 9
-    for number, name in enumerate(calendar.month_name[1:], start=1):
-        if word in (name.lower(), name[:3].lower()):
-            return number
-    return None
 
 
 def _latest_year(month: int, day: int, as_of: datetime) -> int | None:
@@ -198,12 +186,6 @@ def _latest_year(month: int, day: int, as_of: datetime) -> int | None:
                 (today.month, today.day) if year == today.year else (12, 31)):
             return year
     return None
-
-
-def _end_of_day(moment: datetime) -> datetime:
-    """Midnight UTC after ``moment``'s UTC day."""
-    day = moment.astimezone(UTC).date() + timedelta(days=1)
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _micros(moment: datetime) -> int:

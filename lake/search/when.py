@@ -27,7 +27,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from lake.errors import QueryError
 
-__all__ = ["OrdinalLookup", "TimeRange", "WhenLookup", "resolve_when"]
+__all__ = ["OrdinalLookup", "TimeRange", "WhenLookup", "month_number", "resolve_when"]
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ def _explicit_period(text: str, now: datetime) -> TimeRange | None:
     """Months, years and ISO days written out: 'March 2026', '2026-03', '2025', 'march'."""
     month_year = _MONTH_YEAR.match(text)
     if month_year:
-        month = _month_number(month_year["month"])
+        month = month_number(month_year["month"])
         return None if month is None else _month(int(month_year["year"]), month)
     year_month = _YEAR_MONTH.match(text)
     if year_month:
@@ -259,7 +259,7 @@ def _explicit_period(text: str, now: datetime) -> TimeRange | None:
     year = _YEAR.match(text)
     if year:
         return _year(int(year["year"]))
-    month = _month_number(text)
+    month = month_number(text)
     if month is not None:
         # the most recent such month whose first day is not after as_of
         year_of = now.year if month <= now.month else now.year - 1
@@ -267,7 +267,7 @@ def _explicit_period(text: str, now: datetime) -> TimeRange | None:
     return None
 
 
-def _month_number(token: str) -> int | None:
+def month_number(token: str) -> int | None:
     """'march' or 'mar' (or 'sept') -> 3; ``None`` for other words."""
     if token == "sept":
         return 9
