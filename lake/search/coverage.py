@@ -50,9 +50,10 @@ lexical weight stays as given. Everything here is pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight"]
+__all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
+           "coverages"]
 
 DEFAULT_COVERAGE_GAIN = 2.0
 MIN_SHARE = 0.01  # the least share of its weight a lexical turn keeps
@@ -62,6 +63,14 @@ IDF_POWER = 1.5  # each query stem weighs idf ** IDF_POWER in a coverage
 def coverage(query_idf: Mapping[str, float], turn_stems: Collection[str]) -> float | None:
     """The share, in [0, 1], of the query stems' summed weight (``idf ** IDF_POWER``) held by
     the stems of a turn's text; None when the query has no stem (or none with weight)."""
+    shares = coverages(query_idf, [turn_stems])
+    return None if shares is None else shares[0]
+
+
+def coverages(query_idf: Mapping[str, float], turns_stems: Sequence[Collection[str]]
+              ) -> list[float] | None:
+    """:func:`coverage` of each turn's stems, the query's weights worked out once; None when
+    the query has no stem (or none with weight), whatever the turns."""
     for stem, weight in query_idf.items():
         if not math.isfinite(weight) or weight < 0:
             raise ValueError(f"IDF of {stem!r} must be a finite number >= 0, got {weight!r}")
@@ -69,8 +78,8 @@ def coverage(query_idf: Mapping[str, float], turn_stems: Collection[str]) -> flo
     total = math.fsum(weights.values())
     if not weights or total <= 0:
         return None
-    held = math.fsum(w for stem, w in weights.items() if stem in turn_stems)
-    return min(1.0, held / total)
+    return [min(1.0, math.fsum(w for stem, w in weights.items() if stem in stems) / total)
+            for stems in turns_stems]
 
 
 def coverage_weight(covered: float | None, gain: float) -> float:

@@ -26,7 +26,7 @@ from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.coverage import coverage, coverage_weight
+from lake.search.coverage import coverage_weight, coverages
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
     PartHits,
@@ -472,7 +472,7 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
     COVERED_TURNS turns; the turns below them vote at the floor. Stemming every found turn
     whole cost ~1.5 ms a search on LoCoMo (60 turns, 19k characters); on its tune split the first
     20 gave recall within .003 of all of them at every k."""
-    if gain == 0 or coverage(query_idf, ()) is None:  # None: the query has no weighed stem
+    if gain == 0 or coverages(query_idf, []) is None:  # None: the query has no weighed stem
         return None
     turns = rows.turns.tolist()
     texts: dict[int, list[str]] = {}  # the first COVERED_TURNS turns, in the arm's order
@@ -487,9 +487,11 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
         # one value at a time: take() on a column of several segments joins their chunks
         # first (1.2 ms for 2 rows of a 160k-row partition, against 5 µs)
         texts[turn].append(columns[slot][doc].as_py() or "")
-    held = held_stems(query_idf.keys(), ["\n".join(t) for t in texts.values()])
-    multipliers = {turn: coverage_weight(coverage(query_idf, stems), gain)
-                   for turn, stems in zip(texts, held, strict=True)}
+    shares = coverages(query_idf, held_stems(query_idf.keys(),
+                                             ["\n".join(t) for t in texts.values()]))
+    assert shares is not None  # the query's weight was checked above
+    multipliers = {turn: coverage_weight(share, gain)
+                   for turn, share in zip(texts, shares, strict=True)}
     floor = coverage_weight(0.0, gain)
     return np.array([multipliers.get(t, floor) for t in turns])
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lake.search.access import Principal
-from lake.search.coverage import IDF_POWER, MIN_SHARE, coverage, coverage_weight
+from lake.search.coverage import IDF_POWER, MIN_SHARE, coverage, coverage_weight, coverages
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -38,6 +38,16 @@ def test_coverage_is_the_held_share_of_the_querys_idf(query_idf: dict[str, float
     # holding more of the query never lowers it
     more = coverage(query_idf, stems | set(query_idf))
     assert more == pytest.approx(1.0) and more >= got
+
+
+@given(idfs, st.lists(st.sets(st.sampled_from("abcdefghxyz")), max_size=5))
+def test_coverages_are_each_turns_coverage(query_idf: dict[str, float],
+                                          turns: list[set[str]]) -> None:
+    got = coverages(query_idf, turns)
+    if coverage(query_idf, set()) is None:
+        assert got is None
+    else:
+        assert got == [coverage(query_idf, stems) for stems in turns]
 
 
 def test_coverage_weighs_rare_words_more() -> None:
