@@ -155,31 +155,42 @@ class NamedTimeAnswer(BaseModel):
     start: IsoInstant = Field(description="The range's first instant (UTC).")
     end: IsoInstant = Field(description="The instant after the range (UTC).")
 
-    @classmethod
-    def all_of(cls, result: SearchResult) -> list[NamedTimeAnswer]:
-        """The times a search's query named."""
-        return [cls(phrase=n.phrase, start=n.range.start, end=n.range.end)
-                for n in result.named_times]
 
+class SearchHits(BaseModel):
+    """Matched turns best first, warnings about freshness and the floor, and the times the
+    query named: the MCP search tool's answer, and the body of :class:`SearchAnswer`."""
 
-class SearchAnswer(BaseModel):
-    """A search's answer: ``search --json``, ``POST /v1/search`` and the MCP search tool."""
-
-    id: str | int | None = None
     hits: list[Hit]  # the search's own hits: one definition (lake.search.request)
     warnings: list[str] = Field(default_factory=list)
     named_times: list[NamedTimeAnswer] = Field(
         default_factory=list, description="Times the query names; turns in them rank higher.")
 
     @classmethod
-    def of(cls, result: SearchResult, qid: str | int | None = None) -> SearchAnswer:
+    def of(cls, result: SearchResult) -> SearchHits:
         """The answer of a search result."""
-        return cls(id=qid, hits=list(result.hits), warnings=result.warnings,
-                   named_times=NamedTimeAnswer.all_of(result))
+        return cls(**_answer_fields(result))
+
+
+class SearchAnswer(SearchHits):
+    """A search's answer: ``search --json`` and ``POST /v1/search``."""
+
+    id: str | int | None = None
+
+    @classmethod
+    def of(cls, result: SearchResult, qid: str | int | None = None) -> SearchAnswer:
+        """The answer of a search result, echoing the query's ``qid``."""
+        return cls(id=qid, **_answer_fields(result))
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields (``id`` only when there is one)."""
         return self.model_dump(mode="json", exclude={"id"} if self.id is None else None)
+
+
+def _answer_fields(result: SearchResult) -> dict[str, Any]:
+    """The fields of a search result's answer."""
+    return {"hits": list(result.hits), "warnings": result.warnings,
+            "named_times": [NamedTimeAnswer(phrase=n.phrase, start=n.range.start,
+                                            end=n.range.end) for n in result.named_times]}
 
 
 class CatalogTurnModel(BaseModel):

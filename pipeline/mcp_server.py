@@ -33,14 +33,14 @@ from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import Hit, SearchRequest, SnippetChoice
+from lake.search.request import SearchRequest, SnippetChoice
 from lake.search.service import SearchService
 from lake.search.when import OrdinalLookup, resolve_when
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
 from lake.workspace import PullItem, WorkspacePuller
-from pipeline.contract import NamedTimeAnswer
+from pipeline.contract import SearchHits
 
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
@@ -58,15 +58,6 @@ INSTRUCTIONS = (
 
 
 # -- structured outputs ------------------------------------------------------------------------
-
-class SearchAnswer(BaseModel):
-    """Matched turns best first (the CLI's ``--json`` shape) and freshness warnings."""
-
-    hits: list[Hit]
-    warnings: list[str]
-    named_times: list[NamedTimeAnswer] = Field(
-        default_factory=list, description="Times the query names; turns in them rank higher.")
-
 
 class TurnList(BaseModel):
     """Turns in conversation order (``ordinal`` 1 = first turn of its conversation)."""
@@ -211,7 +202,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             "answers no hits when nothing in the history matches; an empty answer means "
             "there is nothing to find, not that the search failed. 0 returns the nearest "
             "turns whatever they are."))] = DEFAULT_MIN_RELEVANCE,
-    ) -> SearchAnswer:
+    ) -> SearchHits:
         """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
         lifted by recency. A time written in the query ('in March 2026', 'on 3 June',
         'last week') ranks that time's turns higher; named_times says how it was read. Each
@@ -223,8 +214,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
             k=k, snippets=snippets, min_relevance=min_relevance)
         result = await lake.run(lambda: lake.search.search(request))
-        return SearchAnswer(hits=result.hits, warnings=result.warnings,
-                            named_times=NamedTimeAnswer.all_of(result))
+        return SearchHits.of(result)
 
     @server.tool(annotations=read_only, structured_output=True)
     async def list_turns(
