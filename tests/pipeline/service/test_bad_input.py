@@ -119,11 +119,20 @@ def test_bad_search_requests(served: Served) -> None:
                  ({"query": 3}, 422, "query"),
                  ({"query": "x", "scope": "world"}, 422, "scope"),
                  ({"query": "x", "since": "last tuesday"}, 400, None),
-                 ({"query": "x", "k": 0}, 422, "k")]
+                 ({"query": "x", "k": 0}, 422, "k"),
+                 ({"query": "x", "time_weight": -1}, 422, "time_weight"),
+                 ({"query": "x", "time_weight": "lots"}, 422, "time_weight")]
         for body, status, field in cases:
             answer = client.post("/v1/search", json=body)
             assert answer.status_code == status, (body, answer.text)
             assert answer.json()["error"].get("field") == field, answer.text
+        # a time in the query is read, and the answer says how
+        answer = client.post("/v1/search", json={"query": "forecast in March 2026",
+                                                 "scope": "tenant"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["named_times"] == [{
+            "phrase": "in March 2026", "start": "2026-03-01T00:00:00+00:00",
+            "end": "2026-04-01T00:00:00+00:00"}]
         answer = client.post("/v1/search", content=b"{oops",
                              headers={"Content-Type": "application/json"})
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "malformed_body"
