@@ -1,12 +1,15 @@
 """The relevance floor: calibrate a hit's relevance, choose the default floor, measure both.
 
-Run: ``.venv/bin/python -m bench.relevance [--fit] [--tmp]``.
+Run: ``.venv/bin/python -m bench.relevance [--fit [--loss L] [--true-empty E]] [--tmp]``.
 
 * ``--fit`` reads only LoCoMo's tuning split (conversations 0-4), in a lake of its own, and
   prints the logistic coefficients and the floor for lake/search/relevance.py: positives are
   the evidence turns of the split's questions, negatives every hit of 200 generated no-match
-  queries (seed 1) on the same histories; the floor is the highest that keeps recall@5/10/25
-  of the split within 0.005 of no floor.
+  queries (seed 1) on the same histories; the model's boundary is the lowest that leaves 99 %
+  of those queries empty while recall@5/10/25 of the split stays within 0.01 of no floor
+  (``--true-empty``, ``--loss``). Trial models are judged by the relevance the search would
+  serve with them, neighbour lift included, and the fit first checks that recomputing the
+  served model that way gives what the search served.
 * Without it, the current coefficients and floor are measured on each split of the standard
   ten-conversation lake: recall@k with and without the floor, the false-empty rate (LoCoMo
   questions left with no hit) and the true-empty rate on 200 other no-match queries per split
@@ -27,6 +30,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,12 @@ import numpy as np
 from bench.locomo import KS, TENANT, Question, build, samples
 from lake.embedding.base import Embedder
 from lake.index.lexical import word_stems
+from lake.projection import month_of
 from lake.search.access import Principal
+from lake.search.neighbours import neighbour_relevance
 from lake.search.relevance import (
     DEFAULT_MIN_RELEVANCE,
+    MODEL,
     RelevanceModel,
     features,
     relevance,
@@ -154,22 +161,57 @@ class Ranked:
     lexical: np.ndarray
     trigram: np.ndarray
     served: np.ndarray
+    # each turn's previous and next turn of its conversation as positions in ``turns`` (-1:
+    # not among them), which lend it their relevance (lake.search.neighbours)
+    previous: np.ndarray
+    following: np.ndarray
 
 
-def rank(service: SearchService, probes: Sequence[Probe], as_of: Any) -> list[Ranked]:
+def conversation_places(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """Each turn's place in its conversation, ordered as the search orders neighbours: by
+    turn time (a record's ``started_at``), equal times by turn id."""
+    turns = sorted((r["conversation_id"], datetime.fromisoformat(r["started_at"]), r["turn_id"])
+                   for r in records)
+    # one count over all conversations: turns next to each other in one conversation have
+    # places one apart
+    return {(conversation, turn): i for i, (conversation, _, turn) in enumerate(turns)}
+
+
+def rank(service: SearchService, probes: Sequence[Probe], as_of: Any,
+         places: dict[tuple[str, str], int]) -> list[Ranked]:
     """Every fused turn of each probe, best first, without a floor (recency and the
-    per-conversation cap off, as the LoCoMo figures are measured)."""
+    per-conversation cap off, as the LoCoMo figures are measured); ``places`` from
+    :func:`conversation_places` of the lake's records."""
     out = []
     for p in probes:
         result = service.search(SearchRequest(
             p.text, Principal(TENANT, p.user_id), k=1000, recency_weight=0.0, as_of=as_of,
             max_per_conversation=0, snippets="none", min_relevance=0.0))
         semantic = None if result.semantic_error else _scores(result.hits, "semantic")
+        previous, following = _neighbours(result.hits, places)
         out.append(Ranked(p, [(h.conversation_id, h.turn_id) for h in result.hits],
                           semantic, _scores(result.hits, "lexical"),
                           _scores(result.hits, "trigram"),
-                          np.array([h.relevance for h in result.hits], dtype=np.float64)))
+                          np.array([h.relevance for h in result.hits], dtype=np.float64),
+                          previous, following))
     return out
+
+
+def _neighbours(hits: Sequence[Hit], places: dict[tuple[str, str], int]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per hit, the positions of its conversation's previous and next turn among the hits
+    (-1: none). Like the search, which looks neighbours up in one month's partition, a turn
+    of another month is no neighbour."""
+    at = {(places[(h.conversation_id, h.turn_id)], h.conversation_id): (i, month_of(h.turn_at))
+          for i, h in enumerate(hits)}
+    previous = np.full(len(hits), -1, np.int64)
+    following = np.full(len(hits), -1, np.int64)
+    for (place, conversation), (i, month) in at.items():
+        for out, step in ((previous, -1), (following, 1)):
+            j, their_month = at.get((place + step, conversation), (-1, ""))
+            if j >= 0 and their_month == month:
+                out[i] = j
+    return previous, following
 
 
 def _scores(hits: Sequence[Hit], name: str) -> np.ndarray:
@@ -179,8 +221,12 @@ def _scores(hits: Sequence[Hit], name: str) -> np.ndarray:
 
 
 def _relevance(r: Ranked, model: RelevanceModel | None) -> np.ndarray:
-    return r.served if model is None else relevance(r.semantic, r.lexical, r.trigram,
-                                                    model=model)
+    """The relevance the service served (``model`` None), or what it would serve with
+    ``model``: the model's value of each turn's own evidence, lifted by its neighbours'."""
+    if model is None:
+        return r.served
+    own = relevance(r.semantic, r.lexical, r.trigram, model=model)
+    return neighbour_relevance(own, r.previous, r.following)
 
 
 def measure(ranked: Sequence[Ranked], floor: float, model: RelevanceModel | None
@@ -270,8 +316,9 @@ def tune_probes(embedder: Embedder, workdir: Path) -> tuple[list[Ranked], list[R
     if not (root / "indexes").exists():
         run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
     probes = _probes(questions, records, seed=1)
-    with_meaning = rank(SearchService(LakeStore(root), embedder=embedder), probes, last)
-    text_only = rank(SearchService(LakeStore(root), embedder=_NoModel()), probes, last)
+    places = conversation_places(records)
+    with_meaning = rank(SearchService(LakeStore(root), embedder=embedder), probes, last, places)
+    text_only = rank(SearchService(LakeStore(root), embedder=_NoModel()), probes, last, places)
     return with_meaning, text_only
 
 
@@ -291,11 +338,32 @@ class _NoModel:
         raise RuntimeError("no model: text evidence only")
 
 
+def check_replica(ranked: Sequence[Ranked], model: RelevanceModel = MODEL) -> None:
+    """Raise unless recomputing each turn's relevance from its features with the served
+    ``model`` gives what the service served: the fit judges trial models by that recomputation,
+    so it must follow every step the service takes."""
+    for r in ranked:
+        if r.semantic is not None and not np.allclose(_relevance(r, model), r.served,
+                                                      rtol=0, atol=1e-9):
+            raise RuntimeError(f"the relevance recomputed for {r.probe.text!r} differs from "
+                               "the relevance the search served: bench/relevance.py no "
+                               "longer follows lake/search/service.py")
+
+
 def _within(m: dict[str, Any], loss: float) -> bool:
     return all(m["recall_no_floor"][k] - m["recall_floor"][k] <= loss for k in m["recall_floor"])
 
 
-def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.005,
+class NoFit(Exception):
+    """No boundary cosine on the grid met both targets; ``tried`` holds what each gave."""
+
+    def __init__(self, tried: list[dict[str, Any]], loss: float, true_empty: float) -> None:
+        super().__init__(f"no boundary cosine from 0.30 to 0.79 kept recall within {loss} of "
+                         f"no floor with {true_empty:.0%} of no-match queries empty")
+        self.tried = tried
+
+
+def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.01,
         true_empty: float = 0.99) -> dict[str, Any]:
     """Fit the model on the tuning split (see the module notes).
 
@@ -304,6 +372,7 @@ def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.005,
     and recall@k stays within ``loss`` of no floor; for each ``c`` the weights are fitted on
     the features (cosine - c, log1p BM25, trigram)."""
     ranked, text_ranked = tune_probes(embedder, workdir)
+    check_replica(ranked)
     x, y = training_set(ranked)
     tried = []
     model = None
@@ -314,12 +383,13 @@ def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.005,
                                round(w_tri, 3))
         m = measure(ranked, 0.5, trial)
         tried.append({"c": round(float(c), 2), "true_empty": m["true_empty_rate"],
-                      "recall_floor": m["recall_floor"]})
+                      "recall_floor": m["recall_floor"],
+                      "recall_no_floor": m["recall_no_floor"]})
         if m["true_empty_rate"] >= true_empty and _within(m, loss):
             model = trial
             break
     if model is None:
-        raise RuntimeError(f"no boundary cosine met the targets: {tried}")
+        raise NoFit(tried, loss, true_empty)
     return {"model": model.__dict__, "boundary_cosine": round(model.boundary_cosine, 3),
             "tried": tried, "tune": measure(ranked, 0.5, model),
             "tune_without_semantic_arm": measure(text_ranked, 0.5, model)}
@@ -338,7 +408,8 @@ def report(embedder: Embedder, workdir: Path) -> dict[str, Any]:
         users = {s["sample_id"] for s in samples(split)}
         mine = [r for r in records if r["user_id"] in users]
         probes = _probes([q for q in questions if q.user_id in users], mine, seed=seed)
-        out[split] = measure(rank(service, probes, last), DEFAULT_MIN_RELEVANCE, None)
+        out[split] = measure(rank(service, probes, last, conversation_places(mine)),
+                             DEFAULT_MIN_RELEVANCE, None)
     return out
 
 
@@ -355,11 +426,27 @@ def main(argv: Sequence[str]) -> None:
                         help="fit the model and the floor on conversations 0-4")
     parser.add_argument("--tmp", action="store_true",
                         help="build the lakes in a fresh temporary folder, not bench/.cache")
+    parser.add_argument("--loss", type=float, default=0.01,
+                        help="with --fit: the most recall@k the floor may cost (default 0.01)")
+    parser.add_argument("--true-empty", type=float, default=0.99,
+                        help="with --fit: the least share of no-match queries the floor must "
+                             "leave empty (default 0.99)")
     args = parser.parse_args(argv)
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     workdir = Path(tempfile.mkdtemp(prefix="relevance-")) if args.tmp else CACHE
-    result = fit(embedder, workdir) if args.fit else report(embedder, workdir)
-    embedder.save()
+    try:
+        result = fit(embedder, workdir, loss=args.loss, true_empty=args.true_empty) \
+            if args.fit else report(embedder, workdir)
+    except NoFit as e:
+        for t in e.tried:
+            print(f"c {t['c']:.2f}: no-match queries empty {t['true_empty']:.1%}, recall@k "
+                  + ", ".join(f"{k} {t['recall_floor'][k]:.4f} (no floor "
+                              f"{t['recall_no_floor'][k]:.4f})" for k in t["recall_floor"]),
+                  file=sys.stderr)
+        print(f"bench.relevance --fit: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+    finally:
+        embedder.save()
     print(json.dumps(result, indent=2, ensure_ascii=False))
 
 

@@ -3,9 +3,11 @@ figures come from the others."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench import locomo, relevance
@@ -76,3 +78,17 @@ def test_split_figures_ask_only_that_splits_questions(ten: Path, tmp_path: Path)
                               splits=("report",))
     assert set(asked) == {f"conv-{i}" for i in range(5, 10)}
     assert out["report"]["lexical"][5] == 1.0  # each question names its own rare word
+
+
+def test_the_fit_judges_models_by_the_relevance_the_search_serves(ten: Path,
+                                                                   tmp_path: Path) -> None:
+    ranked, _ = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
+    relevance.check_replica(ranked)
+    # the fixture's turns are lifted by their neighbours, so the replica has that step to get
+    # right: without it, the served relevance is not reproduced
+    own = [relevance.relevance(r.semantic, r.lexical, r.trigram) for r in ranked]
+    assert any((o < r.served - 1e-9).any() for o, r in zip(own, ranked, strict=True))
+    alone = [dataclasses.replace(r, previous=np.full_like(r.previous, -1),
+                                 following=np.full_like(r.following, -1)) for r in ranked]
+    with pytest.raises(RuntimeError, match="no longer follows"):
+        relevance.check_replica(alone)
