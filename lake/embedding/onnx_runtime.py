@@ -19,6 +19,7 @@ import numpy as np
 
 from lake.embedding.base import DEFAULT_BATCH_SIZE, check_batch_size, check_texts, check_vectors
 from lake.embedding.onnx_export import ModelSource, ensure_graph
+from lake.embedding.passages import PassageSplitter, encode_long
 from lake.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -83,11 +84,13 @@ class OnnxEmbedder:
     ``name`` is the embedding identity recorded with every row (decided by the factory: the
     fp32 graph shares the torch runtime's identity because they agree to cosine 0.9999).
     Nothing is exported or loaded until the first ``encode``/``dim``; every failure surfaces
-    from those as :class:`EmbeddingError`.
+    from those as :class:`EmbeddingError`. A text longer than the model reads is embedded as
+    passages (lake.embedding.passages), as the torch runtime does; ``passages=False``
+    truncates it.
     """
 
     def __init__(self, source: ModelSource, *, name: str, precision: str = "fp32",
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, passages: bool = True) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or threads < 1):
             raise EmbeddingError(f"threads must be a positive int or None, got {threads!r}")
@@ -99,6 +102,8 @@ class OnnxEmbedder:
         self._tokenizer: Tokenizer | None = None
         self._inputs: tuple[str, ...] = ()
         self._dim: int | None = None
+        self._passages = passages
+        self._splitter: PassageSplitter | None = None
         self._lock = threading.Lock()
 
     @property
@@ -139,16 +144,22 @@ class OnnxEmbedder:
         items = check_texts(texts)
         session, tokenizer = self._load()
         assert self._dim is not None
-        out = np.zeros((len(items), self._dim), dtype=np.float32)
+        dim = self._dim
         if not items:
-            return out
-        try:
-            encoded = tokenizer.encode_batch(items)
+            return np.zeros((0, dim), dtype=np.float32)
+
+        def plain(chunk: list[str]) -> np.ndarray:
+            out = np.zeros((len(chunk), dim), dtype=np.float32)
+            encoded = tokenizer.encode_batch(chunk)
             # Longest first: similar lengths share a batch, so little compute goes to padding.
-            order = sorted(range(len(items)), key=lambda i: -len(encoded[i].ids))
+            order = sorted(range(len(chunk)), key=lambda i: -len(encoded[i].ids))
             for start in range(0, len(order), batch_size):
                 chosen = order[start : start + batch_size]
                 out[chosen] = self._run(session, [encoded[i] for i in chosen])
+            return out
+
+        try:
+            out = encode_long(plain, items, self._splitter)
         except EmbeddingError:
             raise
         except Exception as exc:
@@ -170,5 +181,8 @@ class OnnxEmbedder:
                 if not isinstance(dim, int) or dim < 1:
                     raise EmbeddingError(f"ONNX graph {graph} has no fixed output width: {dim!r}")
                 self._tokenizer = tokenizer_for(self._source.path, self._source.max_length)
+                if self._passages:
+                    self._splitter = PassageSplitter.for_model(self._source.path,
+                                                               self._source.max_length)
                 self._dim, self._session = dim, session
             return self._session, self._tokenizer

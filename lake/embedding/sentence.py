@@ -24,6 +24,7 @@ from lake.embedding.base import (
     check_texts,
     check_vectors,
 )
+from lake.embedding.passages import PassageSplitter, encode_long
 from lake.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -39,12 +40,14 @@ class SentenceTransformerEmbedder:
     packaged all-MiniLM-L6-v2. ``threads``, when given, sets torch's intra-op thread count at
     load time; torch's own default (one per physical core) is right unless other CPU-heavy work
     such as a FAISS build shares the process. Every failure, including a missing model
-    directory, surfaces from ``encode``/``dim`` as :class:`EmbeddingError`.
+    directory, surfaces from ``encode``/``dim`` as :class:`EmbeddingError`. A text longer than
+    the model reads is embedded as passages (lake.embedding.passages); ``passages=False``
+    truncates it as the model alone does (the comparison the bench measures).
     """
 
     def __init__(
         self, model: str | os.PathLike[str] | None = None, *, device: str = "cpu",
-        threads: int | None = None,
+        threads: int | None = None, passages: bool = True,
     ) -> None:
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
@@ -55,6 +58,8 @@ class SentenceTransformerEmbedder:
         self._threads = threads
         self._model: SentenceTransformer | None = None
         self._dim: int | None = None
+        self._passages = passages
+        self._splitter: PassageSplitter | None = None
         # Two threads encoding through one fresh instance must not load the weights twice.
         self._lock = threading.Lock()
 
@@ -100,14 +105,13 @@ class SentenceTransformerEmbedder:
         dim = self.dim
         if not items:
             return np.zeros((0, dim), dtype=np.float32)
+        def plain(chunk: list[str]) -> np.ndarray:
+            return np.asarray(model.encode(chunk, batch_size=batch_size,
+                                           normalize_embeddings=True, convert_to_numpy=True,
+                                           show_progress_bar=False), dtype=np.float32)
+
         try:
-            raw: Any = model.encode(
-                items,
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            raw: Any = encode_long(plain, items, self._splitter)
         except Exception as exc:
             raise EmbeddingError(
                 f"model {self.name!r} failed to encode {len(items)} texts: "
@@ -118,7 +122,11 @@ class SentenceTransformerEmbedder:
     def _load(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
-                self._model, self._dim = self._open()
+                model, dim = self._open()
+                limit = model.max_seq_length  # None: the model reads texts of any length
+                if self._passages and limit is not None:
+                    self._splitter = PassageSplitter.for_model(self._resolve_path(), limit)
+                self._model, self._dim = model, dim
             return self._model
 
     def _open(self) -> tuple[SentenceTransformer, int]:

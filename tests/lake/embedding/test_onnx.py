@@ -43,7 +43,7 @@ TEXTS = [
     "   ",
     "Déploiement échoué: délai dépassé après 30 s 🚀 日本語のテキスト",
     "Traceback (most recent call last):\n  File \"app.py\", line 3\nKeyError: 'x'\n" * 40,
-    "ok " * 600,  # far past max_seq_length: both runtimes truncate at 256 tokens
+    "ok " * 600,  # far past max_seq_length: both runtimes embed it as passages
     "SELECT tenant, month, count(*) FROM content_rows GROUP BY 1, 2",
 ]
 

