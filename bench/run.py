@@ -28,6 +28,7 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 INGEST_TARGET = 20_000  # turns/s, issue #2
 CACHE = Path(__file__).parent / ".cache"
+LONG_RUN = 16  # turns joined into one for bench_locomo_long
 
 
 def machine() -> dict[str, Any]:
@@ -154,6 +155,32 @@ def bench_locomo_reworded() -> dict[str, Any]:
             split: {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
             for split, res in found.items()}
     embedder.save()
+    return out
+
+
+def bench_locomo_long() -> dict[str, Any]:
+    """Recall@5/10/25 of the semantic arm and of fusion on LoCoMo made long (each session's
+    turns joined in runs of 16, bench.locomo.join_turns), LoCoMo's questions and reworded ones,
+    per split, no floor: long rows embedded as passages (lake.embedding.passages) against
+    their first 254 word pieces."""
+    from bench.cache import CACHE_DIR, CachedEmbedder
+    from bench.locomo import evaluate
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    out: dict[str, Any] = {}
+    for mode, embedder in (
+            ("passages", CachedEmbedder(SentenceTransformerEmbedder())),
+            ("truncated", CachedEmbedder(SentenceTransformerEmbedder(passages=False),
+                                         path=CACHE_DIR / "emb-all-MiniLM-L6-v2-truncated.npz"))):
+        for reworded in (False, True):
+            found = evaluate(embedder, rich=False, workdir=CACHE / "locomo-long" / mode,
+                             splits=("tune", "report", "all"), min_relevance=0.0,
+                             reworded=reworded, joined=LONG_RUN)
+            out[f"{mode}{'_reworded' if reworded else ''}"] = {
+                split: {g: {str(k): round(v, 3) for k, v in res[g].items()}
+                        for g in ("semantic", "fused")}
+                for split, res in found.items()}
+        embedder.save()
     return out
 
 
@@ -495,6 +522,7 @@ def main() -> None:
         ("embedding_runtimes", bench_embedding_runtimes),
         ("locomo", bench_locomo),
         ("locomo_reworded", bench_locomo_reworded),
+        ("locomo_long", bench_locomo_long),
         ("relevance", bench_relevance),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("scale_100k_clustered", lambda: bench_scale(100_000, 300, "clustered")),

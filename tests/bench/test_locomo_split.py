@@ -92,3 +92,18 @@ def test_the_fit_judges_models_by_the_relevance_the_search_serves(ten: Path,
                                  following=np.full_like(r.following, -1)) for r in ranked]
     with pytest.raises(RuntimeError, match="no longer follows"):
         relevance.check_replica(alone)
+
+
+def test_joined_turns_keep_every_word_and_point_the_evidence_at_their_run(ten: Path) -> None:
+    records, questions, _ = locomo.build(locomo.samples("tune"), rich=False)
+    joined, asked = locomo.join_turns(records, questions, 2)
+    assert len(records) == 10 and len(joined) == 5  # two turns a session, one run each
+    first = joined[0]
+    assert first["turn_id"] == "t-001"
+    assert first["submissions"] == records[0]["submissions"]
+    assert first["completion"]["text"].split("\n") == [
+        "How was the weather there?", "Sunny, and the lake was cold", "Sounds lovely, well done"]
+    assert [q.evidence for q in asked] == [frozenset({(r["conversation_id"], "t-001")})
+                                           for r in joined]
+    # a run longer than the session takes the whole session
+    assert len(locomo.join_turns(records, questions, 16)[0]) == 5
