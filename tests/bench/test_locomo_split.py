@@ -107,3 +107,12 @@ def test_joined_turns_keep_every_word_and_point_the_evidence_at_their_run(ten: P
                                            for r in joined]
     # a run longer than the session takes the whole session
     assert len(locomo.join_turns(records, questions, 16)[0]) == 5
+
+
+def test_a_fit_that_cannot_meet_its_targets_says_so_with_every_boundary_tried(
+        ten: Path, tmp_path: Path) -> None:
+    with pytest.raises(relevance.NoFit, match="no boundary cosine") as caught:
+        relevance.fit(HashingEmbedder(64), tmp_path / "work", loss=-1.0)
+    assert [t["c"] for t in caught.value.tried] == [round(0.30 + i / 100, 2) for i in range(50)]
+    assert all(set(t) == {"c", "true_empty", "recall_floor", "recall_no_floor"}
+               for t in caught.value.tried)
