@@ -1,5 +1,6 @@
 """``turnlake embed --backfill``: embed every content row still ``pending`` or ``failed``
-(with ``--reembed`` also every row embedded by another identity than the configured one).
+(with ``--reembed`` also every row embedded by another identity than the configured one);
+``turnlake embed --long-texts``: re-embed, as passages, rows longer than the model reads.
 
 The driver takes the writer lock, plans (which partitions, at which ``content_rows`` version)
 and commits each partition's embedded rows. *Where* a partition's rows are read and embedded
@@ -11,17 +12,21 @@ recomputed (:mod:`lake.embedding.reuse`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from contextlib import closing
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.embedding.base import Embedder
+from lake.embedding.passages import splitter_of
 from lake.embedding.reuse import VectorReuse
 from lake.embedding.rows import DONE, FAILED, PENDING, EmbedOutcome, embed_rows
+from lake.errors import TurnlakeError
 from lake.locks import writer_lock
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -125,18 +130,13 @@ def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
     ``reembed`` also re-embeds rows whose vectors came from another identity than
     ``embedder.name`` (a model, runtime family or precision change).
     """
-    store = LakeStore(settings.lake)
     report = BackfillReport()
-    if not store.exists(Table.CONTENT_ROWS):
-        return report
-    with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake embed"):
-        version = store.version(Table.CONTENT_ROWS)
-        assert version is not None
-        keep = embedder.name if reembed else None
-        counts = _rows_per_partition(store, version, to_embed(keep))
-        total, done = sum(counts.values()), 0
-        if total == 0:
+    keep = embedder.name if reembed else None
+    with _planned(settings, to_embed(keep)) as plan:
+        if plan is None:
             return report
+        store, version, counts = plan
+        total, done = sum(counts.values()), 0
 
         def progress(n: int) -> None:
             if on_progress is not None:
@@ -156,6 +156,82 @@ def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
                 if part.outcome.error:
                     break  # the provider is down: later partitions would fail the same way
     return report
+
+
+def long_texts(identity: str, window: int) -> ds.Expression:
+    """Rows embedded by ``identity`` whose text may be longer than ``window`` word pieces: a
+    word piece spans at least one character, so longer than ``window`` characters."""
+    return (ds.field("embedding_status") == DONE) & (ds.field("embedding_model") == identity) \
+        & (pc.utf8_length(ds.field("text")) > window)
+
+
+def refresh_long_texts(settings: Settings, embedder: Embedder, *,
+                       on_progress: Callable[[int, int], None] | None = None,
+                       on_partition: Callable[[str, int, int], None] | None = None
+                       ) -> BackfillReport:
+    """Re-embed the rows of ``embedder``'s identity that are longer than its model reads, as
+    passages (lake.embedding.passages): rows embedded before passages existed carry their
+    opening's vector. Each partition is one commit; no stored vector is reused, since the stale
+    ones are exactly those. Raises TurnlakeError when the embedder cuts no passages."""
+    splitter = splitter_of(embedder)
+    if splitter is None:
+        raise TurnlakeError(f"embedder {embedder.name!r} cuts no passages (its model folder has "
+                            "no tokenizer.json): long texts are truncated, so nothing to refresh")
+    report = BackfillReport()
+    select = long_texts(embedder.name, splitter.window)
+    with _planned(settings, select) as plan:
+        if plan is None:
+            return report
+        store, version, counts = plan
+        total, done = sum(counts.values()), 0
+        for i, (tenant, month) in enumerate(sorted(counts), start=1):
+            rows = store.read(Table.CONTENT_ROWS, version=version, filter=select & (
+                ds.field("tenant") == tenant) & (ds.field("month") == month))
+            long = [len(p) > 1 for p in splitter.split(
+                [t or "" for t in rows.column("text").to_pylist()])]
+            rows = rows.filter(pa.array(long, pa.bool_()))
+            fresh, outcome = embed_rows(rows, embedder, batch_size=settings.embed_batch_size)
+            if not outcome.error:
+                # a row embedded as passages already (by a write since, or a run before this
+                # one) keeps its vector and its file
+                changed = _changed(rows.column("embedding"), fresh.column("embedding"))
+                outcome = EmbedOutcome(int(changed.sum()), 0, None)
+                fresh = fresh.filter(pa.array(changed))
+            _commit(store, EmbeddedPartition(tenant, month, fresh, outcome), report)
+            done += counts[(tenant, month)]
+            if on_progress is not None:
+                on_progress(done, total)
+            if on_partition is not None:
+                on_partition(f"{tenant}/{month}", i, len(counts))
+            if outcome.error:
+                break
+    return report
+
+
+@contextmanager
+def _planned(settings: Settings, select: ds.Expression
+             ) -> Iterator[tuple[LakeStore, int, dict[tuple[str, str], int]] | None]:
+    """Under the writer lock: the store, the ``content_rows`` version the job reads, and how
+    many rows ``select`` picks per partition; None when the lake has no content rows or
+    ``select`` picks none."""
+    store = LakeStore(settings.lake)
+    if not store.exists(Table.CONTENT_ROWS):
+        yield None
+        return
+    with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake embed"):
+        version = store.version(Table.CONTENT_ROWS)
+        assert version is not None
+        counts = _rows_per_partition(store, version, select)
+        yield (store, version, counts) if counts else None
+
+
+def _changed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> np.ndarray:
+    """Per row, whether its vector moved by more than float rounding."""
+    if not len(before):
+        return np.zeros(0, bool)
+    old = np.array(before.to_pylist(), np.float32)
+    new = np.array(after.to_pylist(), np.float32)
+    return np.asarray(np.abs(old - new).max(axis=1) > 1e-5)
 
 
 def _rows_per_partition(store: LakeStore, version: int,

@@ -132,6 +132,13 @@ class OnnxEmbedder:
         return self._session is not None
 
     @property
+    def passage_splitter(self) -> PassageSplitter | None:
+        """How texts longer than the model reads are cut (loads the model on first use);
+        None when they are truncated (``passages=False``, no ``tokenizer.json``)."""
+        self._load()
+        return self._splitter
+
+    @property
     def dim(self) -> int:
         """Width of the vectors (opens the session on first use)."""
         self._load()

@@ -103,6 +103,13 @@ class PassageSplitter:
         return out
 
 
+def splitter_of(embedder: object) -> PassageSplitter | None:
+    """The passage splitter an embedder cuts long texts with (``passage_splitter``); None for
+    one that has none (a test embedder, a model folder without ``tokenizer.json``)."""
+    splitter = getattr(embedder, "passage_splitter", None)
+    return splitter if isinstance(splitter, PassageSplitter) else None
+
+
 def encode_long(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str],
                 splitter: PassageSplitter | None) -> np.ndarray:
     """``encode``'s unit vectors for ``texts``, a long text's being the normalized sum of its

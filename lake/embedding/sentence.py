@@ -86,6 +86,13 @@ class SentenceTransformerEmbedder:
         return self._threads
 
     @property
+    def passage_splitter(self) -> PassageSplitter | None:
+        """How texts longer than the model reads are cut (loads the model on first use);
+        None when they are truncated (``passages=False``, no ``tokenizer.json``)."""
+        self._load()
+        return self._splitter
+
+    @property
     def dim(self) -> int:
         """Embedding width reported by the model (loads the model on first use)."""
         self._load()

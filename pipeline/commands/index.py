@@ -36,7 +36,7 @@ from pipeline.commands.common import (
     styled,
 )
 from pipeline.commands.embedding_opts import RuntimeOption, with_runtime
-from pipeline.embed import PartitionEmbedder, backfill
+from pipeline.embed import PartitionEmbedder, backfill, refresh_long_texts
 from pipeline.index_build import (
     BuildReport,
     PartitionBuilder,
@@ -276,6 +276,10 @@ def embed(
     reembed: Annotated[bool, typer.Option(
         "--reembed", help="With --backfill: also re-embed rows whose vectors came from another "
                           "embedding identity (model, runtime family or precision).")] = False,
+    long_texts: Annotated[bool, typer.Option(
+        "--long-texts", help="Re-embed rows longer than the model reads as passages (rows "
+                             "embedded before passages carry their opening's vector); runs "
+                             "in this process.")] = False,
     index: Annotated[bool, typer.Option(help="Rebuild the partitions that changed.")] = True,
     runtime: RuntimeOption = None,
     ray: RayOption = None,
@@ -283,16 +287,24 @@ def embed(
     lake: LakeOption = None,
 ) -> None:
     """Embed rows that were written without an embedding (provider down, --no-embed)."""
-    if not backfill_rows:
-        raise fail(TurnlakeError("nothing to do: pass --backfill"))
+    if not backfill_rows and not long_texts:
+        raise fail(TurnlakeError("nothing to do: pass --backfill or --long-texts"))
+    if long_texts and (backfill_rows or reembed or ray):
+        raise fail(TurnlakeError("--long-texts runs alone: not with --backfill, --reembed "
+                                 "or --ray"))
     settings = with_runtime(existing_lake(lake), runtime)
     try:
         embedder = embedder_from(settings, "bulk")
         with (_runners(ray, ray_cpus, settings) as (builder, runner),
               job_progress() as progress):
-            report = backfill(settings, embedder, runner=runner, reembed=reembed,
-                              on_progress=progress.total("embedding rows"),
-                              on_partition=_per_partition(progress, "embedding"))
+            if long_texts:
+                report = refresh_long_texts(settings, embedder,
+                                            on_progress=progress.total("re-embedding rows"),
+                                            on_partition=_per_partition(progress, "embedding"))
+            else:
+                report = backfill(settings, embedder, runner=runner, reembed=reembed,
+                                  on_progress=progress.total("embedding rows"),
+                                  on_partition=_per_partition(progress, "embedding"))
             store = LakeStore(settings.lake)
             # also the partitions whose index went stale: a backfill killed after committing
             # its vectors, re-run, embeds nothing and must still index them

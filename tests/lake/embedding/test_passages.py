@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import make_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
-from tests.factories import make_record
 
 
 @settings(max_examples=200, deadline=None)

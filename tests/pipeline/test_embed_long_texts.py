@@ -1,0 +1,83 @@
+"""`turnlake embed --long-texts`: rows embedded before long texts were cut into passages get
+their passages' vector; nothing else is touched, and a second run changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories import make_record
+from typer.testing import CliRunner
+
+from lake.embedding.hashing import HashingEmbedder
+from lake.embedding.sentence import SentenceTransformerEmbedder
+from lake.errors import TurnlakeError
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.cli import app
+from pipeline.embed import refresh_long_texts
+from pipeline.jobs import run_ingest
+
+LONG = " ".join(f"Step {i}: the nightly export of ledger-{i}.csv finished after {i * 3} minutes."
+                for i in range(80))
+
+
+def _vectors(root: Path) -> dict[str, np.ndarray]:
+    rows = LakeStore(root).read(Table.CONTENT_ROWS, columns=["text", "embedding"])
+    return {t: np.array(v, np.float32) for t, v in zip(
+        rows.column("text").to_pylist(), rows.column("embedding").to_pylist(), strict=True)}
+
+
+@pytest.fixture
+def truncated_lake(tmp_path: Path) -> Path:
+    """A lake embedded the old way: long texts cut to their first 254 word pieces."""
+    root = tmp_path / "lake"
+    records = [make_record(0, answer=LONG), make_record(1, answer="a short answer")]
+    old = SentenceTransformerEmbedder(passages=False)
+    run_ingest(Settings(lake=root, embedding_model=old.name),
+               records=[json.dumps(r) for r in records], embedder=old)
+    return root
+
+
+def test_long_rows_get_their_passages_vector_and_the_rest_is_left(truncated_lake: Path) -> None:
+    before = _vectors(truncated_lake)
+    embedder = SentenceTransformerEmbedder()
+    seen: list[tuple[int, int]] = []
+    report = refresh_long_texts(Settings(lake=truncated_lake, embedding_model=embedder.name),
+                                embedder, on_progress=lambda d, t: seen.append((d, t)))
+    assert report.embedded == 1 and report.failed == 0 and len(report.partitions) == 1
+    assert seen == [(1, 1)]
+    after = _vectors(truncated_lake)
+    np.testing.assert_allclose(after[LONG], embedder.encode([LONG])[0], atol=1e-6)
+    assert float(after[LONG] @ before[LONG]) < 0.999
+    assert all(np.array_equal(after[t], v) for t, v in before.items() if t != LONG)
+    version = LakeStore(truncated_lake).version(Table.CONTENT_ROWS)
+    again = refresh_long_texts(Settings(lake=truncated_lake, embedding_model=embedder.name),
+                               embedder)
+    assert again.embedded == 0 and not again.partitions
+    assert LakeStore(truncated_lake).version(Table.CONTENT_ROWS) == version  # nothing written
+
+
+def test_an_embedder_that_cuts_no_passages_is_refused(truncated_lake: Path) -> None:
+    with pytest.raises(TurnlakeError, match="cuts no passages"):
+        refresh_long_texts(Settings(lake=truncated_lake, embedding_model="hashing-32"),
+                           HashingEmbedder(32))
+
+
+def test_the_cli_refreshes_long_texts_and_rebuilds_their_index(
+        truncated_lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNLAKE_LAKE", str(truncated_lake))
+    cli = CliRunner()
+    result = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch"])
+    assert result.exit_code == 0, result.output
+    assert "embedded 1 rows, 0 failed" in result.stdout
+    status = cli.invoke(app, ["index", "status", "--json"])
+    assert [s["freshness"] for s in json.loads(status.stdout)] == ["fresh"]
+    for flags in (["--backfill"], ["--reembed"], ["--ray"]):
+        refused = cli.invoke(app, ["embed", "--long-texts", *flags])
+        assert refused.exit_code == 2
+        assert "--long-texts runs alone" in refused.output
+        assert "Traceback" not in refused.output
