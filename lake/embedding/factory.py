@@ -8,6 +8,11 @@ before use), so they share the bare model name that lakes written before runtime
 and switching the default runtime leaves those lakes fresh. The int8 graph computes different
 vectors and is its own identity, ``<model>+onnx-int8``; it is built here for measurement (the
 bench), but Settings do not offer it (its LoCoMo recall moved by more than 0.005).
+
+Cutting long texts into passages (lake.embedding.passages) did not change the identity: texts
+that fit keep their vectors, and a long row embedded before keeps a vector of the same space,
+which ``turnlake embed --long-texts`` replaces; a new identity would have left every lake's
+rows foreign to its queries until all of them were re-embedded.
 """
 
 from __future__ import annotations
