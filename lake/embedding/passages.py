@@ -79,7 +79,7 @@ class PassageSplitter:
             from tokenizers import Tokenizer
 
             tokenizer = Tokenizer.from_file(str(file))
-        except Exception as exc:  # a broken tokenizer file must not stop the model loading
+        except Exception as exc:  # any tokenizers failure reaches callers as EmbeddingError
             raise EmbeddingError(f"could not load the tokenizer of {folder}: "
                                  f"{type(exc).__name__}: {exc}") from exc
         tokenizer.no_truncation()
