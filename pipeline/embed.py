@@ -52,6 +52,8 @@ class BackfillReport:
     embedded: int = 0
     failed: int = 0
     reused: int = 0
+    # --long-texts: rows longer than the model reads, of which ``embedded`` got a new vector
+    long_rows: int = 0
     partitions: set[tuple[str, str]] = field(default_factory=set)
     error: str | None = None
 
@@ -190,6 +192,7 @@ def refresh_long_texts(settings: Settings, embedder: Embedder, *,
             long = [len(p) > 1 for p in splitter.split(
                 [t or "" for t in rows.column("text").to_pylist()])]
             rows = rows.filter(pa.array(long, pa.bool_()))
+            report.long_rows += rows.num_rows
             fresh, outcome = embed_rows(rows, embedder, batch_size=settings.embed_batch_size)
             if not outcome.error:
                 # a row embedded as passages already (by a write since, or a run before this

@@ -316,7 +316,11 @@ def embed(
         raise fail(exc) from exc
     if report.error:
         console.print(styled(("embedding failed:", "yellow"), f" {report.error}"))
-    out.print(f"embedded {report.embedded} rows, {report.failed} failed; {report.reused} "
-              "of them reused a vector instead of computing it")
+    if long_texts:
+        out.print(f"{report.long_rows} rows longer than the model reads: {report.embedded} "
+                  f"re-embedded as passages, {report.failed} failed, the rest were already")
+    else:
+        out.print(f"embedded {report.embedded} rows, {report.failed} failed; {report.reused} "
+                  "of them reused a vector instead of computing it")
     if report.error:
         raise typer.Exit(1)

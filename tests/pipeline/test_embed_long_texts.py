@@ -49,6 +49,7 @@ def test_long_rows_get_their_passages_vector_and_the_rest_is_left(truncated_lake
     report = refresh_long_texts(Settings(lake=truncated_lake, embedding_model=embedder.name),
                                 embedder, on_progress=lambda d, t: seen.append((d, t)))
     assert report.embedded == 1 and report.failed == 0 and len(report.partitions) == 1
+    assert report.long_rows == 1  # the short answer and the prompts are not long
     assert seen == [(1, 1)]
     after = _vectors(truncated_lake)
     np.testing.assert_allclose(after[LONG], embedder.encode([LONG])[0], atol=1e-6)
@@ -73,7 +74,10 @@ def test_the_cli_refreshes_long_texts_and_rebuilds_their_index(
     cli = CliRunner()
     result = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch"])
     assert result.exit_code == 0, result.output
-    assert "embedded 1 rows, 0 failed" in result.stdout
+    assert "1 rows longer than the model reads: 1 re-embedded as passages, 0 failed" \
+        in result.stdout
+    again = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch"])
+    assert "1 rows longer than the model reads: 0 re-embedded" in again.stdout
     status = cli.invoke(app, ["index", "status", "--json"])
     assert [s["freshness"] for s in json.loads(status.stdout)] == ["fresh"]
     for flags in (["--backfill"], ["--reembed"], ["--ray"]):
