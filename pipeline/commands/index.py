@@ -316,7 +316,9 @@ def embed(
         raise fail(exc) from exc
     if report.error:
         console.print(styled(("embedding failed:", "yellow"), f" {report.error}"))
-    if long_texts:
+    if long_texts and not report.long_rows:
+        out.print("no row is longer than the model reads: nothing to re-embed")
+    elif long_texts:
         out.print(f"{report.long_rows} rows longer than the model reads: {report.embedded} "
                   f"re-embedded as passages, {report.failed} failed, the rest were already")
     else:

@@ -80,6 +80,13 @@ def test_the_cli_refreshes_long_texts_and_rebuilds_their_index(
     assert "1 rows longer than the model reads: 0 re-embedded" in again.stdout
     status = cli.invoke(app, ["index", "status", "--json"])
     assert [s["freshness"] for s in json.loads(status.stdout)] == ["fresh"]
+    short = truncated_lake.parent / "short"
+    run_ingest(Settings(lake=short, embedding_model="all-MiniLM-L6-v2"),
+               records=[json.dumps(make_record(0))], embedder=SentenceTransformerEmbedder())
+    nothing = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch",
+                               "--lake", str(short)])
+    assert nothing.exit_code == 0, nothing.output
+    assert "no row is longer than the model reads: nothing to re-embed" in nothing.stdout
     for flags in (["--backfill"], ["--reembed"], ["--ray"]):
         refused = cli.invoke(app, ["embed", "--long-texts", *flags])
         assert refused.exit_code == 2
