@@ -159,7 +159,7 @@ def bench_locomo_reworded() -> dict[str, Any]:
 
 
 def bench_locomo_long() -> dict[str, Any]:
-    """Recall@5/10/25 of the semantic arm and of fusion on LoCoMo made long (each session's
+    """Recall@5/10/25 of each generator and of fusion on LoCoMo made long (each session's
     turns joined in runs of 16, bench.locomo.join_turns), LoCoMo's questions and reworded ones,
     per split, no floor: long rows embedded as passages (lake.embedding.passages) against
     their first 254 word pieces."""
@@ -177,8 +177,7 @@ def bench_locomo_long() -> dict[str, Any]:
                              splits=("tune", "report", "all"), min_relevance=0.0,
                              reworded=reworded, joined=LONG_RUN)
             out[f"{mode}{'_reworded' if reworded else ''}"] = {
-                split: {g: {str(k): round(v, 3) for k, v in res[g].items()}
-                        for g in ("semantic", "fused")}
+                split: {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
                 for split, res in found.items()}
         embedder.save()
     return out
