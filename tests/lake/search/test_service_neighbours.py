@@ -11,7 +11,7 @@ from factories import BASE_TIME, make_record, write_jsonl
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import QueryError
 from lake.search.access import Principal
-from lake.search.neighbours import STANDALONE_BYTES
+from lake.search.neighbours import STANDALONE_CHARS
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -68,9 +68,9 @@ def test_a_bad_neighbour_weight_is_a_clear_query_error(service: SearchService) -
 
 def test_a_long_turn_lends_its_neighbour_nothing(hashing_settings: Settings,
                                                  tmp_path: Path) -> None:
-    # as in the fixture, but the turn before c-trip's match holds more than STANDALONE_BYTES
+    # as in the fixture, but the turn before c-trip's match holds more than STANDALONE_CHARS
     filler = " ".join(f"item {i}: socks, a scarf and a rain jacket" for i in range(60))
-    assert len(filler.encode()) > STANDALONE_BYTES
+    assert len(filler) > STANDALONE_CHARS
     records = [
         _turn(0, "c-trip", "t-9", "packing list: the quokka costume", filler),
         _turn(1, "c-trip", "t-1", *MATCH),
