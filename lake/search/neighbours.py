@@ -10,15 +10,6 @@ Measured on LoCoMo minimal records, fused recall@5/10/25 on the tune split (conv
 0-4, the only part looked at when choosing): .626/.686/.787 without, .696/.758/.840 with
 weight 0.5 (one neighbour each side, the larger of the two). Mean of both sides, a window of
 two turns with decay, and weights 0.1-1.0 were each no better on that split.
-
-A long turn holds its own context: smoothing chosen on LoCoMo's short turns (all under 800
-characters, 1,200 with rich anchors) lifted the wrong turn where each turn held 16 of them
-(bench section ``locomo_long``, ~2,900 characters a turn at the median). A turn of more than
-:data:`STANDALONE_CHARS` (2,000) characters neither gains nor lends: on that set's tune split
-fused recall@5/10/25 went .860/.919/.989 → .872/.930/.990, and .521/.732/.958 → .555/.763/.973
-for the reworded questions, the same as no smoothing at all there (scaling the weight down with
-the turn's own length instead gave .861-.863 at 5); LoCoMo's own figures are untouched. The
-relevance a neighbour lends (:func:`neighbour_relevance`) is unchanged.
 """
 
 from __future__ import annotations
@@ -37,9 +28,6 @@ DEFAULT_NEIGHBOUR_WEIGHT = 0.5
 # at 10 when a lifted turn kept only its own relevance; any share from 0.8 to 1 brought it
 # back to .756. The lowest of those is taken.
 NEIGHBOUR_RELEVANCE_SHARE = 0.8
-# A turn whose rows hold more characters than this stands on its own: it neither gains from
-# its neighbours nor lends to them (see the module docstring).
-STANDALONE_CHARS = 2000
 
 
 def check_neighbour_weight(weight: float) -> None:
@@ -73,26 +61,18 @@ class Smoothed(NamedTuple):
 
 
 def smoothed(fused: FusedIds, previous_ids: np.ndarray, following_ids: np.ndarray,
-             weight: float, standalone: np.ndarray | None = None) -> Smoothed:
+             weight: float) -> Smoothed:
     """``fused`` with each turn's value raised by ``weight`` × its neighbour support
     (:func:`neighbour_support`), re-sorted best first. ``previous_ids[j]`` and
     ``following_ids[j]`` are the ids of turn ``fused.turns[j]``'s neighbours (-1: none); a
-    neighbour that is not a fused turn adds nothing. A turn marked in ``standalone`` (one
-    bool per fused turn; see :data:`STANDALONE_CHARS`) neither gains nor lends support. Turns
-    of equal new value keep their fused order, so ties stay broken as fusion broke them."""
+    neighbour that is not a fused turn adds nothing. Turns of equal new value keep their
+    fused order, so ties stay broken as fusion broke them."""
     check_neighbour_weight(weight)
     values = fused.values
     previous = positions_of(fused.turns, previous_ids)
     following = positions_of(fused.turns, following_ids)
     if weight > 0 and values.size:
-        if standalone is None:
-            values = values + weight * neighbour_support(values, previous, following)
-        else:
-            alone = np.asarray(standalone, bool)
-            if alone.shape != values.shape:
-                raise ValueError(f"{alone.size} standalone marks for {values.size} turns")
-            support = neighbour_support(np.where(alone, 0.0, values), previous, following)
-            values = values + np.where(alone, 0.0, weight * support)
+        values = values + weight * neighbour_support(values, previous, following)
     order = np.argsort(-values, kind="stable")
     place = np.empty_like(order)
     place[order] = np.arange(order.size)

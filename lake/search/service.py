@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lake.embedding.base import Embedder
 from lake.errors import EmbeddingError, IndexError_, QueryError
@@ -42,12 +41,7 @@ from lake.search.named_time import (
     named_times,
     seconds_outside,
 )
-from lake.search.neighbours import (
-    STANDALONE_CHARS,
-    check_neighbour_weight,
-    neighbour_relevance,
-    smoothed,
-)
+from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
 from lake.search.relevance import relevance
 from lake.search.request import (
     GENERATORS,
@@ -256,9 +250,8 @@ class SearchService:
                          row_weights=row_weights)
         smooth = f.neighbour_weight > 0
         if smooth:
-            fused, previous, following = smoothed(
-                fused, *_neighbour_ids(fused, parts), f.neighbour_weight,
-                standalone=_turn_chars(fused.turns, parts) > STANDALONE_CHARS)
+            fused, previous, following = smoothed(fused, *_neighbour_ids(fused, parts),
+                                                  f.neighbour_weight)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
@@ -501,23 +494,6 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
                    for turn, share in zip(texts, shares, strict=True)}
     floor = coverage_weight(0.0, gain)
     return np.array([multipliers.get(t, floor) for t in turns])
-
-
-def _turn_chars(turns: np.ndarray, parts: _Parts) -> np.ndarray:
-    """Per turn id, how many characters its rows' texts hold together."""
-    out = np.zeros(turns.size, np.int64)
-    slots = turns >> 32
-    for slot in np.unique(slots).tolist():
-        at = slots == slot
-        part = parts.parts[slot]
-        starts, ends = part.columns.turn_docs(turns[at] & 0xFFFFFFFF)
-        counts = ends - starts
-        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        docs = np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))
-        lengths = pc.utf8_length(part.rows.column("text").take(pa.array(docs)))
-        chars = np.asarray(lengths.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-        out[at] = np.add.reduceat(chars, firsts) if chars.size else 0
-    return out
 
 
 def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:

@@ -114,36 +114,3 @@ def test_neighbour_relevance_never_lowers_and_never_exceeds_the_best(
 def test_a_bad_neighbour_weight_is_refused_by_name(bad: float) -> None:
     with pytest.raises(QueryError, match="neighbour weight"):
         check_neighbour_weight(bad)
-
-
-@given(fused_lists(), st.data())
-def test_a_standalone_turn_neither_gains_nor_lends(
-        case: tuple[FusedIds, list[int], list[int]], data: st.DataObject) -> None:
-    fused, previous, following = case
-    alone = data.draw(st.lists(st.booleans(), min_size=fused.turns.size,
-                               max_size=fused.turns.size))
-    got = smoothed(fused, np.array(previous, np.int64), np.array(following, np.int64), 0.5,
-                   standalone=np.array(alone, bool))
-    # the plain version: support from neighbours that are fused and not standalone
-    place = {t: i for i, t in enumerate(fused.turns.tolist())}
-    values = fused.values.tolist()
-    expected = {}
-    for j, (turn, b, a) in enumerate(zip(fused.turns.tolist(), previous, following,
-                                         strict=True)):
-        lenders = [place[n] for n in (b, a) if n in place and not alone[place[n]]]
-        support = max([0.0] + [values[i] for i in lenders])
-        expected[turn] = values[j] + (0.0 if alone[j] else 0.5 * support)
-    assert dict(zip(got.fused.turns.tolist(), got.fused.values.tolist(), strict=True)) \
-        == pytest.approx(expected)
-    if not any(alone):
-        plain = smoothed(fused, np.array(previous, np.int64), np.array(following, np.int64),
-                         0.5)
-        assert got.fused.turns.tolist() == plain.fused.turns.tolist()
-
-
-def test_standalone_marks_must_match_the_turns() -> None:
-    fused = FusedIds(np.array([1, 2]), np.array([1.0, 0.5]), ("lexical",),
-                     np.array([[1, 2]]), np.array([[0, 1]]))
-    with pytest.raises(ValueError, match="1 standalone marks for 2 turns"):
-        smoothed(fused, np.array([-1, 1]), np.array([2, -1]), 0.5,
-                 standalone=np.array([True]))

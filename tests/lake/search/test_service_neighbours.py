@@ -11,7 +11,6 @@ from factories import BASE_TIME, make_record, write_jsonl
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import QueryError
 from lake.search.access import Principal
-from lake.search.neighbours import STANDALONE_CHARS
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -64,31 +63,3 @@ def test_a_turn_beside_a_matching_turn_ranks_above_its_lone_twin(
 def test_a_bad_neighbour_weight_is_a_clear_query_error(service: SearchService) -> None:
     with pytest.raises(QueryError, match="neighbour weight"):
         _order(service, -1.0)
-
-
-def test_a_long_turn_lends_its_neighbour_nothing(hashing_settings: Settings,
-                                                 tmp_path: Path) -> None:
-    # as in the fixture, but the turn before c-trip's match holds more than STANDALONE_CHARS
-    filler = " ".join(f"item {i}: socks, a scarf and a rain jacket" for i in range(60))
-    assert len(filler) > STANDALONE_CHARS
-    records = [
-        _turn(0, "c-trip", "t-9", "packing list: the quokka costume", filler),
-        _turn(1, "c-trip", "t-1", *MATCH),
-        _turn(3, "c-lone", "t-1", "book a table for dinner", "booked for eight"),
-        _turn(4, "c-lone", "t-2", *MATCH),
-    ]
-    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
-    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
-    def scores(weight: float) -> dict[tuple[str, str], float]:
-        result = service.search(SearchRequest(
-            "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1),
-            recency_weight=0, min_relevance=0.0,
-            fusion=FusionSettings(neighbour_weight=weight)))
-        return {(h.conversation_id, h.turn_id): h.score for h in result.hits}
-
-    smoothed, plain = scores(0.5), scores(0.0)
-    # c-trip's match has only the long turn beside it: neither lifts the other
-    for turn in (("c-trip", "t-1"), ("c-trip", "t-9")):
-        assert smoothed[turn] == plain[turn]
-    # c-lone's match, beside a short turn, is still lifted
-    assert smoothed[("c-lone", "t-2")] > plain[("c-lone", "t-2")]
