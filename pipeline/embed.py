@@ -161,10 +161,10 @@ def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
 
 
 def long_texts(identity: str, window: int) -> ds.Expression:
-    """Rows embedded by ``identity`` whose text may be longer than ``window`` word pieces: a
-    word piece spans at least one character, so longer than ``window`` characters."""
+    """Rows embedded by ``identity`` whose text may be longer than ``window`` word pieces: more
+    UTF-8 bytes than that, the bound lake.embedding.passages.PassageSplitter.split reads too."""
     return (ds.field("embedding_status") == DONE) & (ds.field("embedding_model") == identity) \
-        & (pc.utf8_length(ds.field("text")) > window)
+        & (pc.binary_length(ds.field("text")) > window)
 
 
 def refresh_long_texts(settings: Settings, embedder: Embedder, *,
