@@ -19,7 +19,7 @@ import numpy as np
 
 from lake.embedding.base import DEFAULT_BATCH_SIZE, check_batch_size, check_texts, check_vectors
 from lake.embedding.onnx_export import ModelSource, ensure_graph
-from lake.embedding.passages import PassageSplitter, encode_long
+from lake.embedding.passages import PassageSplitter, encode_long, load_tokenizer
 from lake.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -29,13 +29,7 @@ if TYPE_CHECKING:
 def tokenizer_for(path: Path, max_length: int) -> Tokenizer:
     """The fast tokenizer of a model folder, truncating to ``max_length`` and never padding
     (batches are padded here, to their own longest text)."""
-    try:
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-    except Exception as exc:
-        raise EmbeddingError(f"could not load the tokenizer of {path}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+    tokenizer = load_tokenizer(path)
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.no_padding()
     return tokenizer

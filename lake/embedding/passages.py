@@ -64,6 +64,18 @@ def passage_bounds(word_starts: Sequence[bool], window: int) -> list[tuple[int, 
     return list(zip(cuts, [*cuts[1:], n], strict=True))
 
 
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """The fast tokenizer of a model folder (its ``tokenizer.json``); any failure is an
+    :class:`EmbeddingError` naming the folder."""
+    try:
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # a missing or broken file, or no tokenizers package
+        raise EmbeddingError(f"could not load the tokenizer of {folder}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+
 class PassageSplitter:
     """Cuts texts into passages a model reads whole, with the model's own tokenizer."""
 
@@ -76,16 +88,9 @@ class PassageSplitter:
         """The splitter of a model folder that reads ``max_length`` word pieces with its two
         markers; None when the folder has no fast tokenizer (``tokenizer.json``), whose texts
         are then truncated by the model as before."""
-        file = folder / "tokenizer.json"
-        if not file.is_file():
+        if not (folder / "tokenizer.json").is_file():
             return None
-        try:
-            from tokenizers import Tokenizer
-
-            tokenizer = Tokenizer.from_file(str(file))
-        except Exception as exc:  # any tokenizers failure reaches callers as EmbeddingError
-            raise EmbeddingError(f"could not load the tokenizer of {folder}: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        tokenizer = load_tokenizer(folder)
         tokenizer.no_truncation()
         tokenizer.no_padding()
         return cls(tokenizer, max(max_length - 2, 1))
