@@ -177,8 +177,9 @@ def refresh_long_texts(settings: Settings, embedder: Embedder, *,
     ones are exactly those. Raises TurnlakeError when the embedder cuts no passages."""
     splitter = splitter_of(embedder)
     if splitter is None:
-        raise TurnlakeError(f"embedder {embedder.name!r} cuts no passages (its model folder has "
-                            "no tokenizer.json): long texts are truncated, so nothing to refresh")
+        raise TurnlakeError(f"embedder {embedder.name!r} cuts no passages (it has no "
+                            "tokenizer.json to count word pieces with): long texts are "
+                            "truncated, so there is nothing to refresh")
     report = BackfillReport()
     select = long_texts(embedder.name, splitter.window)
     with _planned(settings, select) as plan:
