@@ -133,20 +133,27 @@ def build(data: list[dict[str, Any]], *, rich: bool
     return records, questions, last
 
 
-def join_turns(records: list[dict[str, Any]], questions: list[Question], n: int
-               ) -> tuple[list[dict[str, Any]], list[Question]]:
+def join_turns(records: list[dict[str, Any]], questions: list[Question], n: int, *,
+               mixed: bool = False) -> tuple[list[dict[str, Any]], list[Question]]:
     """Each conversation's turns joined in runs of ``n`` into one turn: the first turn's
     prompt, and a completion holding the rest of the run's text in order (as an agent that
-    answers at length); rich anchors are pooled. A question's evidence becomes the joined
-    turns that hold it."""
+    answers at length); rich anchors are pooled. ``mixed``: only every other run is joined
+    (the first, third, ...), the turns of the others stay as they were, so long turns sit
+    beside short ones in each conversation. A question's evidence becomes the turns that
+    hold it."""
     out: list[dict[str, Any]] = []
     into: dict[tuple[str, str], tuple[str, str]] = {}
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         runs.setdefault(r["conversation_id"], []).append(r)
     for conversation, turns in runs.items():
-        for start in range(0, len(turns), n):
+        for block, start in enumerate(range(0, len(turns), n)):
             run = turns[start:start + n]
+            if mixed and block % 2:
+                out += run
+                into.update({(conversation, r["turn_id"]): (conversation, r["turn_id"])
+                             for r in run})
+                continue
             head = run[0]
             texts = [head["completion"]["text"]]
             for r in run[1:]:
@@ -198,21 +205,24 @@ CONFIGS: dict[str, dict[str, bool]] = {
 def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
              weights: Mapping[str, float] | None = None, workdir: Path | None = None,
              splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
-             reworded: bool = False, joined: int = 1) -> dict[str, dict[str, dict[int, float]]]:
+             reworded: bool = False, joined: int = 1, mixed: bool = False
+             ) -> dict[str, dict[str, dict[int, float]]]:
     """Recall@k per split and configuration on a freshly built LoCoMo lake of all ten
     samples (a question sees only its own sample's history; the split picks the questions).
     ``min_relevance`` None: the search default floor. ``reworded``: the questions asked in
     other words (bench.reworded). ``joined`` > 1: each session's turns joined in runs of that
-    many (:func:`join_turns`), a history of long rows."""
+    many (:func:`join_turns`), a history of long rows; with ``mixed``, every other run only,
+    long rows among short ones."""
     records, questions, last = build(samples("all"), rich=rich)
     if joined > 1:
-        records, questions = join_turns(records, questions, joined)
+        records, questions = join_turns(records, questions, joined, mixed=mixed)
     if reworded:
         from bench.reworded import reword
 
         questions = reword(questions, embedder)
     root = Path(workdir or tempfile.mkdtemp(prefix="locomo-")) / (
-        ("rich" if rich else "minimal") + (f"-joined{joined}" if joined > 1 else ""))
+        ("rich" if rich else "minimal") + (f"-joined{joined}" if joined > 1 else "")
+        + ("-mixed" if joined > 1 and mixed else ""))
     settings = Settings(lake=root, embedding_model=embedder.name)
     if not (root / "indexes").exists():
         run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)

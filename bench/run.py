@@ -162,7 +162,8 @@ def bench_locomo_long() -> dict[str, Any]:
     """Recall@5/10/25 of each generator and of fusion on LoCoMo made long (each session's
     turns joined in runs of 16, bench.locomo.join_turns), LoCoMo's questions and reworded ones,
     per split, no floor: long rows embedded as passages (lake.embedding.passages) against
-    their first 254 word pieces."""
+    their first 254 word pieces; and, with passages, the ``mixed`` history where only every
+    other run is joined (long turns beside short ones)."""
     from bench.cache import CACHE_DIR, CachedEmbedder
     from bench.locomo import evaluate
     from lake.embedding.sentence import SentenceTransformerEmbedder
@@ -172,13 +173,15 @@ def bench_locomo_long() -> dict[str, Any]:
             ("passages", CachedEmbedder(SentenceTransformerEmbedder())),
             ("truncated", CachedEmbedder(SentenceTransformerEmbedder(passages=False),
                                          path=CACHE_DIR / "emb-all-MiniLM-L6-v2-truncated.npz"))):
-        for reworded in (False, True):
-            found = evaluate(embedder, rich=False, workdir=CACHE / "locomo-long" / mode,
-                             splits=("tune", "report", "all"), min_relevance=0.0,
-                             reworded=reworded, joined=LONG_RUN)
-            out[f"{mode}{'_reworded' if reworded else ''}"] = {
-                split: {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
-                for split, res in found.items()}
+        for mixed in (False, True) if mode == "passages" else (False,):
+            for reworded in (False, True):
+                found = evaluate(embedder, rich=False, workdir=CACHE / "locomo-long" / mode,
+                                 splits=("tune", "report", "all"), min_relevance=0.0,
+                                 reworded=reworded, joined=LONG_RUN, mixed=mixed)
+                out[f"{mode}{'_mixed' if mixed else ''}{'_reworded' if reworded else ''}"] = {
+                    split: {g: {str(k): round(v, 3) for k, v in r.items()}
+                            for g, r in res.items()}
+                    for split, res in found.items()}
         embedder.save()
     return out
 

@@ -116,3 +116,17 @@ def test_a_fit_that_cannot_meet_its_targets_says_so_with_every_boundary_tried(
     assert [t["c"] for t in caught.value.tried] == [round(0.30 + i / 100, 2) for i in range(50)]
     assert all(set(t) == {"c", "true_empty", "recall_floor", "recall_no_floor"}
                for t in caught.value.tried)
+
+
+def test_mixed_joining_keeps_every_other_run_as_it_was() -> None:
+    turns = [{"conversation_id": "c", "turn_id": f"t-{i}",
+              "submissions": [{"text": f"ask {i}"}], "completion": {"text": f"say {i}"}}
+             for i in range(5)]
+    asked = [locomo.Question("u", "q", frozenset({("c", f"t-{i}")})) for i in range(5)]
+    joined, moved = locomo.join_turns(turns, asked, 2, mixed=True)
+    # runs [0, 1] and [4] are joined, [2, 3] stay two turns
+    assert [r["turn_id"] for r in joined] == ["t-0", "t-2", "t-3", "t-4"]
+    assert joined[0]["completion"]["text"].split("\n") == ["say 0", "ask 1", "say 1"]
+    assert joined[1:3] == turns[2:4] and joined[3] == turns[4]
+    assert [sorted(q.evidence) for q in moved] == [
+        [("c", t)] for t in ("t-0", "t-0", "t-2", "t-3", "t-4")]
