@@ -41,7 +41,12 @@ from lake.search.named_time import (
     named_times,
     seconds_outside,
 )
-from lake.search.neighbours import check_neighbour_weight, neighbour_relevance, smoothed
+from lake.search.neighbours import (
+    LONG_TURN_BYTES,
+    check_neighbour_weight,
+    neighbour_relevance,
+    smoothed,
+)
 from lake.search.relevance import relevance
 from lake.search.request import (
     GENERATORS,
@@ -250,8 +255,9 @@ class SearchService:
                          row_weights=row_weights)
         smooth = f.neighbour_weight > 0
         if smooth:
-            fused, previous, following = smoothed(fused, *_neighbour_ids(fused, parts),
-                                                  f.neighbour_weight)
+            fused, previous, following = smoothed(
+                fused, *_neighbour_ids(fused, parts), f.neighbour_weight,
+                lends=_turn_bytes(fused.turns, parts) <= LONG_TURN_BYTES)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
@@ -495,6 +501,19 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
                    for turn, share in zip(texts, shares, strict=True)}
     floor = coverage_weight(0.0, gain)
     return np.array([multipliers.get(t, floor) for t in turns])
+
+
+def _turn_bytes(turns: np.ndarray, parts: _Parts) -> np.ndarray:
+    """Per turn id, how many UTF-8 bytes its rows' texts hold together."""
+    out = np.zeros(turns.size, np.int64)
+    slots = turns >> 32
+    for slot in np.unique(slots).tolist():
+        at = slots == slot
+        part = parts.parts[slot]
+        starts, ends = part.columns.turn_docs(turns[at] & 0xFFFFFFFF)
+        before = part.text_bytes_before
+        out[at] = before[ends] - before[starts]
+    return out
 
 
 def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarray]:

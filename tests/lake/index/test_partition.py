@@ -6,11 +6,14 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from factories import make_record, rich_record, write_jsonl
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lake.index.manifest import local_build
-from lake.index.partition import PartitionIndex
+from lake.index.partition import PartitionIndex, running_utf8_sizes
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -127,3 +130,33 @@ def test_a_build_records_where_its_time_went(part: PartitionIndex) -> None:
     assert all(s >= 0 for s in seconds.values())
     # the parts are timed one after another within the build
     assert sum(seconds.values()) <= part.manifest.build_seconds
+
+
+def test_text_bytes_before_are_the_running_utf8_sizes_of_the_texts(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    records = [make_record(t, prompt=p, answer=a) for t, (p, a) in enumerate([
+        ("Déploiement échoué", "délai dépassé après 30 s 🚀"),
+        ("日本語のテキスト", "ok"), ("plain words", "more plain words")])]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    store = LakeStore(hashing_settings.lake)
+    (status,) = partition_statuses(store).values()
+    assert status.manifest is not None
+    part = PartitionIndex(local_build(store.root, status.manifest), status.manifest)
+    sizes = [len((t or "").encode()) for t in part.rows.column("text").to_pylist()]
+    assert part.text_bytes_before.tolist() == [0, *np.cumsum(sizes).tolist()]
+    starts, ends = part.columns.turn_docs(np.unique(part.columns.turn_numbers))
+    before = part.text_bytes_before
+    assert (before[ends] - before[starts]).sum() == sum(sizes)
+
+
+@given(st.lists(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=6), max_size=4),
+       st.integers(0, 3), st.booleans())
+def test_running_utf8_sizes_read_sliced_and_large_chunks(
+        chunks: list[list[str | None]], cut: int, large: bool) -> None:
+    kind = pa.large_string() if large else pa.string()
+    # a chunk may be a slice of a longer array: its offsets then start past zero
+    arrays = [pa.array(["skipped"] * cut + c, kind).slice(cut) for c in chunks]
+    column = pa.chunked_array(arrays, kind)
+    texts = [t for c in chunks for t in c]
+    expected = np.cumsum([0] + [len((t or "").encode("utf-8", "surrogatepass")) for t in texts])
+    assert running_utf8_sizes(column).tolist() == expected.tolist()

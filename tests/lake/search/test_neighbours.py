@@ -69,7 +69,8 @@ def test_smoothing_lifts_each_turn_by_its_neighbours_and_re_sorts(
     value_of = dict(zip(fused.turns.tolist(), fused.values.tolist(), strict=True))
     expected = {}
     for t, b, a in zip(fused.turns.tolist(), previous, following, strict=True):
-        near = [value_of[n] for n in (b, a) if n in value_of]
+        # a turn with no neighbour at all is its own
+        near = [value_of[t]] if b == a == -1 else [value_of[n] for n in (b, a) if n in value_of]
         expected[t] = value_of[t] + weight * max([0.0, *near])
     out = smoothed(fused, np.array(previous, np.int64), np.array(following, np.int64), weight)
     turns = out.fused.turns.tolist()
@@ -114,3 +115,36 @@ def test_neighbour_relevance_never_lowers_and_never_exceeds_the_best(
 def test_a_bad_neighbour_weight_is_refused_by_name(bad: float) -> None:
     with pytest.raises(QueryError, match="neighbour weight"):
         check_neighbour_weight(bad)
+
+
+@given(fused_lists(), st.data())
+def test_a_turn_that_does_not_lend_lifts_no_neighbour_but_is_still_lifted(
+        case: tuple[FusedIds, list[int], list[int]], data: st.DataObject) -> None:
+    fused, previous, following = case
+    lends = data.draw(st.lists(st.booleans(), min_size=fused.turns.size,
+                               max_size=fused.turns.size))
+    got = smoothed(fused, np.array(previous, np.int64), np.array(following, np.int64), 0.5,
+                   lends=np.array(lends, bool))
+    # the plain version: support from neighbours that are fused and lend, or the turn's own
+    # value when it has no neighbour at all
+    place = {t: i for i, t in enumerate(fused.turns.tolist())}
+    values = fused.values.tolist()
+    expected = {}
+    for j, (turn, b, a) in enumerate(zip(fused.turns.tolist(), previous, following,
+                                         strict=True)):
+        lenders = [j] if b == a == -1 else [place[n] for n in (b, a)
+                                             if n in place and lends[place[n]]]
+        expected[turn] = values[j] + 0.5 * max([0.0] + [values[i] for i in lenders])
+    assert dict(zip(got.fused.turns.tolist(), got.fused.values.tolist(), strict=True)) \
+        == pytest.approx(expected)
+    if all(lends):
+        plain = smoothed(fused, np.array(previous, np.int64), np.array(following, np.int64),
+                         0.5)
+        assert got.fused.turns.tolist() == plain.fused.turns.tolist()
+
+
+def test_lending_marks_must_match_the_turns() -> None:
+    fused = FusedIds(np.array([1, 2]), np.array([1.0, 0.5]), ("lexical",),
+                     np.array([[1, 2]]), np.array([[0, 1]]))
+    with pytest.raises(ValueError, match="1 lending marks for 2 turns"):
+        smoothed(fused, np.array([-1, 1]), np.array([2, -1]), 0.5, lends=np.array([True]))

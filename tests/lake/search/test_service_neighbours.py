@@ -11,6 +11,7 @@ from factories import BASE_TIME, make_record, write_jsonl
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import QueryError
 from lake.search.access import Principal
+from lake.search.neighbours import LONG_TURN_BYTES
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -63,3 +64,57 @@ def test_a_turn_beside_a_matching_turn_ranks_above_its_lone_twin(
 def test_a_bad_neighbour_weight_is_a_clear_query_error(service: SearchService) -> None:
     with pytest.raises(QueryError, match="neighbour weight"):
         _order(service, -1.0)
+
+
+def test_a_long_turn_lends_its_neighbour_nothing(hashing_settings: Settings,
+                                                 tmp_path: Path) -> None:
+    # as in the fixture, but the turn before c-trip's match holds more than LONG_TURN_BYTES
+    filler = " ".join(f"item {i}: socks, a scarf and a rain jacket" for i in range(60))
+    assert len(filler.encode()) > LONG_TURN_BYTES
+    records = [
+        _turn(0, "c-trip", "t-9", "packing list: the quokka costume", filler),
+        _turn(1, "c-trip", "t-1", *MATCH),
+        _turn(3, "c-lone", "t-1", "book a table for dinner", "booked for eight"),
+        _turn(4, "c-lone", "t-2", *MATCH),
+    ]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+    def scores(weight: float) -> dict[tuple[str, str], float]:
+        result = service.search(SearchRequest(
+            "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1),
+            recency_weight=0, min_relevance=0.0,
+            fusion=FusionSettings(neighbour_weight=weight)))
+        return {(h.conversation_id, h.turn_id): h.score for h in result.hits}
+
+    smoothed, plain = scores(0.5), scores(0.0)
+    # the long turn lends c-trip's match nothing, and is still lifted by it
+    assert smoothed[("c-trip", "t-1")] == plain[("c-trip", "t-1")]
+    assert smoothed[("c-trip", "t-9")] > plain[("c-trip", "t-9")]
+    # c-lone's match, beside a short turn, is lifted
+    assert smoothed[("c-lone", "t-2")] > plain[("c-lone", "t-2")]
+
+
+def test_a_turn_alone_in_its_conversation_is_lifted_by_its_own_value(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    records = [
+        _turn(0, "c-one", "t-1", *MATCH),
+        _turn(1, "c-many", "t-1", "renew the car insurance", "renewed online"),
+        _turn(2, "c-many", "t-2", *MATCH),
+        _turn(3, "c-many", "t-3", "what is the weather like", "sunny all week"),
+    ]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+
+    def scores(weight: float) -> dict[tuple[str, str], float]:
+        result = service.search(SearchRequest(
+            "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1),
+            recency_weight=0, min_relevance=0.0,
+            fusion=FusionSettings(neighbour_weight=weight)))
+        return {(h.conversation_id, h.turn_id): h.score for h in result.hits}
+
+    smoothed, plain = scores(0.5), scores(0.0)
+    # unsmoothed, the twin matches tie and the tie goes by conversation id; smoothed, the one
+    # with no neighbour is its own neighbourhood, while the other's neighbours match weakly
+    assert plain[("c-one", "t-1")] < plain[("c-many", "t-2")]
+    assert smoothed[("c-one", "t-1")] == pytest.approx(1.5 * plain[("c-one", "t-1")])
+    assert plain[("c-many", "t-2")] < smoothed[("c-many", "t-2")] < smoothed[("c-one", "t-1")]
