@@ -81,7 +81,8 @@ class QueryOptions(BaseModel):
     neighbour_weight: float = Field(
         default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0.0, allow_inf_nan=False,
         description="How much a turn gains from a matching previous or next turn of its "
-                    "conversation, as a share of that turn's fused value (0 turns it off).")
+                    "conversation, as a share of that turn's fused value; a turn alone in its "
+                    "conversation gains that share of its own (0 turns it off).")
     coverage_gain: float = Field(
         default=DEFAULT_COVERAGE_GAIN, ge=0.0, allow_inf_nan=False,
         description="Each lexical match votes with the lexical weight times the square of "

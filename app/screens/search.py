@@ -57,7 +57,8 @@ with st.form("search-form"):
         neighbour_w = g4.number_input(
             "Neighbour weight", 0.0, 5.0, DEFAULT_NEIGHBOUR_WEIGHT, 0.1,
             help="How much a turn gains from a matching previous or next turn of its "
-                 "conversation, as a share of that turn's fused score; 0 = off.")
+                 "conversation, as a share of that turn's fused score; a turn alone in its "
+                 "conversation gains that share of its own; 0 = off.")
         coverage_g = g4.number_input(
             "Lexical coverage gain", 0.0, 10.0, DEFAULT_COVERAGE_GAIN, 0.5,
             help="Each lexical match votes with its weight times the square of this many "

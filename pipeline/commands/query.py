@@ -89,7 +89,8 @@ def search(
     ] = DEFAULT_MIN_RELEVANCE,
     neighbour_weight: Annotated[float, typer.Option(
         help="How much a turn gains from a matching neighbour turn, as a share of that "
-             "turn's fused score (0 = off).")] = DEFAULT_NEIGHBOUR_WEIGHT,
+             "turn's fused score; a turn alone in its conversation gains that share of its "
+             "own (0 = off).")] = DEFAULT_NEIGHBOUR_WEIGHT,
     coverage_gain: Annotated[float, typer.Option(
         help="Scale each lexical match's vote by the square of this many times the share "
              "of the query the turn holds (0 = fixed weights).")] = DEFAULT_COVERAGE_GAIN,
