@@ -12,7 +12,7 @@ from lake.embedding.hashing import HashingEmbedder
 from lake.errors import QueryError
 from lake.search.access import Principal
 from lake.search.neighbours import LONG_TURN_BYTES
-from lake.search.request import FusionSettings, SearchRequest
+from lake.search.request import FusionSettings, Hit, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -43,11 +43,28 @@ def service(hashing_settings: Settings, tmp_path: Path) -> SearchService:
     return SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
 
 
-def _order(service: SearchService, weight: float) -> list[tuple[str, str]]:
-    result = service.search(SearchRequest(
+def _hits(service: SearchService, weight: float) -> list[Hit]:
+    return service.search(SearchRequest(
         "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1), recency_weight=0,
-        min_relevance=0.0, fusion=FusionSettings(neighbour_weight=weight)))
-    return [(h.conversation_id, h.turn_id) for h in result.hits]
+        min_relevance=0.0, fusion=FusionSettings(neighbour_weight=weight))).hits
+
+
+def _order(service: SearchService, weight: float) -> list[tuple[str, str]]:
+    return [(h.conversation_id, h.turn_id) for h in _hits(service, weight)]
+
+
+Scores = dict[tuple[str, str], float]
+
+
+def _smoothed_and_plain(records: list[dict[str, object]], settings: Settings, tmp_path: Path
+                        ) -> tuple[Scores, Scores]:
+    """Each turn's score with the default neighbour weight and with none, in a lake of
+    ``records``."""
+    run_ingest(settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    service = SearchService(LakeStore(settings.lake), embedder=HashingEmbedder(64))
+    smoothed, plain = ({(h.conversation_id, h.turn_id): h.score for h in _hits(service, w)}
+                       for w in (0.5, 0.0))
+    return smoothed, plain
 
 
 def test_a_turn_beside_a_matching_turn_ranks_above_its_lone_twin(
@@ -77,16 +94,7 @@ def test_a_long_turn_lends_its_neighbour_nothing(hashing_settings: Settings,
         _turn(3, "c-lone", "t-1", "book a table for dinner", "booked for eight"),
         _turn(4, "c-lone", "t-2", *MATCH),
     ]
-    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
-    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
-    def scores(weight: float) -> dict[tuple[str, str], float]:
-        result = service.search(SearchRequest(
-            "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1),
-            recency_weight=0, min_relevance=0.0,
-            fusion=FusionSettings(neighbour_weight=weight)))
-        return {(h.conversation_id, h.turn_id): h.score for h in result.hits}
-
-    smoothed, plain = scores(0.5), scores(0.0)
+    smoothed, plain = _smoothed_and_plain(records, hashing_settings, tmp_path)
     # the long turn lends c-trip's match nothing, and is still lifted by it
     assert smoothed[("c-trip", "t-1")] == plain[("c-trip", "t-1")]
     assert smoothed[("c-trip", "t-9")] > plain[("c-trip", "t-9")]
@@ -102,17 +110,7 @@ def test_a_turn_alone_in_its_conversation_is_lifted_by_its_own_value(
         _turn(2, "c-many", "t-2", *MATCH),
         _turn(3, "c-many", "t-3", "what is the weather like", "sunny all week"),
     ]
-    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
-    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
-
-    def scores(weight: float) -> dict[tuple[str, str], float]:
-        result = service.search(SearchRequest(
-            "quokka costume parade", ANA, as_of=BASE_TIME + timedelta(days=1),
-            recency_weight=0, min_relevance=0.0,
-            fusion=FusionSettings(neighbour_weight=weight)))
-        return {(h.conversation_id, h.turn_id): h.score for h in result.hits}
-
-    smoothed, plain = scores(0.5), scores(0.0)
+    smoothed, plain = _smoothed_and_plain(records, hashing_settings, tmp_path)
     # unsmoothed, the twin matches tie and the tie goes by conversation id; smoothed, the one
     # with no neighbour is its own neighbourhood, while the other's neighbours match weakly
     assert plain[("c-one", "t-1")] < plain[("c-many", "t-2")]
