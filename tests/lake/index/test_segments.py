@@ -114,6 +114,8 @@ def test_append_adds_a_delta_segment_that_searches_like_a_rebuild(
             view.semantic.vectors(rows) for view in views if view.semantic is not None)
         assert found.tolist() == found_rebuilt.tolist() == rows.tolist()
         assert np.array_equal(vectors, vectors_rebuilt)
+        # and the same running text sizes, which tell search a long turn (doc order)
+        assert views[0].text_bytes_before.tolist() == views[1].text_bytes_before.tolist()
 
 
 def _partition(lake: Path) -> PartitionIndex:
