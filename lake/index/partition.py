@@ -105,9 +105,15 @@ def running_utf8_sizes(texts: pa.ChunkedArray) -> np.ndarray:
     counts 0), read from its offsets buffers without decoding a text."""
     sizes = []
     for chunk in texts.chunks:
+        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
+            chunk = chunk.cast(pa.large_string())  # string views hold no offsets to read
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
         offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
-        sizes.append(np.diff(offsets[chunk.offset:chunk.offset + len(chunk) + 1]))
+        size = np.diff(offsets[chunk.offset:chunk.offset + len(chunk) + 1]).astype(np.int64)
+        if chunk.null_count:
+            # Arrow lets a null's offsets span bytes; it holds no text
+            size[np.asarray(chunk.is_null())] = 0
+        sizes.append(size)
     out = np.zeros(sum(s.size for s in sizes) + 1, np.int64)
     if sizes:
         np.cumsum(np.concatenate(sizes), out=out[1:])

@@ -150,13 +150,21 @@ def test_text_bytes_before_are_the_running_utf8_sizes_of_the_texts(
 
 
 @given(st.lists(st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=6), max_size=4),
-       st.integers(0, 3), st.booleans())
-def test_running_utf8_sizes_read_sliced_and_large_chunks(
-        chunks: list[list[str | None]], cut: int, large: bool) -> None:
-    kind = pa.large_string() if large else pa.string()
+       st.integers(0, 3), st.sampled_from([pa.string(), pa.large_string(), pa.string_view()]))
+def test_running_utf8_sizes_read_sliced_large_and_view_chunks(
+        chunks: list[list[str | None]], cut: int, kind: pa.DataType) -> None:
     # a chunk may be a slice of a longer array: its offsets then start past zero
     arrays = [pa.array(["skipped"] * cut + c, kind).slice(cut) for c in chunks]
     column = pa.chunked_array(arrays, kind)
     texts = [t for c in chunks for t in c]
     expected = np.cumsum([0] + [len((t or "").encode("utf-8", "surrogatepass")) for t in texts])
     assert running_utf8_sizes(column).tolist() == expected.tolist()
+
+
+def test_a_null_whose_offsets_span_bytes_counts_nothing() -> None:
+    # valid, null, valid: the null's offsets (3 -> 7) cover bytes another writer left there
+    validity = pa.py_buffer(bytes([0b101]))
+    offsets = pa.py_buffer(np.array([0, 3, 7, 9], np.int32).tobytes())
+    texts = pa.Array.from_buffers(pa.string(), 3, [validity, offsets, pa.py_buffer(b"abcdefghi")])
+    assert texts.to_pylist() == ["abc", None, "hi"]
+    assert running_utf8_sizes(pa.chunked_array([texts])).tolist() == [0, 3, 3, 5]
