@@ -501,12 +501,16 @@ def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
     empty (false-empty), no-match queries always (true-empty)."""
     splits = [s for s in ("tune", "report") if s in figures]
     kinds = sorted(figures[splits[0]]["true_empty_by_kind"])
-    labels = ["LoCoMo questions", *kinds]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    # figures of a run before the reworded questions were measured have no such bar
+    reworded = all("reworded" in figures[s] for s in splits)
+    labels = ["LoCoMo questions", *(["reworded questions"] if reworded else []), *kinds]
+    fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(splits)
     for i, split in enumerate(splits):
         f = figures[split]
-        shares = [f["false_empty_rate"], *(f["true_empty_by_kind"][k] for k in kinds)]
+        shares = [f["false_empty_rate"],
+                  *([f["reworded"]["false_empty_rate"]] if reworded else []),
+                  *(f["true_empty_by_kind"][k] for k in kinds)]
         ax.bar([x + i * width for x in range(len(labels))], shares, width, label=split)
     ax.set_xticks([x + width * (len(splits) - 1) / 2 for x in range(len(labels))], labels)
     ax.set_ylabel("share of queries with no hit")

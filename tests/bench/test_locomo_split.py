@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bench import locomo, relevance
+from bench.reworded import reword
 from lake.embedding.hashing import HashingEmbedder
 from lake.store import LakeStore
 from lake.tables import Table
@@ -130,3 +131,30 @@ def test_mixed_joining_keeps_every_other_run_as_it_was() -> None:
     assert joined[1:3] == turns[2:4] and joined[3] == turns[4]
     assert [sorted(q.evidence) for q in moved] == [
         [("c", t)] for t in ("t-0", "t-0", "t-2", "t-3", "t-4")]
+
+
+def test_the_floor_report_asks_each_split_its_questions_and_the_same_reworded(
+        ten: Path, tmp_path: Path) -> None:
+    asked: list[tuple[str, str]] = []
+    real = relevance.SearchService.search
+
+    def spy(self: object, request: locomo.SearchRequest) -> object:
+        asked.append((request.principal.user_id or "", request.query))
+        return real(self, request)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(relevance.SearchService, "search", spy)
+        out = relevance.report(HashingEmbedder(64), tmp_path)
+    questions = locomo.build(locomo.samples("all"), rich=False)[1]
+    reworded = reword(questions, HashingEmbedder(64))
+    for split, users in (("tune", range(5)), ("report", range(5, 10))):
+        other_words = out[split]["reworded"]
+        assert other_words["questions"] == 5 == out[split]["questions"]
+        assert set(other_words) == {"questions", "recall_floor", "recall_no_floor",
+                                    "false_empty_rate"}
+        mine = {f"conv-{i}" for i in users}
+        texts = {t for u, t in asked if u in mine}
+        # each question of the split is asked as written and in other words, and no other's
+        for q, other in zip(questions, reworded, strict=True):
+            assert q.text != other.text
+            assert (q.text in texts) == (other.text in texts) == (q.user_id in mine)

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import matplotlib.axes
+import pytest
+
+import bench.run as run
+
+matplotlib.use("Agg")
+
+
+def _split(false_empty: float, reworded: bool) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "floor": 0.5, "false_empty_rate": false_empty,
+        "true_empty_by_kind": {"dictionary": 1.0, "foreign": 1.0, "punctuation": 0.96,
+                               "shuffled": 1.0}}
+    if reworded:
+        figures["reworded"] = {"questions": 760, "recall_floor": {}, "recall_no_floor": {},
+                               "false_empty_rate": 0.05}
+    return figures
+
+
+@pytest.mark.parametrize("reworded", [True, False])
+def test_the_floor_plot_draws_reworded_questions_when_they_were_measured(
+        reworded: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    drawn: list[list[str]] = []
+    real = matplotlib.axes.Axes.set_xticks
+
+    def ticks(self: Any, where: Any, labels: Any = None, **kw: Any) -> Any:
+        drawn.append(list(labels or []))
+        return real(self, where, labels, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks", ticks)
+    figures = {"tune": _split(0.003, reworded), "report": _split(0.0, reworded)}
+    assert run.plot({"relevance": figures}) == ["relevance_floor.png"]
+    assert (tmp_path / "relevance_floor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn[-1] == ["LoCoMo questions", *(["reworded questions"] if reworded else []),
+                         "dictionary", "foreign", "punctuation", "shuffled"]
