@@ -1,19 +1,23 @@
 """The relevance floor: calibrate a hit's relevance, choose the default floor, measure both.
 
-Run: ``.venv/bin/python -m bench.relevance [--fit [--loss L] [--true-empty E]] [--tmp]``.
+Run: ``.venv/bin/python -m bench.relevance [--fit [--loss L] [--true-empty E] [--found-loss F]]
+[--tmp]``.
 
 * ``--fit`` reads only LoCoMo's tuning split (conversations 0-4), in a lake of its own, and
   prints the logistic coefficients and the floor for lake/search/relevance.py: positives are
   the evidence turns of the split's questions, negatives every hit of 200 generated no-match
   queries (seed 1) on the same histories; the model's boundary is the lowest that leaves 99 %
   of those queries empty while recall@5/10/25 of the split stays within 0.01 of no floor
-  (``--true-empty``, ``--loss``). Trial models are judged by the relevance the search would
-  serve with them, neighbour lift included, and the fit first checks that recomputing the
-  served model that way gives what the search served.
+  (``--true-empty``, ``--loss``). Then the found shift (lake.search.relevance) is the
+  smallest that keeps recall@5/10/25 within 0.005 of no floor (``--found-loss``). Trial
+  models are judged by the relevance the search would serve with them, neighbour lift
+  included, and the fit first checks that recomputing the served model that way gives what
+  the search served.
 * Without it, the current coefficients and floor are measured on each split of the standard
   ten-conversation lake: recall@k with and without the floor, the false-empty rate (LoCoMo
   questions left with no hit) and the true-empty rate on 200 other no-match queries per split
-  (seed 2 for "report", 1 for "tune").
+  (seed 2 for "report", 1 for "tune"), and recall with and without the floor for the same
+  questions reworded (bench.reworded).
 
 No-match queries, a quarter of each kind: two to four dictionary words (the MiniLM word-piece
 vocabulary shipped in the model package) that the user's history does not contain; one to
@@ -23,6 +27,7 @@ language; a run of punctuation.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -364,13 +369,15 @@ class NoFit(Exception):
 
 
 def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.01,
-        true_empty: float = 0.99) -> dict[str, Any]:
+        true_empty: float = 0.99, found_loss: float = 0.005) -> dict[str, Any]:
     """Fit the model on the tuning split (see the module notes).
 
     The model's boundary cosine ``c`` (where a turn without text evidence scores 0.5) is the
     lowest on a grid at which at least ``true_empty`` of the no-match queries come back empty
     and recall@k stays within ``loss`` of no floor; for each ``c`` the weights are fitted on
-    the features (cosine - c, log1p BM25, trigram)."""
+    the features (cosine - c, log1p BM25, trigram). Then the found shift is the smallest on a
+    grid at which recall@k stays within ``found_loss`` of no floor (it moves no no-match query
+    that the floor leaves empty, so the true-empty rate stays)."""
     ranked, text_ranked = tune_probes(embedder, workdir)
     check_replica(ranked)
     x, y = training_set(ranked)
@@ -390,8 +397,16 @@ def fit(embedder: Embedder, workdir: Path, *, loss: float = 0.01,
             break
     if model is None:
         raise NoFit(tried, loss, true_empty)
+    shifts = []
+    for shift in np.arange(0.0, 0.31, 0.01):
+        trial = dataclasses.replace(model, found_shift=round(float(shift), 2))
+        m = measure(ranked, 0.5, trial)
+        shifts.append({"found_shift": trial.found_shift, "recall_floor": m["recall_floor"]})
+        if _within(m, found_loss):
+            model = trial
+            break
     return {"model": model.__dict__, "boundary_cosine": round(model.boundary_cosine, 3),
-            "tried": tried, "tune": measure(ranked, 0.5, model),
+            "tried": tried, "tried_shifts": shifts, "tune": measure(ranked, 0.5, model),
             "tune_without_semantic_arm": measure(text_ranked, 0.5, model)}
 
 
@@ -438,6 +453,9 @@ def main(argv: Sequence[str]) -> None:
                         help="build the lakes in a fresh temporary folder, not bench/.cache")
     parser.add_argument("--loss", type=float, default=0.01,
                         help="with --fit: the most recall@k the floor may cost (default 0.01)")
+    parser.add_argument("--found-loss", type=float, default=0.005,
+                        help="with --fit: the most recall@k the floor may cost once the found "
+                             "shift is chosen (default 0.005)")
     parser.add_argument("--true-empty", type=float, default=0.99,
                         help="with --fit: the least share of no-match queries the floor must "
                              "leave empty (default 0.99)")
@@ -445,7 +463,8 @@ def main(argv: Sequence[str]) -> None:
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     workdir = Path(tempfile.mkdtemp(prefix="relevance-")) if args.tmp else CACHE
     try:
-        result = fit(embedder, workdir, loss=args.loss, true_empty=args.true_empty) \
+        result = fit(embedder, workdir, loss=args.loss, true_empty=args.true_empty,
+                     found_loss=args.found_loss) \
             if args.fit else report(embedder, workdir)
     except NoFit as e:
         for t in e.tried:

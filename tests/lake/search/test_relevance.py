@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from lake.search.relevance import (
     DEFAULT_MIN_RELEVANCE,
+    FOUND_RELEVANCE,
     MODEL,
     RelevanceModel,
     features,
@@ -43,16 +44,58 @@ def test_more_words_never_lower_relevance(cos: float, a: float, b: float, tri: f
     assert _one(cos, math.nan, tri) <= _one(cos, low, tri) <= _one(cos, high, tri)
 
 
+def _model(cos: float, lex: float = 0.0) -> float:
+    """The fitted model's value of one turn, before any list is looked at."""
+    return float(MODEL(np.array([cos]), np.array([math.log1p(lex)]), np.array([0.0]))[0])
+
+
 def test_the_boundary_cosine_sits_at_the_default_floor() -> None:
     c = MODEL.boundary_cosine
     assert 0.0 < c < 1.0
-    assert _one(c, math.nan, math.nan) == pytest.approx(DEFAULT_MIN_RELEVANCE)
+    assert _model(c) == pytest.approx(DEFAULT_MIN_RELEVANCE)
     # Fixed points of the fitted model: meaning alone must be clearly above the boundary,
     # a shared rare word passes with little meaning, nothing at all never passes.
-    assert _one(c + 0.1, math.nan, math.nan) > DEFAULT_MIN_RELEVANCE
-    assert _one(c - 0.1, math.nan, math.nan) < DEFAULT_MIN_RELEVANCE
-    assert _one(0.1, 5.0, math.nan) > DEFAULT_MIN_RELEVANCE
-    assert _one(0.0, math.nan, math.nan) < 0.1
+    assert _model(c + 0.1) > DEFAULT_MIN_RELEVANCE
+    assert _model(c - 0.1) < DEFAULT_MIN_RELEVANCE
+    assert _model(0.1, 5.0) > DEFAULT_MIN_RELEVANCE
+    assert _model(0.0) < 0.1
+    assert 0.0 < MODEL.found_shift < c
+
+
+lists = st.lists(st.tuples(cosines, bm25, trigram), min_size=1, max_size=8)
+
+
+@given(lists)
+def test_a_list_that_found_a_turn_judges_every_turn_nearer_the_boundary(
+        turns: list[tuple[float, float, float]]) -> None:
+    cos, lex, tri = (np.array(column) for column in zip(*turns, strict=True))
+    got = relevance(cos, lex, tri)
+    sem, lx, tr = features(cos, lex, tri)
+    assert sem is not None
+    own = MODEL(sem, lx, tr)
+    if own.max() >= FOUND_RELEVANCE:
+        # every turn as if its cosine were found_shift higher: never lower than its own
+        assert got.tolist() == pytest.approx(MODEL(sem + MODEL.found_shift, lx, tr).tolist())
+        assert (got >= own).all()
+    else:
+        # a list that found nothing is scored turn by turn: the floor still leaves it empty
+        assert got.tolist() == own.tolist()
+        assert (got < DEFAULT_MIN_RELEVANCE).all()
+
+
+def test_a_weak_turn_passes_the_floor_only_beside_a_found_one() -> None:
+    c = MODEL.boundary_cosine
+    weak = c - MODEL.found_shift / 2
+    alone = relevance(np.array([weak, 0.1]), np.array([np.nan, np.nan]),
+                      np.array([np.nan, np.nan]))
+    assert (alone < DEFAULT_MIN_RELEVANCE).all()
+    found = relevance(np.array([c + 0.2, weak]), np.array([np.nan, np.nan]),
+                      np.array([np.nan, np.nan]))
+    assert (found >= DEFAULT_MIN_RELEVANCE).all()
+    # and the shift moves only the cosine: a model without it scores the list turn by turn
+    plain = RelevanceModel(MODEL.bias, MODEL.semantic, MODEL.lexical, MODEL.trigram)
+    assert relevance(np.array([c + 0.2, weak]), np.array([np.nan, np.nan]),
+                     np.array([np.nan, np.nan]), model=plain)[1] < DEFAULT_MIN_RELEVANCE
 
 
 def test_without_the_semantic_arm_any_text_match_passes_the_default_floor() -> None:
@@ -74,3 +117,5 @@ def test_unranked_turns_get_the_lowest_cosine_seen() -> None:
 def test_negative_weights_are_refused() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         RelevanceModel(bias=0.0, semantic=1.0, lexical=-0.1, trigram=0.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        RelevanceModel(bias=0.0, semantic=1.0, lexical=0.1, trigram=0.0, found_shift=-0.1)
