@@ -498,13 +498,17 @@ def _locomo_long_plot(figures: dict[str, Any], plt: Any, split: str = "report") 
 
 def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
     """Empty answers per kind of query and split: LoCoMo questions should never come back
-    empty (false-empty), no-match queries always (true-empty)."""
+    empty (false-empty), no-match queries always (true-empty); and, where the reworded
+    questions were measured, what the floor costs recall on the report split."""
     splits = [s for s in ("tune", "report") if s in figures]
     kinds = sorted(figures[splits[0]]["true_empty_by_kind"])
     # figures of a run before the reworded questions were measured have no such bar
     reworded = all("reworded" in figures[s] for s in splits)
-    labels = ["LoCoMo questions", *(["reworded questions"] if reworded else []), *kinds]
-    fig, ax = plt.subplots(figsize=(9, 4))
+    labels = ["LoCoMo\nquestions", *(["reworded\nquestions"] if reworded else []), *kinds]
+    fig, axes = plt.subplots(1, 2 if reworded else 1, figsize=(14 if reworded else 9, 4),
+                             squeeze=False, gridspec_kw={"width_ratios": [3, 2]}
+                             if reworded else None)
+    ax = axes[0][0]
     width = 0.8 / len(splits)
     for i, split in enumerate(splits):
         f = figures[split]
@@ -517,6 +521,21 @@ def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
     ax.set_ylim(0, 1.05)
     ax.set_title(f"Relevance floor {figures[splits[0]]['floor']}: empty answers")
     ax.legend()
+    if reworded:
+        cost = axes[0][1]
+        split = splits[-1]
+        for name, f in (("LoCoMo questions", figures[split]),
+                        ("reworded questions", figures[split]["reworded"])):
+            for key, style in (("recall_no_floor", "--"), ("recall_floor", "-")):
+                ks = [int(k) for k in f[key]]
+                cost.plot(ks, list(f[key].values()), linestyle=style, marker="o",
+                          label=f"{name}, {'no floor' if style == '--' else 'floor'}")
+        cost.set_xticks(ks)
+        cost.set_xlabel("k")
+        cost.set_ylabel(f"recall ({split} split)")
+        cost.set_title("what the floor costs recall")
+        cost.grid(alpha=0.3)
+        cost.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(RESULTS / "relevance_floor.png", dpi=110)
     return "relevance_floor.png"
