@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
@@ -102,21 +103,12 @@ def joined_rows(content: pa.Table, logs: pa.Table, model: str | None
 
 def running_utf8_sizes(texts: pa.ChunkedArray) -> np.ndarray:
     """``[0, |t0|, |t0|+|t1|, ...]``: the running UTF-8 sizes of a string column (a null
-    counts 0), read from its offsets buffers without decoding a text."""
-    sizes = []
-    for chunk in texts.chunks:
-        if not (pa.types.is_string(chunk.type) or pa.types.is_large_string(chunk.type)):
-            chunk = chunk.cast(pa.large_string())  # string views hold no offsets to read
-        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=width)
-        size = np.diff(offsets[chunk.offset:chunk.offset + len(chunk) + 1]).astype(np.int64)
-        if chunk.null_count:
-            # Arrow lets a null's offsets span bytes; it holds no text
-            size[np.asarray(chunk.is_null())] = 0
-        sizes.append(size)
-    out = np.zeros(sum(s.size for s in sizes) + 1, np.int64)
-    if sizes:
-        np.cumsum(np.concatenate(sizes), out=out[1:])
+    counts 0); Arrow reads each size from the column's offsets, no text is decoded."""
+    if pa.types.is_string_view(texts.type):  # binary_length has no kernel for views
+        texts = texts.cast(pa.large_string())
+    sizes = pc.binary_length(texts).fill_null(0).to_numpy().astype(np.int64)
+    out = np.zeros(sizes.size + 1, np.int64)
+    np.cumsum(sizes, out=out[1:])
     return out
 
 
@@ -295,7 +287,7 @@ class PartitionIndex:
     def text_bytes_before(self) -> np.ndarray:
         """Per doc ``d``, the UTF-8 bytes of the texts of docs ``0..d-1`` (one more entry
         than docs): a run of docs holds ``[end] - [start]`` bytes. Read from the text
-        column's offsets, no text is decoded (~0.3 ms per 250,000 rows, once per view)."""
+        column's offsets, no text is decoded (~1.3 ms per 250,000 rows, once per view)."""
         return running_utf8_sizes(self.rows.column("text"))
 
     @cached_property
