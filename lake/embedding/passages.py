@@ -1,27 +1,28 @@
-"""Texts longer than the model reads: embedded as passages, the text's vector their sum.
+"""Texts longer than the model reads: embedded as passages, kept, and pooled into one vector.
 
 all-MiniLM-L6-v2 reads 256 word pieces (254 besides its two markers) and drops the rest, so a
 long completion or attachment was findable by meaning only through its opening. A text longer
 than that is cut into the fewest passages of near-equal length that each fit, cut where a word
-starts, and its vector is the normalized sum of the passages' unit vectors. That is the same
-pooling the semantic arm gives a turn's exchange (lake.search.exchange): one vector per row, so
-indexes, tables and the vectors of texts that fit are as they were.
+starts. Its vector is the normalized sum of the passages' unit vectors, the same pooling the
+semantic arm gives a turn's exchange (lake.search.exchange), so a row still has one vector and
+texts that fit keep the vectors they had. The passages' own vectors are kept beside it
+(``content_rows.passage_embeddings``, :func:`passage_column`), and the index scores a long row
+by its best passage too (lake.index.passages), since the sum blurs a row that says many things.
 
 Measured with ``make bench`` (section ``locomo_long``) on LoCoMo made long: each session's
 turns joined in runs of 16 into one turn (bench.locomo.join_turns; completions of ~580 word
-pieces at the median, ~940 at the 90th percentile), no floor, recall@5/10/25, first 254 word
-pieces → passages. Chosen on the tune split (conversations 0-4): semantic arm alone
+pieces at the median, ~940 at the 90th percentile), no floor, recall@5/10/25, chosen on the tune
+split (conversations 0-4). First 254 word pieces → pooled passages: semantic arm alone
 .503/.677/.942 → .546/.720/.968, fused .851/.921/.989 → .860/.919/.989; LoCoMo's questions
-reworded (bench/reworded.py), semantic .448/.649/.941 → .462/.682/.956, fused .514/.708/.958 →
-.521/.732/.958. The report split (5-9): semantic .440/.567/.910 → .511/.659/.952, fused
-.843/.907/.988 → .842/.916/.990; reworded, semantic .410/.544/.895 → .464/.625/.939, fused
-.500/.648/.928 → .543/.709/.952.
-
-The best passage's cosine (one vector per passage, MaxP) reads a long row more sharply still:
-in a plainer harness (the tune split's joined turns as one text each, ranked by cosine alone)
-recall@5/10/25 was .502/.656/.930 for the opening, .619/.817/.984 for the sum, .694/.823/.981
-for the best passage and .688/.850/.985 for the mean of the two. It needs several vectors per
-row in the content rows, the partition and segment builds and vector reuse; the sum keeps one.
+reworded (bench/reworded.py), fused .514/.708/.958 → .521/.732/.958. Pooled → also the best
+passage (after the neighbour rules of lake.search.neighbours): fused .873/.932/.989 →
+.885/.938/.991, reworded .549/.769/.971 → .641/.816/.983; with long turns beside short ones
+(``mixed``) .866/.923/.987 → .884/.936/.989, reworded .524/.746/.963 → .625/.805/.976. A
+long row stands alone as another role's row does: its turn is worth the larger of its exchange
+and its best passage. In a harness, the best passage instead of the larger gave .878/.940/.992
+(reworded .650/.803/.983) and the mean of the two .879/.938/.991 (.630/.818/.984), against
+.884/.938/.991 (.644/.820/.983) for the larger: no clear difference, so the rule the arm
+already had was kept.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake.errors import EmbeddingError
 
@@ -129,23 +132,77 @@ def splitter_of(embedder: object) -> PassageSplitter | None:
     return splitter if isinstance(splitter, PassageSplitter) else None
 
 
+def pooled(passages: np.ndarray) -> np.ndarray:
+    """The unit vector of a text cut into ``passages`` (their unit vectors, one per row): the
+    normalized sum, as the semantic arm pools a turn's exchange; zero when they cancel."""
+    summed = np.asarray(passages, np.float64).sum(axis=0)
+    norm = float(np.linalg.norm(summed))
+    out: np.ndarray = (summed / norm if norm > 0 else np.zeros_like(summed)).astype(np.float32)
+    return out
+
+
+def encode_passages(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str],
+                    splitter: PassageSplitter | None
+                    ) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """``encode``'s unit vectors for ``texts``, a long text's :func:`pooled` over its passages,
+    and per text its passages' unit vectors (``(passages, dim)``; None for a text that fits).
+    All passages go to ``encode`` in one call; without a splitter, or when every text fits,
+    that call is exactly ``encode(texts)``."""
+    items = list(texts)
+    split = None if splitter is None else splitter.split(items)
+    if split is None or all(len(p) == 1 for p in split):
+        return encode(items), [None] * len(items)
+    vectors = encode([p for passages in split for p in passages])
+    out = np.empty((len(items), vectors.shape[1]), dtype=np.float32)
+    kept: list[np.ndarray | None] = []
+    at = 0
+    for i, passages in enumerate(split):
+        mine = vectors[at:at + len(passages)]
+        at += len(passages)
+        if len(passages) == 1:
+            out[i] = mine[0]
+            kept.append(None)
+        else:
+            out[i] = pooled(mine)
+            kept.append(np.array(mine, np.float32))
+    return out, kept
+
+
 def encode_long(encode: Callable[[list[str]], np.ndarray], texts: Sequence[str],
                 splitter: PassageSplitter | None) -> np.ndarray:
     """``encode``'s unit vectors for ``texts``, a long text's being the normalized sum of its
-    passages' vectors (all passages go to ``encode`` in one call). Without a splitter, or
-    when every text fits, exactly ``encode(texts)``."""
-    items = list(texts)
-    if splitter is None:
-        return encode(items)
-    split = splitter.split(items)
-    if all(len(p) == 1 for p in split):
-        return encode(items)
-    vectors = encode([p for passages in split for p in passages])
-    out = np.empty((len(items), vectors.shape[1]), dtype=np.float32)
-    at = 0
-    for i, passages in enumerate(split):
-        summed = vectors[at:at + len(passages)].astype(np.float64).sum(axis=0)
-        at += len(passages)
-        norm = float(np.linalg.norm(summed))
-        out[i] = summed / norm if norm > 0 else 0.0
-    return out
+    passages' vectors (:func:`encode_passages` without the passages)."""
+    return encode_passages(encode, texts, splitter)[0]
+
+
+def passage_column(passages: Sequence[np.ndarray | None] | None, n: int) -> pa.Array:
+    """The ``passage_embeddings`` column of ``n`` rows: each row's passage vectors one after
+    another, null for a row without (``passages`` None: every row)."""
+    if passages is None or all(p is None for p in passages):
+        return pa.nulls(n, type=pa.list_(pa.float32()))
+    sizes = np.array([0 if p is None else p.size for p in passages], np.int64)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    flat = np.concatenate([np.asarray(p, np.float32).reshape(-1) for p in passages
+                           if p is not None])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat),
+                                    mask=pa.array([p is None for p in passages]))
+
+
+def column_passages(column: pa.ChunkedArray | pa.Array, dim: int,
+                    rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The passage vectors a ``passage_embeddings`` column holds, as ``(at, vectors)``: each
+    vector (a row of ``vectors``, ``(passages, dim)``) and the number of the row it is of
+    (``at``, ascending). Only the rows ``rows`` (a bool mask) when given; a list that is not
+    whole vectors of ``dim`` was never written so and is left out."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
+    keep = (lengths > 0) & (lengths % max(dim, 1) == 0)
+    if rows is not None:
+        keep &= np.asarray(rows, np.bool_)
+    if not keep.any() or dim < 1:
+        return np.zeros(0, np.int64), np.zeros((0, max(dim, 0)), np.float32)
+    kept = array.filter(pa.array(keep))
+    flat = pc.list_flatten(kept).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    at = np.repeat(np.flatnonzero(keep), lengths[keep] // dim).astype(np.int64)
+    return at, flat.reshape(-1, dim)

@@ -15,18 +15,21 @@ tenant, 1.7–3.4 s for a 50,000-row tenant of 384-d vectors on the 2-core bench
 one-turn ingest or a warm live writer embeds two or three texts in tens of milliseconds. Below
 the threshold a job reuses only within itself. It holds about 1.6 kB per distinct text of each
 loaded tenant, and at most ``remember_at_most`` remembered vectors of a tenant it has not loaded
-(a long-lived writer would otherwise keep every vector it ever computed).
+(a long-lived writer would otherwise keep every vector it ever computed). A long text's passage
+vectors (lake.embedding.passages) are reused with its vector.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lake.embedding.passages import column_passages
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
@@ -35,6 +38,13 @@ from lake.tables import Table
 def text_digest(text: str) -> bytes:
     """The key of a text: SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class Embedded(NamedTuple):
+    """A text's vector, and its passages' vectors when it is longer than the model reads."""
+
+    vector: np.ndarray
+    passages: np.ndarray | None = None
 
 
 class VectorReuse:
@@ -49,7 +59,7 @@ class VectorReuse:
         self._version = version
         self._load_after = load_after
         self._remember_at_most = remember_at_most
-        self._tenants: dict[str, dict[bytes, np.ndarray]] = {}
+        self._tenants: dict[str, dict[bytes, Embedded]] = {}
         self._loaded: set[str] = set()
         self._asked: dict[str, int] = {}
 
@@ -62,7 +72,7 @@ class VectorReuse:
         """Whether the tenant's stored vectors have been read (see the module notes)."""
         return tenant in self._loaded
 
-    def lookup(self, tenant: str, digests: Collection[bytes]) -> dict[bytes, np.ndarray]:
+    def lookup(self, tenant: str, digests: Collection[bytes]) -> dict[bytes, Embedded]:
         """The known vectors among ``digests`` for rows of ``tenant`` (missing ones left out):
         those the job computed, and the tenant's stored ones once the job has asked about
         enough of its texts."""
@@ -73,18 +83,21 @@ class VectorReuse:
             known.update(self._load(tenant))
         return {d: known[d] for d in digests if d in known}
 
-    def remember(self, tenant: str, digest: bytes, vector: np.ndarray) -> None:
-        """Record a vector the job just computed for a text of ``tenant``."""
+    def remember(self, tenant: str, digest: bytes, vector: np.ndarray,
+                 passages: np.ndarray | None = None) -> None:
+        """Record a vector (and passage vectors) the job just computed for a text of
+        ``tenant``."""
         known = self._tenants.setdefault(tenant, {})
-        known[digest] = vector
+        known[digest] = Embedded(vector, passages)
         if tenant not in self._loaded and len(known) > self._remember_at_most:
             del known[next(iter(known))]  # the oldest: dicts keep insertion order
 
-    def _load(self, tenant: str) -> dict[bytes, np.ndarray]:
+    def _load(self, tenant: str) -> dict[bytes, Embedded]:
         if not self._store.exists(Table.CONTENT_ROWS):
             return {}
         rows = self._store.read(
-            Table.CONTENT_ROWS, version=self._version, columns=["text", "embedding"],
+            Table.CONTENT_ROWS, version=self._version,
+            columns=["text", "embedding", "passage_embeddings"],
             filter=(ds.field("tenant") == tenant) & (ds.field("embedding_status") == "done")
             & (ds.field("embedding_model") == self._identity))
         rows = rows.filter(pc.is_valid(rows.column("embedding")))
@@ -95,6 +108,19 @@ class VectorReuse:
         sizes = pc.list_value_length(embedding).to_numpy(zero_copy_only=False)
         if not (sizes == sizes[0]).all() or sizes[0] == 0:
             return {}  # a partly written or mixed-width column: not worth trusting for reuse
-        vectors = flat.reshape(len(sizes), int(sizes[0]))
-        return {text_digest(text): vectors[i]
+        dim = int(sizes[0])
+        vectors = flat.reshape(len(sizes), dim)
+        passages: list[np.ndarray | None] = [None] * rows.num_rows
+        at, found = column_passages(rows.column("passage_embeddings"), dim)
+        for i, start, end in zip(*_runs(at), strict=True):
+            passages[i] = found[start:end]
+        return {text_digest(text): Embedded(vectors[i], passages[i])
                 for i, text in enumerate(rows.column("text").to_pylist()) if text is not None}
+
+
+def _runs(rows: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """The distinct values of an ascending array, with where each one's run starts and ends."""
+    if not rows.size:
+        return [], [], []
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    return rows[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), int(rows.size)]

@@ -8,14 +8,15 @@ tenants, even within one batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from lake.embedding.base import Embedder, encode_batches
-from lake.embedding.reuse import VectorReuse, text_digest
+from lake.embedding.passages import encode_passages, passage_column, splitter_of
+from lake.embedding.reuse import Embedded, VectorReuse, text_digest
 from lake.errors import EmbeddingError
 
 DONE, PENDING, FAILED = "done", "pending", "failed"
@@ -37,10 +38,12 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
                reuse: VectorReuse | None = None) -> tuple[pa.Table, EmbedOutcome]:
     """Embed the ``text`` of content rows; on provider failure keep the rows, status ``failed``.
 
-    Returns the rows with ``embedding``, ``embedding_model`` and ``embedding_status`` replaced.
-    Rows stay findable lexically and by trigram whatever happens here. ``reuse`` (for
-    ``embedder.name`` only) supplies vectors the lake already holds and learns the new ones;
-    ``on_progress`` counts rows, reused ones included.
+    Returns the rows with ``embedding``, ``embedding_model`` and ``embedding_status`` replaced,
+    and ``passage_embeddings``: a text longer than the model reads is cut into passages by the
+    embedder's splitter (lake.embedding.passages), its vector pooled from theirs, which are
+    kept beside it. Rows stay findable lexically and by trigram whatever happens here.
+    ``reuse`` (for ``embedder.name`` only) supplies vectors the lake already holds and learns
+    the new ones; ``on_progress`` counts rows, reused ones included.
     """
     n = rows.num_rows
     if n == 0:
@@ -52,7 +55,7 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
     tenants = rows.column("tenant").to_pylist()
     keys = [(tenant, text_digest(text or "")) for tenant, text in zip(tenants, texts,
                                                                        strict=True)]
-    known: dict[tuple[str, bytes], np.ndarray] = {}
+    known: dict[tuple[str, bytes], Embedded] = {}
     if reuse is not None:
         for tenant in set(tenants):
             found = reuse.lookup(tenant, {d for t, d in keys if t == tenant})
@@ -63,30 +66,40 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
             todo[key] = len(todo)
     order = list(todo)
     first = {key: i for i, key in reversed(list(enumerate(keys)))}
+
+    def encode(items: list[str]) -> np.ndarray:
+        # progress counts rows: the passages sent stand for the rows still to compute
+        return encode_batches(embedder, items, batch_size=batch_size,
+                              on_progress=None if on_progress is None else
+                              (lambda done: on_progress(round(done * n / max(len(items), 1)))))
+
     try:
-        computed = encode_batches(
-            embedder, [texts[first[key]] or "" for key in order], batch_size=batch_size,
-            on_progress=None if on_progress is None else
-            (lambda done: on_progress(round(done * n / max(len(order), 1)))))
+        # the splitter only when something is computed: it loads a lazy model
+        computed, passages = encode_passages(
+            encode, [texts[first[key]] or "" for key in order],
+            splitter_of(embedder) if order else None)
     except EmbeddingError as exc:
         return with_embeddings(rows, None, None, FAILED), EmbedOutcome(0, n, str(exc))
-    for key, vector in zip(order, computed, strict=True):
-        known[key] = vector
+    for key, vector, parts in zip(order, computed, passages, strict=True):
+        known[key] = Embedded(vector, parts)
         if reuse is not None:
-            reuse.remember(key[0], key[1], vector)
-    dim = computed.shape[1] if order else len(next(iter(known.values())))
+            reuse.remember(key[0], key[1], vector, parts)
+    dim = computed.shape[1] if order else len(next(iter(known.values())).vector)
     vectors = np.empty((n, dim), dtype=np.float32)
     for i, key in enumerate(keys):
-        vectors[i] = known[key]
+        vectors[i] = known[key].vector
     if on_progress is not None and not order:
         on_progress(n)
-    return (with_embeddings(rows, vectors, embedder.name, DONE),
+    return (with_embeddings(rows, vectors, embedder.name, DONE,
+                            passages=[known[key].passages for key in keys]),
             EmbedOutcome(n, 0, None, reused=n - len(order)))
 
 
 def with_embeddings(rows: pa.Table, vectors: np.ndarray | None, model: str | None,
-                    status: str) -> pa.Table:
-    """Replace the three embedding columns of every row."""
+                    status: str, *, passages: Sequence[np.ndarray | None] | None = None
+                    ) -> pa.Table:
+    """Replace the embedding columns of every row: ``passages`` gives each row's passage
+    vectors (None, or omitted for all rows: a text that fits, or no vector)."""
     n = rows.num_rows
     if vectors is None:
         column: pa.Array = pa.nulls(n, type=pa.list_(pa.float32()))
@@ -96,6 +109,7 @@ def with_embeddings(rows: pa.Table, vectors: np.ndarray | None, model: str | Non
                                      dtype=np.int32))
         column = pa.ListArray.from_arrays(offsets, flat)
     for name, value in (("embedding", column),
+                        ("passage_embeddings", passage_column(passages, n)),
                         ("embedding_model", pa.array([model] * n, type=pa.string())),
                         ("embedding_status", pa.array([status] * n, type=pa.string()))):
         rows = rows.set_column(rows.schema.get_field_index(name), name, value)

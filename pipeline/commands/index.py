@@ -277,9 +277,10 @@ def embed(
         "--reembed", help="With --backfill: also re-embed rows whose vectors came from another "
                           "embedding identity (model, runtime family or precision).")] = False,
     long_texts: Annotated[bool, typer.Option(
-        "--long-texts", help="Re-embed rows longer than the model reads as passages (rows "
-                             "embedded before passages carry their opening's vector); runs "
-                             "in this process.")] = False,
+        "--long-texts", help="Re-embed, as passages, rows longer than the model reads that "
+                             "carry no passage vectors (embedded before passages, they hold "
+                             "their opening's vector; before passage vectors were kept, "
+                             "only the pooled one); runs in this process.")] = False,
     index: Annotated[bool, typer.Option(help="Rebuild the partitions that changed.")] = True,
     runtime: RuntimeOption = None,
     ray: RayOption = None,
@@ -317,10 +318,10 @@ def embed(
     if report.error:
         console.print(styled(("embedding failed:", "yellow"), f" {report.error}"))
     if long_texts and not report.long_rows:
-        out.print("no row is longer than the model reads: nothing to re-embed")
+        out.print("no long row lacks its passage vectors: nothing to re-embed")
     elif long_texts:
-        out.print(f"{report.long_rows} rows longer than the model reads: {report.embedded} "
-                  f"re-embedded as passages, {report.failed} failed, the rest were already")
+        out.print(f"{report.long_rows} long rows had no passage vectors: {report.embedded} "
+                  f"re-embedded as passages, {report.failed} failed")
     else:
         out.print(f"embedded {report.embedded} rows, {report.failed} failed; {report.reused} "
                   "of them reused a vector instead of computing it")

@@ -1,5 +1,5 @@
 """`turnlake embed --long-texts`: rows embedded before long texts were cut into passages get
-their passages' vector; nothing else is touched, and a second run changes nothing."""
+their passages' vectors; nothing else is touched, and a second run changes nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from factories import make_record
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.embedding.passages import pooled
 from lake.embedding.sentence import SentenceTransformerEmbedder
 from lake.errors import TurnlakeError
 from lake.settings import Settings
@@ -29,6 +30,13 @@ def _vectors(root: Path) -> dict[str, np.ndarray]:
     rows = LakeStore(root).read(Table.CONTENT_ROWS, columns=["text", "embedding"])
     return {t: np.array(v, np.float32) for t, v in zip(
         rows.column("text").to_pylist(), rows.column("embedding").to_pylist(), strict=True)}
+
+
+def _passages(root: Path) -> dict[str, np.ndarray]:
+    rows = LakeStore(root).read(Table.CONTENT_ROWS, columns=["text", "passage_embeddings"])
+    return {t: np.array(v, np.float32).reshape(-1, 384) for t, v in zip(
+        rows.column("text").to_pylist(), rows.column("passage_embeddings").to_pylist(),
+        strict=True) if v is not None}
 
 
 @pytest.fixture
@@ -55,6 +63,10 @@ def test_long_rows_get_their_passages_vector_and_the_rest_is_left(truncated_lake
     np.testing.assert_allclose(after[LONG], embedder.encode([LONG])[0], atol=1e-6)
     assert float(after[LONG] @ before[LONG]) < 0.999
     assert all(np.array_equal(after[t], v) for t, v in before.items() if t != LONG)
+    passages = _passages(truncated_lake)
+    assert set(passages) == {LONG}
+    assert passages[LONG].shape[0] >= 2  # the row's vector is pooled from them
+    np.testing.assert_allclose(after[LONG], pooled(passages[LONG]), atol=1e-6)
     version = LakeStore(truncated_lake).version(Table.CONTENT_ROWS)
     again = refresh_long_texts(Settings(lake=truncated_lake, embedding_model=embedder.name),
                                embedder)
@@ -74,10 +86,10 @@ def test_the_cli_refreshes_long_texts_and_rebuilds_their_index(
     cli = CliRunner()
     result = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch"])
     assert result.exit_code == 0, result.output
-    assert "1 rows longer than the model reads: 1 re-embedded as passages, 0 failed" \
+    assert "1 long rows had no passage vectors: 1 re-embedded as passages, 0 failed" \
         in result.stdout
     again = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch"])
-    assert "1 rows longer than the model reads: 0 re-embedded" in again.stdout
+    assert "no long row lacks its passage vectors: nothing to re-embed" in again.stdout
     status = cli.invoke(app, ["index", "status", "--json"])
     assert [s["freshness"] for s in json.loads(status.stdout)] == ["fresh"]
     short = truncated_lake.parent / "short"
@@ -86,7 +98,7 @@ def test_the_cli_refreshes_long_texts_and_rebuilds_their_index(
     nothing = cli.invoke(app, ["embed", "--long-texts", "--embedding-runtime", "torch",
                                "--lake", str(short)])
     assert nothing.exit_code == 0, nothing.output
-    assert "no row is longer than the model reads: nothing to re-embed" in nothing.stdout
+    assert "no long row lacks its passage vectors: nothing to re-embed" in nothing.stdout
     for flags in (["--backfill"], ["--reembed"], ["--ray"]):
         refused = cli.invoke(app, ["embed", "--long-texts", *flags])
         assert refused.exit_code == 2

@@ -9,12 +9,21 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from factories import make_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lake.embedding.passages import PassageSplitter, encode_long, passage_bounds
+from lake.embedding.passages import (
+    PassageSplitter,
+    column_passages,
+    encode_long,
+    encode_passages,
+    passage_bounds,
+    passage_column,
+    pooled,
+)
 from lake.embedding.sentence import SentenceTransformerEmbedder
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -162,3 +171,54 @@ def test_a_text_of_no_more_bytes_than_the_window_fits_in_it(text: str) -> None:
         pieces = splitter._tokenizer.encode(text, add_special_tokens=False).ids
         assert len(pieces) <= splitter.window
         assert splitter.split([text]) == [[text]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(1, 4)), max_size=12), st.integers(1, 5),
+       st.integers(0, 3), st.integers(0, 2**31))
+def test_passage_vectors_go_through_their_column_unchanged(
+        counts: list[int | None], dim: int, cut: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    passages = [None if c is None else rng.normal(size=(c, dim)).astype(np.float32)
+                for c in counts]
+    column = passage_column(passages, len(passages))
+    assert column.null_count == sum(p is None for p in passages)
+    at, vectors = column_passages(column, dim)
+    expected = [(i, v) for i, p in enumerate(passages) if p is not None for v in p]
+    assert at.tolist() == [i for i, _ in expected]
+    np.testing.assert_array_equal(vectors.reshape(-1, dim),
+                                  np.array([v for _, v in expected]).reshape(-1, dim))
+    # a slice reads as its own rows; a mask keeps only its rows
+    sliced = column.slice(min(cut, len(passages)))
+    at_sliced, _ = column_passages(sliced, dim)
+    assert at_sliced.tolist() == [i - min(cut, len(passages)) for i in at.tolist()
+                                  if i >= min(cut, len(passages))]
+    mask = np.arange(len(passages)) % 2 == 0
+    assert column_passages(column, dim, mask)[0].tolist() == [i for i in at.tolist()
+                                                                if i % 2 == 0]
+
+
+def test_a_list_that_is_not_whole_vectors_is_left_out() -> None:
+    column = pa.array([[1.0, 0.0, 0.0, 1.0], [1.0, 2.0, 3.0], None], pa.list_(pa.float32()))
+    at, vectors = column_passages(column, 2)
+    assert at.tolist() == [0, 0]
+    np.testing.assert_array_equal(vectors, [[1.0, 0.0], [0.0, 1.0]])
+
+
+def test_encode_passages_keeps_a_long_texts_passages_and_none_for_a_short_one() -> None:
+    splitter = _splitter()
+    long = "alpha beta gamma delta " * 200
+    rng = np.random.default_rng(5)
+    table: dict[str, np.ndarray] = {}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        for t in texts:
+            table.setdefault(t, rng.normal(size=8) / 3)
+        return np.array([table[t] / np.linalg.norm(table[t]) for t in texts], np.float32)
+
+    vectors, passages = encode_passages(encode, ["short one", long], splitter)
+    assert passages[0] is None
+    assert passages[1] is not None and passages[1].shape == (len(splitter.split([long])[0]), 8)
+    np.testing.assert_allclose(vectors[1], pooled(passages[1]), atol=1e-6)
+    assert encode_passages(encode, ["short one"], splitter)[1] == [None]
+    assert encode_passages(encode, [long], None)[1] == [None]

@@ -12,10 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record
+from factories import make_record, passage_hashing_embedder
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.embedding.passages import pooled
 from lake.embedding.reuse import VectorReuse, text_digest
 from lake.embedding.rows import embed_rows
 from lake.errors import EmbeddingError
@@ -192,3 +193,29 @@ def test_an_unknown_runtime_option_is_a_clear_error(lake: Path) -> None:
                                       "--lake", str(lake)])
     assert result.exit_code == 2
     assert "embedding runtime must be one of" in result.output
+
+
+def test_a_long_text_keeps_its_passage_vectors_and_reuse_carries_them(tmp_path: Path) -> None:
+    embedder = passage_hashing_embedder(64)
+    splitter = embedder.passage_splitter
+    long = "the nightly ledger export finished late and the vault probe failed twice " * 4
+    parts = splitter.split([long])[0]
+    assert len(parts) >= 3
+    settings = Settings(lake=tmp_path / "lake", embedding_model=embedder.name,
+                        embed_reuse_min_texts=1)
+    first = [json.dumps(make_record(0, prompt=long, answer="ok"))]
+    run_ingest(settings, records=first, embedder=embedder)
+    again = [json.dumps(make_record(1, prompt=long, answer="fine"))]
+    report = run_ingest(settings, records=again, embedder=embedder)
+    assert report.embedding.reused >= 1  # the long prompt was not computed again
+    rows = _rows(LakeStore(settings.lake), role="user")
+    assert rows.num_rows == 2
+    expected = embedder.encode(parts)
+    for vector, passages in zip(rows.column("embedding").to_pylist(),
+                                rows.column("passage_embeddings").to_pylist(), strict=True):
+        stored = np.array(passages, np.float32).reshape(-1, 64)
+        np.testing.assert_allclose(stored, expected, atol=1e-6)
+        np.testing.assert_allclose(vector, pooled(expected), atol=1e-6)
+    # a text that fits keeps no passages
+    answers = _rows(LakeStore(settings.lake), role="assistant")
+    assert answers.column("passage_embeddings").null_count == answers.num_rows
