@@ -87,7 +87,8 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
                                version=content_version)
     logs = store.read_files(Table.TURN_LOGS, plan.log_files, columns=LOG_COLUMNS,
                             version=logs_version)
-    rows, vectors, dim, foreign = joined_rows(content, logs, model)
+    live = joined_rows(content, logs, model)
+    rows, dim, foreign = live.rows, live.dim, live.foreign
     read_seconds = time.perf_counter() - started
     if not _all_logs_matched(logs, rows) or (dim and manifest.dim and dim != manifest.dim):
         return None
@@ -105,7 +106,7 @@ def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_v
     folder = base / segment
     # local_build: in an object-store lake the live build may not be in this cache (another
     # server built it, or a reader pruned it), and the new lexical segment grows from its copy.
-    written = write_segment(folder, rows, vectors, dim, doc_offset=manifest.row_count,
+    written = write_segment(folder, live, doc_offset=manifest.row_count,
                             lexical_from=local_build(store.root, manifest) / "lexical")
     semantic = written.semantic
     faults.hit("index.after_delta_segment")

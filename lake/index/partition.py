@@ -25,13 +25,17 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
+from lake.embedding.passages import column_passages
 from lake.errors import IndexError_
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
+from lake.index.passages import PassageIndex
 from lake.index.segments import (
+    PASSAGES_FOLDER,
     ROWS_FILE,
     SORT_KEY,
     SegmentedLexical,
+    SegmentedPassages,
     SegmentedSemantic,
     Segments,
     TrigramPart,
@@ -45,7 +49,8 @@ from lake.tables import EXCHANGE_ROLES, ROLES, Table
 ROLE_ORDER = {role: i for i, role in enumerate(ROLES)}
 _ROW_COLUMNS = ["row_id", "user_id", "conversation_id", "turn_id", "role", "seq", "event_type",
                 "ts", "turn_at", "expires_at", "text"]
-CONTENT_COLUMNS = [*_ROW_COLUMNS, "batch_id", "embedding", "embedding_model", "embedding_status"]
+CONTENT_COLUMNS = [*_ROW_COLUMNS, "batch_id", "embedding", "embedding_model", "embedding_status",
+                   "passage_embeddings"]
 _LOG_COLUMNS = ["conversation_id", "turn_id", "batch_id", "expires_at"]
 LOG_COLUMNS = _LOG_COLUMNS
 
@@ -56,15 +61,21 @@ def _folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
-              logs_version: int, model: str | None
-              ) -> tuple[pl.DataFrame, np.ndarray, int, int]:
-    """The partition's committed rows (joined to their TurnLog), sorted, with their vectors.
+class LiveRows(NamedTuple):
+    """A partition's rows as an index build reads them."""
 
-    Returns (rows, vectors, dim, foreign): ``vectors`` holds one row per embedded row (column
-    ``embedded``), in row order; ``foreign`` counts rows embedded by another model, which the
-    semantic index cannot use. A row's ``expires_at`` is the earlier of its own and its turn's.
-    """
+    rows: pl.DataFrame  # sorted; column ``embedded``: whether the row has a usable vector
+    vectors: np.ndarray  # one per embedded row, in row order
+    dim: int  # 0 when no row has a usable vector
+    foreign: int  # rows embedded by another model, which the semantic index cannot use
+    passages: np.ndarray  # the passage vectors of the embedded rows that have them
+    passage_docs: np.ndarray  # each passage's row number, ascending
+
+
+def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
+              logs_version: int, model: str | None) -> LiveRows:
+    """The partition's committed rows (joined to their TurnLog), sorted, with their vectors
+    (:class:`LiveRows`). A row's ``expires_at`` is the earlier of its own and its turn's."""
     part = (ds.field("tenant") == tenant) & (ds.field("month") == month)
     logs = store.read(Table.TURN_LOGS, version=logs_version, filter=part, columns=_LOG_COLUMNS)
     content = store.read(Table.CONTENT_ROWS, version=content_version, filter=part,
@@ -72,8 +83,7 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
     return joined_rows(content, logs, model)
 
 
-def joined_rows(content: pa.Table, logs: pa.Table, model: str | None
-                ) -> tuple[pl.DataFrame, np.ndarray, int, int]:
+def joined_rows(content: pa.Table, logs: pa.Table, model: str | None) -> LiveRows:
     """:func:`live_rows` of given content rows and TurnLogs (a partition, or what an
     append added to it)."""
     log_frame = pl.from_arrow(logs)
@@ -96,9 +106,11 @@ def joined_rows(content: pa.Table, logs: pa.Table, model: str | None
     if dim:
         emb = frame.filter(usable)["embedding"]
         vectors = np.asarray(emb.explode().to_numpy(), dtype=np.float32).reshape(-1, dim)
-    rows = frame.select(_ROW_COLUMNS).with_columns(
-        pl.Series("embedded", usable.to_numpy() if dim else np.zeros(frame.height, bool)))
-    return rows, vectors, dim, foreign
+    embedded = usable.to_numpy() if dim else np.zeros(frame.height, bool)
+    passage_docs, passages = column_passages(frame["passage_embeddings"].to_arrow(), dim,
+                                             embedded)
+    rows = frame.select(_ROW_COLUMNS).with_columns(pl.Series("embedded", embedded))
+    return LiveRows(rows, vectors, dim, foreign, passages, passage_docs)
 
 
 def running_utf8_sizes(texts: pa.ChunkedArray) -> np.ndarray:
@@ -147,12 +159,12 @@ def write_partition(store: LakeStore, tenant: str, month: str, *, content_versio
     The segment's folder is its build id, after ``folder_prefix`` when one is given (a
     hidden folder, which publications leave alone: see lake.index.rebase)."""
     started = time.perf_counter()
-    rows, vectors, dim, foreign = live_rows(store, tenant, month, content_version,
-                                            logs_version, model)
+    live = live_rows(store, tenant, month, content_version, logs_version, model)
+    rows, dim, foreign = live.rows, live.dim, live.foreign
     read_seconds = time.perf_counter() - started
     build_id = new_segment_id()
     folder = partition_dir(store.root, tenant, month) / f"{folder_prefix}{build_id}"
-    written = write_segment(folder, rows, vectors, dim, doc_offset=0, lexical_from=None,
+    written = write_segment(folder, live, doc_offset=0, lexical_from=None,
                             exact_max_rows=exact_max_rows)
     semantic = written.semantic
     manifest = PartitionManifest(
@@ -185,7 +197,8 @@ def new_segment_id() -> str:
 def segment_bytes(folder: Path) -> dict[str, int]:
     """Bytes of each artifact of a segment folder."""
     return {name: _folder_bytes(folder / name)
-            for name in (ROWS_FILE, "semantic", "lexical", "trigram") if (folder / name).exists()}
+            for name in (ROWS_FILE, "semantic", PASSAGES_FOLDER, "lexical", "trigram")
+            if (folder / name).exists()}
 
 
 class WrittenSegment(NamedTuple):
@@ -196,12 +209,12 @@ class WrittenSegment(NamedTuple):
     seconds: dict[str, float]
 
 
-def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: int, *,
-                  doc_offset: int, lexical_from: Path | None,
+def write_segment(folder: Path, live: LiveRows, *, doc_offset: int, lexical_from: Path | None,
                   exact_max_rows: int | None = None) -> WrittenSegment:
-    """Write one segment's artifacts for ``rows`` (sorted) into a new ``folder``.
+    """Write one segment's artifacts for ``live.rows`` (sorted) into a new ``folder``.
 
-    ``vectors`` hold the embedded rows' vectors only, in row order. The lexical index gets
+    The passage vectors of its long rows, when it has any, go to a passage index
+    (lake.index.passages) beside the semantic index. The lexical index gets
     doc ids from ``doc_offset`` on, added to a hard-linked copy of ``lexical_from`` (the
     previous segment's lexical folder, which covers every earlier row) when given."""
     seconds: dict[str, float] = {}
@@ -213,6 +226,7 @@ def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: in
         seconds[kind] = now - started
         started = now
 
+    rows, vectors, dim = live.rows, live.vectors, live.dim
     folder.mkdir(parents=True, exist_ok=True)
     feather.write_feather(rows.to_arrow(), folder / ROWS_FILE, compression="uncompressed")
     texts = rows["text"].to_list()
@@ -225,6 +239,12 @@ def write_segment(folder: Path, rows: pl.DataFrame, vectors: np.ndarray, dim: in
                     SemanticIndex.build(vectors, doc_ids=docs, rows=rows.height,
                                         exact_max_rows=exact_max_rows))
         semantic.save(folder / "semantic")
+        if live.passage_docs.size:
+            passages = (PassageIndex.build(live.passages, live.passage_docs)
+                        if exact_max_rows is None else
+                        PassageIndex.build(live.passages, live.passage_docs,
+                                           exact_max_rows=exact_max_rows))
+            passages.save(folder / PASSAGES_FOLDER)
         took("semantic")
     contexts = turn_contexts(rows)
     docs_in = (LexicalDoc(doc=doc_offset + i, text=t, role=r, user_id=u, conversation_id=c,
@@ -310,6 +330,16 @@ class PartitionIndex:
         if all(p is None for p in parts):
             return None
         return SegmentedSemantic(self.segments.layout, parts)
+
+    @cached_property
+    def passages(self) -> PassageIndex | SegmentedPassages | None:
+        """The passage vectors of the partition's long rows, or None when it has none."""
+        parts = self.segments.passage_parts
+        if all(p is None for p in parts):
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return SegmentedPassages(self.segments.layout, parts)
 
     @cached_property
     def lexical(self) -> LexicalIndex | SegmentedLexical:

@@ -38,9 +38,11 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from lake.index.lexical import LexicalIndex
+from lake.index.passages import PassageIndex
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
 
+PASSAGES_FOLDER = "passages"  # a segment's lake.index.passages index, when it has long rows
 ROWS_FILE = "rows.arrow"
 SORT_KEY = ["user_id", "conversation_id", "turn_id", "_role_order", "seq"]
 _LOCK_SUFFIX = ".lock"  # tantivy's lock files belong to one index folder, never shared
@@ -268,6 +270,33 @@ class SegmentedSemantic:
         return numbers[order], np.concatenate(vectors)[order]
 
 
+class SegmentedPassages:
+    """The passage indexes of several segments, as one index over all rows."""
+
+    def __init__(self, layout: SegmentLayout, parts: list[PassageIndex | None]) -> None:
+        self._layout = layout
+        self._parts = parts
+
+    def best(self, query: np.ndarray, allowed: np.ndarray | None = None, *, limit: int = 50
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`PassageIndex.best` of every segment (its ``limit`` nearest passages), in
+        row numbers."""
+        scopes = None if allowed is None else self._layout.split(np.asarray(allowed, np.int64))
+        docs: list[np.ndarray] = []
+        cosines: list[np.ndarray] = []
+        for s, index in enumerate(self._parts):
+            if index is None or (scopes is not None and scopes[s].size == 0):
+                continue
+            local, best = index.best(query, None if scopes is None else scopes[s], limit=limit)
+            docs.append(self._layout.globals_[s][local])
+            cosines.append(best)
+        if not docs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        numbers = np.concatenate(docs)
+        order = np.argsort(numbers, kind="stable")
+        return numbers[order], np.concatenate(cosines)[order]
+
+
 class SegmentedLexical:
     """The newest segment's tantivy index (it holds every row), answering in row numbers."""
 
@@ -350,6 +379,12 @@ class Segments:
         """Each segment's FAISS index (None where no row of it has a vector)."""
         return self._each("semantic", lambda f: SemanticIndex.load(f / "semantic")
                           if (f / "semantic").exists() else None)
+
+    @cached_property
+    def passage_parts(self) -> list[PassageIndex | None]:
+        """Each segment's passage index (None where no row of it has passages)."""
+        return self._each("passages", lambda f: PassageIndex.load(f / PASSAGES_FOLDER)
+                          if (f / PASSAGES_FOLDER).exists() else None)
 
     @cached_property
     def trigram_parts(self) -> list[TrigramIndex]:
