@@ -7,8 +7,11 @@ a query whose meaning is split across the prompt and the answer matches neither 
 ranking a turn by its best row loses it. The cosine with the normalized sum of the exchange's
 unit vectors, ``(Σ v_i · q) / ‖Σ v_i‖``, rewards a turn whose rows agree with the query together
 (for one row it is that row's cosine). Rows of the other roles (summary, anchor, note,
-attachment text) were written to stand alone and keep their own cosine; a turn's value is the
-larger of the two. Only rows of the searched roles the request may see take part.
+attachment text) were written to stand alone and keep their own cosine; so does a row longer
+than the model reads, whose cosine is its best passage's when that is nearer
+(lake.index.passages): a long answer says many things, and the one the query asks about is
+better read alone than summed with the rest. A turn's value is the larger of the two. Only rows
+of the searched roles the request may see take part.
 
 The semantic generator still finds rows (exactly within a user's rows, through the graph in wider
 scopes); the turns of the rows it found are re-scored, one entry per turn. Re-scoring only
@@ -82,13 +85,13 @@ class _Candidates(NamedTuple):
     scores: np.ndarray
     first: np.ndarray  # per turn, its first (best) found row's position in ``docs``
     group_of: np.ndarray  # per found row, its turn's number among ``first``
-    alone: np.ndarray  # per found row, whether its role stands alone (not an exchange role)
+    alone: np.ndarray  # per found row, whether it stands alone (not an exchange role, or long)
     vectors: np.ndarray  # the turns' visible exchange rows' vectors
     groups: np.ndarray  # per vector, its turn's number among ``first``
 
 
-def _candidates(part: PartitionIndex, allowed: np.ndarray,
-                found: list[tuple[int, float]]) -> _Candidates:
+def _candidates(part: PartitionIndex, allowed: np.ndarray, found: list[tuple[int, float]],
+                long_rows: np.ndarray) -> _Candidates:
     semantic = part.semantic
     assert semantic is not None
     cols = part.columns
@@ -110,19 +113,27 @@ def _candidates(part: PartitionIndex, allowed: np.ndarray,
     keep &= exchange_role[cols.role_codes[rows]]
     rows, groups = rows[keep], groups[keep]
     have, vectors = semantic.vectors(rows)
-    return _Candidates(docs, scores, first, group_of, ~exchange_role[cols.role_codes[docs]],
-                       vectors, groups[np.searchsorted(rows, have)])
+    alone = ~exchange_role[cols.role_codes[docs]]
+    if long_rows.size:
+        alone |= np.isin(docs, long_rows)
+    return _Candidates(docs, scores, first, group_of, alone, vectors,
+                       groups[np.searchsorted(rows, have)])
 
 
 def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]],
-                query: np.ndarray) -> list[list[tuple[int, float]]]:
+                query: np.ndarray, long_rows: Sequence[np.ndarray] | None = None
+                ) -> list[list[tuple[int, float]]]:
     """Per partition, the semantic arm's rows it found (``(doc, cosine)``, best first, among
     the sorted docs ``allowed`` the request may see) as one ``(doc, value)`` per turn, best
     first (ties by doc): the doc is the turn's best found row, the value the larger of its
-    exchange's cosine and its best found row of another role. All partitions' turns are
-    valued in one pass (a pass costs the same few dozen array operations however many)."""
-    prepared = [_candidates(part, allowed, found) if found and part.semantic is not None
-                else None for part, allowed, found in candidates]
+    exchange's cosine and its best found row that stands alone: of another role, or one of the
+    partition's ``long_rows`` (rows with passages, scored by their best one; none when not
+    given). All partitions' turns are valued in one pass (a pass costs the same few dozen
+    array operations however many)."""
+    none = np.zeros(0, np.int64)
+    longs = [none] * len(candidates) if long_rows is None else list(long_rows)
+    prepared = [_candidates(part, allowed, found, long) if found and part.semantic is not None
+                else None for (part, allowed, found), long in zip(candidates, longs, strict=True)]
     offsets = np.cumsum([0] + [c.first.size for c in prepared if c is not None])
     every = [c for c in prepared if c is not None]
     values = exchange_cosines(

@@ -15,6 +15,7 @@ import numpy as np
 
 from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems
 from lake.index.partition import PartitionIndex
+from lake.index.passages import raised_by_passages
 from lake.index.segments import merge_top
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope
@@ -103,17 +104,25 @@ def lexical_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: Resol
 
 def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
                   query_vector: np.ndarray | None, depth: int) -> list[PartHits]:
-    """The nearest rows of every partition; the turns of the ``2 × depth`` nearest of them
-    all, valued by their exchange (lake.search.exchange). Valuing every partition's ``depth``
-    candidates cost ~0.2 ms a partition; on LoCoMo's tune split the cut left recall at every
-    k as it was (``depth`` alone lost up to .006)."""
+    """The nearest rows of every partition, a long row scored by its best passage when that is
+    nearer (lake.index.passages, among the ``depth`` nearest passages); the turns of the
+    ``2 × depth`` nearest of them all, valued by their exchange (lake.search.exchange), where a
+    long row stands alone. Valuing every partition's ``depth`` candidates cost ~0.2 ms a
+    partition; on LoCoMo's tune split the cut left recall at every k as it was (``depth`` alone
+    lost up to .006)."""
     if query_vector is None:
         return []
     found: list[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]] = []
+    long_rows: list[np.ndarray] = []
     for part, allowed in in_scope:
         if part.semantic is not None and part.manifest.dim == query_vector.shape[0]:
-            found.append((part, allowed, part.semantic.search(query_vector, allowed=allowed,
-                                                              limit=depth)))
+            rows = part.semantic.search(query_vector, allowed=allowed, limit=depth)
+            docs = np.zeros(0, np.int64)
+            if part.passages is not None:
+                docs, cosines = part.passages.best(query_vector, allowed, limit=depth)
+                rows = raised_by_passages(rows, docs, cosines, depth)
+            found.append((part, allowed, rows))
+            long_rows.append(docs)
     scores = np.fromiter((s for _, _, rows in found for _, s in rows), np.float64)
     if len(found) > 1 and scores.size > 2 * depth:
         cut = float(np.partition(scores, scores.size - 2 * depth)[scores.size - 2 * depth])
@@ -121,7 +130,8 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
         found = [(part, allowed, [(d, s) for d, s in rows if s >= cut])
                  for part, allowed, rows in found]
     return [PartHits(part, [d for d, _ in turns], [s for _, s in turns])
-            for (part, _, _), turns in zip(found, by_exchange(found, query_vector), strict=True)]
+            for (part, _, _), turns in zip(found, by_exchange(found, query_vector, long_rows),
+                                           strict=True)]
 
 
 def trigram_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
