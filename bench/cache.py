@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from lake.embedding.base import Embedder
+from lake.embedding.passages import PassageSplitter, splitter_of
 
 CACHE_DIR = Path(__file__).parent / ".cache"
 
@@ -34,6 +35,11 @@ class CachedEmbedder:
     def dim(self) -> int:
         """The inner model's width."""
         return self.inner.dim
+
+    @property
+    def passage_splitter(self) -> PassageSplitter | None:
+        """The inner model's passage splitter (lake.embedding.passages.splitter_of)."""
+        return splitter_of(self.inner)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
         """Vectors for texts, encoding only the ones not seen before."""

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.locomo import KS, TENANT, Question, build, samples
+from bench.locomo import KS, TENANT, Question, build, ingested_lake, samples
 from lake.embedding.base import Embedder
 from lake.index.lexical import word_stems
 from lake.projection import month_of
@@ -56,9 +56,7 @@ from lake.search.relevance import (
 )
 from lake.search.request import Hit, SearchRequest
 from lake.search.service import SearchService
-from lake.settings import Settings
 from lake.store import LakeStore
-from pipeline.jobs import run_ingest
 
 CACHE = Path(__file__).parent / ".cache"
 NO_MATCH = 200
@@ -317,9 +315,7 @@ def tune_probes(embedder: Embedder, workdir: Path) -> tuple[list[Ranked], list[R
     the semantic arm and without it."""
     records, questions, last = build(samples("tune"), rich=False)
     root = workdir / "relevance-tune"
-    settings = Settings(lake=root, embedding_model=embedder.name)
-    if not (root / "indexes").exists():
-        run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
+    ingested_lake(root, records, embedder)
     probes = _probes(questions, records, seed=1)
     places = conversation_places(records)
     with_meaning = rank(SearchService(LakeStore(root), embedder=embedder), probes, last, places)
@@ -418,9 +414,7 @@ def report(embedder: Embedder, workdir: Path) -> dict[str, Any]:
 
     records, questions, last = build(samples("all"), rich=False)
     root = workdir / "locomo" / "minimal"
-    settings = Settings(lake=root, embedding_model=embedder.name)
-    if not (root / "indexes").exists():
-        run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
+    ingested_lake(root, records, embedder)
     service = SearchService(LakeStore(root), embedder=embedder)
     reworded = reword(questions, embedder)
     out: dict[str, Any] = {}
