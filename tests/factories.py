@@ -94,3 +94,16 @@ def passage_hashing_embedder(dim: int = 64, window: int = 12) -> Any:
         passage_splitter = splitter
 
     return PassageHashing(dim)
+
+
+# Texts that say one thing at length, for tests of rows longer than the model reads.
+TRIP_SENTENCES = ["I booked the flights to Lisbon for the architecture conference.",
+                  "The hotel is near the old town and the venue.",
+                  "My talk on building design is on the second day of the conference.",
+                  "I fly out of Boston on the 12th and return a week later."]
+
+
+def garden_notes(weeks: int) -> str:
+    """A gardening diary of ``weeks`` entries (~20 word pieces each)."""
+    return " ".join(f"In week {i} I watered the tomato beds, pruned the basil and mulched the "
+                    f"roses along the fence." for i in range(1, weeks + 1))

@@ -7,10 +7,10 @@ holds the passages, so that a long row matching a query in one of its passages i
 that passage's cosine, not by a sum that the row's other passages pull away from the query.
 
 The passages are themselves a :class:`~lake.index.semantic.SemanticIndex` (passage ``i`` is
-its doc ``i``): a user's passages are scored exactly, a wide scope over many goes through the
-same calibrated inverted file as the rows, so a history of mostly long rows costs what a
-history of as many short ones would. A partition without long rows has no passage index and
-costs nothing.
+its doc ``i``): a user's passages are scored exactly, and a wide scope over many goes through
+the same calibrated inverted file as rows do. A search asks for the scope's nearest passages
+only, as many as it asks rows of the semantic index. A partition without long rows has no
+passage index and costs nothing.
 
 On-disk layout of a saved index directory: the semantic index's files (see
 lake.index.semantic) over the passages, and::

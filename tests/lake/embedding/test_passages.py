@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from factories import make_record
+from factories import TRIP_SENTENCES, garden_notes, make_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,12 +136,8 @@ def test_torch_embeds_a_long_text_as_its_passages_and_a_short_one_as_before() ->
 @pytest.mark.parametrize("passages", [True, False])
 def test_a_long_row_is_found_by_what_its_end_says(tmp_path: Path, passages: bool) -> None:
     # the first 254 word pieces are all garden; what the row says of the trip comes after
-    garden = " ".join(f"In week {i} I watered the tomato beds, pruned the basil and mulched the "
-                      f"roses along the fence." for i in range(1, 12))
-    trip = " ".join(["I booked the flights to Lisbon for the architecture conference.",
-                     "The hotel is near the old town and the venue.",
-                     "My talk on building design is on the second day of the conference.",
-                     "I fly out of Boston on the 12th and return a week later."] * 5)
+    garden = garden_notes(11)
+    trip = " ".join(TRIP_SENTENCES * 5)
     answers = [
         f"{garden} {trip}",
         "Our team meeting moved to Thursday afternoon.",

@@ -81,7 +81,7 @@ def test_a_wide_scope_over_many_passages_goes_through_an_inverted_file() -> None
     index = PassageIndex.build(vectors, rows, exact_max_rows=1000)
     assert index.kind == "ivf"
     query = centres[0]
-    docs, best = index.best(query, limit=10)
+    docs, _ = index.best(query, limit=10)
     exact = PassageIndex.build(vectors, rows).best(query, limit=10)
     assert len(set(docs.tolist()) & set(exact[0].tolist())) >= 0.8 * exact[0].size
     # a user's few rows are scored exactly, whatever the kind

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_record
+from factories import TRIP_SENTENCES, garden_notes, make_record
 
 from lake.embedding.passages import pooled
 from lake.embedding.sentence import SentenceTransformerEmbedder
@@ -19,16 +19,12 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
 
-GARDEN = " ".join(f"In week {i} I watered the tomato beds, pruned the basil and mulched the "
-                  f"roses along the fence." for i in range(1, 9))
+GARDEN = garden_notes(8)
 BREAD = " ".join(f"Batch {i}: knead the dough for ten minutes, let it rise under a damp "
                  f"cloth, then bake it at 220 degrees." for i in range(1, 8))
 CAR = " ".join(f"Service {i}: the mechanic replaced the brake pads, rotated the tyres and "
                f"topped up the coolant." for i in range(1, 8))
-TRIP = " ".join(["I booked the flights to Lisbon for the architecture conference.",
-                 "The hotel is near the old town and the venue.",
-                 "My talk on building design is on the second day of the conference.",
-                 "I fly out of Boston on the 12th and return a week later."] * 4)
+TRIP = " ".join(TRIP_SENTENCES * 4)
 LONG = f"{GARDEN} {BREAD} {TRIP} {CAR}"  # the trip is one passage of four
 QUERY = "trip to Portugal for a design meeting"
 ANSWERS = [LONG, "We are planning a vacation abroad next spring.",
