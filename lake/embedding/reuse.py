@@ -122,5 +122,5 @@ def _runs(rows: np.ndarray) -> tuple[list[int], list[int], list[int]]:
     """The distinct values of an ascending array, with where each one's run starts and ends."""
     if not rows.size:
         return [], [], []
-    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
     return rows[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), int(rows.size)]

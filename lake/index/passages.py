@@ -7,10 +7,10 @@ holds the passages, so that a long row matching a query in one of its passages i
 that passage's cosine, not by a sum that the row's other passages pull away from the query.
 
 The passages are themselves a :class:`~lake.index.semantic.SemanticIndex` (passage ``i`` is
-its doc ``i``): a user's passages are scored exactly, and a wide scope over many goes through
-the same calibrated inverted file as rows do. A search asks for the scope's nearest passages
-only, as many as it asks rows of the semantic index. A partition without long rows has no
-passage index and costs nothing.
+its doc ``i``): a user's passages are scored whole, exactly, and a wide scope over many goes
+through the same calibrated inverted file as rows do, asked for as many nearest passages as
+the search asks rows of the semantic index. A partition without long rows has no passage index
+and costs nothing.
 
 On-disk layout of a saved index directory: the semantic index's files (see
 lake.index.semantic) over the passages, and::
@@ -32,6 +32,9 @@ from lake.location import atomic_write
 
 FORMAT_VERSION = 1
 _META, _ROWS = "passages.json", "rows.npy"
+# A scope of up to this many passages (a user's, in any partition seen so far) is scored
+# whole, a gather and one product: cheaper than a top-k search's bookkeeping, and exact.
+WHOLE_SCOPE_PASSAGES = 4096
 
 
 class PassageIndex:
@@ -97,21 +100,28 @@ class PassageIndex:
 
     def best(self, query: np.ndarray, allowed: np.ndarray | None = None, *, limit: int = 50
              ) -> tuple[np.ndarray, np.ndarray]:
-        """``(docs, cosines)``: the rows (among ``allowed``, sorted doc ids, when given) of
-        the ``limit`` passages nearest ``query`` (a unit vector), ascending, each with the
-        cosine of its best passage among them."""
+        """``(docs, cosines)``: up to ``limit`` rows (among ``allowed``, sorted doc ids, when
+        given) by the cosine of ``query`` (a unit vector) with their best passage, ascending
+        by doc. Exact when the scope holds at most :data:`WHOLE_SCOPE_PASSAGES` passages;
+        else the rows of the ``limit`` nearest passages, each with its best among them, as
+        the semantic index finds them."""
         scope = None if allowed is None else self._passages_of(np.asarray(allowed, np.int64))
-        if scope is not None and not scope.size:
-            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        if scope is not None and scope.size <= WHOLE_SCOPE_PASSAGES:
+            numbers, vectors = self._index.vectors(scope)
+            cosines = np.einsum("ij,j->i", vectors,
+                                np.asarray(query, vectors.dtype)).astype(np.float64)
+            docs, cosines = _best_per_doc(self._rows[numbers], cosines)
+            if docs.size > limit:
+                keep = np.sort(np.argsort(-cosines, kind="stable")[:limit])
+                docs, cosines = docs[keep], cosines[keep]
+            return docs, cosines
         found = self._index.search(query, allowed=scope, limit=limit)
         if not found:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         pairs = np.array(found, np.float64)
         docs = self._rows[pairs[:, 0].astype(np.int64)]
-        order = np.lexsort((-pairs[:, 1], docs))  # by doc, best passage first
-        docs, cosines = docs[order], pairs[order, 1]
-        first = np.r_[True, docs[1:] != docs[:-1]]
-        return docs[first], cosines[first]
+        order = np.argsort(docs, kind="stable")
+        return _best_per_doc(docs[order], pairs[order, 1])
 
     def _passages_of(self, allowed: np.ndarray) -> np.ndarray:
         """The sorted passage numbers of the rows ``allowed``: whichever of the two lists is
@@ -132,17 +142,26 @@ class PassageIndex:
         return out
 
 
+def _best_per_doc(docs: np.ndarray, cosines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each doc of ``docs`` (ascending, repeated) once, with its largest cosine."""
+    if not docs.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
+    return docs[starts], np.maximum.reduceat(cosines, starts)
+
+
 def raised_by_passages(found: list[tuple[int, float]], docs: np.ndarray, cosines: np.ndarray,
                        limit: int) -> list[tuple[int, float]]:
     """The top ``limit`` ``(doc, score)`` of a semantic search's ``found`` rows (its top
-    ``limit`` by the rows' own vectors, best first) and the rows of the nearest passages
-    (``docs``, with their best passage's ``cosines``: :meth:`PassageIndex.best` over the same
-    scope), each scoring the larger of its two cosines, best first, ties by doc. A row found
-    only by a passage enters."""
+    ``limit`` by the rows' own vectors, best first) and the rows :meth:`PassageIndex.best`
+    gave over the same scope (``docs``, with their best passage's ``cosines``), each scoring
+    the larger of its two cosines, best first, ties by doc. A row found only by a passage
+    enters."""
     if not docs.size:
         return found
-    scores = dict(found)
-    for doc, cosine in zip(docs.tolist(), cosines.tolist(), strict=True):
-        if cosine > scores.get(doc, -np.inf):
-            scores[doc] = cosine
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    every = np.concatenate([np.array([d for d, _ in found], np.int64), docs])
+    scores = np.concatenate([np.array([s for _, s in found], np.float64), cosines])
+    by_doc = np.argsort(every, kind="stable")
+    every, best = _best_per_doc(every[by_doc], scores[by_doc])
+    top = np.lexsort((every, -best))[:limit]
+    return list(zip(every[top].tolist(), best[top].tolist(), strict=True))

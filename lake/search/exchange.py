@@ -114,8 +114,9 @@ def _candidates(part: PartitionIndex, allowed: np.ndarray, found: list[tuple[int
     rows, groups = rows[keep], groups[keep]
     have, vectors = semantic.vectors(rows)
     alone = ~exchange_role[cols.role_codes[docs]]
-    if long_rows.size:
-        alone |= np.isin(docs, long_rows)
+    if long_rows.size:  # ascending: a binary search each (np.isin sorted both, ~4x slower)
+        at = np.minimum(np.searchsorted(long_rows, docs), long_rows.size - 1)
+        alone |= long_rows[at] == docs
     return _Candidates(docs, scores, first, group_of, alone, vectors,
                        groups[np.searchsorted(rows, have)])
 

@@ -13,6 +13,7 @@ from factories import BASE_TIME, make_record, passage_hashing_embedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lake.index.passages as passages_module
 from lake.errors import IndexError_
 from lake.index.manifest import local_build
 from lake.index.partition import PartitionIndex
@@ -34,22 +35,31 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(0, 30), max_size=40),
        st.one_of(st.none(), st.sets(st.integers(0, 35), max_size=60)),
-       st.integers(1, 50), st.integers(0, 2**31))
-def test_best_is_each_rows_best_among_the_nearest_passages_of_the_scope(
-        rows: list[int], allowed: set[int] | None, limit: int, seed: int) -> None:
+       st.integers(1, 50), st.booleans(), st.integers(0, 2**31))
+def test_best_follows_its_definition_in_a_whole_scope_and_a_searched_one(
+        rows: list[int], allowed: set[int] | None, limit: int, whole: bool, seed: int) -> None:
     rng = np.random.default_rng(seed)
     vectors, query = _unit(rng, len(rows)), _unit(rng, 1)[0]
     rows = sorted(rows)
     index = PassageIndex.build(vectors, np.array(rows, np.int64))
     scope = None if allowed is None else np.array(sorted(allowed), np.int64)
-    found, best = index.best(query, scope, limit=limit)
-    # the plain version: the scope's passages, nearest first, the first `limit` of them
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passages_module, "WHOLE_SCOPE_PASSAGES", 10**6 if whole else -1)
+        found, best = index.best(query, scope, limit=limit)
+    # the plain versions, over the scope's passages, nearest first
     passages = sorted(((float(v @ query), i) for i, (r, v) in enumerate(zip(rows, vectors,
                                                                            strict=True))
                        if allowed is None or r in allowed), key=lambda p: (-p[0], p[1]))
     expected: dict[int, float] = {}
-    for cosine, i in passages[:limit]:
-        expected[rows[i]] = max(expected.get(rows[i], -np.inf), cosine)
+    if whole and allowed is not None:
+        # every row of the scope by its best passage, the `limit` best of them
+        for cosine, i in passages:
+            expected[rows[i]] = max(expected.get(rows[i], -np.inf), cosine)
+        expected = dict(sorted(expected.items(), key=lambda e: (-e[1], e[0]))[:limit])
+    else:
+        # the rows of the `limit` nearest passages, each by its best among them
+        for cosine, i in passages[:limit]:
+            expected[rows[i]] = max(expected.get(rows[i], -np.inf), cosine)
     assert found.tolist() == sorted(expected)
     np.testing.assert_allclose(best, [expected[d] for d in sorted(expected)], atol=1e-5)
 
