@@ -239,6 +239,46 @@ def bench_scale(rows: int, queries: int, vectors: str = "random") -> dict[str, A
     return out
 
 
+def bench_passages_cost(rows: int, queries: int, share: float = 0.3) -> dict[str, Any]:
+    """What long rows' passages cost a search: the text-like scale lake of ``rows`` rows
+    against the same lake with ``share`` of its answers long (3 passages each,
+    bench.scale.build_scale_lake), p50 of hybrid and semantic searches per scope, the two
+    lakes measured alternately, twice, in one run."""
+    import pyarrow.compute as pc
+
+    from bench.scale import build_scale_lake, make_queries, measure, scale_lake_dir
+    from lake.store import LakeStore
+    from lake.tables import Table
+
+    lakes = {}
+    for name, long_share in (("plain", 0.0), ("long", share)):
+        root = scale_lake_dir(CACHE, rows, "clustered", long_share)
+        lakes[name] = build_scale_lake(root, rows, vectors="clustered",
+                                       long_share=long_share)[0]
+    long_rows = pc.list_value_length(LakeStore(lakes["long"].lake).read(
+        Table.CONTENT_ROWS, columns=["passage_embeddings"]).column(
+        "passage_embeddings").drop_null())
+    qs = make_queries(LakeStore(lakes["plain"].lake), queries)
+    samples: dict[str, list[float]] = {}
+    for _ in range(2):
+        for name, settings in lakes.items():
+            for scope in ("user", "tenant"):
+                for arm, flags in (
+                        ("hybrid", None),
+                        ("semantic", {"semantic": True, "lexical": False, "trigram": False})):
+                    lat = measure(settings, qs, scope=scope, enabled=flags, vectors="clustered")
+                    samples.setdefault(f"{name}/{scope}/{arm}", []).append(lat.p50)
+    out: dict[str, Any] = {"rows": rows, "long_share": share, "long_rows": len(long_rows),
+                           "passages": int(pc.sum(long_rows).as_py() or 0) // 384}
+    for key, p50s in samples.items():
+        out[f"{key}_p50_ms"] = [round(p, 2) for p in p50s]
+    for scope in ("user", "tenant"):
+        for arm in ("hybrid", "semantic"):
+            plain, long = (sum(samples[f"{n}/{scope}/{arm}"]) for n in ("plain", "long"))
+            out[f"{scope}/{arm}_long_over_plain"] = round(long / plain, 3)
+    return out
+
+
 def bench_query_embedding(n: int = 200) -> dict[str, Any]:
     """Latency of embedding one query with the real model on PyTorch (timed apart from search;
     the ONNX figure is in the embedding_runtimes section)."""
@@ -388,6 +428,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         made.append(_locomo_long_plot(results["locomo_long"], plt))
     if "relevance" in results:
         made.append(_relevance_plot(results["relevance"], plt))
+    if "passages_cost_100k" in results:
+        made.append(_passages_cost_plot(results["passages_cost_100k"], plt))
     if "ingest_100k" in results:
         # Runs without the machine's CPU-seconds (not Linux) have no place on this plot.
         runs = [r for r in results["ingest_100k"]["runs"] if r["machine_cpu_s"] is not None]
@@ -463,6 +505,31 @@ def _serve_plot(figures: dict[str, Any], plt: Any) -> str:
     fig.tight_layout()
     fig.savefig(RESULTS / "serve_by_request_size.png", dpi=110)
     return "serve_by_request_size.png"
+
+
+def _passages_cost_plot(figures: dict[str, Any], plt: Any) -> str:
+    """Search p50 on the text-like scale lake against the same lake with a share of its
+    answers long (passage vectors), per scope and arm, each the mean of the alternated runs,
+    with the ratio over each pair."""
+    pairs = [(scope, arm) for scope in ("user", "tenant") for arm in ("hybrid", "semantic")]
+    means = {lake: [float(np.mean(figures[f"{lake}/{scope}/{arm}_p50_ms"])) for scope, arm in pairs]
+             for lake in ("plain", "long")}
+    x = np.arange(len(pairs))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar(x - 0.2, means["plain"], 0.4, label="no long rows")
+    ax.bar(x + 0.2, means["long"], 0.4,
+           label=f"{figures['long_share']:.0%} of answers long ({figures['passages']:,} passages)")
+    for i, (plain, long) in enumerate(zip(means["plain"], means["long"], strict=True)):
+        ax.annotate(f"×{long / plain:.2f}", (x[i] + 0.2, long), ha="center", va="bottom",
+                    fontsize=8)
+    ax.set_xticks(x, [f"{scope} scope\n{arm}" for scope, arm in pairs])
+    ax.set_ylabel("p50 ms (query embedding excluded)")
+    ax.set_title(f"what passage vectors cost a search, {figures['rows']:,} rows")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "passages_cost.png", dpi=110)
+    return "passages_cost.png"
 
 
 def _locomo_long_plot(figures: dict[str, Any], plt: Any, split: str = "report") -> str:
@@ -584,6 +651,8 @@ def main() -> None:
         ("relevance", bench_relevance),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("scale_100k_clustered", lambda: bench_scale(100_000, 300, "clustered")),
+        # what long rows' passage vectors cost a search (issue #22, MaxP)
+        ("passages_cost_100k", lambda: bench_passages_cost(100_000, 300)),
         ("ann_recall", lambda: bench_ann_recall(50_000 if mode == "quick" else 200_000)),
         ("purge_1pct", lambda: bench_purge_section(1_000_000)),
         ("segments", lambda: bench_segments_section(10_000 if mode == "quick" else 50_000)),

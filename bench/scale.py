@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from lake.embedding.passages import pooled
 from lake.embedding.rows import with_embeddings
 from lake.index.status import partition_statuses
 from lake.search.access import Principal
@@ -47,6 +48,7 @@ VECTORS = ("random", "clustered")
 CLUSTERS = 2_000
 _CENTROID_SEED = 20_261_101  # one set of centroids for every lake and query of the bench
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
+LONG_PASSAGES = 3  # a long row's passages (120 joined LoCoMo completions averaged 3.2)
 
 
 class RandomEmbedder:
@@ -92,15 +94,21 @@ def bench_embedder(vectors: str, seed: int) -> RandomEmbedder | ClusteredEmbedde
     return ClusteredEmbedder(seed) if vectors == "clustered" else RandomEmbedder(seed)
 
 
-def scale_lake_dir(cache: Path, rows: int, vectors: str = "random") -> Path:
-    """Where the scale lake of ``rows`` rows with ``vectors`` is cached."""
-    return cache / (f"scale-{rows}" if vectors == "random" else f"scale-{rows}-{vectors}")
+def scale_lake_dir(cache: Path, rows: int, vectors: str = "random",
+                   long_share: float = 0.0) -> Path:
+    """Where the scale lake of ``rows`` rows with ``vectors`` (and ``long_share``) is cached."""
+    name = f"scale-{rows}" if vectors == "random" else f"scale-{rows}-{vectors}"
+    return cache / (f"{name}-long{round(long_share * 100)}" if long_share else name)
 
 
-def build_scale_lake(root: Path, rows: int, *, seed: int = 3,
-                     vectors: str = "random") -> tuple[Settings, float, float]:
+def build_scale_lake(root: Path, rows: int, *, seed: int = 3, vectors: str = "random",
+                     long_share: float = 0.0) -> tuple[Settings, float, float]:
     """A demo lake of about ``rows`` content rows with ``vectors`` (see the module notes);
-    returns (settings, ingest seconds, index build seconds). Reused when already built."""
+    returns (settings, ingest seconds, index build seconds). Reused when already built.
+
+    ``long_share`` of the assistant rows (drawn, seeded) are made long: each gets
+    :data:`LONG_PASSAGES` passage vectors and their pooled vector, as a text longer than the
+    model reads would (lake.embedding.passages); their texts stay the demo's."""
     rng_embed = bench_embedder(vectors, seed)
     model = rng_embed.name
     settings = Settings(lake=root, embedding_model=model, ingest_batch_turns=50_000)
@@ -109,8 +117,20 @@ def build_scale_lake(root: Path, rows: int, *, seed: int = 3,
     turns = max(1, rows * 10 // 42)  # the demo averages ~4.2 rows per turn
     users = max(12, turns // 150)
 
+    pick = np.random.default_rng(seed + 1)
+
     def hook(table: pa.Table) -> pa.Table:
-        return with_embeddings(table, rng_embed.encode([""] * table.num_rows), model, "done")
+        vectors = rng_embed.encode([""] * table.num_rows)
+        if not long_share:
+            return with_embeddings(table, vectors, model, "done")
+        answers = np.array(table.column("role").to_pylist()) == "assistant"
+        long = np.flatnonzero(answers & (pick.random(table.num_rows) < long_share))
+        passages: list[np.ndarray | None] = [None] * table.num_rows
+        for i in long.tolist():
+            parts = rng_embed.encode([""] * LONG_PASSAGES)
+            passages[i] = parts
+            vectors[i] = pooled(parts)
+        return with_embeddings(table, vectors, model, "done", passages=passages)
 
     lines = generate_lines(users=users, turns=turns, seed=seed, now=NOW)
     t = time.perf_counter()
