@@ -77,7 +77,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any] | str]) -> Path:
     return path
 
 
-def passage_hashing_embedder(dim: int = 64, window: int = 12) -> Any:
+def passage_hashing_embedder(dim: int = 64, window: int = 40) -> Any:
     """A hashing embedder (fast, no model weights) that cuts texts of more than ``window``
     word pieces into passages with the default model's tokenizer, as a real model's
     embedder does with 254 (lake.embedding.passages): long rows in a test lake without a

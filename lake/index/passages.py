@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,16 @@ _META, _ROWS = "passages.json", "rows.npy"
 # A scope of up to this many passages (a user's, in any partition seen so far) is scored
 # whole, a gather and one product: cheaper than a top-k search's bookkeeping, and exact.
 WHOLE_SCOPE_PASSAGES = 4096
+
+
+class RowPassages(NamedTuple):
+    """The passages of some rows, in row order: each one's row (doc id), its place among its
+    row's passages (0 first), how many its row has, and its vector."""
+
+    rows: np.ndarray
+    places: np.ndarray
+    counts: np.ndarray
+    vectors: np.ndarray
 
 
 class PassageIndex:
@@ -63,6 +74,11 @@ class PassageIndex:
         index = (SemanticIndex.build(vectors) if exact_max_rows is None
                  else SemanticIndex.build(vectors, exact_max_rows=exact_max_rows))
         return cls(index, rows)
+
+    @property
+    def dim(self) -> int:
+        """Vector width."""
+        return self._index.dim
 
     @property
     def kind(self) -> str:
@@ -122,6 +138,14 @@ class PassageIndex:
         docs = self._rows[pairs[:, 0].astype(np.int64)]
         order = np.argsort(docs, kind="stable")
         return _best_per_doc(docs[order], pairs[order, 1])
+
+    def of_rows(self, docs: np.ndarray) -> RowPassages:
+        """The passages of the rows ``docs`` (sorted doc ids) that have them."""
+        numbers, vectors = self._index.vectors(self._passages_of(np.asarray(docs, np.int64)))
+        rows = self._rows[numbers]
+        first = np.searchsorted(self._rows, rows, side="left")
+        return RowPassages(rows, numbers - first,
+                           np.searchsorted(self._rows, rows, side="right") - first, vectors)
 
     def _passages_of(self, allowed: np.ndarray) -> np.ndarray:
         """The sorted passage numbers of the rows ``allowed``: whichever of the two lists is

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from lake.index.lexical import LexicalIndex
-from lake.index.passages import PassageIndex
+from lake.index.passages import PassageIndex, RowPassages
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
 
@@ -295,6 +295,22 @@ class SegmentedPassages:
         numbers = np.concatenate(docs)
         order = np.argsort(numbers, kind="stable")
         return numbers[order], np.concatenate(cosines)[order]
+
+
+    def of_rows(self, docs: np.ndarray) -> RowPassages:
+        """:meth:`PassageIndex.of_rows` over every segment, in row numbers."""
+        found = []
+        for s, local in enumerate(self._layout.split(np.asarray(docs, np.int64))):
+            index = self._parts[s]
+            if index is not None and local.size:
+                part = index.of_rows(local)
+                found.append(part._replace(rows=self._layout.globals_[s][part.rows]))
+        if not found:
+            dim = next((p.dim for p in self._parts if p is not None), 0)
+            return RowPassages(*(np.zeros(0, np.int64),) * 3, np.zeros((0, dim), np.float32))
+        joined = RowPassages(*(np.concatenate(column) for column in zip(*found, strict=True)))
+        order = np.lexsort((joined.places, joined.rows))
+        return RowPassages(*(column[order] for column in joined))
 
 
 class SegmentedLexical:

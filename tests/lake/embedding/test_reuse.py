@@ -198,7 +198,7 @@ def test_an_unknown_runtime_option_is_a_clear_error(lake: Path) -> None:
 def test_a_long_text_keeps_its_passage_vectors_and_reuse_carries_them(tmp_path: Path) -> None:
     embedder = passage_hashing_embedder(64)
     splitter = embedder.passage_splitter
-    long = "the nightly ledger export finished late and the vault probe failed twice " * 4
+    long = "the nightly ledger export finished late and the vault probe failed twice " * 8
     parts = splitter.split([long])[0]
     assert len(parts) >= 3
     settings = Settings(lake=tmp_path / "lake", embedding_model=embedder.name,

@@ -64,6 +64,23 @@ def test_best_follows_its_definition_in_a_whole_scope_and_a_searched_one(
     np.testing.assert_allclose(best, [expected[d] for d in sorted(expected)], atol=1e-5)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 20), max_size=30), st.sets(st.integers(0, 25), max_size=30))
+def test_of_rows_gives_each_rows_passages_in_order(rows: list[int], asked: set[int]) -> None:
+    rows = sorted(rows)
+    vectors = _unit(np.random.default_rng(len(rows)), len(rows))
+    found = PassageIndex.build(vectors, np.array(rows, np.int64)).of_rows(
+        np.array(sorted(asked), np.int64))
+    expected = [(r, rows[:i].count(r), rows.count(r), i) for i, r in enumerate(rows)
+                if r in asked]
+    assert found.rows.tolist() == [r for r, _, _, _ in expected]
+    assert found.places.tolist() == [p for _, p, _, _ in expected]
+    assert found.counts.tolist() == [c for _, _, c, _ in expected]
+    # re-normalized on build: equal to float32 rounding
+    np.testing.assert_allclose(found.vectors, vectors[[i for *_, i in expected]]
+                               .reshape(-1, DIM), atol=1e-6)
+
+
 def test_an_index_is_saved_and_loaded_and_a_damaged_one_refused(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     index = PassageIndex.build(_unit(rng, 5), np.array([1, 1, 1, 4, 9]))
@@ -152,6 +169,12 @@ def test_a_segmented_partition_holds_the_passages_a_full_build_does(tmp_path: Pa
         (a, b), (c, d) = segmented.passages.best(query, scope), full.passages.best(query, scope)
         assert a.tolist() == c.tolist() and a.size
         np.testing.assert_allclose(b, d, atol=1e-6)
+    # each row's passages, in order, as the full build has them
+    rows = np.arange(full.manifest.row_count, dtype=np.int64)
+    got, want = segmented.passages.of_rows(rows), full.passages.of_rows(rows)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert set(want.places.tolist()) == set(range(int(want.counts.max())))
     # the long answers are the rows with passages
     texts = full.rows.column("text").to_pylist()
     assert {texts[d] for d in full.passages.best(query)[0].tolist()} == {LONG}
