@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
+from lake.embedding.passages import splitter_of
 from lake.errors import EmbeddingError, IndexError_, QueryError
 from lake.index.lexical import held_stems
 from lake.index.manifest import PartitionManifest, local_build
@@ -50,13 +51,13 @@ from lake.search.neighbours import (
 from lake.search.relevance import relevance
 from lake.search.request import (
     GENERATORS,
-    SNIPPET_CHARS,
     Generator,
     GeneratorRank,
     Hit,
     SearchRequest,
     SearchResult,
 )
+from lake.search.snippets import snippets
 from lake.store import LakeStore
 from lake.tables import ROLES, Table
 from lake.timelines import conversation_filter
@@ -162,7 +163,7 @@ class SearchService:
         t = time.perf_counter()
         semantic_ran = on["semantic"] and query_vector is not None
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
-                                       statistics.query_idf, named)
+                                       statistics.query_idf, named, query_vector)
         timings["fuse"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
@@ -235,8 +236,8 @@ class SearchService:
 
     def _fuse(self, lists: dict[str, list[PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str], semantic_ran: bool,
-              query_idf: dict[str, float], named: list[NamedTime]
-              ) -> tuple[list[Hit], int]:
+              query_idf: dict[str, float], named: list[NamedTime],
+              query_vector: np.ndarray | None) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
@@ -320,7 +321,7 @@ class SearchService:
                         rank, float(ranked[name].scores[fused.rows[g, j]]))
             hits.append(self._hit(s.turn_key, parts.parts[int(best.slots[j])],
                                   int(best.docs[j]), ranks, values[j], s.lift, s.final,
-                                  float(relevances[j]), request))
+                                  float(relevances[j]), request, query_vector))
         return hits, kept.count(False)
 
     def _live_turns(self, conversations: set[tuple[str, str]],
@@ -335,7 +336,7 @@ class SearchService:
 
     def _hit(self, turn_key: tuple[str, str], part: PartitionIndex, doc: int,
              ranks: dict[str, GeneratorRank | None], rrf: float, lift: float, final: float,
-             relevance: float, request: SearchRequest) -> Hit:
+             relevance: float, request: SearchRequest, query: np.ndarray | None) -> Hit:
         cols = part.columns
         # single values from the decoded columns: slicing a row out of the Arrow table and
         # converting it whole costs ten times more
@@ -345,7 +346,19 @@ class SearchService:
             conversation_id=turn_key[0], turn_id=turn_key[1], turn_at=turn_at,
             role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
             row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
-            score=final, relevance=relevance, snippets=_snippets(part, doc, request.snippets))
+            score=final, relevance=relevance, snippets=self._snippets(part, doc, request, query))
+
+    def _snippets(self, part: PartitionIndex, doc: int, request: SearchRequest,
+                  query: np.ndarray | None) -> dict[str, str]:
+        if request.snippets == "none":
+            return {}
+        start, roles, texts = _turn_rows(part, doc)
+        embedder = self._embedder
+        if query is None or embedder is None or part.manifest.model != embedder.name:
+            # another model's passages would be read by a query they cannot answer
+            return snippets(part, start, roles, texts, request.snippets, None, None)
+        return snippets(part, start, roles, texts, request.snippets, query,
+                        splitter_of(embedder))
 
 
 def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -> np.ndarray:
@@ -569,25 +582,14 @@ def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchReq
         as_of_us=int(as_of.timestamp() * _US))
 
 
-def _snippets(part: PartitionIndex, doc: int, choice: str) -> dict[str, str]:
-    if choice == "none":
-        return {}
-    roles, texts = _turn_rows(part, doc)
-    out: dict[str, str] = {}
-    for wanted in ("user", "assistant"):
-        if choice in (wanted, "both"):
-            joined = "\n".join(t for r, t in zip(roles, texts, strict=True) if r == wanted)
-            out[wanted] = joined[:SNIPPET_CHARS]
-    return out
-
-
-def _turn_rows(part: PartitionIndex, doc: int) -> tuple[list[str], list[str]]:
-    """The roles and texts of every row of the turn that ``doc`` belongs to, in doc order."""
+def _turn_rows(part: PartitionIndex, doc: int) -> tuple[int, list[str], list[str]]:
+    """The first doc of the turn that ``doc`` belongs to, and the roles and texts of every row
+    of it, in doc order."""
     cols = part.columns
     starts, ends = cols.turn_docs(cols.turn_numbers[[doc]])
     start, end = int(starts[0]), int(ends[0])
     names = cols.roles
-    return ([names[c] for c in cols.role_codes[start:end].tolist()],
+    return (start, [names[c] for c in cols.role_codes[start:end].tolist()],
             [t or "" for t in part.rows.column("text").slice(start, end - start).to_pylist()])
 
 

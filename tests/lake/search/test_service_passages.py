@@ -74,3 +74,33 @@ def test_by_its_pooled_vector_alone_the_same_row_falls_behind(
     ranked = _semantic(lake, embedder)
     assert ranked and ranked[0][0] != "t-0000"
     assert all(score < 0.3 for turn, score in ranked if turn == "t-0000")
+
+
+def _snippet(lake: Path, embedder: SentenceTransformerEmbedder, query: str) -> tuple[str, str]:
+    result = SearchService(LakeStore(lake), embedder=embedder).search(SearchRequest(
+        query, Principal("acme", "u-ana"), k=1, min_relevance=0.0, recency_weight=0.0,
+        enabled={"semantic": True, "lexical": False, "trigram": False}))
+    (hit,) = result.hits
+    return hit.turn_id, hit.snippets["assistant"]
+
+
+def test_a_long_answer_is_shown_by_the_passage_that_matched(
+        lake: Path, embedder: SentenceTransformerEmbedder) -> None:
+    turn, snippet = _snippet(lake, embedder, QUERY)
+    assert turn == "t-0000"
+    assert snippet.startswith("…") and "Lisbon" in snippet and len(snippet) <= 500
+    assert "tomato" not in snippet
+    # a query about what the answer opens with is shown by the opening
+    turn, snippet = _snippet(lake, embedder, "watering the tomato beds and the basil")
+    assert turn == "t-0000" and snippet == LONG[:500]
+
+
+def test_without_passages_a_long_answer_is_shown_by_its_opening(
+        lake: Path, embedder: SentenceTransformerEmbedder,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PartitionIndex, "passages", property(lambda self: None))
+    result = SearchService(LakeStore(lake), embedder=embedder).search(SearchRequest(
+        "garden flights Lisbon bread brakes", Principal("acme", "u-ana"), k=4,
+        min_relevance=0.0, recency_weight=0.0))
+    shown = {h.turn_id: h.snippets["assistant"] for h in result.hits}
+    assert shown["t-0000"] == LONG[:500]
