@@ -110,17 +110,10 @@ class VectorReuse:
             return {}  # a partly written or mixed-width column: not worth trusting for reuse
         dim = int(sizes[0])
         vectors = flat.reshape(len(sizes), dim)
-        passages: list[np.ndarray | None] = [None] * rows.num_rows
         at, found = column_passages(rows.column("passage_embeddings"), dim)
-        for i, start, end in zip(*_runs(at), strict=True):
-            passages[i] = found[start:end]
+        counts = np.bincount(at, minlength=rows.num_rows).tolist()  # ``at`` is ascending
+        ends = np.cumsum(counts).tolist()
+        passages = [found[end - count:end] if count else None
+                    for count, end in zip(counts, ends, strict=True)]
         return {text_digest(text): Embedded(vectors[i], passages[i])
                 for i, text in enumerate(rows.column("text").to_pylist()) if text is not None}
-
-
-def _runs(rows: np.ndarray) -> tuple[list[int], list[int], list[int]]:
-    """The distinct values of an ascending array, with where each one's run starts and ends."""
-    if not rows.size:
-        return [], [], []
-    starts = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
-    return rows[starts].tolist(), starts.tolist(), [*starts[1:].tolist(), int(rows.size)]

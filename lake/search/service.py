@@ -354,11 +354,12 @@ class SearchService:
             return {}
         start, roles, texts = _turn_rows(part, doc)
         embedder = self._embedder
-        if query is None or embedder is None or part.manifest.model != embedder.name:
-            # another model's passages would be read by a query they cannot answer
-            return snippets(part, start, roles, texts, request.snippets, None, None)
-        return snippets(part, start, roles, texts, request.snippets, query,
-                        splitter_of(embedder))
+        # another model's passages would be read by a query they cannot answer
+        readable = query is not None and embedder is not None \
+            and part.manifest.model == embedder.name
+        return snippets(part, start, roles, texts, request.snippets,
+                        query if readable else None,
+                        splitter_of(embedder) if readable else None)
 
 
 def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -> np.ndarray:
