@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lake.embedding.base import Embedder
 from lake.search.access import Principal
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
@@ -223,17 +225,18 @@ CONFIGS: dict[str, dict[str, bool]] = {
 }
 
 
-def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
-             weights: Mapping[str, float] | None = None, workdir: Path | None = None,
-             splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
-             reworded: bool = False, joined: int = 1, mixed: bool = False
-             ) -> dict[str, dict[str, dict[int, float]]]:
-    """Recall@k per split and configuration on a freshly built LoCoMo lake of all ten
-    samples (a question sees only its own sample's history; the split picks the questions).
-    ``min_relevance`` None: the search default floor. ``reworded``: the questions asked in
-    other words (bench.reworded). ``joined`` > 1: each session's turns joined in runs of that
-    many (:func:`join_turns`), a history of long rows; with ``mixed``, every other run only,
-    long rows among short ones."""
+def question_recalls(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
+                     weights: Mapping[str, float] | None = None, workdir: Path | None = None,
+                     splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
+                     reworded: bool = False, joined: int = 1, mixed: bool = False
+                     ) -> dict[str, dict[str, np.ndarray]]:
+    """Per split and configuration, each asked question's recall at each k of :data:`KS`
+    (an array of questions × ks, questions in one order for every configuration), on a freshly
+    built LoCoMo lake of all ten samples (a question sees only its own sample's history; the
+    split picks the questions). ``min_relevance`` None: the search default floor.
+    ``reworded``: the questions asked in other words (bench.reworded). ``joined`` > 1: each
+    session's turns joined in runs of that many (:func:`join_turns`), a history of long rows;
+    with ``mixed``, every other run only, long rows among short ones."""
     records, questions, last = build(samples("all"), rich=rich)
     if joined > 1:
         records, questions = join_turns(records, questions, joined, mixed=mixed)
@@ -247,21 +250,41 @@ def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = 
     ingested_lake(root, records, embedder)
     service = SearchService(LakeStore(root), embedder=embedder)
     floor = DEFAULT_MIN_RELEVANCE if min_relevance is None else min_relevance
-    out: dict[str, dict[str, dict[int, float]]] = {}
+    out: dict[str, dict[str, np.ndarray]] = {}
     for split in splits:
         users = {s["sample_id"] for s in samples(split)}
         asked = [q for q in questions if q.user_id in users]
         out[split] = {}
         for name, enabled in CONFIGS.items():
-            totals = dict.fromkeys(KS, 0.0)
-            for q in asked:
+            recalls = np.zeros((len(asked), len(KS)))
+            for i, q in enumerate(asked):
                 result = service.search(SearchRequest(
                     q.text, Principal(TENANT, q.user_id), k=max(KS), enabled=enabled,
                     weights=dict(weights or DEFAULT_WEIGHTS),
                     recency_weight=0.0, as_of=last, max_per_conversation=0, snippets="none",
                     fusion=fusion or FusionSettings(), min_relevance=floor))
                 ranked = [(h.conversation_id, h.turn_id) for h in result.hits]
-                for k in KS:
-                    totals[k] += len(q.evidence & set(ranked[:k])) / len(q.evidence)
-            out[split][name] = {k: totals[k] / len(asked) for k in KS}
+                recalls[i] = [len(q.evidence & set(ranked[:k])) / len(q.evidence) for k in KS]
+            out[split][name] = recalls
     return out
+
+
+def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
+             weights: Mapping[str, float] | None = None, workdir: Path | None = None,
+             splits: tuple[str, ...] = ("all",), min_relevance: float | None = None,
+             reworded: bool = False, joined: int = 1, mixed: bool = False
+             ) -> dict[str, dict[str, dict[int, float]]]:
+    """Recall@k per split and configuration: the mean over the split's questions of
+    :func:`question_recalls` (same arguments)."""
+    found = question_recalls(embedder, rich=rich, fusion=fusion, weights=weights,
+                             workdir=workdir, splits=splits, min_relevance=min_relevance,
+                             reworded=reworded, joined=joined, mixed=mixed)
+    return {split: {name: mean_recalls(recalls) for name, recalls in by_config.items()}
+            for split, by_config in found.items()}
+
+
+def mean_recalls(recalls: np.ndarray) -> dict[int, float]:
+    """Recall@k for each k of :data:`KS`: the mean of per-question recalls (questions × ks)."""
+    if recalls.shape[0] == 0:
+        raise ValueError("no question was asked: recall has no mean")
+    return {k: float(v) for k, v in zip(KS, recalls.mean(axis=0), strict=True)}

@@ -114,11 +114,31 @@ def bench_embedding(n: int) -> dict[str, Any]:
             "pipeline_vs_raw": round(raw / pipeline, 3)}
 
 
+def _figures(found: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per split and configuration, recall@k rounded for the report, from question recalls."""
+    from bench.locomo import mean_recalls
+
+    return {split: {g: {str(k): round(v, 3) for k, v in mean_recalls(r).items()}
+                    for g, r in by_config.items()}
+            for split, by_config in found.items()}
+
+
+def _margins(found: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, Any]]:
+    """Per split, fused recall@k minus the best generator's alone, with its paired bootstrap
+    interval (bench.margins)."""
+    from bench.locomo import KS
+    from bench.margins import fused_margins
+
+    return {split: {str(m.k): m.to_json() for m in fused_margins(by_config, KS)}
+            for split, by_config in found.items()}
+
+
 def bench_locomo() -> dict[str, Any]:
     """Recall@5/10/25 on LoCoMo, minimal and rich records, each generator and fused: on all
-    ten conversations, per split (tune 0-4, report 5-9), and without the relevance floor."""
+    ten conversations, per split (tune 0-4, report 5-9), and without the relevance floor;
+    without it, fused against the best generator alone with a 95 % interval."""
     from bench.cache import CachedEmbedder
-    from bench.locomo import evaluate
+    from bench.locomo import evaluate, question_recalls
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
     def rounded(res: dict[str, dict[int, float]]) -> dict[str, dict[str, float]]:
@@ -130,30 +150,33 @@ def bench_locomo() -> dict[str, Any]:
     for rich in (False, True):
         variant = "rich" if rich else "minimal"
         floored = evaluate(embedder, rich=rich, workdir=CACHE / "locomo", splits=splits)
-        unfloored = evaluate(embedder, rich=rich, workdir=CACHE / "locomo", splits=splits,
-                             min_relevance=0.0)
+        unfloored = question_recalls(embedder, rich=rich, workdir=CACHE / "locomo",
+                                     splits=splits, min_relevance=0.0)
         out[variant] = rounded(floored["all"])
         out[f"{variant}_splits"] = {s: rounded(floored[s]) for s in splits}
-        out[f"{variant}_no_floor"] = {s: rounded(unfloored[s]) for s in splits}
+        out[f"{variant}_no_floor"] = _figures(unfloored)
+        out[f"{variant}_margins"] = _margins(unfloored)
     embedder.save()
     return out
 
 
 def bench_locomo_reworded() -> dict[str, Any]:
     """Recall@5/10/25 on LoCoMo's questions asked in other words (bench.reworded), minimal and
-    rich records, each generator and fused, per split, without the relevance floor."""
+    rich records, each generator and fused, per split, without the relevance floor; and fused
+    against the best generator alone with a 95 % interval."""
     from bench.cache import CachedEmbedder
-    from bench.locomo import evaluate
+    from bench.locomo import question_recalls
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     out: dict[str, Any] = {}
     for rich in (False, True):
-        found = evaluate(embedder, rich=rich, workdir=CACHE / "locomo",
-                         splits=("tune", "report", "all"), min_relevance=0.0, reworded=True)
-        out["rich" if rich else "minimal"] = {
-            split: {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
-            for split, res in found.items()}
+        variant = "rich" if rich else "minimal"
+        found = question_recalls(embedder, rich=rich, workdir=CACHE / "locomo",
+                                 splits=("tune", "report", "all"), min_relevance=0.0,
+                                 reworded=True)
+        out[variant] = _figures(found)
+        out[f"{variant}_margins"] = _margins(found)
     embedder.save()
     return out
 
@@ -163,9 +186,10 @@ def bench_locomo_long() -> dict[str, Any]:
     turns joined in runs of 16, bench.locomo.join_turns), LoCoMo's questions and reworded ones,
     per split, no floor: long rows embedded as passages (lake.embedding.passages) against
     their first 254 word pieces; and, with passages, the ``mixed`` history where only every
-    other run is joined (long turns beside short ones)."""
+    other run is joined (long turns beside short ones). With passages, fused against the best
+    generator alone with a 95 % interval."""
     from bench.cache import CACHE_DIR, CachedEmbedder
-    from bench.locomo import evaluate
+    from bench.locomo import question_recalls
     from lake.embedding.sentence import SentenceTransformerEmbedder
 
     out: dict[str, Any] = {}
@@ -175,13 +199,14 @@ def bench_locomo_long() -> dict[str, Any]:
                                          path=CACHE_DIR / "emb-all-MiniLM-L6-v2-truncated.npz"))):
         for mixed in (False, True) if mode == "passages" else (False,):
             for reworded in (False, True):
-                found = evaluate(embedder, rich=False, workdir=CACHE / "locomo-long" / mode,
-                                 splits=("tune", "report", "all"), min_relevance=0.0,
-                                 reworded=reworded, joined=LONG_RUN, mixed=mixed)
-                out[f"{mode}{'_mixed' if mixed else ''}{'_reworded' if reworded else ''}"] = {
-                    split: {g: {str(k): round(v, 3) for k, v in r.items()}
-                            for g, r in res.items()}
-                    for split, res in found.items()}
+                found = question_recalls(
+                    embedder, rich=False, workdir=CACHE / "locomo-long" / mode,
+                    splits=("tune", "report", "all"), min_relevance=0.0, reworded=reworded,
+                    joined=LONG_RUN, mixed=mixed)
+                name = f"{mode}{'_mixed' if mixed else ''}{'_reworded' if reworded else ''}"
+                out[name] = _figures(found)
+                if mode == "passages":
+                    out[f"{name}_margins"] = _margins(found)
         embedder.save()
     return out
 
@@ -428,6 +453,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         made.append(_locomo_long_plot(results["locomo_long"], plt))
     if "relevance" in results:
         made.append(_relevance_plot(results["relevance"], plt))
+    if margins := _margin_rows(results):
+        made.append(_margins_plot(margins, plt))
     if "passages_cost_100k" in results:
         made.append(_passages_cost_plot(results["passages_cost_100k"], plt))
     if "ingest_100k" in results:
@@ -561,6 +588,54 @@ def _locomo_long_plot(figures: dict[str, Any], plt: Any, split: str = "report") 
     fig.tight_layout()
     fig.savefig(RESULTS / "locomo_long_recall.png", dpi=110)
     return "locomo_long_recall.png"
+
+
+# (section, key, label) of every history whose fused-against-best-arm margins are plotted
+_MARGIN_HISTORIES = (
+    ("locomo", "minimal_margins", "LoCoMo, minimal records"),
+    ("locomo", "rich_margins", "LoCoMo, rich records"),
+    ("locomo_reworded", "minimal_margins", "reworded, minimal"),
+    ("locomo_reworded", "rich_margins", "reworded, rich"),
+    ("locomo_long", "passages_margins", "long turns"),
+    ("locomo_long", "passages_reworded_margins", "long turns, reworded"),
+    ("locomo_long", "passages_mixed_margins", "long beside short"),
+    ("locomo_long", "passages_mixed_reworded_margins", "long beside short, reworded"),
+)
+
+
+def _margin_rows(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, margins per split) of each history the results hold margins for."""
+    return [(label, results[section][key]) for section, key, label in _MARGIN_HISTORIES
+            if key in results.get(section, {})]
+
+
+def _margins_plot(rows: list[tuple[str, dict[str, Any]]], plt: Any) -> str:
+    """Fused recall@k minus the best generator's alone, with 95 % paired bootstrap intervals,
+    per history, on the split tuned on and the one not: a bar crossing 0 is a difference the
+    questions cannot tell from none."""
+    splits = [s for s in ("tune", "report") if all(s in margins for _, margins in rows)]
+    fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 0.55 * len(rows) + 1.6),
+                             sharey=True, squeeze=False)
+    ks = list(rows[0][1][splits[0]])
+    for ax, split in zip(axes[0], splits, strict=True):
+        for j, k in enumerate(ks):
+            at = [i + (j - (len(ks) - 1) / 2) * 0.22 for i in range(len(rows))]
+            m = [margins[split][k] for _, margins in rows]
+            diff = [x["fused_minus_arm"] for x in m]
+            ax.errorbar(diff, at, xerr=[[d - x["low"] for d, x in zip(diff, m, strict=True)],
+                                        [x["high"] - d for d, x in zip(diff, m, strict=True)]],
+                        fmt="o", markersize=4, capsize=2, label=f"recall@{k}")
+        ax.axvline(0.0, color="grey", linestyle="--")
+        ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+        ax.invert_yaxis()
+        ax.set_xlabel("fused minus the best generator alone")
+        ax.set_title(f"{split} split")
+        ax.grid(alpha=0.3, axis="x")
+    axes[0][-1].legend(fontsize="small")
+    fig.suptitle("Fusion against its best single generator, 95 % paired bootstrap intervals")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "fusion_margins.png", dpi=110)
+    return "fusion_margins.png"
 
 
 def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:

@@ -81,6 +81,23 @@ def test_split_figures_ask_only_that_splits_questions(ten: Path, tmp_path: Path)
     assert out["report"]["lexical"][5] == 1.0  # each question names its own rare word
 
 
+def test_recall_is_the_mean_of_each_questions_recall(ten: Path, tmp_path: Path) -> None:
+    embedder = HashingEmbedder(64)
+    per_question = locomo.question_recalls(embedder, rich=False, workdir=tmp_path,
+                                           splits=("tune", "report"))
+    means = locomo.evaluate(embedder, rich=False, workdir=tmp_path, splits=("tune", "report"))
+    for split in ("tune", "report"):
+        assert set(per_question[split]) == set(locomo.CONFIGS)
+        for name, recalls in per_question[split].items():
+            assert recalls.shape == (5, len(locomo.KS))  # one question per conversation
+            assert ((recalls >= 0) & (recalls <= 1)).all()
+            assert means[split][name] == pytest.approx(dict(zip(locomo.KS, recalls.mean(axis=0),
+                                                                strict=True)))
+    assert (per_question["report"]["lexical"] == 1.0).all()
+    with pytest.raises(ValueError, match="no question was asked"):
+        locomo.mean_recalls(np.zeros((0, len(locomo.KS))))
+
+
 def test_the_fit_judges_models_by_the_relevance_the_search_serves(ten: Path,
                                                                    tmp_path: Path) -> None:
     ranked, _ = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
