@@ -138,22 +138,20 @@ def bench_locomo() -> dict[str, Any]:
     ten conversations, per split (tune 0-4, report 5-9), and without the relevance floor;
     without it, fused against the best generator alone with a 95 % interval."""
     from bench.cache import CachedEmbedder
-    from bench.locomo import evaluate, question_recalls
+    from bench.locomo import question_recalls
     from lake.embedding.sentence import SentenceTransformerEmbedder
-
-    def rounded(res: dict[str, dict[int, float]]) -> dict[str, dict[str, float]]:
-        return {g: {str(k): round(v, 3) for k, v in r.items()} for g, r in res.items()}
 
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     out: dict[str, Any] = {}
     splits = ("tune", "report", "all")
     for rich in (False, True):
         variant = "rich" if rich else "minimal"
-        floored = evaluate(embedder, rich=rich, workdir=CACHE / "locomo", splits=splits)
+        floored = _figures(question_recalls(embedder, rich=rich, workdir=CACHE / "locomo",
+                                            splits=splits))
         unfloored = question_recalls(embedder, rich=rich, workdir=CACHE / "locomo",
                                      splits=splits, min_relevance=0.0)
-        out[variant] = rounded(floored["all"])
-        out[f"{variant}_splits"] = {s: rounded(floored[s]) for s in splits}
+        out[variant] = floored["all"]
+        out[f"{variant}_splits"] = floored
         out[f"{variant}_no_floor"] = _figures(unfloored)
         out[f"{variant}_margins"] = _margins(unfloored)
     embedder.save()

@@ -199,9 +199,10 @@ def _plain_neighbours(rows: pa.Table) -> dict[Key, tuple[Key | None, Key | None]
 
 
 def test_extending_columns_while_another_thread_asks_for_neighbours() -> None:
-    # A search on the old view fills its turn orders while a search on the new view extends
-    # it. Copying the orders before iterating them made this safe: iterating the growing dict
-    # raised "dictionary changed size during iteration" in 17 of 20 rounds before.
+    # A search on the old view works out its turns' neighbours while a search on the new view
+    # extends it. (When the orders were a dict filled per conversation, iterating it as it grew
+    # raised "dictionary changed size during iteration" in 17 of 20 rounds; the neighbours are
+    # now published once, whole, and an extension reads them only after.)
     rows = [{"user_id": f"u-{i % 7}", "conversation_id": f"u-{i % 7}/c-{i}", "turn_id": "t-0",
              "role": "prompt", "seq": 0, "minute": i, "text": "x"} for i in range(3000)]
     base, added = _tables([rows, [{**rows[0], "turn_id": "t-1", "minute": 9000}]])
