@@ -486,7 +486,8 @@ class RowColumns:
             neighbours[:, :carried.shape[1]] = carried
             starts = out.conversation_starts
             runs = np.unique(np.searchsorted(starts, at, side="right") - 1)
-            docs = np.concatenate([np.arange(starts[r], starts[r + 1]) for r in runs.tolist()])
+            docs = np.concatenate([np.zeros(0, np.int64), *(
+                np.arange(starts[r], starts[r + 1]) for r in runs.tolist())])
             out._order_turns(np.unique(out.turn_numbers[docs]), neighbours)
             out.__dict__["_neighbour_turns"] = neighbours
         return out

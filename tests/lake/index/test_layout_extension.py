@@ -198,6 +198,17 @@ def _plain_neighbours(rows: pa.Table) -> dict[Key, tuple[Key | None, Key | None]
     return out
 
 
+def test_an_extension_by_no_rows_keeps_the_neighbours_it_carries() -> None:
+    rows = [{"user_id": "u", "conversation_id": "u/c", "turn_id": f"t-{i}", "role": "prompt",
+             "seq": 0, "minute": 4 - i, "text": "x"} for i in range(4)]  # later ids, earlier
+    base, _ = _tables([rows, rows[:1]])
+    columns = RowColumns.from_rows(SegmentLayout.of([base], ROLE_ORDER).rows)
+    expected = _neighbours(columns)
+    same = columns.extended(base.slice(0, 0), np.zeros(0, np.int64))
+    assert "_neighbour_turns" in same.__dict__  # carried, not sorted again
+    assert _neighbours(same) == expected == _plain_neighbours(base)
+
+
 def test_extending_columns_while_another_thread_asks_for_neighbours() -> None:
     # A search on the old view works out its turns' neighbours while a search on the new view
     # extends it. (When the orders were a dict filled per conversation, iterating it as it grew
