@@ -239,13 +239,17 @@ def list_partitions(root: Path | str | LakeLocation) -> list[tuple[str, str]]:
             if blobs.exists(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")]
 
 
-def pointer_stamps(root: Path | str | LakeLocation) -> list[tuple[str, str, str]]:
-    """(tenant, month, pointer stamp) of every indexed partition, in order: a token list that
-    changes whenever any partition's live build does, or a partition appears or goes."""
+def pointer_stamps(root: Path | str | LakeLocation, *, tenant: str | None = None
+                   ) -> list[tuple[str, str, str]]:
+    """(tenant, month, pointer stamp) of every indexed partition, or of one ``tenant``'s, in
+    order: a token list that changes whenever any such partition's live build does, or a
+    partition appears or goes. It costs a listing and a stamp per partition, so a caller
+    that serves one tenant asks for that tenant's."""
     blobs = LakeLocation.of(root).blobs
-    return [(tenant, month, stamp) for tenant in blobs.children(_INDEXES)
-            for month in blobs.children(f"{_INDEXES}/{tenant}")
-            if (stamp := blobs.stamp(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")) is not None]
+    tenants = blobs.children(_INDEXES) if tenant is None else [tenant]
+    return [(t, month, stamp) for t in tenants
+            for month in blobs.children(f"{_INDEXES}/{t}")
+            if (stamp := blobs.stamp(f"{_INDEXES}/{t}/{month}/{CURRENT_FILE}")) is not None]
 
 
 def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> None:
@@ -257,16 +261,17 @@ def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> 
 
 
 def prune_cache(root: Path | str | LakeLocation,
-                live: dict[tuple[str, str], set[str]]) -> None:
+                live: dict[tuple[str, str], set[str]], *, tenant: str | None = None) -> None:
     """Drop cached segments of an object-store lake that are no longer live (``live`` maps
     each indexed partition to its live segment ids), so erased or expired content leaves
-    search nodes too."""
+    search nodes too. With ``tenant``, only that tenant's cache is looked at (``live`` then
+    needs to name only its partitions)."""
     location = LakeLocation.of(root)
     if not location.remote:
         return
     base = location.cache_dir / _INDEXES
     if not base.exists():
         return
-    for tenant_dir in base.iterdir():
+    for tenant_dir in base.iterdir() if tenant is None else [base / tenant]:
         for month_dir in tenant_dir.iterdir() if tenant_dir.is_dir() else ():
             _remove_local_builds(month_dir, keep=live.get((tenant_dir.name, month_dir.name)))

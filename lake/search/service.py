@@ -197,9 +197,9 @@ class SearchService:
         parts: list[PartitionIndex] = []
         stale: list[str] = []
         unindexed: list[str] = []
-        for (t, month), status in sorted(self._statuses.get(fresh=fresh).items()):
-            if t != tenant or (since_month and month < since_month) or (
-                    until_month and month > until_month):
+        for status in self._statuses.of_tenant(tenant, fresh=fresh):
+            month = status.month
+            if (since_month and month < since_month) or (until_month and month > until_month):
                 continue
             if status.freshness == "missing":
                 unindexed.append(status.name)
