@@ -367,6 +367,15 @@ def bench_segments_section(large_turns: int) -> dict[str, Any]:
     return bench_segments(500, large_turns)
 
 
+def bench_tenants_section(tenants: int) -> dict[str, Any]:
+    """A lake of ``tenants`` tenants (~1,000 small partitions at 300): a user's search, the
+    index check before it against a whole-lake one, and the first search after another
+    tenant's write against a whole-lake status re-read."""
+    from bench.tenants_bench import bench_tenants
+
+    return bench_tenants(tenants)
+
+
 def bench_ray_section(rows: int) -> dict[str, Any]:
     """Partition-parallel index build on Ray with 1 and 2 workers, and in process."""
     from bench.ray_bench import bench_ray_build
@@ -455,6 +464,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         made.append(_margins_plot(margins, plt))
     if "passages_cost_100k" in results:
         made.append(_passages_cost_plot(results["passages_cost_100k"], plt))
+    if "many_tenants" in results:
+        made.append(_many_tenants_plot(results["many_tenants"], plt))
     if "ingest_100k" in results:
         # Runs without the machine's CPU-seconds (not Linux) have no place on this plot.
         runs = [r for r in results["ingest_100k"]["runs"] if r["machine_cpu_s"] is not None]
@@ -555,6 +566,37 @@ def _passages_cost_plot(figures: dict[str, Any], plt: Any) -> str:
     fig.tight_layout()
     fig.savefig(RESULTS / "passages_cost.png", dpi=110)
     return "passages_cost.png"
+
+
+def _many_tenants_plot(figures: dict[str, Any], plt: Any) -> str:
+    """What a user's search pays for the other tenants of a lake of many: the index check a
+    search makes (its tenant's pointers) against a whole-lake one, and the first search after
+    another tenant's write against a whole-lake status re-read (what each search paid
+    before)."""
+    check, after = figures["check"], figures["after_write"]
+    rows = [("check before a search:\nthe whole lake (before)", check["whole_lake_ms"]),
+            ("check before a search:\nits tenant's indexes", check["one_tenant_ms"]),
+            ("after another tenant's write:\nevery status re-read (before)",
+             after["whole_lake_reread_ms"]),
+            ("after another tenant's write:\nthe whole first search", after["search_ms"]),
+            ("a search, the lake at rest", figures["search_p50_ms"])]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    y = np.arange(len(rows))[::-1]
+    colours = ["#bbbbbb", "C0", "#bbbbbb", "C0", "C2"]
+    ax.barh(y, [ms for _, ms in rows], color=colours)
+    for yi, (_, ms) in zip(y, rows, strict=True):
+        ax.annotate(f"{ms:g} ms", (ms, yi), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, [label for label, _ in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(right=max(ms for _, ms in rows) * 3)  # room for the largest bar's label
+    ax.set_xlabel("ms (median; log scale)")
+    ax.set_title(f"one user's search in a lake of {figures['tenants']} tenants "
+                 f"({figures['partitions']:,} partitions)", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "many_tenants.png", dpi=110)
+    return "many_tenants.png"
 
 
 def _locomo_long_plot(figures: dict[str, Any], plt: Any, split: str = "report") -> str:
@@ -731,6 +773,8 @@ def main() -> None:
         ("segments", lambda: bench_segments_section(10_000 if mode == "quick" else 50_000)),
         ("serve", lambda: bench_serve_section(15 if mode == "quick" else 60)),
         ("http_search_100k", lambda: bench_http_search_section(100_000)),
+        # what one user's search pays for the lake's other tenants
+        ("many_tenants", lambda: bench_tenants_section(300)),
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))
