@@ -294,7 +294,7 @@ class Workbench:
     def index_health(self, viewer: Viewer) -> list[analytics.PartitionHealth]:
         """Index state and embedding coverage of the viewer's partitions."""
         return analytics.index_health(self.store, viewer.principal,
-                                      self.search_service.statuses())
+                                      self.search_service.statuses(viewer.principal.tenant))
 
 
 def purge_runner(workbench: Workbench) -> PurgeRunner | None:

@@ -169,9 +169,12 @@ class SearchService:
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
                             request.min_relevance, foreign, query_model, named)
 
-    def statuses(self) -> dict[tuple[str, str], PartitionStatus]:
-        """Index freshness of every partition."""
-        return self._statuses.get()
+    def statuses(self, tenant: str | None = None) -> dict[tuple[str, str], PartitionStatus]:
+        """Index freshness of every partition, or of one ``tenant``'s (which looks at that
+        tenant's indexes only, as a search does)."""
+        if tenant is None:
+            return self._statuses.get()
+        return {(s.tenant, s.month): s for s in self._statuses.of_tenant(tenant)}
 
     def embedder(self) -> Embedder:
         """The query embedder, created on first use (the model loads once per service)."""

@@ -143,7 +143,7 @@ def search(
     if not result.hits and result.floor_note is None:
         # an empty table alone does not say whether there was anything to search
         tenant_id = request.principal.tenant
-        known = any(t == tenant_id for t, _ in service.statuses())
+        known = bool(service.statuses(tenant_id))
         console.print(literal(f"no hit: no turn of tenant {tenant_id!r} matched the query"
                               if known else f"no hit: tenant {tenant_id!r} has no indexed "
                               "turns in this lake"))

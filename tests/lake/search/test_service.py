@@ -417,3 +417,12 @@ _FORKED: list[SearchService] = []
 
 def _search_in_child() -> list[tuple[str, str]]:
     return _search(_FORKED[0], "deploy failed", ANALYST, scope="tenant")
+
+
+def test_one_tenants_statuses_are_the_whole_lakes_of_that_tenant(service: SearchService) -> None:
+    everything = service.statuses()
+    assert {tenant for tenant, _ in everything} == {"acme", "globex"}
+    for tenant in ("acme", "globex"):
+        assert service.statuses(tenant) == {part: s for part, s in everything.items()
+                                            if part[0] == tenant}
+    assert service.statuses("initech") == {}
