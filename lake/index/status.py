@@ -14,6 +14,7 @@ from lake.index.manifest import (
     prune_cache,
     read_current,
 )
+from lake.refs import validate_id
 from lake.store import LakeStore, Partition
 from lake.tables import Table
 
@@ -77,7 +78,9 @@ class StatusCache:
         return self._view(None, fresh).statuses
 
     def of_tenant(self, tenant: str, *, fresh: bool = False) -> list[PartitionStatus]:
-        """One tenant's statuses, by month; ``fresh`` reads them now."""
+        """One tenant's statuses, by month; ``fresh`` reads them now. Raises RefError for
+        a tenant that is not an id."""
+        validate_id(tenant, "tenant")
         return self._view(tenant, fresh).by_month
 
     def may_have_removed(self, manifest: PartitionManifest) -> bool:

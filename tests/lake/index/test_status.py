@@ -11,6 +11,7 @@ import pytest
 from factories import BASE_TIME, make_record, write_jsonl
 
 import lake.index.status as status_module
+from lake.errors import RefError
 from lake.index.manifest import read_current
 from lake.index.status import StatusCache, partition_statuses
 from lake.location import LakeLocation
@@ -169,3 +170,9 @@ def test_a_tenant_view_looks_at_no_other_tenants_index(
     cache.of_tenant("acme")
     on_indexes = [key for key in looked if key.startswith("indexes")]
     assert on_indexes and all(key.startswith("indexes/acme") for key in on_indexes)
+
+
+@pytest.mark.parametrize("tenant", ["", "../acme", "acme/2026-03"])
+def test_a_tenant_that_is_not_an_id_is_refused_by_name(lake: Settings, tenant: str) -> None:
+    with pytest.raises(RefError, match="tenant"):
+        StatusCache(LakeStore(lake.lake)).of_tenant(tenant)
