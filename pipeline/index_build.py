@@ -281,7 +281,7 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
            rebases: BackgroundRebases | None) -> BuildReport:
     report = BuildReport()
     content_version, logs_version = indexable_versions(store)
-    statuses = partition_statuses(store, model=model)
+    statuses = partition_statuses(store, model=model, partitions=partitions)
     todo: list[tuple[str, str]] = []
     for part, status in sorted(statuses.items()):
         if (tenant and part[0] != tenant) or (month and part[1] != month):

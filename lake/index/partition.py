@@ -22,7 +22,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.feather as feather
 
 from lake.embedding.passages import column_passages
@@ -76,10 +75,14 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
               logs_version: int, model: str | None) -> LiveRows:
     """The partition's committed rows (joined to their TurnLog), sorted, with their vectors
     (:class:`LiveRows`). A row's ``expires_at`` is the earlier of its own and its turn's."""
-    part = (ds.field("tenant") == tenant) & (ds.field("month") == month)
-    logs = store.read(Table.TURN_LOGS, version=logs_version, filter=part, columns=_LOG_COLUMNS)
-    content = store.read(Table.CONTENT_ROWS, version=content_version, filter=part,
-                         columns=CONTENT_COLUMNS)
+    # The partition's own files, not a filtered scan of the table: a scan lists every file
+    # of the version with its partition values (~240 ms a table at 1,012 partitions).
+    logs = store.read_files(Table.TURN_LOGS, store.partition_files(
+        Table.TURN_LOGS, tenant, month, logs_version), columns=_LOG_COLUMNS,
+        version=logs_version)
+    content = store.read_files(Table.CONTENT_ROWS, store.partition_files(
+        Table.CONTENT_ROWS, tenant, month, content_version), columns=CONTENT_COLUMNS,
+        version=content_version)
     return joined_rows(content, logs, model)
 
 

@@ -7,16 +7,25 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
 from factories import make_record, rich_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 
 from lake.index.manifest import local_build
-from lake.index.partition import PartitionIndex, running_utf8_sizes
+from lake.index.partition import (
+    CONTENT_COLUMNS,
+    LOG_COLUMNS,
+    PartitionIndex,
+    joined_rows,
+    live_rows,
+    running_utf8_sizes,
+)
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.jobs import run_ingest
 
 
@@ -168,3 +177,36 @@ def test_a_null_whose_offsets_span_bytes_counts_nothing() -> None:
     texts = pa.Array.from_buffers(pa.string(), 3, [validity, offsets, pa.py_buffer(b"abcdefghi")])
     assert texts.to_pylist() == ["abc", None, "hi"]
     assert running_utf8_sizes(pa.chunked_array([texts])).tolist() == [0, 3, 3, 5]
+
+
+def test_live_rows_read_from_a_partitions_files_equal_a_filtered_scan(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    # two tenants, then an append and a replaced turn, so each partition's rows sit in
+    # several files and the table holds the other partition's files around them
+    first = [make_record(turn, tenant=tenant, conversation=f"c-{tenant}-{turn % 2}")
+             for tenant in ("acme", "globex") for turn in range(6)]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "a.jsonl", first)])
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "b.jsonl", [
+        make_record(7, tenant="acme", conversation="c-acme-0", prompt="appended later"),
+        make_record(8, tenant="globex", conversation="c-globex-1")])])
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "c.jsonl", [
+        make_record(1, tenant="acme", conversation="c-acme-1", prompt="replaced text")])],
+        replace=True)
+    store = LakeStore(hashing_settings.lake)
+    content_version = store.version(Table.CONTENT_ROWS)
+    logs_version = store.version(Table.TURN_LOGS)
+    assert content_version is not None and logs_version is not None
+    texts = {}
+    for tenant, month in partition_statuses(store):
+        live = live_rows(store, tenant, month, content_version, logs_version, "hashing-64")
+        where = (ds.field("tenant") == tenant) & (ds.field("month") == month)
+        scanned = joined_rows(
+            store.read(Table.CONTENT_ROWS, version=content_version, filter=where,
+                       columns=CONTENT_COLUMNS),
+            store.read(Table.TURN_LOGS, version=logs_version, filter=where,
+                       columns=LOG_COLUMNS), "hashing-64")
+        assert live.rows.height > 0 and live.rows.equals(scanned.rows)
+        assert live.dim == scanned.dim and np.array_equal(live.vectors, scanned.vectors)
+        texts[tenant] = live.rows["text"].to_list()
+    assert "replaced text" in texts["acme"] and "appended later" in texts["acme"]
+    assert not any("replaced" in t or "appended" in t for t in texts["globex"])

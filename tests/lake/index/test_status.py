@@ -17,6 +17,7 @@ from lake.index.status import StatusCache, partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
+from lake.tables import Table
 from pipeline.index_build import build_indexes
 from pipeline.jobs import run_ingest
 
@@ -176,3 +177,22 @@ def test_a_tenant_view_looks_at_no_other_tenants_index(
 def test_a_tenant_that_is_not_an_id_is_refused_by_name(lake: Settings, tenant: str) -> None:
     with pytest.raises(RefError, match="tenant"):
         StatusCache(LakeStore(lake.lake)).of_tenant(tenant)
+
+
+def test_statuses_of_some_partitions_read_only_theirs_and_the_orphans(
+        lake: Settings, reads: list[Partition]) -> None:
+    store = LakeStore(lake.lake)
+    everything = partition_statuses(store)
+    month = BASE_TIME.strftime("%Y-%m")
+    # initech's rows all go; its index stays behind (an orphan any build drops)
+    store.delete(Table.CONTENT_ROWS, "tenant = 'initech'")
+    reads.clear()
+    some = partition_statuses(store, partitions={("acme", month)})
+    assert set(some) == {("acme", month), ("initech", month)}
+    acme = some[("acme", month)]
+    assert (acme.freshness, acme.manifest) == (everything[("acme", month)].freshness,
+                                               everything[("acme", month)].manifest)
+    assert some[("initech", month)].freshness == "orphan"
+    assert sorted(reads) == [("acme", month), ("initech", month)]
+    assert partition_statuses(store, partitions=set()) == {
+        ("initech", month): some[("initech", month)]}
