@@ -572,7 +572,7 @@ def _many_tenants_plot(figures: dict[str, Any], plt: Any) -> str:
     """What a user's search pays for the other tenants of a lake of many: the index check a
     search makes (its tenant's pointers) against a whole-lake one, and the first search after
     another tenant's write against a whole-lake status re-read (what each search paid
-    before)."""
+    before); and a live writer's index step of one turn there."""
     check, after = figures["check"], figures["after_write"]
     rows = [("check before a search:\nthe whole lake (before)", check["whole_lake_ms"]),
             ("check before a search:\nits tenant's indexes", check["one_tenant_ms"]),
@@ -580,19 +580,23 @@ def _many_tenants_plot(figures: dict[str, Any], plt: Any) -> str:
              after["whole_lake_reread_ms"]),
             ("after another tenant's write:\nthe whole first search", after["search_ms"]),
             ("a search, the lake at rest", figures["search_p50_ms"])]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    y = np.arange(len(rows))[::-1]
     colours = ["#bbbbbb", "C0", "#bbbbbb", "C0", "C2"]
+    if "live_index_step_ms" in figures:
+        rows.append(("a live writer's index step\n(one turn recorded)",
+                     figures["live_index_step_ms"]))
+        colours.append("C1")
+    fig, ax = plt.subplots(figsize=(8, 0.75 * len(rows) + 0.6))
+    y = np.arange(len(rows))[::-1]
     ax.barh(y, [ms for _, ms in rows], color=colours)
     for yi, (_, ms) in zip(y, rows, strict=True):
-        ax.annotate(f"{ms:g} ms", (ms, yi), xytext=(3, 0), textcoords="offset points",
+        ax.annotate(f"{ms:.3g} ms", (ms, yi), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=8)
     ax.set_yticks(y, [label for label, _ in rows], fontsize=8)
     ax.set_xscale("log")
     ax.set_xlim(right=max(ms for _, ms in rows) * 3)  # room for the largest bar's label
     ax.set_xlabel("ms (median; log scale)")
-    ax.set_title(f"one user's search in a lake of {figures['tenants']} tenants "
-                 f"({figures['partitions']:,} partitions)", fontsize=10)
+    ax.set_title(f"a lake of {figures['tenants']} tenants ({figures['partitions']:,} "
+                 "partitions): one user's search, and a live index step", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     fig.savefig(RESULTS / "many_tenants.png", dpi=110)

@@ -14,6 +14,9 @@ search checks that the indexes it reads are current (lake.index.status). Figures
   stale, a writer ahead of its indexer), then a search runs: its time, against a re-read of
   every partition's status (``partition_statuses``, what the first search after any write
   paid before). The two are alternated, each after its own write; medians and their ratio.
+* ``live_index_step_ms``: a live writer (pipeline.live.LiveWriter) records one turn of some
+  tenant, then indexes it; the index step's median (a delta segment, or past the compaction
+  thresholds a rebuild of that small partition).
 
 Query embedding is excluded (the bench embedder draws vectors); everything is on one core.
 """
@@ -43,6 +46,7 @@ from lake.store import LakeStore
 from pipeline.demo import generate_lines
 from pipeline.index_build import build_indexes
 from pipeline.ingest import Ingestor
+from pipeline.live import LiveWriter
 
 TURNS_PER_TENANT = 30
 _VECTORS = "clustered"
@@ -110,6 +114,13 @@ def bench_tenants(tenants: int = 300, queries: int = 200, writes: int = 12) -> d
                 searched.append(search(tenant, user, query))
             else:
                 reread.append(_timed(lambda: partition_statuses(LakeStore(settings.lake))))
+        live = LiveWriter(settings, embedder=embedder)
+        steps = []
+        for i in range(writes):
+            record = json.loads(lines[(i * 7919) % len(lines)])
+            record["turn_id"] = f"t-live-{i:04d}"
+            touched = live.ingest([record]).ingest.partitions
+            steps.append(_timed(lambda touched=touched: live.index(touched)))
     check_one, check_whole = statistics.median(one), statistics.median(whole)
     after, full = statistics.median(searched), statistics.median(reread)
     return {
@@ -120,6 +131,7 @@ def bench_tenants(tenants: int = 300, queries: int = 200, writes: int = 12) -> d
                   "ratio": round(check_whole / check_one, 1)},
         "after_write": {"search_ms": round(after, 1), "whole_lake_reread_ms": round(full, 1),
                         "ratio": round(full / after, 1), "writes": writes},
+        "live_index_step_ms": round(statistics.median(steps), 1),
     }
 
 

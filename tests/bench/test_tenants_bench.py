@@ -29,7 +29,7 @@ def test_a_small_run_measures_every_figure() -> None:
     assert figures["check"]["one_tenant_ms"] > 0 and figures["check"]["whole_lake_ms"] > 0
     assert figures["after_write"]["search_ms"] > 0
     assert figures["after_write"]["whole_lake_reread_ms"] > 0
-    assert figures["after_write"]["writes"] == 2
+    assert figures["after_write"]["writes"] == 2 and figures["live_index_step_ms"] > 0
 
 
 def test_the_many_tenants_plot_draws_each_figure(tmp_path: Path,
