@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -231,12 +232,16 @@ def recently_touched(folder: Path) -> bool:
         return False
 
 
-def list_partitions(root: Path | str | LakeLocation) -> list[tuple[str, str]]:
-    """Every (tenant, month) that has a live index."""
+def list_partitions(root: Path | str | LakeLocation, *,
+                    among: Callable[[tuple[str, str]], bool] | None = None,
+                    ) -> list[tuple[str, str]]:
+    """Every (tenant, month) that has a live index; with ``among``, only those it accepts
+    (asked before the partition's pointer is looked for, which costs a request or a stat)."""
     blobs = LakeLocation.of(root).blobs
     return [(tenant, month) for tenant in blobs.children(_INDEXES)
             for month in blobs.children(f"{_INDEXES}/{tenant}")
-            if blobs.exists(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")]
+            if (among is None or among((tenant, month)))
+            and blobs.exists(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")]
 
 
 def pointer_stamps(root: Path | str | LakeLocation, *, tenant: str | None = None

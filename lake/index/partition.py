@@ -76,7 +76,7 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
     """The partition's committed rows (joined to their TurnLog), sorted, with their vectors
     (:class:`LiveRows`). A row's ``expires_at`` is the earlier of its own and its turn's."""
     # The partition's own files, not a filtered scan of the table: a scan lists every file
-    # of the version with its partition values (~240 ms a table at 1,012 partitions).
+    # of the version with its partition values (~200 ms a table at 1,012 partitions).
     logs = store.read_files(Table.TURN_LOGS, store.partition_files(
         Table.TURN_LOGS, tenant, month, logs_version), columns=_LOG_COLUMNS,
         version=logs_version)

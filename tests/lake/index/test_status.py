@@ -12,7 +12,7 @@ from factories import BASE_TIME, make_record, write_jsonl
 
 import lake.index.status as status_module
 from lake.errors import RefError
-from lake.index.manifest import read_current
+from lake.index.manifest import list_partitions, read_current
 from lake.index.status import StatusCache, partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
@@ -196,3 +196,22 @@ def test_statuses_of_some_partitions_read_only_theirs_and_the_orphans(
     assert sorted(reads) == [("acme", month), ("initech", month)]
     assert partition_statuses(store, partitions=set()) == {
         ("initech", month): some[("initech", month)]}
+
+
+def test_listing_some_partitions_looks_for_no_other_pointer(
+        lake: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LakeStore(lake.lake)
+    everything = list_partitions(store.root)
+    assert len(everything) == 5
+    blobs = type(store.root.blobs)
+    looked: list[str] = []
+    real = blobs.exists
+
+    def exists(self: object, key: str) -> bool:
+        looked.append(key)
+        return real(self, key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blobs, "exists", exists)
+    wanted = {part for part in everything if part[0] == "globex"}
+    assert list_partitions(store.root, among=wanted.__contains__) == sorted(wanted)
+    assert len(looked) == 2 and all(key.startswith("indexes/globex/") for key in looked)
