@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lake.errors import IndexError_
-from lake.location import LakeLocation
+from lake.location import Blobs, LakeLocation
 
 MANIFEST_FILE = "manifest.json"
 CURRENT_FILE = "current.json"
@@ -238,10 +238,8 @@ def list_partitions(root: Path | str | LakeLocation, *,
     """Every (tenant, month) that has a live index; with ``among``, only those it accepts
     (asked before the partition's pointer is looked for, which costs a request or a stat)."""
     blobs = LakeLocation.of(root).blobs
-    return [(tenant, month) for tenant in blobs.children(_INDEXES)
-            for month in blobs.children(f"{_INDEXES}/{tenant}")
-            if (among is None or among((tenant, month)))
-            and blobs.exists(f"{_INDEXES}/{tenant}/{month}/{CURRENT_FILE}")]
+    return [part for part in _partition_folders(blobs)
+            if (among is None or among(part)) and blobs.exists(_pointer_key(*part))]
 
 
 def pointer_stamps(root: Path | str | LakeLocation, *, tenant: str | None = None
@@ -251,10 +249,19 @@ def pointer_stamps(root: Path | str | LakeLocation, *, tenant: str | None = None
     partition appears or goes. It costs a listing and a stamp per partition, so a caller
     that serves one tenant asks for that tenant's."""
     blobs = LakeLocation.of(root).blobs
+    return [(t, month, stamp) for t, month in _partition_folders(blobs, tenant)
+            if (stamp := blobs.stamp(_pointer_key(t, month))) is not None]
+
+
+def _partition_folders(blobs: Blobs, tenant: str | None = None) -> list[tuple[str, str]]:
+    """(tenant, month) of every partition folder under ``indexes/`` (of one ``tenant``'s),
+    in order, whether or not a build of it is live."""
     tenants = blobs.children(_INDEXES) if tenant is None else [tenant]
-    return [(t, month, stamp) for t in tenants
-            for month in blobs.children(f"{_INDEXES}/{t}")
-            if (stamp := blobs.stamp(f"{_INDEXES}/{t}/{month}/{CURRENT_FILE}")) is not None]
+    return [(t, month) for t in tenants for month in blobs.children(f"{_INDEXES}/{t}")]
+
+
+def _pointer_key(tenant: str, month: str) -> str:
+    return f"{partition_key(tenant, month)}/{CURRENT_FILE}"
 
 
 def drop_partition(root: Path | str | LakeLocation, tenant: str, month: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -117,7 +117,8 @@ class StatusCache:
         if not fresh and held is not None and held.key == key:
             held.checked = now
             return held
-        statuses = _statuses(self._store, [(t, m) for t, m, _ in stamps], tenant=tenant)
+        statuses = _statuses(self._store, [(t, m) for t, m, _ in stamps],
+                             among=None if tenant is None else lambda part: part[0] == tenant)
         view = _View(key, now, statuses)
         # What this check saw changed may lie in the other views too: they look again on
         # their next call, whenever they last did.
@@ -155,25 +156,25 @@ def partition_statuses(store: LakeStore, *, model: str | Unset | None = UNSET,
     if partitions is None:
         return _statuses(store, list_partitions(store.root), model=model)
     content = store.partition_fingerprints(Table.CONTENT_ROWS)
-    indexed = list_partitions(store.root,
-                              among=lambda part: part in partitions or part not in content)
-    return _statuses(store, indexed, model=model, only=partitions)
+    wanted = set(partitions)
+
+    def compared(part: Partition) -> bool:
+        return part in wanted or part not in content
+
+    return _statuses(store, list_partitions(store.root, among=compared), model=model,
+                     among=compared)
 
 
 def _statuses(store: LakeStore, indexed: list[Partition], *,
-              model: str | Unset | None = UNSET, tenant: str | None = None,
-              only: Collection[Partition] | None = None,
+              model: str | Unset | None = UNSET,
+              among: Callable[[Partition], bool] | None = None,
               ) -> dict[Partition, PartitionStatus]:
-    """The statuses of the partitions the content table or ``indexed`` name (only
-    ``tenant``'s, when given; only those of ``only`` and the orphans, when given), each
-    against its live manifest."""
+    """The statuses of the partitions the content table or ``indexed`` name (only those
+    ``among`` accepts, when given), each against its live manifest."""
     content_version = store.version(Table.CONTENT_ROWS)
     content = store.partition_fingerprints(Table.CONTENT_ROWS)
     logs = store.partition_fingerprints(Table.TURN_LOGS)
-    parts = set(indexed) | (set(content) if tenant is None else
-                            {part for part in content if part[0] == tenant})
-    if only is not None:
-        parts = {part for part in parts if part in only or part not in content}
+    parts = {part for part in set(content) | set(indexed) if among is None or among(part)}
     out: dict[Partition, PartitionStatus] = {}
     for part in sorted(parts):
         manifest = _read_manifest(store, part)
