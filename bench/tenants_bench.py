@@ -146,4 +146,7 @@ def _ms(started: float) -> float:
 
 
 if __name__ == "__main__":
-    print(json.dumps(bench_tenants(int(sys.argv[1]) if len(sys.argv) > 1 else 300), indent=2))
+    given = sys.argv[1] if len(sys.argv) > 1 else "300"
+    if not given.isdigit() or int(given) < 1:
+        sys.exit(f"tenants must be a whole number of at least 1, not {given!r}")
+    print(json.dumps(bench_tenants(int(given)), indent=2))
