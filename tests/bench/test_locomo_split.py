@@ -54,15 +54,22 @@ def test_the_splits_are_the_first_and_last_five(ten: Path) -> None:
 
 
 def test_tuning_never_reads_the_report_conversations(ten: Path, tmp_path: Path) -> None:
-    ranked, text_only = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
+    ranked, text_only, reworded = relevance.tune_probes(HashingEmbedder(64),
+                                                        tmp_path / "work")
     tune = {f"conv-{i}" for i in range(5)}
     # The tuning lake holds the tuning conversations alone, and every probe is one of theirs.
     rows = LakeStore(tmp_path / "work" / "relevance-tune").read(Table.CONTENT_ROWS,
                                                                columns=["user_id", "text"])
     assert set(rows["user_id"].to_pylist()) == tune
     assert not any(f"topic{i}word" in t for i in range(5, 10) for t in rows["text"].to_pylist())
-    assert {r.probe.user_id for r in ranked + text_only} == tune
+    assert {r.probe.user_id for r in ranked + text_only + reworded} == tune
     assert sum(bool(r.probe.evidence) for r in ranked) == 5
+    # the same five questions in other words, each pointing at its own evidence
+    assert [r.probe.kind for r in reworded] == ["reworded"] * 5
+    asked = {r.probe.user_id: r.probe for r in ranked if r.probe.evidence}
+    for r in reworded:
+        assert r.probe.evidence == asked[r.probe.user_id].evidence
+        assert r.probe.text != asked[r.probe.user_id].text
 
 
 def test_split_figures_ask_only_that_splits_questions(ten: Path, tmp_path: Path) -> None:
@@ -100,7 +107,7 @@ def test_recall_is_the_mean_of_each_questions_recall(ten: Path, tmp_path: Path) 
 
 def test_the_fit_judges_models_by_the_relevance_the_search_serves(ten: Path,
                                                                    tmp_path: Path) -> None:
-    ranked, _ = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
+    ranked, _, _ = relevance.tune_probes(HashingEmbedder(64), tmp_path / "work")
     relevance.check_replica(ranked)
     # the fixture's turns are lifted by their neighbours, so the replica has that step to get
     # right: without it, the served relevance is not reproduced
@@ -133,6 +140,16 @@ def test_a_fit_that_cannot_meet_its_targets_says_so_with_every_boundary_tried(
         relevance.fit(HashingEmbedder(64), tmp_path / "work", loss=-1.0)
     assert [t["c"] for t in caught.value.tried] == [round(0.30 + i / 100, 2) for i in range(50)]
     assert all(set(t) == {"c", "true_empty", "recall_floor", "recall_no_floor"}
+               for t in caught.value.tried)
+
+
+def test_a_found_shift_that_cannot_meet_its_target_says_so_with_every_shift_tried(
+        ten: Path, tmp_path: Path) -> None:
+    with pytest.raises(relevance.NoShift, match="as asked and reworded") as caught:
+        relevance.fit(HashingEmbedder(64), tmp_path / "work", found_loss=-1.0)
+    assert [t["found_shift"] for t in caught.value.tried] == [
+        round(i / 100, 2) for i in range(51)]
+    assert all(set(t) == {"found_shift", "recall_floor", "reworded_recall_floor"}
                for t in caught.value.tried)
 
 
