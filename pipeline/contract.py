@@ -89,7 +89,7 @@ class QueryOptions(BaseModel):
                     "this many times the share of the query's word weight the turn holds "
                     "(0 keeps the weight fixed).")
     min_relevance: float = Field(
-        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0,
+        default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0, allow_inf_nan=False,
         description="Drop hits whose relevance is below this (0 keeps every hit). The default "
                     "returns no hit for a query nothing in the history matches.")
 

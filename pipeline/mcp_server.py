@@ -197,7 +197,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         snippets: Annotated[SnippetChoice, Field(description=(
             "Which sides of each matched turn to include as snippets: 'both' (default), "
             "'user', 'assistant' or 'none'."))] = "both",
-        min_relevance: Annotated[float, Field(ge=0.0, le=1.0, description=(
+        min_relevance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, description=(
             "Leave out hits whose relevance (0-1, on every hit) is below this. The default "
             "answers no hits when nothing in the history matches; an empty answer means "
             "there is nothing to find, not that the search failed. 0 returns the nearest "

@@ -7,9 +7,12 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 
+import pytest
+from pydantic import ValidationError
+
 from lake.search.named_time import named_times
 from lake.search.request import GeneratorRank, Hit, SearchResult
-from pipeline.contract import SearchAnswer
+from pipeline.contract import QueryOptions, SearchAnswer
 
 HIT = Hit(tenant="acme", user_id="u-ana", conversation_id="c-1", turn_id="t-0001",
           turn_at=datetime(2026, 3, 10, 9, 30, tzinfo=UTC), role="assistant",
@@ -60,3 +63,11 @@ def test_an_answer_emptied_by_the_floor_says_so() -> None:
     assert answer["warnings"] == [
         "no turn reached the relevance floor 0.5: 12 weaker candidate(s) left out "
         "(a lower min relevance shows them)"]
+
+
+def test_a_relevance_floor_that_is_not_a_number_is_refused_by_name() -> None:
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValidationError, match="finite number") as caught:
+            QueryOptions(query="budget", min_relevance=bad)
+        assert caught.value.errors()[0]["loc"] == ("min_relevance",)
+    assert QueryOptions(query="budget", min_relevance=0.8).min_relevance == 0.8
