@@ -53,6 +53,7 @@ from lake.search.relevance import (
     MODEL,
     RelevanceModel,
     features,
+    reads_as_meaning,
     relevance,
 )
 from lake.search.request import Hit, SearchRequest
@@ -229,7 +230,8 @@ def _relevance(r: Ranked, model: RelevanceModel | None) -> np.ndarray:
     ``model``: the model's value of each turn's own evidence, lifted by its neighbours'."""
     if model is None:
         return r.served
-    own = relevance(r.semantic, r.lexical, r.trigram, model=model)
+    own = relevance(r.semantic, r.lexical, r.trigram, model=model,
+                    meaning=reads_as_meaning(r.probe.text))
     return neighbour_relevance(own, r.previous, r.following)
 
 
@@ -297,7 +299,8 @@ def training_set(ranked: Sequence[Ranked]) -> tuple[np.ndarray, np.ndarray]:
     """Features and labels: each question's evidence turns (1), every no-match hit (0)."""
     xs, ys = [], []
     for r in ranked:
-        sem, lex, tri = features(r.semantic, r.lexical, r.trigram)
+        sem, lex, tri = features(r.semantic, r.lexical, r.trigram,
+                                 meaning=reads_as_meaning(r.probe.text))
         if sem is None:
             raise ValueError(f"fitting needs the semantic arm; {r.probe.text!r} ran without it")
         cols = np.column_stack([sem, lex, tri])

@@ -48,7 +48,7 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import relevance
+from lake.search.relevance import reads_as_meaning, relevance
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -265,7 +265,7 @@ class SearchService:
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances = _relevances(fused, ranked, semantic_ran)
+        relevances = _relevances(fused, ranked, semantic_ran, reads_as_meaning(request.query))
         if smooth:
             relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
@@ -365,8 +365,10 @@ class SearchService:
                         splitter_of(embedder) if readable else None)
 
 
-def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -> np.ndarray:
-    """Each fused turn's relevance (lake.search.relevance), in fused order."""
+def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool,
+                meaning: bool) -> np.ndarray:
+    """Each fused turn's relevance (lake.search.relevance), in fused order; ``meaning``: the
+    query holds a word (:func:`lake.search.relevance.reads_as_meaning`)."""
     def scores(name: str) -> np.ndarray:
         out = np.full(fused.turns.shape, np.nan)
         if name in fused.names:
@@ -376,7 +378,7 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool) -
         return out
 
     return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
-                     scores("trigram"))
+                     scores("trigram"), meaning=meaning)
 
 
 class _Parts:

@@ -13,6 +13,7 @@ from lake.search.relevance import (
     MODEL,
     RelevanceModel,
     features,
+    reads_as_meaning,
     relevance,
 )
 
@@ -119,3 +120,36 @@ def test_negative_weights_are_refused() -> None:
         RelevanceModel(bias=0.0, semantic=1.0, lexical=-0.1, trigram=0.0)
     with pytest.raises(ValueError, match=">= 0"):
         RelevanceModel(bias=0.0, semantic=1.0, lexical=0.1, trigram=0.0, found_shift=-0.1)
+
+
+@given(st.text(alphabet="0123456789#-_.:/()[]{}!?*+=@$%^&~ \tabcdefghijkXYZ", max_size=40))
+def test_a_word_is_a_token_with_three_letters_in_a_row_and_no_digit(text: str) -> None:
+    def word(token: str) -> bool:
+        runs = "".join(c if c.isalpha() else " " for c in token).split()
+        return any(len(r) >= 3 for r in runs) and not any(c.isdigit() for c in token)
+
+    assert reads_as_meaning(text) == any(word(t) for t in text.split())
+
+
+def test_words_of_any_script_and_cjk_characters_read_as_meaning() -> None:
+    for text in ("budget", "ok budget", "ModleNotFoundError", "Kühlschrank", "холодильник",
+                 "東京", "猫", "INC-3147 deploy"):
+        assert reads_as_meaning(text), text
+    for text in ("#4471", "9876", "x7y9z1", "ID-0000", "INC-9999", "cp1252", "QWERTY123",
+                 "3.14159", "?!", "", "ok", "k8s", "PR #4560"):
+        assert not reads_as_meaning(text), text
+
+
+@given(st.lists(cosines, min_size=1, max_size=8), st.data())
+def test_a_wordless_query_is_judged_on_its_text_evidence_alone(
+        cos: list[float], data: st.DataObject) -> None:
+    n = len(cos)
+    lex = np.array(data.draw(st.lists(bm25, min_size=n, max_size=n)))
+    tri = np.array(data.draw(st.lists(trigram, min_size=n, max_size=n)))
+    got = relevance(np.array(cos), lex, tri, meaning=False)
+    # whatever the cosines: the same as cosine 0 everywhere, so a turn without a matching
+    # word stays under the floor however near its vector sits
+    assert got.tolist() == pytest.approx(
+        relevance(np.zeros(n), lex, tri, meaning=True).tolist())
+    no_text = np.isnan(lex) & np.isnan(tri)
+    assert (got[no_text] < DEFAULT_MIN_RELEVANCE).all()

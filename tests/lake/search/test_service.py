@@ -426,3 +426,40 @@ def test_one_tenants_statuses_are_the_whole_lakes_of_that_tenant(service: Search
         assert service.statuses(tenant) == {part: s for part, s in everything.items()
                                             if part[0] == tenant}
     assert service.statuses("initech") == {}
+
+
+def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    class Alike(HashingEmbedder):
+        """Every text at the same point: each cosine is 1, as near as a vector can be (an
+        embedding model puts any two short codes close, "#4471" to "PR #4560")."""
+
+        def encode(self, texts: object, *, batch_size: int = 64) -> np.ndarray:
+            one = np.zeros((len(texts), 64), np.float32)  # type: ignore[arg-type]
+            one[:, 0] = 1.0
+            return one
+
+    records = [make_record(1, conversation="c-ops", prompt="what broke in INC-3147",
+                           answer="the ingress certificate expired"),
+               make_record(2, conversation="c-ops", prompt="and PR #4560?",
+                           answer="it renews the certificate"),
+               make_record(3, conversation="c-pay", prompt="why was my invoice charged twice",
+                           answer="a duplicate payment was refunded")]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)],
+               embedder=Alike(64))
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=Alike(64))
+
+    def found(query: str, floor: float = 0.5) -> list[str]:
+        result = service.search(SearchRequest(query, ANA, as_of=AS_OF, min_relevance=floor))
+        return [h.turn_id for h in result.hits]
+
+    # codes and numbers the history does not hold: every turn is as near as can be, and none
+    # is a match
+    for absent in ("#4471", "9876", "x7y9z1", "cp1252"):
+        assert found(absent) == [], absent
+        assert found(absent, 0.0)  # the nearest turns are there, under the floor
+    # a code the history holds is found by its text
+    assert found("INC-3147")[0] == "t-0001"
+    assert found("#4560")[0] == "t-0002"
+    # a query of words is still judged by meaning too: at cosine 1 every turn passes
+    assert sorted(found("renewal of a certificate")) == ["t-0001", "t-0002", "t-0003"]
