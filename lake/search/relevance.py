@@ -65,8 +65,11 @@ row of the same shape: on the demo lake "#4471" sat at cosine .47 with "PR #4560
 INV of "INV-60891", "PR #9999" by PR, "ID-0000" by the id of customer_id, "3.14159" by a 3),
 and the codes it holds are still found first. A query that :func:`reads_as_meaning`
 finds no word in (no CJK character, and no whitespace-separated token with three letters in a
-row and no digit) has every cosine counted as 0, so only a turn holding its text (a BM25 or
-trigram match, or the neighbour of one) passes the floor; its ranking is unchanged. The
+row and no digit) has every cosine counted as 0, so only a turn holding its text passes the
+floor: by the model's value of its BM25 and trigram evidence, or by its trigram word
+similarity where that is higher (1 for a code it holds whole: a lone turn in a new month's
+partition holds its code with a BM25 of ~1, which the model alone values at .23), or as the
+neighbour of such a turn. Its ranking is unchanged. The
 punctuation queries among the fit's no-match probes are such queries, and they had held the
 boundary up (a run of punctuation sits near every short turn, ";)" at .63): refitted without
 their cosines, ``c`` is 0.33 (from 0.42; semantic 8.49, lexical 2.36) and the found shift 0.16
@@ -172,11 +175,18 @@ def relevance(semantic: np.ndarray | None, lexical: np.ndarray, trigram: np.ndar
     them reaches :data:`FOUND_RELEVANCE`, every turn's cosine is judged ``model.found_shift``
     nearer the boundary. A list that found nothing is scored turn by turn, unchanged.
     ``meaning`` False: the query holds no word (:func:`reads_as_meaning`), and its turns are
-    judged by their text evidence alone."""
+    judged by their text evidence alone: the model's value of it, or the turn's trigram word
+    similarity where that is higher (how much of the query it holds literally, 1 for a code it
+    holds whole, whatever the BM25 of a partition of few rows makes of it)."""
     sem, lex, tri = features(semantic, lexical, trigram, meaning=meaning)
     if sem is None:
         return model(np.full_like(lex, model.boundary_cosine), lex, tri)
-    own = model(sem, lex, tri)
+
+    def judged(cosine: np.ndarray) -> np.ndarray:
+        value = model(cosine, lex, tri)
+        return value if meaning else np.maximum(value, tri)
+
+    own = judged(sem)
     if model.found_shift > 0 and own.size and own.max() >= FOUND_RELEVANCE:
-        return model(sem + model.found_shift, lex, tri)
+        return judged(sem + model.found_shift)
     return own

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -147,9 +148,24 @@ def test_a_wordless_query_is_judged_on_its_text_evidence_alone(
     lex = np.array(data.draw(st.lists(bm25, min_size=n, max_size=n)))
     tri = np.array(data.draw(st.lists(trigram, min_size=n, max_size=n)))
     got = relevance(np.array(cos), lex, tri, meaning=False)
-    # whatever the cosines: the same as cosine 0 everywhere, so a turn without a matching
-    # word stays under the floor however near its vector sits
-    assert got.tolist() == pytest.approx(
-        relevance(np.zeros(n), lex, tri, meaning=True).tolist())
+    # whatever the cosines: as at cosine 0 everywhere, or the trigram word similarity where
+    # that is higher, so a turn without the query's text stays under the floor however near
+    # its vector sits
+    plain = relevance(np.zeros(n), lex, tri, meaning=True)
+    literal = np.where(np.isnan(tri), 0.0, tri)
+    if plain.max() < FOUND_RELEVANCE and literal.max() >= FOUND_RELEVANCE:
+        # the literal match makes the list a found one: every turn is judged after the shift
+        plain = relevance(np.full(n, MODEL.found_shift), lex, tri, meaning=True,
+                          model=dataclasses.replace(MODEL, found_shift=0.0))
+    assert got.tolist() == pytest.approx(np.maximum(plain, literal).tolist())
     no_text = np.isnan(lex) & np.isnan(tri)
     assert (got[no_text] < DEFAULT_MIN_RELEVANCE).all()
+
+
+def test_a_wordless_query_passes_a_turn_that_holds_it_whole_whatever_its_bm25() -> None:
+    # a lone turn in a partition of its own: its exact code scores a BM25 of ~1
+    got = relevance(np.array([0.39, 0.6]), np.array([0.96, np.nan]), np.array([1.0, np.nan]),
+                    meaning=False)
+    assert got[0] >= DEFAULT_MIN_RELEVANCE > got[1]
+    assert relevance(np.array([0.39]), np.array([0.96]), np.array([1.0]))[0] >= \
+        DEFAULT_MIN_RELEVANCE  # a query of words passes it on its meaning
