@@ -414,6 +414,14 @@ class LakeStore:
             return ds.FileSystemDataset(fragments, dataset.schema, dataset.format,
                                         dataset.filesystem).to_table(columns=list(columns))
 
+    def read_partition(self, table: Table, tenant: str, month: str, *, columns: Sequence[str],
+                       version: int | None = None) -> pa.Table:
+        """Read columns of one partition at a version, from its own data files: a filtered
+        scan would list every file of the version with its partition values first (~200 ms
+        a table at 1,012 partitions, against 13-40 ms for the partition's files)."""
+        return self.read_files(table, self.partition_files(table, tenant, month, version),
+                               columns=columns, version=version)
+
     def _read_local_files(self, table: Table, snapshot: _Snapshot, wanted: set[str],
                           columns: Sequence[str]) -> pa.Table:
         """:meth:`read_files` on a local lake: a dataset of just those files. (Listing the

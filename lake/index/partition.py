@@ -75,14 +75,10 @@ def live_rows(store: LakeStore, tenant: str, month: str, content_version: int,
               logs_version: int, model: str | None) -> LiveRows:
     """The partition's committed rows (joined to their TurnLog), sorted, with their vectors
     (:class:`LiveRows`). A row's ``expires_at`` is the earlier of its own and its turn's."""
-    # The partition's own files, not a filtered scan of the table: a scan lists every file
-    # of the version with its partition values (~200 ms a table at 1,012 partitions).
-    logs = store.read_files(Table.TURN_LOGS, store.partition_files(
-        Table.TURN_LOGS, tenant, month, logs_version), columns=_LOG_COLUMNS,
-        version=logs_version)
-    content = store.read_files(Table.CONTENT_ROWS, store.partition_files(
-        Table.CONTENT_ROWS, tenant, month, content_version), columns=CONTENT_COLUMNS,
-        version=content_version)
+    logs = store.read_partition(Table.TURN_LOGS, tenant, month, columns=_LOG_COLUMNS,
+                                version=logs_version)
+    content = store.read_partition(Table.CONTENT_ROWS, tenant, month, columns=CONTENT_COLUMNS,
+                                   version=content_version)
     return joined_rows(content, logs, model)
 
 
