@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -14,6 +13,7 @@ from lake.search.relevance import (
     MODEL,
     RelevanceModel,
     features,
+    literal_relevance,
     reads_as_meaning,
     relevance,
 )
@@ -142,24 +142,33 @@ def test_words_of_any_script_and_cjk_characters_read_as_meaning() -> None:
 
 
 @given(st.lists(cosines, min_size=1, max_size=8), st.data())
-def test_a_wordless_query_is_judged_on_its_text_evidence_alone(
+def test_a_wordless_query_passes_only_turns_that_hold_it_whole(
         cos: list[float], data: st.DataObject) -> None:
     n = len(cos)
     lex = np.array(data.draw(st.lists(bm25, min_size=n, max_size=n)))
     tri = np.array(data.draw(st.lists(trigram, min_size=n, max_size=n)))
     got = relevance(np.array(cos), lex, tri, meaning=False)
-    # whatever the cosines: as at cosine 0 everywhere, or the trigram word similarity where
-    # that is higher, so a turn without the query's text stays under the floor however near
-    # its vector sits
-    plain = relevance(np.zeros(n), lex, tri, meaning=True)
-    literal = np.where(np.isnan(tri), 0.0, tri)
-    if plain.max() < FOUND_RELEVANCE and literal.max() >= FOUND_RELEVANCE:
-        # the literal match makes the list a found one: every turn is judged after the shift
-        plain = relevance(np.full(n, MODEL.found_shift), lex, tri, meaning=True,
-                          model=dataclasses.replace(MODEL, found_shift=0.0))
-    assert got.tolist() == pytest.approx(np.maximum(plain, literal).tolist())
-    no_text = np.isnan(lex) & np.isnan(tri)
-    assert (got[no_text] < DEFAULT_MIN_RELEVANCE).all()
+    # whatever the cosines and the BM25: 1 for a whole match, half the word similarity for a
+    # part, nothing for a turn the trigram arm did not find
+    for value, similarity in zip(got.tolist(), tri.tolist(), strict=True):
+        if math.isnan(similarity):
+            assert value == 0.0
+        elif similarity == 1.0:
+            assert value == 1.0
+        else:
+            assert value == pytest.approx(similarity / 2)
+            assert value < DEFAULT_MIN_RELEVANCE
+    assert got.tolist() == literal_relevance(tri).tolist()
+    assert got.tolist() == relevance(None, lex, tri, meaning=False).tolist()
+
+
+def test_a_code_that_shares_a_part_with_the_history_is_not_found_by_that_part() -> None:
+    # "INC-9999" against a turn holding "INC-9124": the BM25 of the shared "inc" is high and
+    # the word similarity .625, yet a different number names a different ticket
+    got = relevance(np.array([0.7]), np.array([7.8]), np.array([0.625]), meaning=False)
+    assert got[0] < DEFAULT_MIN_RELEVANCE
+    assert relevance(np.array([0.7]), np.array([7.8]), np.array([0.625]))[0] >= \
+        DEFAULT_MIN_RELEVANCE  # the same evidence for a query of words passes
 
 
 def test_a_wordless_query_passes_a_turn_that_holds_it_whole_whatever_its_bm25() -> None:

@@ -458,8 +458,14 @@ def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
     for absent in ("#4471", "9876", "x7y9z1", "cp1252"):
         assert found(absent) == [], absent
         assert found(absent, 0.0)  # the nearest turns are there, under the floor
-    # a code the history holds is found by its text
+    # nor is a code that shares a part with one the history holds: another number is another
+    # ticket, however strong the BM25 of the shared "INC" or "PR"
+    for other in ("INC-9999", "INC-3148", "PR #9999"):
+        assert found(other) == [], other
+        assert found(other, 0.0)
+    # a code the history holds is found by its text, as written or in other case
     assert found("INC-3147")[0] == "t-0001"
+    assert found("inc-3147")[0] == "t-0001"
     assert found("#4560")[0] == "t-0002"
     # a query of words is still judged by meaning too: at cosine 1 every turn passes
     assert sorted(found("renewal of a certificate")) == ["t-0001", "t-0002", "t-0003"]
