@@ -222,6 +222,19 @@ def bench_relevance() -> dict[str, Any]:
     return out
 
 
+def bench_codes() -> dict[str, Any]:
+    """Per kind of code probe on the demo lake (bench.codes), the share the default floor
+    answers right."""
+    from bench.cache import CachedEmbedder
+    from bench.codes import measure as measure_codes
+    from lake.embedding.sentence import SentenceTransformerEmbedder
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    out = measure_codes(CACHE / "codes-demo", embedder)
+    embedder.save()
+    return out
+
+
 def bench_scale(rows: int, queries: int, vectors: str = "random") -> dict[str, Any]:
     """Latency p50/p95/p99 per arm and scope on a synthetic lake of `rows` rows whose vectors
     are ``vectors`` (bench.scale.VECTORS: random, the worst case, or clustered, text-like)."""
@@ -460,6 +473,8 @@ def plot(results: dict[str, Any]) -> list[str]:
         made.append(_locomo_long_plot(results["locomo_long"], plt))
     if "relevance" in results:
         made.append(_relevance_plot(results["relevance"], plt))
+    if "codes" in results:
+        made.append(_codes_plot(results["codes"], plt))
     if margins := _margin_rows(results):
         made.append(_margins_plot(margins, plt))
     if "passages_cost_100k" in results:
@@ -727,6 +742,28 @@ def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
     return "relevance_floor.png"
 
 
+def _codes_plot(figures: dict[str, Any], plt: Any) -> str:
+    """Per kind of code probe (bench.codes), the share the default floor answers right: a code
+    the history holds found first, one of the same shape it does not hold left empty."""
+    kinds = list(figures)
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    bars = ax.bar(range(len(kinds)), [figures[k]["right"] for k in kinds],
+                  color=["tab:green" if k in ("as_written", "lower_case") else "tab:blue"
+                         for k in kinds])
+    ax.bar_label(bars, [f"{figures[k]['right']:.0%} of {figures[k]['probes']}" for k in kinds])
+    ax.set_xticks(range(len(kinds)), [
+        {"as_written": "held code,\nas written", "lower_case": "held code,\nlower case",
+         "other_number": "absent code,\nanother number",
+         "near_miss": "absent code,\nlast digit changed"}.get(k, k) for k in kinds])
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel("share answered right")
+    ax.set_title("Codes at the default floor (demo lake): held ones found first, absent ones "
+                 "empty", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "codes_floor.png", dpi=110)
+    return "codes_floor.png"
+
+
 def report(results: dict[str, Any], plots: list[str], mode: str) -> str:
     """The Markdown report."""
     lines = [f"# turnlake benchmarks ({mode})", "",
@@ -768,6 +805,8 @@ def main() -> None:
         ("locomo_reworded", bench_locomo_reworded),
         ("locomo_long", bench_locomo_long),
         ("relevance", bench_relevance),
+        # codes the demo lake holds against codes of the same shape it does not
+        ("codes", bench_codes),
         ("scale_100k", lambda: bench_scale(100_000, 300)),
         ("scale_100k_clustered", lambda: bench_scale(100_000, 300, "clustered")),
         # what long rows' passage vectors cost a search (issue #22, MaxP)

@@ -42,3 +42,23 @@ def test_the_floor_plot_draws_reworded_questions_when_they_were_measured(
     assert (tmp_path / "relevance_floor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert ["LoCoMo\nquestions", *(["reworded\nquestions"] if reworded else []),
             "dictionary", "foreign", "punctuation", "shuffled"] in drawn
+
+
+def test_the_codes_plot_labels_every_kind_with_its_share(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "RESULTS", tmp_path)
+    labels: list[list[str]] = []
+    real = matplotlib.axes.Axes.bar_label
+
+    def bar_label(self: Any, container: Any, texts: Any = None, **kw: Any) -> Any:
+        labels.append(list(texts or []))
+        return real(self, container, texts, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar_label", bar_label)
+    figures = {"as_written": {"probes": 78, "right": 1.0},
+               "near_miss": {"probes": 70, "right": 0.5}}
+    import matplotlib.pyplot as plt
+
+    assert run._codes_plot(figures, plt) == "codes_floor.png"
+    assert (tmp_path / "codes_floor.png").stat().st_size > 0
+    assert labels == [["100% of 78", "50% of 70"]]

@@ -1,0 +1,48 @@
+"""bench.codes: the code probes are drawn from each user's own history, the absent ones are
+held by no row of that user, and the measure runs end to end on a small demo lake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench import codes
+from lake.embedding.hashing import HashingEmbedder
+
+_codes = st.tuples(st.sampled_from(["INC-", "INV-", "#"]),
+                   st.integers(100, 99_999).map(str))
+
+
+def test_codes_in_finds_tickets_invoices_and_pull_requests() -> None:
+    text = "INC-3147 broke; see PR #4560 and INV-56907. Heading:\n# Summary, 3 items, x#12"
+    assert codes.codes_in(text) == [("INC-", "3147"), ("#", "4560"), ("INV-", "56907")]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(st.tuples(st.just("acme"), st.sampled_from(["u1", "u2", "u3"])),
+                       st.lists(_codes, min_size=1, max_size=12), min_size=1))
+def test_probes_ask_held_codes_as_present_and_unheld_ones_as_absent(
+        held: dict[tuple[str, str], list[tuple[str, str]]]) -> None:
+    texts = {user: [" and ".join(p + n for p, n in pairs)] for user, pairs in held.items()}
+    drawn = codes.probes(texts, per_user=4)
+    assert drawn == codes.probes(texts, per_user=4)  # seeded
+    for probe in drawn:
+        mine = {(p + n).lower() for p, n in held[(probe.tenant, probe.user_id)]}
+        assert probe.kind in codes.KINDS
+        assert (probe.code.lower() in mine) == probe.present, probe
+    for user in held:
+        asked = {p.code for p in drawn if (p.tenant, p.user_id) == user and
+                 p.kind == "as_written"}
+        assert len(asked) == min(4, len(set(held[user])))
+
+
+def test_measure_counts_found_and_empty_answers(tmp_path: Path) -> None:
+    figures = codes.measure(tmp_path / "lake", HashingEmbedder(64))
+    assert set(figures) == set(codes.KINDS)
+    for kind, f in figures.items():
+        assert f["probes"] > 0, kind
+        assert 0.0 <= f["right"] <= 1.0
+    # the floor finds every code a user holds and none of the same shape it does not
+    assert all(f["right"] == 1.0 for f in figures.values()), figures
