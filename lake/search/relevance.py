@@ -66,7 +66,9 @@ whitespace-separated token with three letters in a row and no digit) is judged b
 :func:`literal_relevance`: 1 for a turn that holds it whole (trigram word similarity 1: its
 words, in order, as the turn writes them), half its word similarity for a turn that holds it in
 part, so that only a whole match passes the default floor (and a neighbour of one, by the
-neighbour lift). Its ranking is unchanged. A first version (the same day) judged such a turn
+neighbour lift). The search works the similarity out for a turn the lexical arm found and the
+trigram arm did not keep (lake.search.service), so a code held by more rows than an arm keeps
+is found in each of them. Its ranking is unchanged. A first version (the same day) judged such a turn
 by the model's value of its BM25 and trigram evidence, or its word similarity where higher;
 that left a code the history holds part of found by that part: "INC-9999" came back with 10
 hits at relevance .98, each another incident (INC-9124, ...) by the shared "INC", and so did

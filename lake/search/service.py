@@ -26,6 +26,7 @@ from lake.index.lexical import held_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
+from lake.index.trigram import word_similarity
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.coverage import coverage_weight, coverages
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
@@ -265,7 +266,7 @@ class SearchService:
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances = _relevances(fused, ranked, semantic_ran, reads_as_meaning(request.query))
+        relevances = _relevances(fused, ranked, semantic_ran, request.query.strip(), parts)
         if smooth:
             relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
@@ -365,10 +366,13 @@ class SearchService:
                         splitter_of(embedder) if readable else None)
 
 
-def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool,
-                meaning: bool) -> np.ndarray:
-    """Each fused turn's relevance (lake.search.relevance), in fused order; ``meaning``: the
-    query holds a word (:func:`lake.search.relevance.reads_as_meaning`)."""
+def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
+                parts: _Parts) -> np.ndarray:
+    """Each fused turn's relevance (lake.search.relevance), in fused order. A query without a
+    word (:func:`lake.search.relevance.reads_as_meaning`) is judged by how much of it a turn
+    holds literally, its trigram word similarity; a turn the lexical arm found and the trigram
+    arm did not (a code held by more rows than the arm keeps: equal scores keep the oldest)
+    has that similarity worked out here, from the row the lexical arm found."""
     def scores(name: str) -> np.ndarray:
         out = np.full(fused.turns.shape, np.nan)
         if name in fused.names:
@@ -377,8 +381,18 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool,
             out[found] = ranked[name].scores[rows[found]]
         return out
 
+    meaning = reads_as_meaning(query)
+    trigram = scores("trigram")
+    if not meaning and "lexical" in fused.names:
+        lexical = ranked["lexical"]
+        rows = fused.rows[fused.names.index("lexical")]
+        for position in np.flatnonzero(np.isnan(trigram) & (rows >= 0)).tolist():
+            row = int(rows[position])
+            part = parts.parts[int(lexical.slots[row])]
+            text = part.rows.column("text")[int(lexical.docs[row])].as_py() or ""
+            trigram[position] = word_similarity(query, text)
     return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
-                     scores("trigram"), meaning=meaning)
+                     trigram, meaning=meaning)
 
 
 class _Parts:

@@ -10,7 +10,7 @@ from factories import BASE_TIME, make_record, rich_record, write_jsonl
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import AccessDenied, QueryError
 from lake.search.access import Principal
-from lake.search.request import SearchRequest
+from lake.search.request import Hit, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -469,3 +469,29 @@ def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
     assert found("#4560")[0] == "t-0002"
     # a query of words is still judged by meaning too: at cosine 1 every turn passes
     assert sorted(found("renewal of a certificate")) == ["t-0001", "t-0002", "t-0003"]
+
+
+def test_a_code_held_by_more_turns_than_the_trigram_arm_keeps_is_found_in_every_one(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    # 131 turns name the ticket, more than a generator keeps (depth 60): the trigram arm keeps
+    # 60 of its equal scores, the lexical arm 60 by BM25, and a turn holding the code whole
+    # passes the floor whichever of them found it
+    records = [make_record(i, conversation=f"c-{i}", prompt=f"status of INC-3147, part {i}",
+                           answer="still investigating the ingress" + " and more" * (i % 7))
+               for i in range(130)]
+    records.append(make_record(130, conversation="c-130", prompt="did INC-3147 close?",
+                               answer="yes, it closed this morning"))
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)],
+               embedder=HashingEmbedder(64))
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
+
+    def hits(floor: float) -> list[Hit]:
+        return service.search(SearchRequest("INC-3147", ANA, as_of=AS_OF, k=200, depth=60,
+                                            min_relevance=floor)).hits
+
+    by_text = {h.turn_id for h in hits(0.0) if h.ranks["lexical"] or h.ranks["trigram"]}
+    only_lexical = {h.turn_id for h in hits(0.0) if not h.ranks["trigram"]} & by_text
+    assert only_lexical  # the case at hand: turns the trigram arm did not keep
+    floored = hits(0.5)
+    assert {h.turn_id for h in floored} == by_text
+    assert floored[0].turn_id == "t-0130"  # the newest, lifted by recency
