@@ -62,6 +62,7 @@ __all__ = [
     "search_scoped",
     "similarity",
     "trigrams",
+    "word_similarities",
     "word_similarity",
 ]
 
@@ -538,6 +539,23 @@ def similarity(a: str, b: str) -> float:
 def word_similarity(query: str, text: str) -> float:
     """pg_trgm ``word_similarity``: best similarity of the query to any extent of ``text``."""
     return float(_extent_scores(*_sequences([text]), _key_set(query))[0])
+
+
+def word_similarities(queries: Sequence[str], texts: Sequence[str], *,
+                      at_least: float = 0.0) -> F64:
+    """The word similarity of each query (row) to each text (column), as the index's search
+    scores it (the query's first trigrams, see :data:`MAX_QUERY_TRIGRAMS`); the texts are cut
+    into trigrams once for all queries. A score under ``at_least`` is 0 (such texts are not
+    scored exactly, which is what makes a high ``at_least`` cheap)."""
+    out = np.zeros((len(queries), len(texts)))
+    if not queries or not texts:
+        return out
+    sequences = _sequences(list(texts))
+    for row, query in enumerate(queries):
+        keys = _query_keys(query)
+        if keys.size:
+            out[row] = np.nan_to_num(_extent_scores(*sequences, keys, at_least), nan=0.0)
+    return out
 
 
 _Chunk = tuple[I64, I64, I32, I64]  # keys, docs per key, docs, distinct trigrams per doc

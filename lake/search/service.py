@@ -26,7 +26,7 @@ from lake.index.lexical import held_stems
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
-from lake.index.trigram import word_similarity
+from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.coverage import coverage_weight, coverages
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
@@ -49,7 +49,7 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import reads_as_meaning, relevance
+from lake.search.relevance import code_terms, reads_as_meaning, relevance
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -368,11 +368,9 @@ class SearchService:
 
 def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
                 parts: _Parts) -> np.ndarray:
-    """Each fused turn's relevance (lake.search.relevance), in fused order. A query without a
-    word (:func:`lake.search.relevance.reads_as_meaning`) is judged by how much of it a turn
-    holds literally, its trigram word similarity; a turn the lexical arm found and the trigram
-    arm did not (a code held by more rows than the arm keeps: equal scores keep the oldest)
-    has that similarity worked out here, from the row the lexical arm found."""
+    """Each fused turn's relevance (lake.search.relevance), in fused order; a query without a
+    word (:func:`lake.search.relevance.reads_as_meaning`) by how much of it a turn holds
+    literally (:func:`_literal_similarities`)."""
     def scores(name: str) -> np.ndarray:
         out = np.full(fused.turns.shape, np.nan)
         if name in fused.names:
@@ -381,18 +379,43 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
             out[found] = ranked[name].scores[rows[found]]
         return out
 
-    meaning = reads_as_meaning(query)
-    trigram = scores("trigram")
-    if not meaning and "lexical" in fused.names:
-        lexical = ranked["lexical"]
-        rows = fused.rows[fused.names.index("lexical")]
-        for position in np.flatnonzero(np.isnan(trigram) & (rows >= 0)).tolist():
-            row = int(rows[position])
-            part = parts.parts[int(lexical.slots[row])]
-            text = part.rows.column("text")[int(lexical.docs[row])].as_py() or ""
-            trigram[position] = word_similarity(query, text)
+    if not reads_as_meaning(query):
+        return relevance(None, scores("lexical"),
+                         _literal_similarities(fused, ranked, query, parts, scores("trigram")),
+                         meaning=False)
     return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
-                     trigram, meaning=meaning)
+                     scores("trigram"))
+
+
+def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
+                          parts: _Parts, trigram: np.ndarray) -> np.ndarray:
+    """Per fused turn, how much of the query it holds literally: the trigram arm's word
+    similarity (``trigram``), worked out from the row the lexical arm found where the trigram
+    arm did not keep the turn (a code held by more rows than it keeps: equal scores keep the
+    first rows), and 1 where a row either arm found holds one of the query's codes whole
+    (:func:`lake.search.relevance.code_terms`); NaN for a turn neither arm found."""
+    out = trigram.copy()
+    terms = code_terms(query)
+
+    def found_rows(name: str, only: np.ndarray | None = None) -> tuple[list[str], list[int]]:
+        if name not in fused.names:
+            return [], []
+        arm, rows = ranked[name], fused.rows[fused.names.index(name)]
+        wanted = rows >= 0 if only is None else (rows >= 0) & only
+        positions = np.flatnonzero(wanted).tolist()
+        texts = [parts.parts[int(arm.slots[rows[p]])].rows.column("text")[
+            int(arm.docs[rows[p]])].as_py() or "" for p in positions]
+        return texts, positions
+
+    texts, positions = found_rows("lexical", np.isnan(out))
+    if texts:
+        out[positions] = word_similarities([query], texts)[0]
+    if terms:
+        lexical, trigram_rows = found_rows("lexical"), found_rows("trigram")
+        texts, positions = lexical[0] + trigram_rows[0], lexical[1] + trigram_rows[1]
+        whole = word_similarities(terms, texts, at_least=1.0).max(axis=0) >= 1.0
+        out[np.array(positions, np.int64)[whole]] = 1.0
+    return out
 
 
 class _Parts:

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 import lake.index.trigram as trigram_module
 from lake.errors import IndexError_, QueryError
-from lake.index.trigram import TrigramIndex, similarity, trigrams, word_similarity
+from lake.index.trigram import (
+    TrigramIndex,
+    similarity,
+    trigrams,
+    word_similarities,
+    word_similarity,
+)
 
 MODES: tuple[Literal["word", "similarity"], ...] = ("word", "similarity")
 # A small alphabet so that random texts share and repeat trigrams; it mixes case, accents,
@@ -125,6 +131,20 @@ def test_word_similarity_over_many_hits(tuning: None) -> None:
     text = "beta " + "alpha zz " * 400 + "gamma"
     assert word_similarity("beta alpha gamma", text) == pytest.approx(17 / 20)
     assert word_similarity("beta alpha gamma", "beta " + "alpha " * 700 + "gamma") == 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(queries=st.lists(texts_st, max_size=3), texts=st.lists(texts_st, max_size=6),
+       at_least=st.sampled_from([0.0, 0.5, 1.0]))
+def test_word_similarities_score_each_text_as_the_oracle_does(
+        queries: list[str], texts: list[str], at_least: float) -> None:
+    got = word_similarities(queries, texts, at_least=at_least)
+    assert got.shape == (len(queries), len(texts))
+    for row, query in enumerate(queries):
+        want = [oracle_word_similarity(query, t) for t in texts]
+        # a score under at_least reads 0
+        assert got[row].tolist() == pytest.approx(
+            [w if w >= at_least - 1e-9 else 0.0 for w in want]), query
 
 
 # `tuning` only patches constants; too_slow as in the suite's profile (tests/conftest.py),

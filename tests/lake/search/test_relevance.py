@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from lake.search.relevance import (
     DEFAULT_MIN_RELEVANCE,
     FOUND_RELEVANCE,
+    MAX_CODE_TERMS,
     MODEL,
     RelevanceModel,
+    code_terms,
     features,
     literal_relevance,
     reads_as_meaning,
@@ -160,6 +162,24 @@ def test_a_wordless_query_passes_only_turns_that_hold_it_whole(
             assert value < DEFAULT_MIN_RELEVANCE
     assert got.tolist() == literal_relevance(tri).tolist()
     assert got.tolist() == relevance(None, lex, tri, meaning=False).tolist()
+
+
+def test_a_query_of_several_codes_is_judged_by_each_of_them() -> None:
+    assert code_terms("mk0 mk100") == ["mk0", "mk100"]
+    assert code_terms("INC-3147 PR #4560") == ["INC-3147", "#4560"]
+    # one code, with or without a prefix of its own, is judged whole
+    for query in ("PR #4560", "INC-9999", "x7y9z1", "???", "ok ok", ""):
+        assert code_terms(query) == [], query
+    # so is a query of more codes than MAX_CODE_TERMS: the work per search stays bounded
+    many = " ".join(f"#{i}" for i in range(MAX_CODE_TERMS + 1))
+    assert code_terms(many) == []
+    assert len(code_terms(many.rsplit(" ", 1)[0])) == MAX_CODE_TERMS
+
+
+@given(st.text(alphabet="ab1 -#", max_size=20))
+def test_code_terms_are_the_tokens_that_hold_a_digit_when_several_do(query: str) -> None:
+    coded = [t for t in query.split() if any(c.isdigit() for c in t)]
+    assert code_terms(query) == (coded if len(coded) > 1 else [])
 
 
 def test_a_code_that_shares_a_part_with_the_history_is_not_found_by_that_part() -> None:

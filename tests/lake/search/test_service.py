@@ -463,6 +463,16 @@ def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
     for other in ("INC-9999", "INC-3148", "PR #9999"):
         assert found(other) == [], other
         assert found(other, 0.0)
+    # a query of several codes finds the turns that hold any one of them (t-0002 also passes
+    # as t-0001's neighbour, less surely)
+    def relevances(query: str) -> dict[str, float]:
+        result = service.search(SearchRequest(query, ANA, as_of=AS_OF))
+        return {h.turn_id: h.relevance for h in result.hits}
+
+    assert relevances("INC-3147 #4560") == {"t-0001": 1.0, "t-0002": 1.0}
+    one = relevances("INC-3147 #9999")
+    assert one["t-0001"] == 1.0 and one.get("t-0002", 0.0) < 1.0 and "t-0003" not in one
+    assert found("INC-9999 #9999") == []
     # a code the history holds is found by its text, as written or in other case
     assert found("INC-3147")[0] == "t-0001"
     assert found("inc-3147")[0] == "t-0001"
@@ -495,3 +505,4 @@ def test_a_code_held_by_more_turns_than_the_trigram_arm_keeps_is_found_in_every_
     floored = hits(0.5)
     assert {h.turn_id for h in floored} == by_text
     assert floored[0].turn_id == "t-0130"  # the newest, lifted by recency
+
