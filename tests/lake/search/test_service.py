@@ -5,7 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
+from factories import (
+    BASE_TIME,
+    garden_notes,
+    make_record,
+    passage_hashing_embedder,
+    rich_record,
+    write_jsonl,
+)
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import AccessDenied, QueryError
@@ -506,3 +513,25 @@ def test_a_code_held_by_more_turns_than_the_trigram_arm_keeps_is_found_in_every_
     assert {h.turn_id for h in floored} == by_text
     assert floored[0].turn_id == "t-0130"  # the newest, lifted by recency
 
+
+def test_a_query_longer_than_the_model_reads_is_embedded_once_by_its_first_passage(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", [
+        make_record(1, prompt="how often should I water the tomato beds",
+                    answer="every week, and mulch the roses")])], embedder=HashingEmbedder(64))
+    embedder = passage_hashing_embedder(64, window=40)
+    asked: list[list[str]] = []
+    encode = embedder.encode
+
+    def recording(texts: list[str], **kw: object) -> np.ndarray:
+        asked.append(list(texts))
+        return encode(texts, **kw)  # type: ignore[arg-type]
+
+    embedder.encode = recording  # type: ignore[method-assign]
+    service = SearchService(LakeStore(hashing_settings.lake), embedder=embedder)
+    query = garden_notes(60)  # ~1,200 word pieces: 30 passages of 40
+    first = embedder.passage_splitter.split([query])[0]
+    assert len(first) > 20
+    result = service.search(SearchRequest(query, ANA, as_of=AS_OF, min_relevance=0.0))
+    assert asked == [[first[0]]]  # one call, of what the model reads
+    assert result.hits and result.hits[0].ranks["semantic"] is not None
