@@ -31,11 +31,16 @@ def test_probes_ask_held_codes_as_present_and_unheld_ones_as_absent(
     for probe in drawn:
         mine = {(p + n).lower() for p, n in held[(probe.tenant, probe.user_id)]}
         assert probe.kind in codes.KINDS
-        assert (probe.code.lower() in mine) == probe.present, probe
+        asked = {code.lower() for code in probe.query.split()}
+        if probe.held is None:
+            assert not asked & mine, probe
+        else:
+            assert probe.held.lower() in mine & asked, probe
+            assert len(asked - mine) == len(asked) - 1, probe  # the others are not held
     for user in held:
-        asked = {p.code for p in drawn if (p.tenant, p.user_id) == user and
+        whole = {p.query for p in drawn if (p.tenant, p.user_id) == user and
                  p.kind == "as_written"}
-        assert len(asked) == min(4, len(set(held[user])))
+        assert len(whole) == min(4, len(set(held[user])))
 
 
 def test_measure_counts_found_and_empty_answers(tmp_path: Path) -> None:
