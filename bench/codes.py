@@ -34,10 +34,10 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.scale import NOW
 from lake.embedding.base import Embedder
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -46,14 +46,20 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.demo import generate_lines
+from pipeline.demo_texts import DRAWN_SLOTS
 from pipeline.jobs import run_ingest
 
-NOW = datetime(2026, 11, 1, tzinfo=UTC)
-CODE = re.compile(r"\b(INC-|INV-)(\d+)\b|(?<![\w#])(#)(\d+)\b")
-NONE_HELD = ("other_number", "near_miss", "two_codes_none_held")
+# the demo's numbered slots written as a prefix and a number: "INC-{}", "INV-{}", "#{}"
+_PREFIXES = [fmt[:-2] for _, fmt, _, _ in DRAWN_SLOTS if fmt.endswith("{}") and len(fmt) > 2]
+CODE = re.compile("|".join(rf"(?<![\w#-]){re.escape(p)}(\d+)\b" for p in _PREFIXES))
 PER_USER = 8  # codes drawn per user (of ~20-60 each holds)
-KINDS = ("as_written", "lower_case", "other_number", "near_miss", "two_codes_one_held",
-         "two_codes_none_held")
+# each kind of probe and its label in plots
+KINDS = {"as_written": "held code,\nas written", "lower_case": "held code,\nlower case",
+         "other_number": "absent code,\nanother number",
+         "near_miss": "absent code,\nlast digit changed",
+         "two_codes_one_held": "two codes,\none held",
+         "two_codes_none_held": "two codes,\nneither held"}
+NONE_HELD = ("other_number", "near_miss", "two_codes_none_held")  # kinds answered by no hit
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,8 @@ class CodeProbe:
 
 def codes_in(text: str) -> list[tuple[str, str]]:
     """The (prefix, number) of every code in ``text``: "INC-", "INV-" or "#" and its digits."""
-    return [(m[1] or m[3], m[2] or m[4]) for m in CODE.finditer(text)]
+    return [(_PREFIXES[m.lastindex - 1], m[m.lastindex]) for m in CODE.finditer(text)
+            if m.lastindex is not None]
 
 
 def probes(texts_by_user: dict[tuple[str, str], list[str]], *, per_user: int = PER_USER,

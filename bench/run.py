@@ -745,19 +745,14 @@ def _relevance_plot(figures: dict[str, Any], plt: Any) -> str:
 def _codes_plot(figures: dict[str, Any], plt: Any) -> str:
     """Per kind of code probe (bench.codes), the share the default floor answers right: a code
     the history holds found first, one of the same shape it does not hold left empty."""
-    kinds = list(figures)
-    from bench.codes import NONE_HELD
+    from bench.codes import KINDS, NONE_HELD
 
+    kinds = list(figures)
     fig, ax = plt.subplots(figsize=(10, 3.8))
     bars = ax.bar(range(len(kinds)), [figures[k]["right"] for k in kinds],
                   color=["tab:blue" if k in NONE_HELD else "tab:green" for k in kinds])
     ax.bar_label(bars, [f"{figures[k]['right']:.0%} of {figures[k]['probes']}" for k in kinds])
-    ax.set_xticks(range(len(kinds)), [
-        {"as_written": "held code,\nas written", "lower_case": "held code,\nlower case",
-         "other_number": "absent code,\nanother number",
-         "near_miss": "absent code,\nlast digit changed",
-         "two_codes_one_held": "two codes,\none held", "two_codes_none_held":
-         "two codes,\nneither held"}.get(k, k) for k in kinds])
+    ax.set_xticks(range(len(kinds)), [KINDS.get(k, k) for k in kinds])
     ax.set_ylim(0, 1.15)
     ax.set_ylabel("share answered right")
     ax.set_title("Codes at the default floor (demo lake): held ones found first, absent ones "
