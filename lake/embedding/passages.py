@@ -106,22 +106,41 @@ class PassageSplitter:
         unknown piece), so a shorter text fits (a property test holds the tokenizer to it).
         A short query costs 0.5 µs here instead of the ~22 µs of a second tokenizer pass."""
         out: list[list[str]] = [[text] for text in texts]
+        for i, (offsets, starts) in self._longer(texts).items():
+            text = texts[i]
+            out[i] = [text[offsets[a][0]:offsets[b - 1][1]]
+                      for a, b in passage_bounds(starts, self.window)]
+        return out
+
+    def head(self, text: str) -> str:
+        """What the model reads of ``text``: all of it when it fits, else its first ``window``
+        word pieces, cut back to the start of a word when one is at most 16 pieces back."""
+        longer = self._longer([text])
+        if not longer:
+            return text
+        offsets, starts = longer[0]
+        cut = next((c for c in range(self.window, max(self.window - _WORD_SLACK, 0), -1)
+                    if starts[c]), self.window)
+        return text[:offsets[cut - 1][1]]
+
+    def _longer(self, texts: Sequence[str]
+                ) -> dict[int, tuple[list[tuple[int, int]], list[bool]]]:
+        """Per text of more word pieces than the window, by position: its pieces' character
+        offsets and whether each begins a word (what spaces separate: "service-15" is one,
+        though the tokenizer reads three)."""
         long = [i for i, text in enumerate(texts)
                 if len(text) * 4 > self.window and len(text.encode("utf-8", "surrogatepass"))
                 > self.window]
         if not long:
-            return out
+            return {}
+        out = {}
         for i, encoding in zip(long, self._tokenizer.encode_batch(
                 [texts[i] for i in long], add_special_tokens=False), strict=True):
-            text = texts[i]
             if len(encoding.ids) <= self.window:
                 continue
             offsets = encoding.offsets
-            # a word here is what spaces separate: "service-15" is one, though the
-            # tokenizer reads three
-            starts = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(len(offsets))]
-            out[i] = [text[offsets[a][0]:offsets[b - 1][1]]
-                      for a, b in passage_bounds(starts, self.window)]
+            out[i] = (offsets, [j == 0 or offsets[j][0] > offsets[j - 1][1]
+                                for j in range(len(offsets))])
         return out
 
 

@@ -227,11 +227,11 @@ class SearchService:
     def _embed_query(self, query: str) -> tuple[np.ndarray | None, str | None]:
         try:
             embedder = self.embedder()
-            # One model call per query, of what the model reads: a query longer than that is
-            # cut to its first passage. An embedder reads a long row as the pool of all its
-            # passages, which for a pasted 100 KB log meant ~400 calls (13 s).
+            # One model call per query, of what the model reads of it: an embedder reads a
+            # long row as the pool of all its passages, which for a pasted 100 KB log meant
+            # ~400 calls (13 s).
             splitter = splitter_of(embedder)
-            text = query if splitter is None else splitter.split([query])[0][0]
+            text = query if splitter is None else splitter.head(query)
             vector = embedder.encode([text])
         except EmbeddingError as exc:
             return None, str(exc)

@@ -87,6 +87,24 @@ def test_the_model_tokenizer_cuts_long_texts_between_words() -> None:
     assert max(tokens) <= splitter.window
 
 
+@pytest.mark.parametrize("lines", [1, 14, 30, 120])
+def test_the_head_of_a_text_is_what_the_model_reads_of_it(lines: int) -> None:
+    splitter = _splitter()
+    text = " ".join(f"line {i}: the deployment of service-{i} timed out after {i * 7} s."
+                    for i in range(lines))
+    head = splitter.head(text)
+    pieces = len(splitter._tokenizer.encode(text, add_special_tokens=False).ids)
+    if pieces <= splitter.window:
+        assert head == text
+        return
+    # the text's start, whole words, as many word pieces as the model reads less at most one
+    # word's: more than the first of its near-equal passages
+    assert text.startswith(head) and text[len(head)] == " "
+    read = len(splitter._tokenizer.encode(head, add_special_tokens=False).ids)
+    assert splitter.window - 16 <= read <= splitter.window
+    assert len(head) > len(splitter.split([text])[0][0])
+
+
 def test_a_folder_without_a_fast_tokenizer_truncates_as_before(tmp_path: Path) -> None:
     assert PassageSplitter.for_model(tmp_path, 256) is None
     calls: list[list[str]] = []

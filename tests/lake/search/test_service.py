@@ -514,7 +514,7 @@ def test_a_code_held_by_more_turns_than_the_trigram_arm_keeps_is_found_in_every_
     assert floored[0].turn_id == "t-0130"  # the newest, lifted by recency
 
 
-def test_a_query_longer_than_the_model_reads_is_embedded_once_by_its_first_passage(
+def test_a_query_longer_than_the_model_reads_is_embedded_once_by_what_it_reads(
         hashing_settings: Settings, tmp_path: Path) -> None:
     run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", [
         make_record(1, prompt="how often should I water the tomato beds",
@@ -530,8 +530,9 @@ def test_a_query_longer_than_the_model_reads_is_embedded_once_by_its_first_passa
     embedder.encode = recording  # type: ignore[method-assign]
     service = SearchService(LakeStore(hashing_settings.lake), embedder=embedder)
     query = garden_notes(60)  # ~1,200 word pieces: 30 passages of 40
-    first = embedder.passage_splitter.split([query])[0]
-    assert len(first) > 20
+    assert len(embedder.passage_splitter.split([query])[0]) > 20
     result = service.search(SearchRequest(query, ANA, as_of=AS_OF, min_relevance=0.0))
-    assert asked == [[first[0]]]  # one call, of what the model reads
+    # one call, of what the model reads: its first 40 word pieces (to a word's start)
+    assert asked == [[embedder.passage_splitter.head(query)]]
+    assert query.startswith(asked[0][0]) and len(asked[0][0]) < len(query)
     assert result.hits and result.hits[0].ranks["semantic"] is not None
