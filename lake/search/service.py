@@ -49,7 +49,7 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import code_terms, reads_as_meaning, relevance
+from lake.search.relevance import code_terms, literal_relevance, reads_as_meaning, relevance
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -386,9 +386,8 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
         return out
 
     if not reads_as_meaning(query):
-        return relevance(None, scores("lexical"),
-                         _literal_similarities(fused, ranked, query, parts, scores("trigram")),
-                         meaning=False)
+        return literal_relevance(
+            _literal_similarities(fused, ranked, query, parts, scores("trigram")))
     return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
                      scores("trigram"))
 
