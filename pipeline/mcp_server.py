@@ -178,7 +178,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             "What to look for, in the words the conversation would have used: a topic, an "
             "error message, a file name, an identifier. Quote a phrase to match it exactly. "
             "Identifiers and numbers asked alone (INC-3147, #4560, several at once) match "
-            "only turns that hold one of them whole: INC-9999 does not match INC-9124."))],
+            "only turns that hold one of them whole, whatever separates its parts (INC3147 "
+            "matches INC-3147): INC-9999 does not match INC-9124."))],
         scope: Annotated[Scope, Field(description=(
             "'user' (default): all of this person's conversations; 'conversation': only the "
             "one given in `conversation`; 'tenant': every user's (analyst keys only)."))

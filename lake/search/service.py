@@ -49,7 +49,13 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import code_terms, literal_relevance, reads_as_meaning, relevance
+from lake.search.relevance import (
+    code_terms,
+    holding_codes,
+    literal_relevance,
+    reads_as_meaning,
+    relevance,
+)
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -397,8 +403,10 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     """Per fused turn, how much of the query it holds literally: the trigram arm's word
     similarity (``trigram``), worked out from the row the lexical arm found where the trigram
     arm did not keep the turn (a code held by more rows than it keeps: equal scores keep the
-    first rows), and 1 where a row either arm found holds one of the query's codes whole
-    (:func:`lake.search.relevance.code_terms`); NaN for a turn neither arm found."""
+    first rows), and 1 where a row either arm found holds the query's code, or one of its
+    codes (:func:`lake.search.relevance.code_terms`), whole: its word similarity is 1, or it
+    holds the code with other separators or none (``holding_codes``); NaN for a turn neither
+    arm found."""
     out = trigram.copy()
     terms = code_terms(query)
 
@@ -415,11 +423,14 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     texts, positions = found_rows("lexical", np.isnan(out))
     if texts:
         out[positions] = word_similarities([query], texts)[0]
+    lexical, trigram_rows = found_rows("lexical"), found_rows("trigram")
+    texts, positions = lexical[0] + trigram_rows[0], lexical[1] + trigram_rows[1]
+    if not texts:
+        return out
+    whole = holding_codes(terms or [query], texts)
     if terms:
-        lexical, trigram_rows = found_rows("lexical"), found_rows("trigram")
-        texts, positions = lexical[0] + trigram_rows[0], lexical[1] + trigram_rows[1]
-        whole = word_similarities(terms, texts, at_least=1.0).max(axis=0) >= 1.0
-        out[np.array(positions, np.int64)[whole]] = 1.0
+        whole |= word_similarities(terms, texts, at_least=1.0).max(axis=0) >= 1.0
+    out[np.array(positions, np.int64)[whole]] = 1.0
     return out
 
 

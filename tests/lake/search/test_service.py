@@ -451,7 +451,9 @@ def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
                make_record(2, conversation="c-ops", prompt="and PR #4560?",
                            answer="it renews the certificate"),
                make_record(3, conversation="c-pay", prompt="why was my invoice charged twice",
-                           answer="a duplicate payment was refunded")]
+                           answer="a duplicate payment was refunded"),
+               make_record(4, conversation="c-db", prompt="is INC5150 fixed?",
+                           answer="yes, the replica caught up")]
     run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)],
                embedder=Alike(64))
     service = SearchService(LakeStore(hashing_settings.lake), embedder=Alike(64))
@@ -484,8 +486,14 @@ def test_a_query_without_a_word_finds_only_turns_that_hold_its_text(
     assert found("INC-3147")[0] == "t-0001"
     assert found("inc-3147")[0] == "t-0001"
     assert found("#4560")[0] == "t-0002"
+    # and with other separators or none, whichever way the history wrote it
+    for query, turn in (("INC3147", "t-0001"), ("inc 3147", "t-0001"), ("PR4560", "t-0002"),
+                        ("INC-5150", "t-0004"), ("inc_5150", "t-0004")):
+        assert found(query)[0] == turn, query
+    for other in ("INC3148", "INC-5151", "PR4561"):
+        assert found(other) == [], other
     # a query of words is still judged by meaning too: at cosine 1 every turn passes
-    assert sorted(found("renewal of a certificate")) == ["t-0001", "t-0002", "t-0003"]
+    assert sorted(found("renewal of a certificate")) == ["t-0001", "t-0002", "t-0003", "t-0004"]
 
 
 def test_a_code_held_by_more_turns_than_the_trigram_arm_keeps_is_found_in_every_one(
