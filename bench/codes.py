@@ -18,7 +18,10 @@ the default floor:
   real one;
 * two codes, one held: the code and the near miss in one query ("INC-3147 INC-3148"): found
   when the first hit's turn holds the held one; two codes, neither held: the other number and
-  the near miss, empty.
+  the near miss, empty;
+* a code written without its separator, as people type it ("INC3147" for INC-3147): found
+  first when held, and the near miss written so ("INC3148"): empty. Pull requests ("#123")
+  have no separator to drop.
 
 The probes are drawn from the history with a fixed seed; nothing here is fitted, so there is no
 tuning split to keep apart (the rule it measures, lake.search.relevance.literal_relevance, has
@@ -58,8 +61,11 @@ KINDS = {"as_written": "held code,\nas written", "lower_case": "held code,\nlowe
          "other_number": "absent code,\nanother number",
          "near_miss": "absent code,\nlast digit changed",
          "two_codes_one_held": "two codes,\none held",
-         "two_codes_none_held": "two codes,\nneither held"}
-NONE_HELD = ("other_number", "near_miss", "two_codes_none_held")  # kinds answered by no hit
+         "two_codes_none_held": "two codes,\nneither held",
+         "no_separator": "held code,\nno separator",
+         "no_separator_near_miss": "absent code,\nno separator"}
+# kinds answered by no hit
+NONE_HELD = ("other_number", "near_miss", "two_codes_none_held", "no_separator_near_miss")
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,12 @@ def probes(texts_by_user: dict[tuple[str, str], list[str]], *, per_user: int = P
             for kind, n in (("other_number", other), ("near_miss", near)):
                 if n is not None:
                     out.append(CodeProbe(tenant, user, prefix + n, kind, None))
+            joined = prefix.rstrip("-")  # "INC-" written as "INC", "#" has nothing to drop
+            if joined != prefix:
+                out.append(CodeProbe(tenant, user, joined + number, "no_separator", code))
+                if near is not None:
+                    out.append(CodeProbe(tenant, user, joined + near, "no_separator_near_miss",
+                                         None))
             if near is not None:
                 out.append(CodeProbe(tenant, user, f"{code} {prefix}{near}",
                                      "two_codes_one_held", code))
@@ -170,7 +182,7 @@ def main(argv: Sequence[str]) -> None:
     embedder.save()
     for kind, f in figures.items():
         what = "empty" if kind in NONE_HELD else "found first"
-        print(f"{kind:>19}: {f['right']:.1%} {what} ({f['probes']} probes)")
+        print(f"{kind:>22}: {f['right']:.1%} {what} ({f['probes']} probes)")
 
 
 if __name__ == "__main__":

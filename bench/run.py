@@ -748,7 +748,7 @@ def _codes_plot(figures: dict[str, Any], plt: Any) -> str:
     from bench.codes import KINDS, NONE_HELD
 
     kinds = list(figures)
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    fig, ax = plt.subplots(figsize=(12.5, 3.8))
     bars = ax.bar(range(len(kinds)), [figures[k]["right"] for k in kinds],
                   color=["tab:blue" if k in NONE_HELD else "tab:green" for k in kinds])
     ax.bar_label(bars, [f"{figures[k]['right']:.0%} of {figures[k]['probes']}" for k in kinds])
