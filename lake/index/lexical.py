@@ -72,6 +72,7 @@ from tantivy import (
 )
 
 from lake.errors import IndexError_, QueryError, RecordError
+from lake.index.codes import spellings
 from lake.tables import EXCHANGE_ROLES
 from lake.tables import ROLES as ROLE_ORDER
 
@@ -633,6 +634,22 @@ class LexicalIndex:
                 pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
                 should.append(Query.boost_query(
                     term, boost * max(1, pieces) * _word_weight(stems, word_weights)))
+        for term in parsed.terms:
+            # A code is found in its other spelling too: "inc3147" in a row writing
+            # "INC-3147" (its runs as a phrase), "inc-3147" in one writing "INC3147" (its runs
+            # as one token), weighed as its identifier would be (lake.index.codes).
+            forms = spellings(_without_cjk(term))
+            if forms is None:
+                continue
+            runs, joined = forms
+            tokens = self._an.raw.analyze(_without_cjk(term))
+            other = self._an.raw.analyze(" ".join(runs) if len(tokens) == 1 else joined)
+            if not other or other == tokens:
+                continue
+            clause = (Query.term_query(self._schema, "text_raw", other[0]) if len(other) == 1
+                      else self._phrase("text_raw", other))
+            should.append(Query.boost_query(clause, _W_IDENT * len(runs) * _word_weight(
+                tuple(word_stems(term)), word_weights)))
         if context and _W_CTX > 0:
             exchange = [_weighted(Query.term_query(self._schema, "context_stem", token),
                                   _word_weight(stems, word_weights))

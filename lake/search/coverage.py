@@ -52,8 +52,11 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 
+from lake.index.codes import codes_held, spellings
+from lake.index.lexical import held_stems
+
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
-           "coverages"]
+           "coverages", "turn_stems"]
 
 DEFAULT_COVERAGE_GAIN = 2.0
 MIN_SHARE = 0.01  # the least share of its weight a lexical turn keeps
@@ -80,6 +83,20 @@ def coverages(query_idf: Mapping[str, float], turns_stems: Sequence[Collection[s
         return None
     return [min(1.0, math.fsum(w for stem, w in weights.items() if stem in stems) / total)
             for stems in turns_stems]
+
+
+def turn_stems(stems: Collection[str], texts: Sequence[str]) -> list[frozenset[str]]:
+    """Per turn text, the ones of the query's ``stems`` it holds: the stems its words make
+    (lake.index.lexical.held_stems), and a code stem ("inc3147") that it writes in another
+    spelling ("INC-3147", lake.index.codes), whose words make other stems. Without the codes,
+    "what happened with INC3147" left the turn naming INC-3147 at a fraction of its lexical
+    vote, and an incident of the same shape the dense arm liked came first in three of four
+    searches on the demo lake's tickets."""
+    held = held_stems(stems, texts)
+    codes = [stem for stem in stems if spellings(stem) is not None]
+    if not codes:
+        return held
+    return [h | c for h, c in zip(held, codes_held(codes, list(texts)), strict=True)]
 
 
 def coverage_weight(covered: float | None, gain: float) -> float:

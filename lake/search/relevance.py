@@ -67,16 +67,16 @@ whitespace-separated token with three letters in a row and no digit) is judged b
 words, in order, as the turn writes them), half its word similarity for a turn that holds it in
 part, so that only a whole match passes the default floor (and a neighbour of one, by the
 neighbour lift). A code written with other separators or none is the same code: a turn that
-holds its runs of letters and of digits in order, separators aside (:func:`code_pattern`),
+holds its runs of letters and of digits in order, separators aside (lake.index.codes),
 holds it whole too, since people type "INC3147" for INC-3147 (none of 72 such probes of
 ``bench.codes`` was found before, all are now; their near misses, "INC3148", stay empty). A
 query of several codes ("mk0 mk100") is judged by the best of them (:func:`code_terms`). The
 search works the similarities out from the rows the lexical and trigram arms found
 (lake.search.service), so a code held by more rows than the trigram arm keeps is found in each
-of them. Its ranking is unchanged. A code held only with other separators is found when the
-trigram arm keeps its turn (word similarity from its threshold 0.5 up: "INC3147" is .55 of
-"INC-3147", "PR4560" .50 of "PR #4560"); a short one is not ("A1" is .33 of "A-1"), and the
-lexical arm reads "INC3147" as one token that "INC-3147" does not hold. A first version (the same day) judged
+of them. Its ranking is unchanged. The arms find a code in its other spellings: the lexical arm
+looks for "INC3147" as the phrase "inc 3147" and for "INC-3147" as the token "inc3147"
+(lake.index.lexical), and the trigram arm keeps a turn from word similarity 0.5 up ("INC3147"
+is .55 of "INC-3147", "PR4560" .50 of "PR #4560"). A first version (the same day) judged
 such a turn by the model's value of its BM25 and trigram evidence, or its word similarity where
 higher; that left a code the history holds part of found by that part: "INC-9999" came back
 with 10 hits at relevance .98, each another incident (INC-9124, ...) by the shared "INC", and
@@ -175,42 +175,6 @@ def code_terms(query: str) -> list[str]:
     whole or not at all."""
     coded = [token for token in query.split() if _DIGIT.search(token)]
     return coded if 1 < len(coded) <= MAX_CODE_TERMS else []
-
-
-# what may stand between the parts of a code ("INC-3147", "PR #4560", "v1.2", "INV_12"):
-# a code written with another separator, or with none, is the same code
-_CODE_SEPARATORS = r"[-_.#/:\s]"
-_CODE_RUN = re.compile(r"[^\W\d_]+|\d+")  # a code's parts: runs of letters, runs of digits
-_ALNUM = r"[^\W_]"
-
-
-def code_pattern(code: str) -> re.Pattern[str] | None:
-    """What a text holding ``code`` whole, separators aside, holds: the code's runs of letters
-    and of digits in order, in any case, one to two separators (``- _ . # / :`` or white
-    space) or none between a run of letters and one of digits, one to two between runs of one
-    kind (so "12-34" is not "1234"), the whole span neither preceded nor followed by a letter
-    or digit. "INC3147", "inc-3147" and "INC 3147" are each held by "INC-3147" and "INC3147";
-    "3147" is held by "INC-3147" but not by "INC3147". None for a code with no letter or
-    digit."""
-    runs = _CODE_RUN.findall(code)
-    if not runs:
-        return None
-    pattern = [f"(?<!{_ALNUM})"]
-    for before, run in zip([None, *runs], runs, strict=False):
-        if before is not None:
-            least = 1 if before[0].isdigit() == run[0].isdigit() else 0
-            pattern.append(f"{_CODE_SEPARATORS}{{{least},2}}")
-        pattern.append(re.escape(run))
-    pattern.append(f"(?!{_ALNUM})")
-    return re.compile("".join(pattern), re.IGNORECASE)
-
-
-def holding_codes(codes: list[str], texts: list[str]) -> np.ndarray:
-    """Per text, whether it holds one of ``codes`` whole, separators aside
-    (:func:`code_pattern`)."""
-    patterns = [p for code in codes if (p := code_pattern(code)) is not None]
-    return np.fromiter((any(p.search(text) for p in patterns) for text in texts), np.bool_,
-                       len(texts))
 
 
 def features(semantic: np.ndarray | None, lexical: np.ndarray, trigram: np.ndarray,

@@ -22,13 +22,13 @@ import pyarrow as pa
 from lake.embedding.base import Embedder
 from lake.embedding.passages import splitter_of
 from lake.errors import EmbeddingError, IndexError_, QueryError
-from lake.index.lexical import held_stems
+from lake.index.codes import holding_codes
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.coverage import coverage_weight, coverages
+from lake.search.coverage import coverage_weight, coverages, turn_stems
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
     PartHits,
@@ -49,13 +49,7 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import (
-    code_terms,
-    holding_codes,
-    literal_relevance,
-    reads_as_meaning,
-    relevance,
-)
+from lake.search.relevance import code_terms, literal_relevance, reads_as_meaning, relevance
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -405,7 +399,7 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     arm did not keep the turn (a code held by more rows than it keeps: equal scores keep the
     first rows), and 1 where a row either arm found holds the query's code, or one of its
     codes (:func:`lake.search.relevance.code_terms`), whole: its word similarity is 1, or it
-    holds the code with other separators or none (``holding_codes``); NaN for a turn neither
+    holds the code with other separators or none (lake.index.codes); NaN for a turn neither
     arm found."""
     out = trigram.copy()
     terms = code_terms(query)
@@ -570,7 +564,7 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
                 continue
             texts[turn] = []
         texts[turn].append(parts.row_text(slot, doc))
-    shares = coverages(query_idf, held_stems(query_idf.keys(),
+    shares = coverages(query_idf, turn_stems(query_idf.keys(),
                                              ["\n".join(t) for t in texts.values()]))
     if shares is None:  # the query has no weighed stem
         return None

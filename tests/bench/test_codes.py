@@ -34,7 +34,8 @@ def test_probes_ask_held_codes_as_present_and_unheld_ones_as_absent(
     for probe in drawn:
         mine = {same(p + n) for p, n in held[(probe.tenant, probe.user_id)]}
         assert probe.kind in codes.KINDS
-        asked = {same(code) for code in probe.query.split()}
+        asked = {same(code) for code in probe.query.split()} - {
+            same(word) for words in codes.IN_WORDS for word in words.split() if word != "{}"}
         if probe.held is None:
             assert not asked & mine, probe
         else:
@@ -57,4 +58,11 @@ def test_measure_counts_found_and_empty_answers(tmp_path: Path) -> None:
         assert f["probes"] > 0, kind
         assert 0.0 <= f["right"] <= 1.0
     # the floor finds every code a user holds and none of the same shape it does not
-    assert all(f["right"] == 1.0 for f in figures.values()), figures
+    floor = {k: f for k, f in figures.items() if not k.startswith("in_words")}
+    assert all(f["right"] == 1.0 for f in floor.values()), figures
+    # asked in words, the ranking finds most codes first, with or without the separator
+    # (without the other spellings of lake.index.codes, a code without one was found first in
+    # a fifth of its probes: the hashing embedder shares no word between "inc3147" and
+    # "INC-3147")
+    assert figures["in_words"]["right"] > 0.9
+    assert figures["in_words_no_separator"]["right"] > 0.8

@@ -74,3 +74,23 @@ def test_turn_context_scores_only_on_user_and_assistant_rows(tmp_path: Path) -> 
     assert docs(index.search("rollback"))[0] == 2
     # Without the context field, only rows whose own text holds the word match.
     assert set(docs(index.search("ingress", context=False))) == {1, 3}
+
+
+def test_a_code_is_found_in_its_other_spelling(tmp_path: Path) -> None:
+    rows = [
+        LexicalDoc(0, "the ingress broke, see INC-3147", "user", "u1", "c1"),
+        LexicalDoc(1, "closing INC5150 today", "assistant", "u1", "c2"),
+        LexicalDoc(2, "INC 3148 and 3147 other things", "user", "u1", "c3"),
+        LexicalDoc(3, "nothing here about tickets", "user", "u1", "c4"),
+    ]
+    index = LexicalIndex.build(tmp_path / "ix", rows, heap_bytes=20_000_000)
+    # written without its separator, the code finds the row writing it with one, as its
+    # runs in order ("inc 3147" as a phrase): row 2 holds both runs apart and comes after
+    assert docs(index.search("INC3147"))[:1] == [0]
+    assert docs(index.search("what broke in INC3147"))[:1] == [0]
+    # written with one, it finds the row writing it without (as the token "inc5150")
+    assert docs(index.search("INC-5150"))[:1] == [1]
+    assert docs(index.search("inc_5150 status"))[:1] == [1]
+    # a number alone, or words with no digit, keep their one spelling
+    assert docs(index.search("5150")) == []
+    assert docs(index.search("e-mail")) == []

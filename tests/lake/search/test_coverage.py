@@ -14,7 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lake.search.access import Principal
-from lake.search.coverage import IDF_POWER, MIN_SHARE, coverage, coverage_weight, coverages
+from lake.search.coverage import (
+    IDF_POWER,
+    MIN_SHARE,
+    coverage,
+    coverage_weight,
+    coverages,
+    turn_stems,
+)
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -152,3 +159,12 @@ def test_coverage_gain_must_be_a_finite_non_negative_number(hashing_settings: Se
     with pytest.raises(QueryError, match="coverage gain"):
         service.search(SearchRequest("x", Principal("acme", "u-ana"),
                                      fusion=FusionSettings(coverage_gain=-1.0)))
+
+
+def test_a_turn_holds_a_code_stem_it_writes_in_another_spelling() -> None:
+    texts = ["what broke in INC-3147?", "INC-3148 broke too", "closing inc 3147"]
+    assert turn_stems(["broke", "inc3147"], texts) == [
+        frozenset({"broke", "inc3147"}), frozenset({"broke"}), frozenset({"inc3147"})]
+    # without a code stem, the stems its words make
+    assert turn_stems(["broke"], texts) == [frozenset({"broke"})] * 2 + [frozenset()]
+    assert turn_stems([], texts) == [frozenset()] * 3

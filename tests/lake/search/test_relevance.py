@@ -13,10 +13,8 @@ from lake.search.relevance import (
     MAX_CODE_TERMS,
     MODEL,
     RelevanceModel,
-    code_pattern,
     code_terms,
     features,
-    holding_codes,
     literal_relevance,
     reads_as_meaning,
     relevance,
@@ -201,53 +199,3 @@ def test_a_wordless_query_passes_a_turn_that_holds_it_whole_whatever_its_bm25() 
     assert relevance(np.array([0.39]), np.array([0.96]), np.array([1.0]))[0] >= \
         DEFAULT_MIN_RELEVANCE  # a query of words passes it on its meaning
 
-
-def test_a_code_is_held_whole_whatever_separates_its_parts() -> None:
-    texts = ["see INC-3147 now", "INC3147", "PR #4560 merged", "ticket 12-34", "AINC-3147",
-             "INC-31470", "v1.2 ships"]
-
-    def holders(code: str) -> list[int]:
-        return np.flatnonzero(holding_codes([code], texts)).tolist()
-
-    # written with another separator, or with none, in any case
-    for code in ("INC-3147", "INC3147", "inc 3147", "Inc_3147", "INC:3147"):
-        assert holders(code) == [0, 1], code
-    assert holders("PR4560") == holders("pr-4560") == [2]
-    # a part alone is held where its span is bounded by separators
-    assert holders("3147") == [0, 4]
-    assert holders("4560") == [2]
-    # another number, or a longer one, is another code; so are two numbers run together
-    for code in ("INC3148", "INC-314", "1234", "v12"):
-        assert holders(code) == [], code
-    assert holders("12.34") == [3] and holders("V1-2") == [6]
-    # a code of no letter or digit holds nothing
-    assert code_pattern("?!") is None
-    assert holding_codes(["?!"], texts).tolist() == [False] * len(texts)
-    assert holding_codes(["INC9999", "#4560"], texts).tolist() == [
-        False, False, True, False, False, False, False]
-
-
-_runs = st.lists(st.one_of(st.text("abcXYZé", min_size=1, max_size=4),
-                           st.text("0123456789", min_size=1, max_size=5)),
-                 min_size=1, max_size=4)
-_separators = st.lists(st.sampled_from(["", "-", "_", ".", "#", "/", ":", " ", " #", "--"]),
-                       min_size=4, max_size=4)
-
-
-def _written(runs: list[str], separators: list[str]) -> str:
-    out = runs[0]
-    for before, run, separator in zip(runs, runs[1:], separators, strict=False):
-        same_kind = before[-1].isdigit() == run[0].isdigit()
-        # runs of one kind need a separator to stay apart: "12" and "34" run together are 1234
-        out += ((separator or "-") if same_kind else separator) + run
-    return out
-
-
-@given(_runs, _separators, _separators, st.sampled_from(["", " ", "(", "\n", "see "]))
-def test_a_code_written_with_any_separators_is_held_by_text_writing_it_with_others(
-        runs: list[str], asked: list[str], written: list[str], before: str) -> None:
-    code, text = _written(runs, asked), before + _written(runs, written) + "."
-    assert holding_codes([code.upper()], [text])[0], (code, text)
-    # a digit more at the end is a longer number, a different code
-    longer = code + ("0" if runs[-1][-1].isdigit() else "q")
-    assert not holding_codes([longer], [text])[0], (longer, text)
