@@ -66,15 +66,12 @@ def code_pattern(code: str) -> re.Pattern[str] | None:
     return re.compile("".join(pattern), re.IGNORECASE)
 
 
-def holding_codes(codes: list[str], texts: list[str]) -> np.ndarray:
-    """Per text, whether it holds one of ``codes`` whole, separators aside
-    (:func:`code_pattern`)."""
-    patterns = [p for code in codes if (p := code_pattern(code)) is not None]
-    return np.fromiter((any(p.search(text) for p in patterns) for text in texts), np.bool_,
-                       len(texts))
-
-
 def codes_held(codes: list[str], texts: list[str]) -> list[frozenset[str]]:
     """Per text, the ones of ``codes`` it holds whole in any spelling (:func:`code_pattern`)."""
     patterns = [(code, p) for code in codes if (p := code_pattern(code)) is not None]
     return [frozenset(code for code, p in patterns if p.search(text)) for text in texts]
+
+
+def holding_codes(codes: list[str], texts: list[str]) -> np.ndarray:
+    """Per text, whether it holds one of ``codes`` whole in any spelling (:func:`codes_held`)."""
+    return np.fromiter((bool(held) for held in codes_held(codes, texts)), np.bool_, len(texts))

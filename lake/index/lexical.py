@@ -20,6 +20,10 @@ quoted phrases here, every word is run through the same ``TextAnalyzer`` objects
 the fields (``TextAnalyzer.analyze``), and term / phrase / boolean / boost queries are built
 with ``Query``'s constructors. Syntax characters are therefore ordinary separators.
 
+A query word that is a code of letters and digits also matches its other spelling on
+``text_raw`` (lake.index.codes): "inc3147" the phrase "inc 3147" of a row writing "INC-3147",
+and "inc-3147" the word "inc3147" of a row writing "INC3147", weighed as the identifier.
+
 English stop words ("what", "did", "she", "the", ...; the Snowball list) are dropped from a
 query's free words, not from the index: questions are mostly such words, and on the
 unstemmed and context fields each of them matched nearly every row, so "what did Caroline
