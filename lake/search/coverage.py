@@ -53,7 +53,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 
 from lake.index.codes import codes_held, spellings
-from lake.index.lexical import held_stems
+from lake.index.lexical import held_stems, parse_user_query, word_stems
 
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
            "coverages", "turn_stems"]
@@ -85,18 +85,24 @@ def coverages(query_idf: Mapping[str, float], turns_stems: Sequence[Collection[s
             for stems in turns_stems]
 
 
-def turn_stems(stems: Collection[str], texts: Sequence[str]) -> list[frozenset[str]]:
+def turn_stems(stems: Collection[str], texts: Sequence[str], query: str = ""
+               ) -> list[frozenset[str]]:
     """Per turn text, the ones of the query's ``stems`` it holds: the stems its words make
-    (lake.index.lexical.held_stems), and a code stem ("inc3147") that it writes in another
-    spelling ("INC-3147", lake.index.codes), whose words make other stems. Without the codes,
-    "what happened with INC3147" left the turn naming INC-3147 at a fraction of its lexical
-    vote, and an incident of the same shape the dense arm liked came first in three of four
-    searches on the demo lake's tickets."""
+    (lake.index.lexical.held_stems), and the stems of each code word of ``query`` that it
+    writes in another spelling (lake.index.codes), whose words make other stems: a turn
+    writing "INC-3147" holds the "inc3147" of "what happened with INC3147", one writing
+    "INC3147" the "inc" and "3147" of "INC-3147". Without this, "what happened with INC3147"
+    left the turn naming INC-3147 at a fraction of its lexical vote, and an incident of the
+    same shape the dense arm liked came first in three of four searches on the demo lake's
+    tickets."""
     held = held_stems(stems, texts)
-    codes = [stem for stem in stems if spellings(stem) is not None]
+    wanted = frozenset(stems)
+    codes = {word: made for word in parse_user_query(query).terms
+             if spellings(word) is not None and (made := wanted.intersection(word_stems(word)))}
     if not codes:
         return held
-    return [h | c for h, c in zip(held, codes_held(codes, list(texts)), strict=True)]
+    return [h.union(*(codes[word] for word in found))
+            for h, found in zip(held, codes_held(list(codes), list(texts)), strict=True)]
 
 
 def coverage_weight(covered: float | None, gain: float) -> float:

@@ -258,7 +258,8 @@ class SearchService:
         weights = {g: request.weights.get(g, 1.0) for g in ranked}
         row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
             by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
-                                             f.coverage_gain)) is not None else None
+                                             f.coverage_gain, request.query)) is not None \
+            else None
         fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
                          weights, k=f.k,
                          method=f.method, score_factor=f.score_factor,
@@ -544,8 +545,8 @@ def _validate(request: SearchRequest) -> None:
         raise QueryError(f"coverage gain must be a finite number >= 0, not {gain!r}")
 
 
-def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], gain: float
-                      ) -> np.ndarray | None:
+def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], gain: float,
+                      query: str) -> np.ndarray | None:
     """Per lexical row, the multiplier of the arm's weight for its turn
     (lake.search.coverage); None when the query has no coverage or adaptation is off.
 
@@ -565,7 +566,7 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
             texts[turn] = []
         texts[turn].append(parts.row_text(slot, doc))
     shares = coverages(query_idf, turn_stems(query_idf.keys(),
-                                             ["\n".join(t) for t in texts.values()]))
+                                             ["\n".join(t) for t in texts.values()], query))
     if shares is None:  # the query has no weighed stem
         return None
     multipliers = {turn: coverage_weight(share, gain)
