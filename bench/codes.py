@@ -21,7 +21,10 @@ the default floor:
   the near miss, empty;
 * a code written without its separator, as people type it ("INC3147" for INC-3147): found
   first when held, and the near miss written so ("INC3148"): empty. Pull requests ("#123")
-  have no separator to drop.
+  have no separator to drop;
+* a held code asked in words (:data:`IN_WORDS`: "what happened with INC-3147", "INC-3147
+  status"), as written and without its separator: found first. These are judged by meaning
+  (they hold a word), so they measure the ranking, not the floor's rule for codes.
 
 The probes are drawn from the history with a fixed seed; nothing here is fitted, so there is no
 tuning split to keep apart (the rule it measures, lake.search.relevance.literal_relevance, has
@@ -63,7 +66,11 @@ KINDS = {"as_written": "held code,\nas written", "lower_case": "held code,\nlowe
          "two_codes_one_held": "two codes,\none held",
          "two_codes_none_held": "two codes,\nneither held",
          "no_separator": "held code,\nno separator",
-         "no_separator_near_miss": "absent code,\nno separator"}
+         "no_separator_near_miss": "absent code,\nno separator",
+         "in_words": "held code\nin words",
+         "in_words_no_separator": "held code in words,\nno separator"}
+# how a code is asked in words (two ways, so that no one phrasing stands for all)
+IN_WORDS = ("what happened with {}", "{} status")
 # kinds answered by no hit
 NONE_HELD = ("other_number", "near_miss", "two_codes_none_held", "no_separator_near_miss")
 
@@ -107,8 +114,13 @@ def probes(texts_by_user: dict[tuple[str, str], list[str]], *, per_user: int = P
                 if n is not None:
                     out.append(CodeProbe(tenant, user, prefix + n, kind, None))
             joined = prefix.rstrip("-")  # "INC-" written as "INC", "#" has nothing to drop
+            for words in IN_WORDS:
+                out.append(CodeProbe(tenant, user, words.format(code), "in_words", code))
             if joined != prefix:
                 out.append(CodeProbe(tenant, user, joined + number, "no_separator", code))
+                for words in IN_WORDS:
+                    out.append(CodeProbe(tenant, user, words.format(joined + number),
+                                         "in_words_no_separator", code))
                 if near is not None:
                     out.append(CodeProbe(tenant, user, joined + near, "no_separator_near_miss",
                                          None))

@@ -748,15 +748,15 @@ def _codes_plot(figures: dict[str, Any], plt: Any) -> str:
     from bench.codes import KINDS, NONE_HELD
 
     kinds = list(figures)
-    fig, ax = plt.subplots(figsize=(12.5, 3.8))
+    fig, ax = plt.subplots(figsize=(15, 4))
     bars = ax.bar(range(len(kinds)), [figures[k]["right"] for k in kinds],
                   color=["tab:blue" if k in NONE_HELD else "tab:green" for k in kinds])
     ax.bar_label(bars, [f"{figures[k]['right']:.0%} of {figures[k]['probes']}" for k in kinds])
-    ax.set_xticks(range(len(kinds)), [KINDS.get(k, k) for k in kinds])
+    ax.set_xticks(range(len(kinds)), [KINDS.get(k, k) for k in kinds], fontsize="small")
     ax.set_ylim(0, 1.15)
     ax.set_ylabel("share answered right")
-    ax.set_title("Codes at the default floor (demo lake): held ones found first, absent ones "
-                 "empty", fontsize="medium")
+    ax.set_title("Codes on the demo lake at the default floor: held ones found first, absent "
+                 "ones empty", fontsize="medium")
     fig.tight_layout()
     fig.savefig(RESULTS / "codes_floor.png", dpi=110)
     return "codes_floor.png"
