@@ -638,22 +638,22 @@ class LexicalIndex:
                 pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
                 should.append(Query.boost_query(
                     term, boost * max(1, pieces) * _word_weight(stems, word_weights)))
-        for term in parsed.terms:
+        for word in parsed.terms:
             # A code is found in its other spelling too: "inc3147" in a row writing
             # "INC-3147" (its runs as a phrase), "inc-3147" in one writing "INC3147" (its runs
             # as one token), weighed as its identifier would be (lake.index.codes).
-            forms = spellings(_without_cjk(term))
+            forms = spellings(_without_cjk(word))
             if forms is None:
                 continue
-            runs, joined = forms
-            tokens = self._an.raw.analyze(_without_cjk(term))
-            other = self._an.raw.analyze(" ".join(runs) if len(tokens) == 1 else joined)
+            parts, joined = forms
+            tokens = self._an.raw.analyze(_without_cjk(word))
+            other = self._an.raw.analyze(" ".join(parts) if len(tokens) == 1 else joined)
             if not other or other == tokens:
                 continue
             clause = (Query.term_query(self._schema, "text_raw", other[0]) if len(other) == 1
                       else self._phrase("text_raw", other))
-            should.append(Query.boost_query(clause, _W_IDENT * len(runs) * _word_weight(
-                tuple(word_stems(term)), word_weights)))
+            should.append(Query.boost_query(clause, _W_IDENT * len(parts) * _word_weight(
+                tuple(word_stems(word)), word_weights)))
         if context and _W_CTX > 0:
             exchange = [_weighted(Query.term_query(self._schema, "context_stem", token),
                                   _word_weight(stems, word_weights))
