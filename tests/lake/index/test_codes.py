@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lake.index.codes import code_pattern, code_runs, holding_codes, spellings
+from lake.index.codes import MAX_CODE_RUNS, code_pattern, code_runs, holding_codes, spellings
 
 
 def test_a_code_is_held_whole_whatever_separates_its_parts() -> None:
@@ -87,3 +87,12 @@ def test_spellings_join_alternating_runs_whatever_separates_them(runs: list[str]
         assert got[1] == "".join(got[0]) == "".join(code_runs(word))
         # a text holding any spelling of it holds it whole
         assert holding_codes([word], [f"see {'-'.join(got[0])} and"])[0]
+
+
+def test_text_of_more_runs_than_a_code_has_is_not_one_code() -> None:
+    code = "-".join(f"a{i}" for i in range(MAX_CODE_RUNS // 2))  # MAX_CODE_RUNS runs
+    assert code_pattern(code) is not None and spellings(code.replace("-", "")) is not None
+    assert holding_codes([code], [f"see {code.upper()}."])[0]
+    longer = code + "-b"
+    assert code_pattern(longer) is None and spellings(longer.replace("-", "")) is None
+    assert not holding_codes([longer], [f"see {longer}."])[0]
