@@ -1,5 +1,5 @@
 """Codes a history holds against codes of the same shape it does not: does the floor tell them
-apart? (issue #22, the relevance floor).
+apart, and is a held code found however it is written? (issue #22, the relevance floor).
 
 Run: ``.venv/bin/python -m bench.codes [--tmp]``.
 

@@ -6,7 +6,8 @@ one code when their runs are the same, in order and in any case, and two runs of
 are separated in both (two numbers run together are one number: "1234" is not "12-34"). The
 lexical index searches a query word's other spellings (:func:`spellings`), and the relevance
 floor counts a text holding the query's code in another spelling as holding it whole
-(:func:`code_pattern`, lake.search.relevance).
+(:func:`code_pattern`, lake.search.relevance; only for a query without a word, and "inc 3147"
+holds the word "inc", so it is judged by meaning there).
 """
 
 from __future__ import annotations

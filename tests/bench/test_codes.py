@@ -28,6 +28,7 @@ def test_probes_ask_held_codes_as_present_and_unheld_ones_as_absent(
     texts = {user: [" and ".join(p + n for p, n in pairs)] for user, pairs in held.items()}
     drawn = codes.probes(texts, per_user=4)
     assert drawn == codes.probes(texts, per_user=4)  # seeded
+
     def same(code: str) -> str:  # a code as the floor reads it, separators aside
         return code.lower().replace("-", "")
 
