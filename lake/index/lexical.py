@@ -638,22 +638,11 @@ class LexicalIndex:
                 pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
                 should.append(Query.boost_query(
                     term, boost * max(1, pieces) * _word_weight(stems, word_weights)))
-        for word in parsed.terms:
-            # A code is found in its other spelling too: "inc3147" in a row writing
-            # "INC-3147" (its runs as a phrase), "inc-3147" in one writing "INC3147" (its runs
-            # as one token), weighed as its identifier would be (lake.index.codes).
-            forms = spellings(_without_cjk(word))
-            if forms is None:
-                continue
-            parts, joined = forms
-            tokens = self._an.raw.analyze(_without_cjk(word))
-            other = self._an.raw.analyze(" ".join(parts) if len(tokens) == 1 else joined)
-            if not other or other == tokens:
-                continue
+        for other, parts, stems in self._other_spellings(parsed):
             clause = (Query.term_query(self._schema, "text_raw", other[0]) if len(other) == 1
                       else self._phrase("text_raw", other))
-            should.append(Query.boost_query(clause, _W_IDENT * len(parts) * _word_weight(
-                tuple(word_stems(word)), word_weights)))
+            should.append(Query.boost_query(
+                clause, _W_IDENT * parts * _word_weight(stems, word_weights)))
         if context and _W_CTX > 0:
             exchange = [_weighted(Query.term_query(self._schema, "context_stem", token),
                                   _word_weight(stems, word_weights))
@@ -694,6 +683,29 @@ class LexicalIndex:
         found: list[tuple[str, tuple[str, ...]]] = _query_derived(
             ("tokens", field, tuple(parsed.terms)), derive)
         return found
+
+    def _other_spellings(self, parsed: ParsedQuery
+                         ) -> list[tuple[list[str], int, tuple[str, ...]]]:
+        """Each code word's other spelling on ``text_raw`` (lake.index.codes): "inc3147" as
+        the tokens of the phrase "inc 3147", which a row writing "INC-3147" holds, "inc-3147"
+        as the token "inc3147" of a row writing "INC3147"; with the word's number of runs and
+        its stems, which weigh it as its identifier would be."""
+        def derive() -> list[tuple[list[str], int, tuple[str, ...]]]:
+            found = []
+            for word in parsed.terms:
+                forms = spellings(_without_cjk(word))
+                if forms is None:
+                    continue
+                parts, joined = forms
+                tokens = self._an.raw.analyze(_without_cjk(word))
+                other = self._an.raw.analyze(" ".join(parts) if len(tokens) == 1 else joined)
+                if other and other != tokens:
+                    found.append((other, len(parts), tuple(word_stems(word))))
+            return found
+
+        derived: list[tuple[list[str], int, tuple[str, ...]]] = _query_derived(
+            ("spellings", tuple(parsed.terms)), derive)
+        return derived
 
     def _phrase_queries(self, words: list[str]) -> list[Query]:
         # Non-CJK stretches become phrases on text_raw and CJK runs bigram phrases on
