@@ -60,7 +60,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from tantivy import (
     Document,
@@ -277,6 +277,31 @@ def word_stems(text: str) -> list[str]:
 # Placed between texts so one analyzer call stems many: lowercase ASCII letters that no
 # analyzer step changes (not a stop word, no English suffix, under the length cap).
 _TEXT_BREAK = "qzxtextbreakqzx"
+
+
+class CodeWord(NamedTuple):
+    """A query word that is a code of letters and digits (lake.index.codes.spellings)."""
+
+    word: str  # as the word fields read it (CJK runs left out)
+    runs: list[str]
+    joined: str
+    stems: tuple[str, ...]  # the stems the word makes
+
+
+def code_words(terms: Sequence[str]) -> list[CodeWord]:
+    """The query's free words (:attr:`ParsedQuery.terms`) that are codes: the ones the index
+    also looks for in their other spelling, and that a turn writing them so covers
+    (lake.search.coverage)."""
+    def derive() -> list[CodeWord]:
+        found = []
+        for term in terms:
+            word = _without_cjk(term)
+            if (forms := spellings(word)) is not None:
+                found.append(CodeWord(word, *forms, tuple(word_stems(word))))
+        return found
+
+    result: list[CodeWord] = _query_derived(("code words", tuple(terms)), derive)
+    return result
 
 
 def word_stems_each(texts: Sequence[str]) -> list[list[str]]:
@@ -692,15 +717,12 @@ class LexicalIndex:
         its stems, which weigh it as its identifier would be."""
         def derive() -> list[tuple[list[str], int, tuple[str, ...]]]:
             found = []
-            for word in parsed.terms:
-                forms = spellings(_without_cjk(word))
-                if forms is None:
-                    continue
-                parts, joined = forms
-                tokens = self._an.raw.analyze(_without_cjk(word))
-                other = self._an.raw.analyze(" ".join(parts) if len(tokens) == 1 else joined)
+            for code in code_words(parsed.terms):
+                tokens = self._an.raw.analyze(code.word)
+                other = self._an.raw.analyze(" ".join(code.runs) if len(tokens) == 1
+                                             else code.joined)
                 if other and other != tokens:
-                    found.append((other, len(parts), tuple(word_stems(word))))
+                    found.append((other, len(code.runs), code.stems))
             return found
 
         derived: list[tuple[list[str], int, tuple[str, ...]]] = _query_derived(

@@ -52,8 +52,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 
-from lake.index.codes import codes_held, spellings
-from lake.index.lexical import held_stems, parse_user_query, word_stems
+from lake.index.codes import codes_held
+from lake.index.lexical import code_words, held_stems, parse_user_query
 
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
            "coverages", "turn_stems"]
@@ -97,8 +97,8 @@ def turn_stems(stems: Collection[str], texts: Sequence[str], query: str = ""
     tickets."""
     held = held_stems(stems, texts)
     wanted = frozenset(stems)
-    codes = {word: made for word in parse_user_query(query).terms
-             if spellings(word) is not None and (made := wanted.intersection(word_stems(word)))}
+    codes = {code.word: made for code in code_words(parse_user_query(query).terms)
+             if (made := wanted.intersection(code.stems))}
     if not codes:
         return held
     return [h.union(*(codes[word] for word in found))
