@@ -405,21 +405,22 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     out = trigram.copy()
     terms = code_terms(query)
 
-    def found_rows(name: str, only: np.ndarray | None = None) -> tuple[list[str], list[int]]:
+    def found_rows(name: str) -> tuple[list[str], list[int]]:
         if name not in fused.names:
             return [], []
         arm, rows = ranked[name], fused.rows[fused.names.index(name)]
-        wanted = rows >= 0 if only is None else (rows >= 0) & only
-        positions = np.flatnonzero(wanted).tolist()
+        positions = np.flatnonzero(rows >= 0).tolist()
         texts = [parts.row_text(int(arm.slots[rows[p]]), int(arm.docs[rows[p]]))
                  for p in positions]
         return texts, positions
 
-    texts, positions = found_rows("lexical", np.isnan(out))
-    if texts:
-        out[positions] = word_similarities([query], texts)[0]
-    lexical, trigram_rows = found_rows("lexical"), found_rows("trigram")
-    texts, positions = lexical[0] + trigram_rows[0], lexical[1] + trigram_rows[1]
+    lexical_texts, lexical_positions = found_rows("lexical")
+    unscored = [i for i, p in enumerate(lexical_positions) if np.isnan(out[p])]
+    if unscored:
+        out[[lexical_positions[i] for i in unscored]] = word_similarities(
+            [query], [lexical_texts[i] for i in unscored])[0]
+    trigram_texts, trigram_positions = found_rows("trigram")
+    texts, positions = lexical_texts + trigram_texts, lexical_positions + trigram_positions
     if not texts:
         return out
     whole = holding_codes(terms or [query], texts)
