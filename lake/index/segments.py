@@ -251,6 +251,11 @@ class SegmentedSemantic:
             found.append((numbers, index.search(query, allowed=scope, limit=limit)))
         return merge_top(found, limit)
 
+    def scores_exactly(self, size: int) -> bool:
+        """Whether :meth:`search` over ``size`` allowed rows scores every one exactly: each
+        segment does for its share of them (:meth:`SemanticIndex.scores_exactly`)."""
+        return all(p.scores_exactly(size) for p in self._parts if p is not None)
+
     def vectors(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`SemanticIndex.vectors` over every segment, in row numbers."""
         found: list[np.ndarray] = []

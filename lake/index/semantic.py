@@ -350,7 +350,7 @@ class SemanticIndex:
         ``allowed`` restricts results to those doc ids (an int array, ideally sorted and
         unique). The score is the inner product with the normalized query, i.e. cosine.
         """
-        q = _check_query(query, self.dim)
+        q = unit_query(query, self.dim)
         _positive_int(limit, "limit", QueryError)
         scope = None if allowed is None else _check_allowed(allowed, len(self))
         if scope is not None and not self._identity:
@@ -379,6 +379,11 @@ class SemanticIndex:
         at = at[hit]
         kept = self._valid[at]
         return docs[hit][kept], np.asarray(self._vectors[at[kept]])
+
+    def scores_exactly(self, size: int) -> bool:
+        """Whether :meth:`search` over ``size`` allowed rows scores every one of them exactly
+        (:func:`exact_cosines`): a flat index always does, a graph index for a small scope."""
+        return self._graph is None or self._is_small_scope(size)
 
     def _is_small_scope(self, size: int) -> bool:
         return size <= self.small_scope_rows or size < SMALL_SCOPE_FRACTION * self._stored
@@ -453,9 +458,7 @@ class SemanticIndex:
         # ties stay ties and break by doc id (a float32 BLAS call may round its tail rows
         # differently); other scores equal the float32 ones up to their last bit.  einsum, not
         # BLAS: a BLAS call leaves its worker threads spinning on the cores the scan needs.
-        exact = np.einsum("ij,j->i", self._vectors[cands].astype(np.float64),
-                          q.astype(np.float64))
-        return _top(cands, exact.astype(np.float32), limit)
+        return _top(cands, exact_cosines(self._vectors[cands], q), limit)
 
     def _approximate(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -528,7 +531,7 @@ class SemanticIndex:
                 or queries.shape[1] != self.dim:
             raise QueryError(f"queries must be a (n, {self.dim}) array")
         _positive_int(k, "k", QueryError)
-        qs = np.stack([_check_query(row, self.dim) for row in queries]) if len(queries) else \
+        qs = np.stack([unit_query(row, self.dim) for row in queries]) if len(queries) else \
             np.zeros((0, self.dim), dtype=np.float32)
         wanted = min(k, self.valid_rows)
         if wanted == 0:
@@ -605,8 +608,17 @@ def _rescored_top(ids: np.ndarray, rough: np.ndarray, rows: Callable[[np.ndarray
         keep = np.flatnonzero(rough >= kth - _RESCORE_SLACK)
     else:
         keep = np.arange(ids.size)
-    exact = np.einsum("ij,j->i", rows(keep).astype(np.float64), q.astype(np.float64))
-    return _top(ids[keep], exact.astype(np.float32), limit)
+    return _top(ids[keep], exact_cosines(rows(keep), q), limit)
+
+
+def exact_cosines(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosines of ``vectors`` (rows of unit vectors) with ``query`` (a unit vector, as
+    :func:`unit_query` gives it) as every exact search scores them: each row's product taken in
+    float64 and rounded to float32, so a row's score depends on its vector alone (a float32
+    BLAS product rounds a row differently by where it sits in the matrix)."""
+    exact: np.ndarray = np.einsum("ij,j->i", np.asarray(vectors).astype(np.float64),
+                                  np.asarray(query).astype(np.float64)).astype(np.float32)
+    return exact
 
 
 def _top(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
@@ -699,7 +711,9 @@ def _positive_int(
     return value
 
 
-def _check_query(query: np.ndarray, dim: int) -> np.ndarray:
+def unit_query(query: np.ndarray, dim: int) -> np.ndarray:
+    """``query`` (shape ``(dim,)`` or ``(1, dim)``) as the float32 unit vector every search
+    scores with; QueryError for another shape, a zero or a non-finite vector."""
     if not isinstance(query, np.ndarray):
         raise QueryError(f"query must be a numpy array, got {type(query).__name__}")
     q = query.reshape(-1) if query.ndim == 2 and query.shape[0] == 1 else query

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from lake.errors import IndexError_, QueryError
-from lake.index.semantic import SMALL_SCOPE_ROWS, SemanticIndex, recall_at_k
+from lake.index.semantic import (
+    SMALL_SCOPE_ROWS,
+    SemanticIndex,
+    exact_cosines,
+    recall_at_k,
+    unit_query,
+)
 
 DIM = 48
 
@@ -335,3 +341,22 @@ def test_ivf_scopes_stay_in_scope_and_small_ones_are_exact(
     for query in _clustered(5, seed=7):
         got = [d for d, _ in index.search(query, allowed=few, limit=few.size)]
         assert got == _numpy_top(structured, query, few.size, few)
+
+
+def test_scores_exactly_says_when_a_search_reads_every_row(corpus: np.ndarray,
+                                                           hnsw: SemanticIndex,
+                                                           flat: SemanticIndex,
+                                                           tmp_path: Path) -> None:
+    assert flat.scores_exactly(5_000)
+    wide = _wide_copy(hnsw, tmp_path)  # scopes over 100 rows go to its graph
+    assert wide.scores_exactly(100)
+    assert not wide.scores_exactly(2_000)
+    # a search it calls exact is: numpy's rows, and each score its stored vector's exact cosine
+    query = _unit(1, seed=9)[0]
+    allowed = np.arange(0, 200, 2)
+    got = wide.search(query, allowed=allowed, limit=100)
+    assert [d for d, _ in got] == _numpy_top(corpus, query, 100, allowed)
+    docs, stored = wide.vectors(np.array(sorted(d for d, _ in got)))
+    exact = dict(zip(docs.tolist(), exact_cosines(stored, unit_query(query, DIM)).tolist(),
+                     strict=True))
+    assert [s for _, s in got] == [exact[d] for d, _ in got]
