@@ -15,9 +15,11 @@ of the searched roles the request may see take part.
 
 The semantic generator still finds rows (exactly within a user's rows, through the graph in wider
 scopes); the turns of the rows it found are re-scored, one entry per turn. Re-scoring only
-those candidates gave the same LoCoMo figures as scoring every turn of the scope. It costs
-~0.8 ms of a user-scope search at 1M rows (four partitions), most of it gathering the exchange
-rows' vectors and a few dozen array operations per partition.
+those candidates gave the same LoCoMo figures as scoring every turn of the scope. Gathered
+partition by partition (:func:`by_exchange`) it cost ~0.6 ms of a user-scope search at 1M rows
+(four partitions), most of it a few dozen array operations per partition; a small scope is
+answered in one pass over all its partitions instead (lake.search.whole_scope). Both hand their
+rows to :func:`ranked_turns`, which values every partition's turns at once.
 
 Measured on LoCoMo's tune split (conversations 0-4), user scope, no floor: the semantic arm
 alone recall@5/10/25 .391/.517/.651 → .472/.585/.723 on minimal records; fused .718/.787/.857 →
@@ -26,17 +28,19 @@ alone recall@5/10/25 .391/.517/.651 → .472/.585/.723 on minimal records; fused
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from lake.index.partition import PartitionIndex
+    from lake.index.partition import PartitionIndex, RowColumns
 
 from lake.tables import EXCHANGE_ROLES
 
-__all__ = ["by_exchange", "exchange_cosines"]
+__all__ = ["FoundRows", "by_exchange", "exchange_cosines", "exchange_role_codes",
+           "ranked_turns"]
 
 _ZERO_SUM = 1e-12  # relative to the rows' own squared lengths
 
@@ -78,28 +82,55 @@ def exchange_cosines(query: np.ndarray, vectors: np.ndarray, groups: np.ndarray,
     return cosines
 
 
-class _Candidates(NamedTuple):
-    """One partition's found rows, their turns and the exchange rows' vectors."""
-
-    docs: np.ndarray  # found rows, best first
-    scores: np.ndarray
-    first: np.ndarray  # per turn, its first (best) found row's position in ``docs``
-    group_of: np.ndarray  # per found row, its turn's number among ``first``
-    alone: np.ndarray  # per found row, whether it stands alone (not an exchange role, or long)
-    vectors: np.ndarray  # the turns' visible exchange rows' vectors
-    groups: np.ndarray  # per vector, its turn's number among ``first``
+def exchange_role_codes(cols: RowColumns) -> np.ndarray:
+    """Per role code of ``cols``, whether it is one of the exchange's roles."""
+    return np.array([r in EXCHANGE_ROLES for r in cols.roles], np.bool_)
 
 
-def _candidates(part: PartitionIndex, allowed: np.ndarray, found: list[tuple[int, float]],
-                long_rows: np.ndarray) -> _Candidates:
+class FoundRows(NamedTuple):
+    """The semantic arm's found rows over all searched partitions, each partition's best first
+    (ties by doc). A turn's id is its partition's number in the search ``<< 32 |`` its turn
+    number there."""
+
+    slots: np.ndarray  # per row, its partition's number in the search
+    docs: np.ndarray
+    scores: np.ndarray  # float64
+    alone: np.ndarray  # whether the row stands alone (not an exchange role, or long)
+    turns: np.ndarray  # its turn's id
+
+
+def ranked_turns(found: FoundRows, vectors: np.ndarray, vector_turns: np.ndarray,
+                 query: np.ndarray, partitions: int) -> list[list[tuple[int, float]]]:
+    """Per partition ``0..partitions-1``, the turns of the ``found`` rows as ``(doc, value)``,
+    best first (ties by doc): the doc is the turn's best found row, the value the larger of
+    its exchange's cosine (:func:`exchange_cosines` of ``query`` with the exchange rows'
+    ``vectors``; ``vector_turns`` their turn ids, one run per turn, and rows of a turn not
+    found, or of turn -1, ignored) and its best found row that stands alone."""
+    turns, first, group_of = np.unique(found.turns, return_index=True, return_inverse=True)
+    at = np.minimum(np.searchsorted(turns, vector_turns), max(turns.size - 1, 0))
+    mine = turns[at] == vector_turns if turns.size else np.zeros(vector_turns.size, np.bool_)
+    values = exchange_cosines(query, vectors[mine], at[mine], turns.size)
+    alone = found.alone
+    np.maximum.at(values, group_of[alone], found.scores[alone])
+    docs, slots = found.docs[first], found.slots[first]
+    order = np.lexsort((docs, -values, slots))  # by partition, then best first
+    bounds = np.searchsorted(slots[order], np.arange(partitions + 1)).tolist()
+    pairs = list(zip(docs[order].tolist(), values[order].tolist(), strict=True))
+    return [pairs[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _candidates(slot: int, part: PartitionIndex, allowed: np.ndarray,
+                found: list[tuple[int, float]], long_rows: np.ndarray
+                ) -> tuple[FoundRows, np.ndarray, np.ndarray]:
+    """One partition's found rows, and the vectors and turn ids of the exchange rows of their
+    turns that the request may see."""
     semantic = part.semantic
     assert semantic is not None
     cols = part.columns
     pairs = np.array(found, np.float64)
     docs, scores = pairs[:, 0].astype(np.int64), pairs[:, 1]
-    turns, first, group_of = np.unique(cols.turn_numbers[docs], return_index=True,
-                                       return_inverse=True)
-    exchange_role = np.array([r in EXCHANGE_ROLES for r in cols.roles], np.bool_)
+    turns = np.unique(cols.turn_numbers[docs])
+    exchange_role = exchange_role_codes(cols)
     # every doc of those turns that the request may see and that is of an exchange role;
     # the turns' runs of docs taken in doc order, so the docs come out ascending
     starts, ends = cols.turn_docs(turns)
@@ -107,18 +138,17 @@ def _candidates(part: PartitionIndex, allowed: np.ndarray, found: list[tuple[int
     lengths = (ends - starts)[by_start]
     rows = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(
         starts[by_start] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    groups = np.repeat(by_start, lengths)
     seen = np.minimum(np.searchsorted(allowed, rows), max(allowed.size - 1, 0))
     keep = (allowed[seen] == rows) if allowed.size else np.zeros(rows.size, np.bool_)
     keep &= exchange_role[cols.role_codes[rows]]
-    rows, groups = rows[keep], groups[keep]
-    have, vectors = semantic.vectors(rows)
+    have, vectors = semantic.vectors(rows[keep])
     alone = ~exchange_role[cols.role_codes[docs]]
     if long_rows.size:  # ascending: a binary search each (np.isin sorted both, ~4x slower)
         at = np.minimum(np.searchsorted(long_rows, docs), long_rows.size - 1)
         alone |= long_rows[at] == docs
-    return _Candidates(docs, scores, first, group_of, alone, vectors,
-                       groups[np.searchsorted(rows, have)])
+    slots = np.full(docs.size, slot, np.int64)
+    return (FoundRows(slots, docs, scores, alone, slot << 32 | cols.turn_numbers[docs]),
+            vectors, slot << 32 | cols.turn_numbers[have])
 
 
 def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]],
@@ -126,32 +156,22 @@ def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tupl
                 ) -> list[list[tuple[int, float]]]:
     """Per partition, the semantic arm's rows it found (``(doc, cosine)``, best first, among
     the sorted docs ``allowed`` the request may see) as one ``(doc, value)`` per turn, best
-    first (ties by doc): the doc is the turn's best found row, the value the larger of its
-    exchange's cosine and its best found row that stands alone: of another role, or one of the
-    partition's ``long_rows`` (rows with passages, scored by their best one; none when not
-    given). All partitions' turns are valued in one pass (a pass costs the same few dozen
-    array operations however many)."""
+    first (ties by doc), as :func:`ranked_turns` values them: a found row stands alone when it
+    is of another role than the exchange's, or one of the partition's ``long_rows`` (rows with
+    passages, scored by their best one; none when not given). All partitions' turns are
+    valued in one pass (a pass costs the same few dozen array operations however many)."""
     none = np.zeros(0, np.int64)
     longs = [none] * len(candidates) if long_rows is None else list(long_rows)
-    prepared = [_candidates(part, allowed, found, long) if found and part.semantic is not None
-                else None for (part, allowed, found), long in zip(candidates, longs, strict=True)]
-    offsets = np.cumsum([0] + [c.first.size for c in prepared if c is not None])
-    every = [c for c in prepared if c is not None]
-    values = exchange_cosines(
-        query, np.concatenate([c.vectors for c in every]) if every else
-        np.zeros((0, query.shape[0]), np.float32),
-        np.concatenate([c.groups + o for c, o in zip(every, offsets.tolist(), strict=False)])
-        if every else np.zeros(0, np.int64), int(offsets[-1]))
-    out: list[list[tuple[int, float]]] = []
-    at = 0
-    for (_, _, found), c in zip(candidates, prepared, strict=True):
-        if c is None:
-            out.append(found)
-            continue
-        mine = values[offsets[at]:offsets[at + 1]]
-        at += 1
-        np.maximum.at(mine, c.group_of[c.alone], c.scores[c.alone])
-        best_docs = c.docs[c.first]
-        ranked = np.lexsort((best_docs, -mine))
-        out.append(list(zip(best_docs[ranked].tolist(), mine[ranked].tolist(), strict=True)))
-    return out
+    prepared = [_candidates(slot, part, allowed, found, long)
+                for slot, ((part, allowed, found), long)
+                in enumerate(zip(candidates, longs, strict=True))
+                if found and part.semantic is not None]
+    if not prepared:
+        return [found for _, _, found in candidates]
+    ranked = ranked_turns(FoundRows(*(np.concatenate(column) for column in
+                                      zip(*(rows for rows, _, _ in prepared), strict=True))),
+                          np.concatenate([vectors for _, vectors, _ in prepared]),
+                          np.concatenate([turns for _, _, turns in prepared]),
+                          query, len(candidates))
+    return [turns if found and part.semantic is not None else found
+            for (part, _, found), turns in zip(candidates, ranked, strict=True)]

@@ -22,6 +22,7 @@ from lake.search.access import ResolvedScope
 from lake.search.bm25 import partition_scales, scope_idf, scoped_word_weights
 from lake.search.exchange import by_exchange
 from lake.search.request import SearchRequest
+from lake.search.whole_scope import whole_scope_turns
 from lake.tables import EXCHANGE_ROLES, ROLES
 
 __all__ = ["PartHits", "QueryStatistics", "lexical_hits", "semantic_hits", "trigram_hits"]
@@ -109,20 +110,27 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
     ``2 × depth`` nearest of them all, valued by their exchange (lake.search.exchange), where a
     long row stands alone. Valuing every partition's ``depth`` candidates cost ~0.2 ms a
     partition; on LoCoMo's tune split the cut left recall at every k as it was (``depth`` alone
-    lost up to .006)."""
+    lost up to .006). A small scope is answered in one pass over all its partitions
+    (lake.search.whole_scope), with the same hits."""
     if query_vector is None:
         return []
+    searched = [(part, allowed) for part, allowed in in_scope
+                if part.semantic is not None and part.manifest.dim == query_vector.shape[0]]
+    whole = whole_scope_turns(searched, query_vector, depth)
+    if whole is not None:
+        return [PartHits(part, [d for d, _ in turns], [s for _, s in turns])
+                for (part, _), turns in zip(searched, whole, strict=True)]
     found: list[tuple[PartitionIndex, np.ndarray, list[tuple[int, float]]]] = []
     long_rows: list[np.ndarray] = []
-    for part, allowed in in_scope:
-        if part.semantic is not None and part.manifest.dim == query_vector.shape[0]:
-            rows = part.semantic.search(query_vector, allowed=allowed, limit=depth)
-            docs = np.zeros(0, np.int64)
-            if part.passages is not None:
-                docs, cosines = part.passages.best(query_vector, allowed, limit=depth)
-                rows = raised_by_passages(rows, docs, cosines, depth)
-            found.append((part, allowed, rows))
-            long_rows.append(docs)
+    for part, allowed in searched:
+        assert part.semantic is not None  # searched holds only partitions with one
+        rows = part.semantic.search(query_vector, allowed=allowed, limit=depth)
+        docs = np.zeros(0, np.int64)
+        if part.passages is not None:
+            docs, cosines = part.passages.best(query_vector, allowed, limit=depth)
+            rows = raised_by_passages(rows, docs, cosines, depth)
+        found.append((part, allowed, rows))
+        long_rows.append(docs)
     scores = np.fromiter((s for _, _, rows in found for _, s in rows), np.float64)
     if len(found) > 1 and scores.size > 2 * depth:
         cut = float(np.partition(scores, scores.size - 2 * depth)[scores.size - 2 * depth])
