@@ -14,6 +14,7 @@ import pytest
 from factories import BASE_TIME, make_record, rich_record
 
 import lake.search.generators as generators
+from bench.scale import NOW, bench_embedder, build_scale_lake, make_queries
 from lake.embedding.hashing import HashingEmbedder
 from lake.search import whole_scope
 from lake.search.access import Principal
@@ -120,13 +121,29 @@ def test_a_scope_over_the_bound_goes_the_general_way(hashing_settings: Settings,
     assert [(h.row_id, h.score) for h in after] == [(h.row_id, h.score) for h in before]
 
 
-def test_partitions_with_long_rows_or_a_graph_search_go_the_general_way() -> None:
+def test_long_rows_are_raised_by_their_passages_as_the_general_path_raises_them(
+        tmp_path: Path, compared: list[int]) -> None:
+    # the scale bench's lake with half its answers long (passage vectors pooled into theirs)
+    settings, _, _ = build_scale_lake(tmp_path / "lake", 1500, vectors="clustered",
+                                      long_share=0.5)
+    store = LakeStore(settings.lake)
+    service = SearchService(store, embedder=bench_embedder("clustered", 5))
+    queries = make_queries(store, 12)
+    for tenant, user, query in queries:
+        for depth in (3, 20, 100):
+            for principal, scope in ((Principal(tenant, user), "user"),
+                                     (Principal(tenant, analyst=True), "tenant")):
+                service.search(SearchRequest(query, principal, scope=scope,  # type: ignore[arg-type]
+                                             as_of=NOW, depth=depth,
+                                             enabled={"semantic": True}))
+    assert len(compared) == len(queries) * 3 * 2
+    assert sum(compared) > 0
+
+
+def test_a_graph_search_goes_the_general_way() -> None:
     allowed = np.arange(3)
-    exact = SimpleNamespace(scores_exactly=lambda size: True)
     graph = SimpleNamespace(scores_exactly=lambda size: size <= 2)
     query = np.ones(4, np.float32)
-    with_passages = SimpleNamespace(semantic=exact, passages=object())
-    assert whole_scope_turns([(with_passages, allowed)], query, 10) is None  # type: ignore[list-item]
     through_graph = SimpleNamespace(semantic=graph, passages=None)
     assert whole_scope_turns([(through_graph, allowed)], query, 10) is None  # type: ignore[list-item]
     assert whole_scope_turns([], query, 10) == []
