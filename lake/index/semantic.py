@@ -374,6 +374,9 @@ class SemanticIndex:
         docs = _check_allowed(np.asarray(docs, np.int64), len(self))
         if not self._stored or docs.size == 0:
             return docs[:0], np.zeros((0, self.dim), np.float32)
+        if self._identity:  # doc i is stored row i
+            kept = self._valid[docs]
+            return docs[kept], np.asarray(self._vectors[docs[kept]])
         at = np.minimum(np.searchsorted(self._docs, docs), self._stored - 1)
         hit = self._docs[at] == docs
         at = at[hit]
