@@ -53,14 +53,14 @@ def whole_scope_turns(searched: Sequence[tuple[PartitionIndex, np.ndarray]],
     one pass or not scored exactly, for the general path to answer."""
     if sum(int(allowed.size) for _, allowed in searched) > WHOLE_SCOPE_ROWS:
         return None
-    for part, allowed in searched:
-        semantic = part.semantic
-        if semantic is None or not semantic.scores_exactly(int(allowed.size)):
-            return None
+    indexes = [part.semantic for part, _ in searched]
+    if not all(index is not None and index.scores_exactly(int(allowed.size))
+               for index, (_, allowed) in zip(indexes, searched, strict=True)):
+        return None
     if not searched:
         return []
-    read = [part.semantic.vectors(allowed) for part, allowed in searched  # type: ignore[union-attr]
-            ]
+    read = [index.vectors(allowed) for index, (_, allowed) in zip(indexes, searched, strict=True)
+            if index is not None]
     sizes = np.array([docs.size for docs, _ in read], np.int64)
     if not sizes.sum():
         return [[] for _ in searched]
