@@ -202,6 +202,14 @@ def parse_user_query(query: str) -> ParsedQuery:
     return ParsedQuery(terms=(content or terms)[:MAX_QUERY_TERMS], phrases=phrases)
 
 
+def parsed_query(query: str) -> ParsedQuery:
+    """:func:`parse_user_query` of ``query``, parsed once for the last queries: a search reads
+    it for its stems, every partition's content query and the coverage weights. Treat it as
+    read-only."""
+    parsed: ParsedQuery = _query_derived(("parsed", query), lambda: parse_user_query(query))
+    return parsed
+
+
 def query_stems(query: str) -> tuple[str, ...]:
     """The distinct stemmed words of a query, in order (free words and phrase words, at most
     MAX_FIELD_TOKENS): the words whose statistics :meth:`LexicalIndex.term_stats` reports and
@@ -211,7 +219,7 @@ def query_stems(query: str) -> tuple[str, ...]:
 
 
 def _stems(query: str) -> tuple[str, ...]:
-    parsed = parse_user_query(query)
+    parsed = parsed_query(query)
     words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
     return tuple(dict.fromkeys(t for w in words for t in word_stems(w)))[:MAX_FIELD_TOKENS]
 
@@ -566,7 +574,7 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
         if word_weights:
             _check_word_weights(word_weights)
-            parsed: ParsedQuery = _query_derived(("parsed", query), lambda: parse_user_query(query))
+            parsed = parsed_query(query)
             content = self._content_query(parsed, context=context,
                                           word_weights=word_weights)
         else:
@@ -614,7 +622,7 @@ class LexicalIndex:
     def _cached_content_query(self, query: str, context: bool) -> Query | None:
         content: Query | None = _query_derived(
             ("content", query, context),
-            lambda: self._content_query(parse_user_query(query), context=context))
+            lambda: self._content_query(parsed_query(query), context=context))
         return content
 
     def _unscored(self, values: list[str], field: str) -> Query:

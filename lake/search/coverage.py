@@ -53,7 +53,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 
 from lake.index.codes import codes_held
-from lake.index.lexical import code_words, held_stems, parse_user_query
+from lake.index.lexical import code_words, held_stems, parsed_query
 
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
            "coverages", "turn_stems"]
@@ -97,7 +97,7 @@ def turn_stems(stems: Collection[str], texts: Sequence[str], query: str = ""
     tickets."""
     held = held_stems(stems, texts)
     wanted = frozenset(stems)
-    codes = {code.word: made for code in code_words(parse_user_query(query).terms)
+    codes = {code.word: made for code in code_words(parsed_query(query).terms)
              if (made := wanted.intersection(code.stems))}
     if not codes:
         return held
