@@ -162,10 +162,10 @@ def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tupl
     valued in one pass (a pass costs the same few dozen array operations however many)."""
     none = np.zeros(0, np.int64)
     longs = [none] * len(candidates) if long_rows is None else list(long_rows)
+    valued = [bool(found) and part.semantic is not None for part, _, found in candidates]
     prepared = [_candidates(slot, part, allowed, found, long)
-                for slot, ((part, allowed, found), long)
-                in enumerate(zip(candidates, longs, strict=True))
-                if found and part.semantic is not None]
+                for slot, ((part, allowed, found), long, value)
+                in enumerate(zip(candidates, longs, valued, strict=True)) if value]
     if not prepared:
         return [found for _, _, found in candidates]
     ranked = ranked_turns(FoundRows(*(np.concatenate(column) for column in
@@ -173,5 +173,5 @@ def by_exchange(candidates: Sequence[tuple[PartitionIndex, np.ndarray, list[tupl
                           np.concatenate([vectors for _, vectors, _ in prepared]),
                           np.concatenate([turns for _, _, turns in prepared]),
                           query, len(candidates))
-    return [turns if found and part.semantic is not None else found
-            for (part, _, found), turns in zip(candidates, ranked, strict=True)]
+    return [turns if value else found
+            for (_, _, found), turns, value in zip(candidates, ranked, valued, strict=True)]
