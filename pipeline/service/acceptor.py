@@ -20,6 +20,7 @@ beside the committing one, so deciding the next group overlaps the commit of the
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -67,10 +68,14 @@ class Acceptor(Protocol):
 
 
 class SpoolAcceptor:
-    """Decides and spools groups in this process; see the module notes. Not thread-safe:
-    the group writer calls it from one thread."""
+    """Decides and spools groups in this process; see the module notes. The group writer
+    decides on its writer thread and reports commits from its committer thread, so each call
+    holds the acceptor's lock: a commit that rebuilt the pending turns while a decision added
+    its own lost them, and a later group repeating one of those turns was answered
+    `accepted` again (its commit then kept nothing; a test forces the interleaving)."""
 
     def __init__(self, settings: Settings) -> None:
+        self._lock = threading.Lock()
         self._ingestor = Ingestor(settings)  # a store and known turns of its own: it only reads
         self._spool = Spool.create(LakeLocation.of(settings.lake).local)
         self._seq = 0
@@ -84,29 +89,32 @@ class SpoolAcceptor:
     def accept(self, lines: list[str], *, source: str) -> Accepted:
         """Decide ``lines`` (as the ingest would, counting the groups not yet committed as
         stored), write them to the spool, flushed; then the decision."""
-        decision = self._ingestor.decide(lines, source=source, pending=self._pending)
-        self._seq += 1
-        self._spool.append(SpooledGroup(self._seq, source, lines))
-        if decision.kept.num_rows:
-            self._groups[self._seq] = (decision.kept, list(decision.payloads))
-            self._payloads.update(decision.payloads)
-            self._pending = self._pending_turns()
-        return Accepted(self._seq, decision.refused, decision.kept_keys())
+        with self._lock:
+            decision = self._ingestor.decide(lines, source=source, pending=self._pending)
+            self._seq += 1
+            self._spool.append(SpooledGroup(self._seq, source, lines))
+            if decision.kept.num_rows:
+                self._groups[self._seq] = (decision.kept, list(decision.payloads))
+                self._payloads.update(decision.payloads)
+                self._pending = self._pending_turns()
+            return Accepted(self._seq, decision.refused, decision.kept_keys())
 
     def committed(self, upto: int) -> None:
         """Forget the groups numbered ``upto`` or lower, and their spool files: their turns
         are in the tables now, where the next decision reads them."""
-        done = [seq for seq in self._groups if seq <= upto]
-        for seq in done:
-            for key in self._groups.pop(seq)[1]:
-                self._payloads.pop(key, None)
-        if done:
-            self._pending = self._pending_turns()
-        self._spool.remove(upto)
+        with self._lock:
+            done = [seq for seq in self._groups if seq <= upto]
+            for seq in done:
+                for key in self._groups.pop(seq)[1]:
+                    self._payloads.pop(key, None)
+            if done:
+                self._pending = self._pending_turns()
+            self._spool.remove(upto)
 
     def close(self) -> None:
         """Let the spool go."""
-        self._spool.release()
+        with self._lock:
+            self._spool.release()
 
     def _pending_turns(self) -> PendingTurns:
         if not self._groups:
