@@ -198,6 +198,12 @@ class LakeStore:
         snapshot = self._snapshot(table, version)
         return None if snapshot is None else snapshot.table
 
+    def warm(self) -> None:
+        """Open every table there is, so the first read or write of a long-running process
+        does not pay for replaying the logs."""
+        for table in Table:
+            self.open(table)
+
     def _snapshot(self, table: Table, version: int | None) -> _Snapshot | None:
         """The kept snapshot of a version (the latest: None), opened and kept when needed."""
         wanted = self.latest_version(table) if version is None else version

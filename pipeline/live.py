@@ -135,6 +135,14 @@ class LiveWriter:
                                  faults=self._faults, compaction=self._compaction,
                                  builder=builder, rebases=self._rebases)
 
+    def warm(self) -> None:
+        """Load now what the first :meth:`ingest` and :meth:`index` would load: the model
+        (when embedding) and the lake's tables, so the first turn of a host is as fast as
+        the next ones."""
+        if self._provider is not None:
+            self._provider.encode(["warm up"])
+        self._store.warm()
+
     def wait_rebases(self, timeout_s: float | None = None) -> bool:
         """Wait for the background rebases running (none without ``background_rebase``);
         True when none is left running."""

@@ -183,7 +183,7 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
         from pipeline.service.spool import orphaned, recover_orphans
 
         lake = LakeLocation.of(settings.lake).local
-        committed = 0 if dry_run else recover_orphans(LiveWriter(settings))
+        committed = 0 if dry_run else recover_orphans(LiveWriter(settings)).groups
         left = orphaned(lake)  # a dry run counts them all; a run, what would not read
         report.spooled = left.groups if dry_run else committed
         report.spool_problems = left.problems

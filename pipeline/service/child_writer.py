@@ -29,7 +29,7 @@ from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
-from pipeline.service.spool import recover_orphans
+from pipeline.service.spool import Recovered, recover_orphans
 from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import server_child
 
@@ -59,7 +59,7 @@ def _ingest_groups(groups: list[tuple[str, list[str]]]) -> tuple[IngestReport, s
     return report, _kept.take()
 
 
-def _recover() -> int:
+def _recover() -> Recovered:
     assert _live is not None
     return recover_orphans(_live)
 
@@ -67,6 +67,11 @@ def _recover() -> int:
 def _index(partitions: set[Partition]) -> None:
     assert _live is not None
     _live.index(partitions)
+
+
+def _warm() -> None:
+    assert _live is not None
+    _live.warm()
 
 
 class ChildWriter:
@@ -109,9 +114,9 @@ class ChildWriter:
         the turns it kept. Raises LakeError when the child died on the way."""
         return self._call(_ingest_groups, groups)
 
-    def recover(self) -> int:
+    def recover(self) -> Recovered:
         """Commit the spools of servers that died (:func:`recover_orphans`) in the child;
-        the number of groups committed."""
+        what was committed."""
         return self._call(_recover)
 
     def index(self, partitions: set[Partition]) -> None:
@@ -125,6 +130,10 @@ class ChildWriter:
         except BrokenProcessPool as exc:
             self._replace(pool)
             raise LakeError("the index process died while building") from exc
+
+    def warm(self) -> None:
+        """Start the child and load what its first step needs (LiveWriter.warm)."""
+        self._call(_warm)
 
     def _replace(self, pool: ProcessPoolExecutor) -> None:
         """A new child for the next call, unless another caller made one already."""

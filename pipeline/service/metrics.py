@@ -51,6 +51,23 @@ class ServiceMetrics:
             "turnlake_spool_divergences_total",
             "Turns whose commit kept or dropped them against their answer (another writer "
             "recorded the same turn in between)", registry=r)
+        self.writer_queue = Gauge("turnlake_writer_queued_requests",
+                                  "Recording requests waiting for the writer to decide them",
+                                  registry=r)
+        self.index_backlog = Gauge("turnlake_index_backlog_commits",
+                                   "Commits whose partitions wait for their index step",
+                                   registry=r)
+        self.unsearchable_groups = Gauge(
+            "turnlake_unsearchable_groups",
+            "Answered groups of recordings not searchable yet", registry=r)
+        self.startup_seconds = Gauge(
+            "turnlake_startup_seconds",
+            "Time the start-up took to readiness (recovery, its index step, warming), or "
+            "has taken so far", registry=r)
+        self.recovered_groups = Gauge(
+            "turnlake_recovered_groups",
+            "Acknowledged groups this start committed from stopped servers' spools",
+            registry=r)
         self.partitions_stale = Gauge("turnlake_partitions_stale",
                                       "Partitions whose index is older than their tables",
                                       registry=r)

@@ -36,6 +36,7 @@ from lake.errors import LakeError
 from lake.location import LakeLocation
 
 if TYPE_CHECKING:
+    from lake.store import Partition
     from pipeline.live import LiveWriter
 
 log = logging.getLogger(__name__)
@@ -158,19 +159,30 @@ def orphans(lake: Path) -> Iterator[Orphan]:
             yield Orphan(path, lock)
 
 
-def recover_orphans(live: LiveWriter) -> int:
+@dataclass(frozen=True)
+class Recovered:
+    """What a recovery committed: the acknowledged groups, and the partitions their turns
+    landed in (whose indexes must be brought up to date before those turns are findable)."""
+
+    groups: int = 0
+    partitions: frozenset[Partition] = frozenset()
+
+
+def recover_orphans(live: LiveWriter) -> Recovered:
     """Commit the groups of every orphaned spool of ``live``'s lake through ``live``, each
-    spool's in order and in one run, then remove them; the number of groups committed.
+    spool's in order and in one run, then remove them; what was committed.
     A group file that cannot be read stays where it is (:func:`orphaned` names it),
     and so does a spool whose commit failed, for the next try; both are logged."""
     recovered = 0
+    partitions: set[Partition] = set()
     for orphan in orphans(LakeLocation.of(live.settings.lake).local):
         try:
             groups, unreadable = orphan.sorted_out()
             for problem in unreadable:
                 log.warning("%s", problem)
             if groups:
-                live.ingest_groups([(g.source, g.lines) for g in groups])
+                report = live.ingest_groups([(g.source, g.lines) for g in groups]).ingest
+                partitions |= report.partitions
                 for group in groups:
                     orphan.remove_group(group.seq)
                 recovered += len(groups)
@@ -181,7 +193,7 @@ def recover_orphans(live: LiveWriter) -> int:
                         orphan.path, exc)
         finally:
             orphan.release()
-    return recovered
+    return Recovered(recovered, frozenset(partitions))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
 from pipeline.service.builder import ChildBuilder
-from pipeline.service.spool import recover_orphans
+from pipeline.service.spool import Recovered, recover_orphans
 
 TurnKey = tuple[str, str, str]
 
@@ -35,11 +35,14 @@ class WriteSteps(Protocol):
         """Ingest spooled groups (source name, lines) as one run: its report and the turns
         it kept."""
 
-    def recover(self) -> int:
-        """Commit the spools that stopped servers left; how many groups."""
+    def recover(self) -> Recovered:
+        """Commit the spools that stopped servers left; what was committed."""
 
     def index(self, partitions: set[Partition]) -> None:
         """Bring the partitions' indexes up to date."""
+
+    def warm(self) -> None:
+        """Load what the first ingest or index step needs (LiveWriter.warm)."""
 
     def close(self) -> None:
         """Stop what the steps started."""
@@ -85,7 +88,7 @@ class InProcessSteps:
         report = self._live.ingest_groups(groups).ingest
         return report, self._kept.take()
 
-    def recover(self) -> int:
+    def recover(self) -> Recovered:
         """recover_orphans through this process's LiveWriter."""
         return recover_orphans(self._live)
 
@@ -93,6 +96,10 @@ class InProcessSteps:
         """LiveWriter.index, full rebuilds in the builder child."""
         assert self._builder is not None, "made without index=True"
         self._live.index(partitions, builder=self._builder)
+
+    def warm(self) -> None:
+        """LiveWriter.warm."""
+        self._live.warm()
 
     def close(self) -> None:
         """Stop the builder child."""

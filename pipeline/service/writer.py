@@ -55,6 +55,7 @@ from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.startup import Readiness, StartUp
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
 
 log = logging.getLogger(__name__)
@@ -136,46 +137,132 @@ class GroupWriter:
         self._index_failing = False  # the index step's last try failed
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._start_lock = threading.Lock()  # orders the start of the threads and close()
+        self._startup = StartUp(
+            recover=self._ingester.recover if self._spooling else None,
+            index=self._indexer.index if self._indexer is not None else None,
+            warm=self._warm, stopped=lambda: self._closed)
+        self._starter: threading.Thread | None = None
+        self._up = threading.Event()  # the start-up finished or gave up
+        self._release = threading.Event()  # close() is done with the children
+        metrics = self._metrics
+        metrics.writer_queue.set_function(self._queue.qsize)
+        metrics.index_backlog.set_function(self._to_index.qsize)
+        metrics.unsearchable_groups.set_function(lambda: len(self._unpublished))
+        metrics.startup_seconds.set_function(lambda: self._startup.readiness.seconds)
+        metrics.recovered_groups.set_function(
+            lambda: self._startup.readiness.recovered_groups)
 
     @property
     def spooling(self) -> bool:
         """Whether groups are answered once spooled (see the module notes)."""
         return self._spooling
 
-    def start(self) -> None:
-        """Commit what stopped servers left in their spools, then start the threads."""
-        if self._spooling:
-            self._ingester.recover()
-            self._acceptor = self._new_acceptor()
-            self._acceptor.committed(0)  # starts its child now, not in the first request
-        self._threads = [threading.Thread(target=self._write_loop, name="turnlake-writer",
-                                          daemon=True)]
-        if self._spooling:
-            self._threads.append(threading.Thread(target=self._commit_loop,
-                                                  name="turnlake-committer", daemon=True))
-        if self._index:
-            self._threads.append(threading.Thread(target=self._index_loop,
-                                                  name="turnlake-indexer", daemon=True))
-        for thread in self._threads:
-            thread.start()
+    def start(self, *, wait: bool = False) -> None:
+        """Start up in a thread of its own (pipeline/service/startup.py): commit what stopped
+        servers left in their spools, start deciding the queued recordings, bring the
+        recovered partitions up to date and warm the steps; :attr:`readiness` says how far it
+        is. ``wait`` returns only once it is ready (or closed)."""
+        self._starter = threading.Thread(target=self._start_up, name="turnlake-start",
+                                         daemon=True)
+        self._starter.start()
+        if wait:
+            self._starter.join()
+
+    @property
+    def readiness(self) -> Readiness:
+        """How far the start-up is; ready once every acknowledged turn is searchable."""
+        return self._startup.readiness
+
+    def backlog(self) -> dict[str, float]:
+        """What waits in the writer: requests not decided yet, turns answered and not
+        committed, commits not indexed yet, answered groups not searchable yet and the age of
+        the oldest (seconds)."""
+        with self._counts:
+            oldest = min(self._unpublished.values(), default=None)
+            return {"queued_requests": self._queue.qsize(),
+                    "uncommitted_turns": self._uncommitted_turns,
+                    "commits_to_index": self._to_index.qsize(),
+                    "unsearchable_groups": len(self._unpublished),
+                    "oldest_unsearchable_s": 0.0 if oldest is None
+                    else round(time.monotonic() - oldest, 3)}
+
+    def _start_up(self) -> None:
+        try:
+            if self._start_threads():
+                self._startup.finish()
+        finally:
+            self._up.set()
+            # The child processes this thread started are told to die with it (Linux's
+            # parent-death signal follows the thread, not the process): it stays until
+            # close() is done with them.
+            self._release.wait()
+
+    def _start_threads(self) -> bool:
+        """Recover, then start the writer's threads; False when closed first."""
+        if not self._startup.recover():
+            return False
+        with self._start_lock:
+            if self._closed:
+                return False
+            if self._spooling:
+                self._acceptor = self._new_acceptor()
+                self._acceptor.committed(0)  # starts its child now, not in the first request
+            self._threads = [threading.Thread(target=self._write_loop,
+                                              name="turnlake-writer", daemon=True)]
+            if self._spooling:
+                self._threads.append(threading.Thread(target=self._commit_loop,
+                                                      name="turnlake-committer", daemon=True))
+            if self._index:
+                self._threads.append(threading.Thread(target=self._index_loop,
+                                                      name="turnlake-indexer", daemon=True))
+            for thread in self._threads:
+                thread.start()
+        return True
+
+    def _warm(self) -> None:
+        """Load what the first recording and its index step need (their child processes,
+        the model, the index builder's modules) before the server says it is ready."""
+        self._ingester.warm()
+        if self._indexer is not None and self._indexer is not self._ingester:
+            self._indexer.warm()
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what was submitted, then stop the threads."""
-        self._closed = True
+        with self._start_lock:
+            self._closed = True
+        self._up.wait(timeout_s)
+        threads = {thread.name: thread for thread in self._threads}
         self._queue.put(None)
-        threads = iter(self._threads)
-        next(threads).join(timeout_s)
+        if "turnlake-writer" in threads:
+            threads["turnlake-writer"].join(timeout_s)
+        else:  # closed before the start-up got this far: nobody decides what is queued
+            self._refuse_queued()
         if self._spooling:
             self._to_commit.put(None)
-            next(threads).join(timeout_s)
+            if "turnlake-committer" in threads:
+                threads["turnlake-committer"].join(timeout_s)
             if self._acceptor is not None:
                 self._acceptor.close()
         self._to_index.put(None)
-        for thread in threads:
-            thread.join(timeout_s)
+        if "turnlake-indexer" in threads:
+            threads["turnlake-indexer"].join(timeout_s)
         self._ingester.close()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.close()
+        self._release.set()
+        if self._starter is not None:
+            self._starter.join(timeout_s)
+
+    def _refuse_queued(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item.future.set_exception(LakeError(
+                    "the service shut down before it started recording; record again"))
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until every group answered so far is committed (at once without the spool);

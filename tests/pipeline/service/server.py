@@ -50,8 +50,9 @@ class Server:
         # 64 KB of log filled it, and the file can be read while it runs.
         self.log = Path(tempfile.mkstemp(prefix="turnlake-serve-", suffix=".log")[1])
 
-    def start(self) -> Server:
-        """Start the process and wait (bounded) until /healthz answers."""
+    def start(self, *, ready: bool = True) -> Server:
+        """Start the process and wait (bounded) until /readyz answers 200 (``ready``; else
+        until /healthz answers: the process is alive, its start-up may still run)."""
         argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(self.lake),
                 "--port", str(self.port), *self.args]
         with self.log.open("wb") as log:
@@ -63,7 +64,8 @@ class Server:
                 raise RuntimeError(f"turnlake serve exited {self.proc.returncode}: "
                                    f"{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                probe = "/readyz" if ready else "/healthz"
+                if httpx.get(f"{self.url}{probe}", timeout=2).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

@@ -86,11 +86,11 @@ def test_recovery_commits_a_dead_servers_groups_once(hashing_settings: Settings)
     spool.append(_group(1, 1, 2))  # its first turn committed, the second not
     spool.append(_group(2, 3))
     _die(spool)
-    assert recover_orphans(live) == 2
+    assert recover_orphans(live).groups == 2
     assert not spool.path.exists()
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0002", "t-0003"]
-    assert recover_orphans(live) == 0  # nothing is left to commit twice
+    assert recover_orphans(live).groups == 0  # nothing is left to commit twice
 
 
 def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
@@ -99,7 +99,7 @@ def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
     spool = Spool.create(lake)
     (spool.path / "g000000000001.json").write_text("{")
     _die(spool)
-    assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 0
+    assert recover_orphans(LiveWriter(hashing_settings, embed=False)).groups == 0
     assert (spool.path / "g000000000001.json").exists()
 
 
@@ -111,7 +111,7 @@ def test_recovery_commits_the_readable_groups_beside_an_unreadable_one_and_names
     (spool.path / "g000000000002.json").write_text("{")
     spool.append(_group(3, 3))
     _die(spool)
-    assert recover_orphans(LiveWriter(hashing_settings, embed=False)) == 2
+    assert recover_orphans(LiveWriter(hashing_settings, embed=False)).groups == 2
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0003"]
     assert sorted(p.name for p in spool.path.glob("g*")) == ["g000000000002.json"]
