@@ -60,6 +60,12 @@ class Settings:
         metadata={"help": "intra-op threads for bulk embedding (ingest, backfill); None = "
                           "every core"},
     )
+    embed_max_passages: int = field(
+        default=32,
+        metadata={"help": "passages of one text embedded at most: a longer text is embedded "
+                          "by its opening and an even sample of the rest, so one huge text "
+                          "costs a bounded time; all of it stays lexically searchable"},
+    )
     embed_reuse_min_texts: int = field(
         default=256,
         metadata={"help": "a job reads a tenant's stored vectors for reuse only once it has "
@@ -130,7 +136,8 @@ class Settings:
         """Settings from ``--lake`` (if given), else ``TURNLAKE_LAKE``, else ``./data/lake``.
 
         ``TURNLAKE_EMBEDDING_MODEL``, ``TURNLAKE_EMBEDDING_RUNTIME``,
-        ``TURNLAKE_EMBEDDING_PRECISION`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
+        ``TURNLAKE_EMBEDDING_PRECISION``, ``TURNLAKE_EMBED_MAX_PASSAGES`` and
+        ``TURNLAKE_TENANTS`` (comma separated) are read too.
         """
         root = lake if lake is not None else os.environ.get("TURNLAKE_LAKE") or DEFAULT_LAKE
         values: dict[str, Any] = {"lake": root}
@@ -140,6 +147,14 @@ class Settings:
             values["embedding_runtime"] = runtime.strip().lower()
         if precision := os.environ.get("TURNLAKE_EMBEDDING_PRECISION"):
             values["embedding_precision"] = precision.strip().lower()
+        if most := os.environ.get("TURNLAKE_EMBED_MAX_PASSAGES"):
+            try:
+                values["embed_max_passages"] = int(most)
+            except ValueError:
+                from lake.errors import EmbeddingError
+
+                raise EmbeddingError("TURNLAKE_EMBED_MAX_PASSAGES must be a positive int, got "
+                                     f"{most!r}") from None
         if tenants := os.environ.get("TURNLAKE_TENANTS"):
             values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
         given = {k: v for k, v in overrides.items() if v is not None}
@@ -191,7 +206,10 @@ def _check_embedding_fields(settings: Settings) -> None:
             or settings.embed_reuse_min_texts < 0):
         raise EmbeddingError("embed_reuse_min_texts must be an int >= 0, got "
                              f"{settings.embed_reuse_min_texts!r}")
-    for name in ("embed_query_threads", "embed_bulk_threads"):
+    if settings.embed_max_passages is None:
+        raise EmbeddingError("embed_max_passages must be a positive int, got None "
+                             "(TURNLAKE_EMBED_MAX_PASSAGES)")
+    for name in ("embed_query_threads", "embed_bulk_threads", "embed_max_passages"):
         value = getattr(settings, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):

@@ -33,6 +33,7 @@ from lake.embedding.onnx_export import (
     packaged_source,
 )
 from lake.embedding.onnx_runtime import OnnxEmbedder
+from lake.embedding.passages import DEFAULT_MAX_PASSAGES
 from lake.embedding.sentence import DEFAULT_MODEL_NAME, SentenceTransformerEmbedder
 from lake.errors import EmbeddingError
 from lake.settings import EMBEDDING_RUNTIMES, Settings
@@ -55,11 +56,12 @@ class EmbedderSpec:
     runtime: str = "onnx"
     precision: str = "fp32"
     threads: int | None = None
+    max_passages: int = DEFAULT_MAX_PASSAGES
 
     def build(self) -> Embedder:
         """The (not yet loaded) embedder this spec describes."""
         return embedder_for(self.model, runtime=self.runtime, precision=self.precision,
-                            threads=self.threads)
+                            threads=self.threads, max_passages=self.max_passages)
 
 
 def spec_from(settings: Settings, purpose: Purpose = "bulk") -> EmbedderSpec:
@@ -68,7 +70,7 @@ def spec_from(settings: Settings, purpose: Purpose = "bulk") -> EmbedderSpec:
     ``embed_bulk_threads`` (every core by default)."""
     threads = settings.embed_query_threads if purpose == "query" else settings.embed_bulk_threads
     return EmbedderSpec(settings.embedding_model, settings.embedding_runtime,
-                        settings.embedding_precision, threads)
+                        settings.embedding_precision, threads, settings.embed_max_passages)
 
 
 def embedder_from(settings: Settings, purpose: Purpose = "bulk") -> Embedder:
@@ -82,13 +84,15 @@ def embedding_identity(settings: Settings) -> str:
 
 
 def embedder_for(model: str | None, *, runtime: str = "onnx", precision: str = "fp32",
-                 threads: int | None = None) -> Embedder:
+                 threads: int | None = None,
+                 max_passages: int = DEFAULT_MAX_PASSAGES) -> Embedder:
     """The provider for a configured model: None = packaged all-MiniLM-L6-v2; ``hashing-N`` =
     the dependency-free feature-hashing embedder of width N; anything else = a local
     sentence-transformers model folder. ``runtime`` is ``onnx`` (default) or ``torch``; a
     folder that is not a plain transformer + mean pooling model falls back to torch with a
     :class:`TorchFallbackWarning` (int8 then fails: it exists only as an ONNX graph).
-    Nothing is exported or loaded until the first encode."""
+    ``max_passages`` bounds the passages one long text is embedded by
+    (lake.embedding.passages). Nothing is exported or loaded until the first encode."""
     if runtime not in EMBEDDING_RUNTIMES:
         raise EmbeddingError(f"embedding runtime must be one of {EMBEDDING_RUNTIMES}, "
                              f"got {runtime!r}")
@@ -100,10 +104,10 @@ def embedder_for(model: str | None, *, runtime: str = "onnx", precision: str = "
     if runtime == "torch":
         if precision != "fp32":
             raise EmbeddingError("int8 embeddings need the onnx runtime")
-        return SentenceTransformerEmbedder(model, threads=threads)
+        return SentenceTransformerEmbedder(model, threads=threads, max_passages=max_passages)
     if model is None:
         return OnnxEmbedder(packaged_source(), name=identity(DEFAULT_MODEL_NAME, precision),
-                            precision=precision, threads=threads)
+                            precision=precision, threads=threads, max_passages=max_passages)
     path = Path(model)
     base = SentenceTransformerEmbedder(path).name
     if path.is_dir():
@@ -114,11 +118,11 @@ def embedder_for(model: str | None, *, runtime: str = "onnx", precision: str = "
                 raise EmbeddingError(f"{exc}; int8 needs an ONNX graph") from exc
             warnings.warn(f"{exc}: embedding with the torch runtime instead",
                           TorchFallbackWarning, stacklevel=2)
-            return SentenceTransformerEmbedder(path, threads=threads)
+            return SentenceTransformerEmbedder(path, threads=threads, max_passages=max_passages)
         return OnnxEmbedder(folder_source(path), name=identity(base, precision),
-                            precision=precision, threads=threads)
+                            precision=precision, threads=threads, max_passages=max_passages)
     # A missing folder: the torch embedder reports it, lazily, as it always has.
-    return SentenceTransformerEmbedder(path, threads=threads)
+    return SentenceTransformerEmbedder(path, threads=threads, max_passages=max_passages)
 
 
 def identity(model_name: str, precision: str) -> str:

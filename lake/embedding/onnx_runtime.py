@@ -19,7 +19,12 @@ import numpy as np
 
 from lake.embedding.base import DEFAULT_BATCH_SIZE, check_batch_size, check_texts, check_vectors
 from lake.embedding.onnx_export import ModelSource, ensure_graph
-from lake.embedding.passages import PassageSplitter, encode_long, load_tokenizer
+from lake.embedding.passages import (
+    DEFAULT_MAX_PASSAGES,
+    PassageSplitter,
+    encode_long,
+    load_tokenizer,
+)
 from lake.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -84,7 +89,8 @@ class OnnxEmbedder:
     """
 
     def __init__(self, source: ModelSource, *, name: str, precision: str = "fp32",
-                 threads: int | None = None, passages: bool = True) -> None:
+                 threads: int | None = None, passages: bool = True,
+                 max_passages: int = DEFAULT_MAX_PASSAGES) -> None:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or threads < 1):
             raise EmbeddingError(f"threads must be a positive int or None, got {threads!r}")
@@ -97,6 +103,7 @@ class OnnxEmbedder:
         self._inputs: tuple[str, ...] = ()
         self._dim: int | None = None
         self._passages = passages
+        self._max_passages = max_passages
         self._splitter: PassageSplitter | None = None
         self._lock = threading.Lock()
 
@@ -183,7 +190,8 @@ class OnnxEmbedder:
                     raise EmbeddingError(f"ONNX graph {graph} has no fixed output width: {dim!r}")
                 self._tokenizer = tokenizer_for(self._source.path, self._source.max_length)
                 if self._passages:
-                    self._splitter = PassageSplitter.for_model(self._source.path,
-                                                               self._source.max_length)
+                    self._splitter = PassageSplitter.for_model(
+                        self._source.path, self._source.max_length,
+                        max_passages=self._max_passages)
                 self._dim, self._session = dim, session
             return self._session, self._tokenizer

@@ -44,6 +44,62 @@ if TYPE_CHECKING:
 # A cut moves back at most this many word pieces to the start of its word; planning passages
 # that much under the window leaves room for it, so no passage overflows.
 _WORD_SLACK = 16
+# How many passages of one text are embedded at most (Settings.embed_max_passages): past it, a
+# text is embedded by its opening and an even sample of the rest (:func:`sampled_parts`).
+DEFAULT_MAX_PASSAGES = 32
+# Characters a word piece is taken to span when a text's length is judged before tokenizing
+# it: English runs ~4.5, so a text under the bound by this measure is about the bound.
+_CHARS_PER_PIECE = 4
+
+
+def sampled_parts(text: str, *, window: int, max_passages: int) -> list[str] | None:
+    """The parts of ``text`` that are embedded when it is longer than ``max_passages``
+    passages of ``window`` word pieces would hold (judged at 4 characters a piece, without
+    tokenizing it): its opening, half the budget, then ``max_passages // 2`` excerpts of one
+    window each, spread evenly over the rest, each cut where a word starts. None for a text
+    within the bound, which is embedded whole. The same text always gives the same parts,
+    so a search finds a passage again without cutting the whole text."""
+    part = window * _CHARS_PER_PIECE
+    if len(text) <= max_passages * part:
+        return None
+    head = max(max_passages // 2, 1) * part
+    samples = max(max_passages - max_passages // 2, 1)
+    rest = len(text) - head
+    parts = [_to_word_end(text, 0, head)]
+    for i in range(samples):
+        start = _to_word_start(text, head + i * rest // samples)
+        parts.append(_to_word_end(text, start, min(start + part, len(text))))
+    return [p for p in parts if p.strip()]
+
+
+def _at_most(passages: list[str], most: int) -> list[str]:
+    """``passages`` when there are at most ``most``, else the first half of ``most`` and an
+    even sample of the rest (a sampled text's parts held more word pieces than their
+    length promised: dense text such as code or CJK)."""
+    if len(passages) <= most:
+        return passages
+    head = max(most // 2, 1)
+    rest, wanted = len(passages) - head, most - head
+    return passages[:head] + [passages[head + i * rest // wanted] for i in range(wanted)]
+
+
+def _to_word_start(text: str, at: int) -> int:
+    """``at``, or the start of the next word when ``at`` falls inside one (within 64
+    characters; text without spaces is cut where planned)."""
+    if at == 0 or text[at - 1].isspace():
+        return at
+    space = next((i for i in range(at, min(at + 64, len(text))) if text[i].isspace()), None)
+    if space is None:  # the text's last word, or text without spaces
+        return len(text) if at + 64 >= len(text) else at
+    return space + 1
+
+
+def _to_word_end(text: str, start: int, end: int) -> str:
+    """``text[start:end]``, its end moved back to the end of a word (within 64 characters)."""
+    if end >= len(text) or text[end].isspace():
+        return text[start:end]
+    space = next((i for i in range(end, max(end - 64, start), -1) if text[i].isspace()), None)
+    return text[start:end if space is None else space]
 
 
 def passage_bounds(word_starts: Sequence[bool], window: int) -> list[tuple[int, int]]:
@@ -82,12 +138,17 @@ def load_tokenizer(folder: Path) -> Tokenizer:
 class PassageSplitter:
     """Cuts texts into passages a model reads whole, with the model's own tokenizer."""
 
-    def __init__(self, tokenizer: Tokenizer, window: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, window: int, *,
+                 max_passages: int = DEFAULT_MAX_PASSAGES) -> None:
+        if max_passages < 1:
+            raise EmbeddingError(f"embed_max_passages must be >= 1, not {max_passages}")
         self._tokenizer = tokenizer
         self.window = window
+        self.max_passages = max_passages
 
     @classmethod
-    def for_model(cls, folder: Path, max_length: int) -> PassageSplitter | None:
+    def for_model(cls, folder: Path, max_length: int, *,
+                  max_passages: int = DEFAULT_MAX_PASSAGES) -> PassageSplitter | None:
         """The splitter of a model folder that reads ``max_length`` word pieces with its two
         markers; None when the folder has no fast tokenizer (``tokenizer.json``), whose texts
         are then truncated by the model as before."""
@@ -96,21 +157,40 @@ class PassageSplitter:
         tokenizer = load_tokenizer(folder)
         tokenizer.no_truncation()
         tokenizer.no_padding()
-        return cls(tokenizer, max(max_length - 2, 1))
+        return cls(tokenizer, max(max_length - 2, 1), max_passages=max_passages)
+
+    def sampled(self, text: str) -> bool:
+        """Whether ``text`` is too long to embed whole (:func:`sampled_parts`): its vector
+        stands for its opening and a sample of the rest, while all of it stays in the
+        lexical and trigram indexes."""
+        return sampled_parts(text, window=self.window,
+                             max_passages=self.max_passages) is not None
 
     def split(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's passages, in order (a text that fits is its own single passage).
+        """Each text's passages, in order (a text that fits is its own single passage); a
+        text past the bound is cut into the passages of its :func:`sampled_parts`, so its
+        cost is bounded whatever its length.
 
         Only texts of more UTF-8 bytes than the window are tokenized: a word piece spans at
         least one byte (accents are stripped, a word too long for the vocabulary is one
         unknown piece), so a shorter text fits (a property test holds the tokenizer to it).
         A short query costs 0.5 µs here instead of the ~22 µs of a second tokenizer pass."""
-        out: list[list[str]] = [[text] for text in texts]
-        for i, (offsets, starts) in self._longer(texts).items():
-            text = texts[i]
-            out[i] = [text[offsets[a][0]:offsets[b - 1][1]]
+        parts: list[str] = []
+        owner: list[int] = []  # the text each part is of
+        for i, text in enumerate(texts):
+            mine = sampled_parts(text, window=self.window, max_passages=self.max_passages)
+            for part in mine or [text]:
+                parts.append(part)
+                owner.append(i)
+        cut: list[list[str]] = [[part] for part in parts]
+        for i, (offsets, starts) in self._longer(parts).items():
+            part = parts[i]
+            cut[i] = [part[offsets[a][0]:offsets[b - 1][1]]
                       for a, b in passage_bounds(starts, self.window)]
-        return out
+        out: list[list[str]] = [[] for _ in texts]
+        for i, passages in zip(owner, cut, strict=True):
+            out[i].extend(passages)
+        return [_at_most(passages, self.max_passages) for passages in out]
 
     def head(self, text: str) -> str:
         """What the model reads of ``text``: all of it when it fits, else its first ``window``

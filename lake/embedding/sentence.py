@@ -24,7 +24,7 @@ from lake.embedding.base import (
     check_texts,
     check_vectors,
 )
-from lake.embedding.passages import PassageSplitter, encode_long
+from lake.embedding.passages import DEFAULT_MAX_PASSAGES, PassageSplitter, encode_long
 from lake.errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class SentenceTransformerEmbedder:
     def __init__(
         self, model: str | os.PathLike[str] | None = None, *, device: str = "cpu",
         threads: int | None = None, passages: bool = True,
+        max_passages: int = DEFAULT_MAX_PASSAGES,
     ) -> None:
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
@@ -59,6 +60,7 @@ class SentenceTransformerEmbedder:
         self._model: SentenceTransformer | None = None
         self._dim: int | None = None
         self._passages = passages
+        self._max_passages = max_passages
         self._splitter: PassageSplitter | None = None
         # Two threads encoding through one fresh instance must not load the weights twice.
         self._lock = threading.Lock()
@@ -132,7 +134,8 @@ class SentenceTransformerEmbedder:
                 model, dim = self._open()
                 limit = model.max_seq_length  # None: the model reads texts of any length
                 if self._passages and limit is not None:
-                    self._splitter = PassageSplitter.for_model(self._resolve_path(), limit)
+                    self._splitter = PassageSplitter.for_model(
+                        self._resolve_path(), limit, max_passages=self._max_passages)
                 self._model, self._dim = model, dim
             return self._model
 
