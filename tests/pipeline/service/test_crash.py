@@ -61,7 +61,14 @@ def test_kill_9_while_clients_record(tmp_path: Path) -> None:
         thread.join(timeout=60)
     assert len(acked) >= ACKED_BEFORE_KILL
     with Server(lake) as again, again.client(keys["recorder"]) as client:
-        # Recording again recovers whatever the killed writer left, and rebuilds the index.
+        # Ready means the killed server's acknowledged turns are committed and searchable:
+        # a sample of them is found at once, and no partition is stale.
+        with again.client(keys["analyst"]) as analyst:
+            for key in sorted(acked)[::max(len(acked) // 8, 1)]:
+                answer = analyst.post("/v1/search", json={
+                    "query": f"mk{int(key[2].removeprefix('t-'))}", "scope": "tenant"}).json()
+                assert key[2] in [h["turn_id"] for h in answer["hits"]], (key, answer)
+                assert not any("stale" in w for w in answer["warnings"]), answer["warnings"]
         last = turn_record(999_999, conversation="c-after")
         assert client.post("/v1/turns", json=last).json()["accepted"] == 1
         with again.client(keys["analyst"]) as analyst:
