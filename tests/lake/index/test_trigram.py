@@ -537,3 +537,18 @@ def test_similarity_floors_count_each_narrowed_scope() -> None:
     # floor's scope must not answer the next (doc 2 alone at 0.8, doc 3 only at 0.1)
     index = TrigramIndex.build(["", "", "A", "1_A"])
     assert index.search("1", limit=1, threshold=0.1, mode="similarity") == [(3, 0.5)]
+
+
+def test_a_huge_text_is_scored_by_its_opening_and_never_cut_inside_a_character() -> None:
+    cut = trigram_module.MAX_SCORED_BYTES
+    # "é" (2 bytes) straddles the cut: decoding a view cut there would fail.
+    opening = "café deployment " + "a" * (cut - 18) + "é"
+    assert len(opening.encode()) == cut + 1
+    huge = opening + " filler" * 200_000 + " zanzibarite"
+    index = TrigramIndex.build([huge, "a short deploymint note", "zanzibarit rock"])
+    found = dict(index.search("deploymint", threshold=0.3))
+    assert set(found) == {0, 1}  # the huge text's word near its opening is scored
+    assert found[1] == pytest.approx(1.0)
+    # A word only past the cut is not rescored in the huge text: the short row that holds
+    # it ranks, and the lexical arm (not this one) finds it in the huge one.
+    assert dict(index.search("zanzibarit", threshold=0.9)) == {2: pytest.approx(1.0)}
