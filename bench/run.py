@@ -401,7 +401,8 @@ def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any
     (50-turn requests), then, for up to 15 s each: the same with 1- and 200-turn requests;
     50-turn requests with no lag bound (``--max-lag 0``); and 1-, 50- and 200-turn requests
     with ``--no-spool`` (answers after the commit), whose turns/s follow the turns in
-    flight, a group commit's cost being mostly fixed."""
+    flight, a group commit's cost being mostly fixed; then bench.serve_start (restart to
+    ready, the first turn's lag, other keys' lag beside maximum-size turns)."""
     from bench.serve import bench_serve
 
     names = ("turns_per_s", "ack_p50_ms", "ack_p95_ms", "ack_to_searchable_p50_s",
@@ -421,6 +422,11 @@ def bench_serve_section(seconds: float, *, embed: bool = False) -> dict[str, Any
     out["unbounded_lag"] = run(max_lag=0.0)
     out["without_spool"] = {str(size): run(per_request=size, spool=False)
                             for size in (1, 50, 200)}
+    # The live path's edges: a restart after kill -9 with a spooled backlog, the first turn
+    # after a start, and other keys' turns while one key sends maximum-size turns.
+    from bench.serve_start import bench_serve_start
+
+    out["start_and_long_texts"] = bench_serve_start(short, embed=embed)
     return out
 
 

@@ -1,0 +1,235 @@
+"""Service benchmark of the live path's edges: a restart after ``kill -9``, the first turn after
+a start, and other keys' turns while one key sends maximum-size turns.
+
+Run: ``.venv/bin/python -m bench.serve_start [seconds] [--embed]`` (default 20 s of long-text
+load, without embeddings). Steps, each against a real ``turnlake serve`` on loopback:
+
+1. 4 clients record one turn a request for 3 s; the server is killed with SIGKILL while its
+   spool holds acknowledged turns not yet committed. A new server starts on the same lake:
+   ``restart_to_ready_s`` is the time from its start to ``/readyz`` answering 200 (recovery,
+   the recovered partitions' index step, warming), ``recovered_groups`` what it committed,
+   and ``acked_found_at_ready`` the share of a sample of acknowledged turns that one search
+   each finds at once (the promise: 1.0).
+2. Right at readiness one turn is recorded and search is polled until it is found
+   (``first_turn_to_searchable_s``), then ten more one after another
+   (``later_turns_to_searchable_p50_s``).
+3. For ``seconds``, one key sends turns whose answer is as large as the body limit allows
+   (9 MB), one after another, while another key records a short turn every half second
+   and search is polled for each: ``other_key_to_searchable_p50_s``/``p95_s``, the search
+   latency meanwhile (``search_during_long_p50_ms``/``p95_ms``) and how many long turns were
+   accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from bench.serve import ROOT, _free_port, stop_server, wait_until_healthy
+from lake.keys import KeyStore
+
+LONG_BYTES = 9_000_000
+
+
+def _turn(n: int, key: str, text: str | None = None) -> dict[str, Any]:
+    start = datetime(2026, 11, 1, 9, tzinfo=UTC) + timedelta(seconds=n)
+    marker = f"mk{key}x{n}"
+    return {
+        "schema": "turnlake.turn.v1", "tenant": "acme", "app": "bench", "agent": "bench",
+        "user_id": f"u-{key}", "conversation_id": f"c-{key}", "turn_id": f"t-{n}",
+        "writer": "minimal", "started_at": start.isoformat(),
+        "ended_at": (start + timedelta(seconds=5)).isoformat(),
+        "submissions": [{"text": f"{marker} where did the deploy fail", "event_type": "prompt",
+                         "batch": 0, "arrived_at": start.isoformat()}],
+        "completion": {"text": text or f"{marker} the deploy failed on the schema migration",
+                       "at": (start + timedelta(seconds=4)).isoformat()},
+        "ttl_days": 36_500}
+
+
+def _long_text(rng: random.Random) -> str:
+    words = ("deploy", "schema", "latency", "cluster", "invoice", "refund", "backup", "token",
+             "report", "forecast", "timeout", "migration")
+    out, size = [], 0
+    while size < LONG_BYTES:
+        word = f"{rng.choice(words)}{rng.randrange(1000)}"
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)
+
+
+class _Server:
+    def __init__(self, lake: Path, embed: bool, log: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [sys.executable, "-m", "pipeline.cli", "serve", "--lake", str(lake), "--port",
+                str(self.port), *([] if embed else ["--no-embed"])]
+        self.started = time.perf_counter()
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out)
+
+    def wait_ready(self, seconds: float = 600) -> float:
+        """Seconds from the start to ``/readyz`` 200."""
+        wait_until_healthy(self.url)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                return time.perf_counter() - self.started
+            time.sleep(0.05)
+        raise RuntimeError(f"the bench server at {self.url} was not ready in {seconds:.0f} s")
+
+
+def _found(http: httpx.Client, marker: str) -> bool:
+    hits = http.post("/v1/search", json={"query": marker, "scope": "tenant", "k": 1}
+                     ).json()["hits"]
+    return bool(hits) and marker in json.dumps(hits[0])
+
+
+def _lag(recorder: httpx.Client, analyst: httpx.Client, n: int, key: str,
+         limit_s: float = 120) -> float | None:
+    """Record one short turn, then poll search: seconds from the answer to found."""
+    answer = recorder.post("/v1/turns", json=_turn(n, key))
+    answer.raise_for_status()
+    acked = time.perf_counter()
+    while time.perf_counter() - acked < limit_s:
+        if _found(analyst, f"mk{key}x{n}"):
+            return time.perf_counter() - acked
+        time.sleep(0.02)
+    return None
+
+
+def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str, Any]:
+    """Run the three steps against a fresh lake; the figures as a dict."""
+    root = Path(tempfile.mkdtemp(prefix="bench-serve-start-"))
+    lake, log = root / "lake", root / "server.log"
+    keys = KeyStore(lake)
+    recorder = keys.create(tenant="acme", role="recorder")[1]
+    analyst = keys.create(tenant="acme", role="analyst")[1]
+    big = keys.create(tenant="acme", role="recorder")[1]
+    out: dict[str, Any] = {"embed": embed}
+
+    first = _Server(lake, embed, log)
+    first.wait_ready()
+    acked: list[str] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def record(client: int) -> None:
+        with httpx.Client(base_url=first.url, timeout=60,
+                          headers={"Authorization": f"Bearer {recorder}"}) as http:
+            for n in range(client * 100_000, client * 100_000 + 50_000):
+                if stop.is_set():
+                    return
+                try:
+                    if http.post("/v1/turns", json=_turn(n, "k")).status_code == 200:
+                        with lock:
+                            acked.append(f"mkkx{n}")
+                except httpx.TransportError:
+                    return
+
+    clients = [threading.Thread(target=record, args=(c,)) for c in range(4)]
+    for thread in clients:
+        thread.start()
+    time.sleep(3.0)
+    first.proc.kill()
+    stop.set()
+    for thread in clients:
+        thread.join(60)
+    first.proc.wait(60)
+
+    server = _Server(lake, embed, log)
+    try:
+        out["restart_to_ready_s"] = round(server.wait_ready(), 2)
+        ready = httpx.get(f"{server.url}/readyz").json()["readiness"]
+        out["acked_before_kill"] = len(acked)
+        out["recovered_groups"] = ready["recovered_groups"]
+        with httpx.Client(base_url=server.url, timeout=120,
+                          headers={"Authorization": f"Bearer {analyst}"}) as search, \
+                httpx.Client(base_url=server.url, timeout=300,
+                             headers={"Authorization": f"Bearer {recorder}"}) as rec:
+            sample = acked[-50:]
+            out["acked_found_at_ready"] = round(
+                sum(_found(search, m) for m in sample) / max(len(sample), 1), 3)
+            out["first_turn_to_searchable_s"] = _round(_lag(rec, search, 900_000, "f"))
+            later = [_lag(rec, search, 900_001 + i, "f") for i in range(10)]
+            out["later_turns_to_searchable_p50_s"] = _round(
+                float(np.median([x for x in later if x is not None])) if any(later) else None)
+            out.update(_long_load(server.url, recorder, big, analyst, seconds))
+    finally:
+        stop_server(server.proc)
+    return out
+
+
+def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
+               ) -> dict[str, Any]:
+    """The key ``big`` sends 9 MB turns back to back while ``recorder`` records short
+    turns."""
+    stop = threading.Event()
+    long_answers: list[int] = []
+
+    def send_long() -> None:
+        rng = random.Random(3)
+        with httpx.Client(base_url=url, timeout=900,
+                          headers={"Authorization": f"Bearer {big}"}) as http:
+            n = 800_000
+            while not stop.is_set():
+                body = _turn(n, "big", _long_text(rng))
+                long_answers.append(http.post("/v1/turns", json=body).status_code)
+                n += 1
+
+    sender = threading.Thread(target=send_long)
+    sender.start()
+    lags: list[float] = []
+    missed = 0
+    searches: list[float] = []
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=url, timeout=300,
+                      headers={"Authorization": f"Bearer {analyst}"}) as search, \
+            httpx.Client(base_url=url, timeout=300,
+                         headers={"Authorization": f"Bearer {recorder}"}) as rec:
+        n = 700_000
+        while time.monotonic() < deadline:
+            lag = _lag(rec, search, n, "o", limit_s=60)
+            if lag is None:
+                missed += 1
+            else:
+                lags.append(lag)
+            t = time.perf_counter()
+            search.post("/v1/search", json={"query": "schema migration", "scope": "tenant"})
+            searches.append(time.perf_counter() - t)
+            n += 1
+            time.sleep(0.5)
+    stop.set()
+    sender.join(900)
+    return {"long_turns_answered": len(long_answers),
+            "long_turns_accepted": sum(1 for s in long_answers if s == 200),
+            "other_key_turns": len(lags) + missed, "other_key_missed_60s": missed,
+            "other_key_to_searchable_p50_s": _round(_q(lags, 50)),
+            "other_key_to_searchable_p95_s": _round(_q(lags, 95)),
+            "search_during_long_p50_ms": _round(_q(searches, 50), 1000),
+            "search_during_long_p95_ms": _round(_q(searches, 95), 1000)}
+
+
+def _q(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _round(value: float | None, scale: float = 1.0) -> float | None:
+    return None if value is None else round(value * scale, 3)
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    print(json.dumps(bench_serve_start(float(args[0]) if args else 20.0,
+                                       embed="--embed" in sys.argv), indent=2))
