@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
+from lake.embedding.factory import embedder_from
 from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import Partition
@@ -42,7 +43,11 @@ _kept = KeptTurns()
 
 def _start(settings: Settings, embed: bool, rebase: bool) -> None:
     global _live
-    _live = LiveWriter(settings, embed=embed, on_rows=_kept.note, background_rebase=rebase)
+    # One intra-op thread (embed_query_threads), as the server's own embedder: a long text's
+    # passages embedded on every core took the searches' core too.
+    embedder = embedder_from(settings, "query") if embed else None
+    _live = LiveWriter(settings, embedder, embed=embed, on_rows=_kept.note,
+                       background_rebase=rebase)
 
 
 def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
