@@ -34,7 +34,7 @@ class Readiness:
     phase: str  # starting, recovering, indexing, warming, ready
     ready: bool = False
     recovered_groups: int = 0
-    partitions_to_index: int = 0
+    partitions_to_index: int = 0  # recovered ones and those whose index is behind
     seconds: float = 0.0  # of the start-up so far (or in all, once ready)
     problem: str | None = None  # the last failure a retry is waiting out
 
@@ -53,15 +53,18 @@ class StartUp:
     """Runs the start-up steps in order, retrying each until it succeeds or ``stopped()``.
 
     ``recover`` commits the dead servers' spools (None: no spool on this lake), ``index``
-    brings partitions up to date (None: the server does not index), ``warm`` loads what the
-    first recording and the first index step need, so the first turn after a start is found as
-    fast as the others."""
+    brings partitions up to date (None: the server does not index), with those ``behind``
+    names (partitions whose index is older than their rows: a server killed between a commit
+    and its index step leaves such), ``warm`` loads what the first recording and the first
+    index step need, so the first turn after a start is found as fast as the others."""
 
     def __init__(self, *, recover: Callable[[], Recovered] | None,
                  index: Callable[[set[Partition]], None] | None,
-                 warm: Callable[[], None], stopped: Callable[[], bool]) -> None:
+                 warm: Callable[[], None], stopped: Callable[[], bool],
+                 behind: Callable[[], set[Partition]] = set) -> None:
         self._recover = recover
         self._index = index
+        self._behind = behind
         self._warm = warm
         self._stopped = stopped
         self._lock = threading.Lock()
@@ -99,6 +102,13 @@ class StartUp:
     def finish(self) -> None:
         """Index what the recovery committed, warm the steps, and become ready."""
         partitions = set(self._recovered.partitions)
+        if self._index is not None:
+            done, behind = self._retrying("finding the partitions whose index is behind",
+                                          self._behind)
+            if not done:
+                return
+            partitions |= behind or set()
+            self._set(partitions_to_index=len(partitions))
         if self._index is not None and partitions:
             self._set(phase="indexing")
             index = self._index

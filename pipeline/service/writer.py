@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
+from lake.index.status import partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
-from lake.store import Partition
+from lake.store import LakeStore, Partition
 from pipeline.conflicts import with_advice
 from pipeline.contract import TurnStatus
 from pipeline.prepare import Quarantined
@@ -141,7 +142,7 @@ class GroupWriter:
         self._startup = StartUp(
             recover=self._ingester.recover if self._spooling else None,
             index=self._indexer.index if self._indexer is not None else None,
-            warm=self._warm, stopped=lambda: self._closed)
+            warm=self._warm, stopped=lambda: self._closed, behind=self._behind)
         self._starter: threading.Thread | None = None
         self._up = threading.Event()  # the start-up finished or gave up
         self._release = threading.Event()  # close() is done with the children
@@ -219,6 +220,13 @@ class GroupWriter:
             for thread in self._threads:
                 thread.start()
         return True
+
+    def _behind(self) -> set[Partition]:
+        """Partitions whose index is older than their rows, or missing (a server killed
+        between a commit and its index step leaves such)."""
+        statuses = partition_statuses(LakeStore(self._settings.lake))
+        return {part for part, status in statuses.items()
+                if status.freshness in ("stale", "missing")}
 
     def _warm(self) -> None:
         """Load what the first recording and its index step need (their child processes,

@@ -32,15 +32,19 @@ def test_a_dead_servers_acknowledged_turns_are_searchable_once_ready(tmp_path: P
     keys = make_keys(lake)
     # The partition is indexed before the crash: the recovered turns must not leave it stale.
     settings = Settings(lake=lake, embedding_model="hashing-64")
-    LiveWriter(settings).record([turn_record(0)])
+    live = LiveWriter(settings)
+    live.record([turn_record(0)])
+    # A server killed between a commit and its index step: turn 4 (another month) is
+    # committed, its partition never indexed.
+    live.ingest([turn_record(4, month=5)])
     _dead_spool(lake, [[1, 2], [3]])
     with Server(lake, env=server_env()) as server:  # started: /readyz answered 200
         ready = httpx.get(f"{server.url}/readyz").json()
         assert ready["status"] == "ready"
         assert ready["readiness"]["recovered_groups"] == 2
-        assert ready["readiness"]["partitions_to_index"] == 1
+        assert ready["readiness"]["partitions_to_index"] == 2
         with server.client(keys["analyst"]) as analyst:
-            for n in (0, 1, 2, 3):  # no waiting: readiness promised them
+            for n in (0, 1, 2, 3, 4):  # no waiting: readiness promised them
                 answer = analyst.post("/v1/search", json={"query": f"mk{n}",
                                                           "scope": "tenant"}).json()
                 assert [h["turn_id"] for h in answer["hits"]][:1] == [f"t-{n:04d}"], answer
