@@ -4,6 +4,7 @@ anchor or file that is not there, or a page left out of the nav, fails the suite
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,12 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     built = _build(probe, tmp_path / "site")
     assert built.returncode != 0
     assert "missing.md" in built.stderr
+
+
+def test_the_readme_is_short_and_its_links_resolve() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if "://" not in t]
+    assert "docs/cli.md" in local
+    assert [t for t in local if not (ROOT / t).exists()] == []
