@@ -5,7 +5,8 @@ generator's absolute evidence (the semantic arm's cosine, ``log1p`` of BM25, tri
 through a logistic model fitted by ``python -m bench.relevance --fit``; the search drops hits
 under ``min_relevance``. A query that has found something judges its other turns more leniently
 (``found_shift``), and a query without a word (codes, numbers, punctuation) is judged by its text
-alone (:func:`literal_relevance`). The model, its fit and its measurements: docs/design/relevance.md.
+alone (:func:`literal_relevance`). The model, its fit and its measurements:
+docs/design/relevance.md.
 """
 
 from __future__ import annotations
