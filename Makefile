@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 LAKE   ?= data/lake
 PORT   ?= 8501
 
-.PHONY: install run demo test test-fast lint bench bench-full clean
+.PHONY: install run demo test test-fast lint docs bench bench-full clean
 
 install: $(STAMP)
 
@@ -36,6 +36,10 @@ lint: install
 	$(BIN)/ruff check lake pipeline app tests bench
 	$(BIN)/mypy
 
+# The docs site (mkdocs.yml): strict, so a broken link or a page left out of the nav fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: install
 	$(BIN)/python -m bench.run --quick
 	$(BIN)/python -m bench.compare --quick
@@ -45,4 +49,4 @@ bench-full: install
 	$(BIN)/python -m bench.compare --full
 
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) data build site *.egg-info

@@ -7,22 +7,9 @@ starts. Its vector is the normalized sum of the passages' unit vectors, the same
 semantic arm gives a turn's exchange (lake.search.exchange), so a row still has one vector and
 texts that fit keep the vectors they had. The passages' own vectors are kept beside it
 (``content_rows.passage_embeddings``, :func:`passage_column`), and the index scores a long row
-by its best passage too (lake.index.passages), since the sum blurs a row that says many things.
-
-Measured with ``make bench`` (section ``locomo_long``) on LoCoMo made long: each session's
-turns joined in runs of 16 into one turn (bench.locomo.join_turns; completions of ~580 word
-pieces at the median, ~940 at the 90th percentile), no floor, recall@5/10/25, chosen on the tune
-split (conversations 0-4). First 254 word pieces → pooled passages: semantic arm alone
-.503/.677/.942 → .546/.720/.968, fused .851/.921/.989 → .860/.919/.989; LoCoMo's questions
-reworded (bench/reworded.py), fused .514/.708/.958 → .521/.732/.958. Pooled → also the best
-passage (after the neighbour rules of lake.search.neighbours): fused .873/.932/.989 →
-.885/.938/.991, reworded .549/.769/.971 → .641/.816/.983; with long turns beside short ones
-(``mixed``) .866/.923/.987 → .884/.936/.989, reworded .524/.746/.963 → .625/.805/.976. A
-long row stands alone as another role's row does: its turn is worth the larger of its exchange
-and its best passage. In a harness, the best passage instead of the larger gave .878/.940/.992
-(reworded .650/.803/.983) and the mean of the two .879/.938/.991 (.630/.818/.984), against
-.884/.938/.991 (.644/.820/.983) for the larger: no clear difference, so the rule the arm
-already had was kept.
+by its best passage too (lake.index.passages), since the sum blurs a row that says many things:
+the row stands alone as another role's row does, its turn worth the larger of its exchange
+and its best passage. What it measured: docs/design/passages.md.
 """
 
 from __future__ import annotations

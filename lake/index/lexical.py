@@ -1,51 +1,12 @@
 """Lexical (BM25) candidate generator over one partition's content rows, on tantivy.
 
-One tantivy index per partition. Each row's text is indexed four ways:
-
-* ``text_stem``  - word tokens, lower-cased, accent-folded, English stop words dropped,
-  Snowball-stemmed: "running" finds "runs", "cafe" finds "Café".
-* ``text_raw``   - the same word tokens, lower-cased only, with positions: exact word forms
-  score on top of the stemmed match and quoted phrases are matched here.
-* ``text_ident`` - only compound identifiers joined by ``_ . -`` kept whole
-  (``err_connection_reset``, ``v2.3.1``, ``index.py``) so an exact error string or
-  version outranks rows that merely share its pieces.
-* ``text_cjk``   - overlapping bigrams of every CJK run (Han, kana, Hangul), made in Python
-  (tantivy-py has an n-gram tokenizer but no per-word n-gram filter) and indexed with the
-  whitespace tokenizer. Word tokenizers see "東京タワーに行きました" as one word that "東京"
-  cannot match; bigrams can. CJK runs are blanked out of the word fields' input on both the
-  index and the query side, so "tokyo東京" still yields the word "tokyo".
-
-Query text is never parsed as tantivy query syntax: the query is split into words and
-quoted phrases here, every word is run through the same ``TextAnalyzer`` objects that index
-the fields (``TextAnalyzer.analyze``), and term / phrase / boolean / boost queries are built
-with ``Query``'s constructors. Syntax characters are therefore ordinary separators.
-
-A query word that is a code of letters and digits also matches its other spelling on
-``text_raw`` (lake.index.codes): "inc3147" the phrase "inc 3147" of a row writing "INC-3147",
-and "inc-3147" the word "inc3147" of a row writing "INC3147", weighed as the identifier.
-
-English stop words ("what", "did", "she", "the", ...; the Snowball list) are dropped from a
-query's free words, not from the index: questions are mostly such words, and on the
-unstemmed and context fields each of them matched nearly every row, so "what did Caroline
-research" ranked rows by how many "what"s and "did"s they held. A query made only of stop
-words ("the who") keeps them all, and quoted phrases keep theirs, so both still match.
-
-The turn-context field scores only on user and assistant rows. Every row of a turn carries
-the same exchange, so on a summary or anchor row the exchange's match would be multiplied by
-that role's weight: every annotated turn would outrank a plain one for words neither its
-summary nor its anchors contain. The exchange still reaches the turn through its own user and
-assistant rows.
-
-Scope statistics: tantivy weighs each query word by its IDF over the whole index (a tenant's
-month). A search confined to one user's history can ask for that history's statistics
-instead: :meth:`LexicalIndex.term_stats` counts a word's rows among one user's rows, and
-``search(word_weights=...)`` multiplies every clause a query word makes by a weight per stem,
-which lets the caller swap one IDF for another (lake.search.bm25).
-
-Role weighting: BM25 statistics come from shared fields, so scores are comparable across
-roles, and each group of roles with the same weight is a boosted ``content AND role in
-group`` clause. Anchors and summaries hence outrank user or assistant text that matches the
-same terms, like the A-over-B tsvector weights of the Postgres original.
+Each row is indexed four ways (stemmed words, raw words with positions, compound identifiers,
+CJK bigrams). A query is never parsed as tantivy syntax: it is split into words and quoted
+phrases here and built from ``Query`` constructors with the fields' own analyzers, so syntax
+characters are plain separators. English stop words are dropped from a query's free words,
+codes also match their other spelling (lake.index.codes), and a search may swap the index's
+IDF for a user's own (``word_weights``). The fields and the reasons for each rule:
+docs/design/lexical.md.
 """
 
 from __future__ import annotations

@@ -22,9 +22,7 @@ Two searches want other statistics:
   a word by the same IDF. The lexical index applies a word's factor to every clause it makes
   (stemmed, exact, identifier and exchange fields); the stemmed field's counts stand for all.
 
-Measured on LoCoMo (user scope, minimal records, the tune split, conversations 0-4): lexical
-recall@5/10/25 .675/.726/.802 with partition statistics, .694/.763/.820 with the user's;
-fused .696/.758/.840 → .718/.787/.857 (rich records: fused .753/.810/.874 → .761/.820/.878).
+What it measured: docs/design/bm25.md.
 
 Everything here is pure.
 """

@@ -1,50 +1,10 @@
 """How much of the query a lexical match holds: a per-turn weight for its vote in fusion.
 
-Fixed generator weights carry one data set's balance. On LoCoMo's questions the lexical arm
-is the stronger one (people ask with the words they used), so it votes twice as much as the
-dense arm. Asked in other words, the lexical arm still returns a full list, of turns that share
-some incidental word with the query, and at double weight those outvote the dense arm's right
-answers: on the LoCoMo tune questions with each content word swapped for its nearest MiniLM
-vocabulary word of another stem, fused recall@10 was .362 (minimal records) and .478 (rich)
-against the dense arm's .465 and .612 alone.
-
-How good a lexical match is shows in how much of the query it holds: a turn's ``coverage =
-Σ idf(t)^1.5 over the query's stems t in the turn / Σ idf(t)^1.5 over all of them`` (IDF among the
-user's rows in a user scope, the searched partitions' otherwise; the turn's text is every row
-of it, as the lexical arm matches a turn's exchange too). Each lexical turn votes with
-``weight × max((gain × coverage)², MIN_SHARE)`` (gain 2: a turn holding half the query's weight
-votes as the fixed weight, one holding all of it four times, one holding a quarter a quarter).
-Squaring makes the vote a soft AND: a turn sharing one incidental word with a paraphrased
-question counts for little, one holding the question's rare words for much.
-
-History of the choice, all on the tune split (conversations 0-4) and its reworded questions
-only. First the vote followed the best lexical turn's coverage for the whole list (``weight ×
-gain × coverage``): LoCoMo recall@5/10/25 .730/.789/.865 → .725/.790/.867 (minimal) and
-.759/.819/.878 → .757/.822/.881 (rich); reworded .253/.362/.517 → .319/.427/.593 (minimal) and
-.315/.478/.652 → .436/.569/.705 (rich), still under the dense arm alone (.343/.458/.631 and
-.501/.611/.720 with neighbour smoothing). A per-query signal could not close that gap: within
-every band of best-turn coverage, and of the share of query words the user never wrote, the
-lexical arm beat the dense arm on LoCoMo's questions and lost on the reworded ones. Weighing
-each turn by its own coverage closes most of it (as search computes it, over the lexical arm's
-first 20 turns, lake.search.service): LoCoMo .714/.787/.869 (minimal) and .753/.827/.882
-(rich); reworded .345/.457/.642 (minimal; the dense arm .343/.458/.631) and .484/.602/.733
-(rich; dense .501/.611/.720). Powers 1-3, gains 1.5-4, floors 0-0.2 and a dense weight raised
-where the best turn's coverage is low were measured: power 1 kept the reworded losses, higher
-powers or lower gains cost LoCoMo minimal up to .05 at 10.
-
-Then the IDFs were raised to the power 1.5 (``IDF_POWER``) before summing: a name that fills
-a person's history (in the rich records' anchors, "Caroline attended…") still has some IDF,
-and a turn holding it and one more common word of a reworded question held a third of it,
-enough to push the dense arm's answers out. Weighing rare words more, the tune split's
-reworded questions went from .518/.637/.765 to .538/.650/.767 on rich records (the dense arm
-.528/.647/.751) and from .387/.503/.675 to .387/.514/.679 on minimal ones (dense
-.385/.507/.670), with LoCoMo's own questions within .001 at every k (simulated on the captured
-generator lists, with the named-time lift of lake.search.named_time). Powers 1.25 (rich
-reworded still under the dense arm at 5 and 10), 1.75 (as 1.5), 2 (LoCoMo rich recall@10
-.843 → .838, minimal recall@5 .748 → .736) and 3 were measured.
-
-A query none of whose words stem to anything (only stop words, only CJK) has no coverage; its
-lexical weight stays as given. Everything here is pure.
+A turn's coverage is the share of the query's stems it holds, each weighed by its IDF to the
+power 1.5; its lexical vote is ``weight × max((gain × coverage)², MIN_SHARE)``, a soft AND. Asked
+in the history's own words the right turns hold most of the query and the lexical arm votes as
+much as before; asked in other words its matches hold incidental words and yield to the dense
+arm. Why these choices, and what each measured: docs/design/coverage.md. Everything here is pure.
 """
 
 from __future__ import annotations

@@ -21,9 +21,7 @@ partition by partition (:func:`by_exchange`) it cost ~0.6 ms of a user-scope sea
 answered in one pass over all its partitions instead (lake.search.whole_scope). Both hand their
 rows to :func:`ranked_turns`, which values every partition's turns at once.
 
-Measured on LoCoMo's tune split (conversations 0-4), user scope, no floor: the semantic arm
-alone recall@5/10/25 .391/.517/.651 → .472/.585/.723 on minimal records; fused .718/.787/.857 →
-.730/.789/.865; rich records fused .761/.820/.878 → .759/.819/.880 (within .002).
+What it measured: docs/design/exchange.md.
 """
 
 from __future__ import annotations

@@ -20,14 +20,7 @@ these after "since" (from its start to the end of ``as_of``'s day). A phrase tha
 real day is not a time (2023-02-30), or is read at the coarser period it also names (31 June
 2023 as June 2023). Several phrases lift the turns of any of their ranges.
 
-Measured on LoCoMo's tune split (conversations 0-4; 97 of its 760 questions name a time),
-weight 4, fused recall@5/10/25 as search serves it: minimal records .714/.787/.869 →
-.743/.812/.881, rich .753/.827/.882 → .772/.842/.893; on the tune questions reworded word by
-word, minimal .345/.457/.642 → .387/.499/.675 and rich .484/.602/.733 → .518/.641/.764.
-Weights 1, 2, 4 and 10 and half-lives of 1, 3 and 7 days were tried on the captured generator
-lists: recall rose with the weight up to 4 and stayed flat beyond; the half-life moved it by at
-most .005. Taking the phrase out of the query the arms search lost up to .005, so the query
-stays as typed.
+What it measured: docs/design/named-time.md.
 """
 
 from __future__ import annotations

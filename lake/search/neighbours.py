@@ -1,40 +1,10 @@
 """Neighbour smoothing: a turn whose neighbouring turns also match is more likely the one meant.
 
-A person's words about one thing spread over several turns ("what about Tuesday?", "yes, that
-one"), so the turn that answers a query often matches it only in part while the turns beside
-it match the rest. Each fused turn gains ``weight`` times the best fused value among its
-previous and next turn of the same conversation (by turn time), where those are candidates of
-the same search; a turn with no matching neighbour keeps its value.
-
-Measured on LoCoMo minimal records, fused recall@5/10/25 on the tune split (conversations
-0-4, the only part looked at when choosing): .626/.686/.787 without, .696/.758/.840 with
-weight 0.5 (one neighbour each side, the larger of the two). Mean of both sides, a window of
-two turns with decay, and weights 0.1-1.0 were each no better on that split.
-
-Two kinds of turn would otherwise lose to short turns that lift each other, which a history
-of agent turns has plenty of: a long turn (an answer at length, a pasted document) and a turn
-alone in its conversation (one question, one answer). Both were measured on LoCoMo made long
-(bench section ``locomo_long``: each session's turns joined in runs of 16, so a session of up
-to 16 turns is one turn alone) and on its ``mixed`` variant (every other run joined, long turns
-beside short ones), choosing on the tune split only:
-
-* a turn with no neighbour at all (alone in its conversation, within its month) is its own
-  neighbourhood: it gains ``weight`` × its own value, as if the turns around it matched as
-  well as it does;
-* a turn whose rows hold more than :data:`LONG_TURN_BYTES` (2,000) bytes of text (UTF-8;
-  characters, for English; counted from the text column's offsets, nothing decoded) lends its
-  neighbours nothing: it matches many queries by holding many things, and the short turn
-  beside it is not part of each. It still gains from them.
-
-Fused recall@5/10/25, tune split, before → after (in brackets the lexical arm alone, which is
-smoothed too): long .860/.919/.989 → .873/.932/.989 (.851/.923/.978 → .859/.924/.982), reworded
-questions .521/.732/.958 → .549/.769/.971; mixed .854/.907/.983 → .866/.923/.987
-(.856/.923/.977 → .859/.923/.981), reworded .503/.658/.938 → .524/.746/.963. The first rule
-alone gave long .868/.928/.988 and mixed .862/.920/.985; a size bound of 1,000 or 4,000 bytes
-moved no figure by more than .003. A long turn that neither gains nor lends (tried first) fell
-under short turns that lift each other where both mix. LoCoMo's own turns are all under 1,200
-characters and every session has several, so its figures are untouched. The relevance a
-neighbour lends (:func:`neighbour_relevance`) is unchanged.
+What a person means spreads over a few turns ("what about Tuesday?", "yes, that one"), so each
+fused turn gains ``weight`` times the best fused value of its previous and next turn in the
+same conversation, where those are candidates too. A turn alone in its conversation is its own
+neighbourhood; a turn longer than :data:`LONG_TURN_BYTES` lends nothing (it matches by holding
+many things). The choices and their LoCoMo measurements: docs/design/neighbours.md.
 """
 
 from __future__ import annotations

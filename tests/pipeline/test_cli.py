@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from factories import BASE_TIME, make_record, rich_record, write_jsonl
@@ -223,16 +224,51 @@ def test_import_commands(runner: CliRunner) -> None:
     assert re.search(r"imported [1-9]\d* turns", cc.output)
 
 
-def _commands() -> list[str]:
+def _commands() -> dict[str, Any]:
     group = get_command(app)
-    names: list[str] = []
+    commands: dict[str, Any] = {}
     for name, command in group.commands.items():  # type: ignore[attr-defined]
         sub = getattr(command, "commands", None)
-        names += [f"{name} {s}" for s in sub] if sub else [name]
-    return sorted(names)
+        commands.update({f"{name} {s}": c for s, c in sub.items()} if sub else {name: command})
+    return dict(sorted(commands.items()))
 
 
-@pytest.mark.parametrize("command", _commands())
-def test_every_command_is_in_the_readme(command: str) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert f"turnlake {command}" in readme, f"README lacks an example of `turnlake {command}`"
+CLI_DOC = Path(__file__).parents[2] / "docs" / "cli.md"
+
+
+def _cli_sections() -> dict[str, str]:
+    """docs/cli.md cut at its `### `turnlake COMMAND`` headings; "" holds the shared options."""
+    text = CLI_DOC.read_text()
+    parts = re.split(r"^### `turnlake ([a-z -]+)`$", text, flags=re.M)
+    sections = {"": parts[0]}
+    sections.update(zip(parts[1::2], parts[2::2], strict=True))
+    return sections
+
+
+def _long_options(command: Any) -> list[str]:
+    return [name for param in command.params if type(param).__name__.endswith("Option")
+            for name in param.opts if name.startswith("--")]
+
+
+def _undocumented(command: str, sections: dict[str, str]) -> list[str]:
+    """The command's long options that neither its section nor the shared table names."""
+    return [option for option in _long_options(_commands()[command])
+            if not any(re.search(rf"`{option}[` ]", sections.get(where, ""))
+                       for where in (command, ""))]
+
+
+@pytest.mark.parametrize("command", list(_commands()))
+def test_every_command_and_option_is_in_the_cli_docs(command: str) -> None:
+    sections = _cli_sections()
+    assert command in sections, f"docs/cli.md has no section `turnlake {command}`"
+    example = f"turnlake {command} "
+    assert example in sections[command], f"docs/cli.md lacks an example of `turnlake {command}`"
+    missing = _undocumented(command, sections)
+    assert not missing, f"docs/cli.md's `turnlake {command}` section does not name {missing}"
+
+
+def test_the_cli_docs_check_catches_a_missing_option() -> None:
+    sections = _cli_sections()
+    assert _undocumented("maintain", sections) == []
+    sections["maintain"] = sections["maintain"].replace("`--grace`", "`--pause`")
+    assert _undocumented("maintain", sections) == ["--grace"]

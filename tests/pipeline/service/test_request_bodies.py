@@ -35,7 +35,7 @@ def test_json_sent_as_a_form_is_a_415_that_says_what_to_send(served: Served,
             "Content-Type": "application/x-www-form-urlencoded"})
         assert answer.status_code == 415, answer.text
         assert "Content-Type: application/json" in answer.json()["error"]["message"]
-        # The README's examples, with the header, work.
+        # The service page's examples (docs/service.md), with the header, work.
         answer = client.post("/v1/search", content=b'{"query": "forecast", "scope": "tenant"}',
                              headers=JSON)
     assert answer.status_code == 200, answer.text
