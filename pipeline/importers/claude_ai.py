@@ -55,6 +55,12 @@ def iter_claude_ai(path: Path, *, tenant: str, user_id: str, app: str = AGENT,
         source = str(path)
         index = 0
         with _open(path) as fh:
+            head = fh.read(4096).lstrip()
+        if not head.startswith(b"["):
+            stream.problem(source, "byte 0", "export is not a JSON array of conversations",
+                           head[:300])
+            return
+        with _open(path) as fh:
             try:
                 for index, conversation in enumerate(ijson.items(fh, "item", use_float=True)):
                     yield from _conversation(conversation, index, source, identity, stream)
@@ -277,7 +283,8 @@ def _citations(raw: Any) -> list[Citation]:
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
             continue
-        details = item.get("details") if isinstance(item.get("details"), dict) else item
+        nested = item.get("details")
+        details: dict[str, Any] = nested if isinstance(nested, dict) else item
         url = details.get("url") or item.get("url")
         if isinstance(url, str) and url:
             title = details.get("title") or item.get("title") or url

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lake.records import TurnRecord
 from pipeline.importers.codex import iter_codex
 from pipeline.importers.common import ImportResult
 
@@ -17,7 +18,7 @@ def _import(*paths: Path) -> ImportResult:
     return iter_codex(list(paths) or [FIXTURES], tenant="acme", user_id="u-ana").collect()
 
 
-def _turns(result: ImportResult, conversation: str) -> dict[str, object]:
+def _turns(result: ImportResult, conversation: str) -> dict[str, TurnRecord]:
     return {r.turn_id: r for r in result.records if r.conversation_id == conversation}
 
 
