@@ -63,6 +63,10 @@ def search(
     analyst: AnalystOption = False,
     scope: Annotated[str, typer.Option(help="conversation, user or tenant.")] = "user",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        help="Only conversations this agent recorded (codex, claude-code, ...).")] = None,
+    app_name: Annotated[str | None, typer.Option(
+        "--app", help="Only conversations of this app.")] = None,
     role: Annotated[list[str] | None, typer.Option(
         "--role", help="Role to search (repeatable; default user, assistant, summary, anchor, "
         "attachment).")] = None,
@@ -119,7 +123,7 @@ def search(
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
         "max_per_conversation": max_per_conversation, "snippets": snippets,
         "min_relevance": min_relevance, "neighbour_weight": neighbour_weight,
-        "coverage_gain": coverage_gain}
+        "coverage_gain": coverage_gain, "agent": agent, "app": app_name}
     try:
         request = request_from(options)
         result = service.search(request)

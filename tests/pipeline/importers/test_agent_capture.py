@@ -148,3 +148,27 @@ def test_codex_notify_records_each_turn_once_and_never_fails(tmp_path: Path) -> 
     assert _notify(lake, home, unknown, log).returncode == 0
     logged = log.read_text()
     assert "notify payload is not JSON" in logged and "no Codex rollout of thread" in logged
+
+
+def test_search_filters_by_agent_and_app(runner: CliRunner) -> None:
+    for command, source in (("codex", FIXTURES / "codex"), ("aider", FIXTURES / "aider")):
+        done = runner.invoke(app, ["import", command, str(source), "--tenant", "acme",
+                                   "--user", "u-ana"])
+        assert done.exit_code == 0, done.output
+
+    def found(*extra: str) -> set[str]:
+        result = runner.invoke(app, ["search", "rye", "--tenant", "acme", "--user", "u-ana",
+                                     "--min-relevance", "0", "--json",
+                                     # the fixtures are of 2025: retention has expired them
+                                     # by now
+                                     "--as-of", "2025-12-01T00:00:00Z", *extra])
+        assert result.exit_code == 0, result.output
+        return {h["conversation_id"] for h in json.loads(result.output)["hits"]}
+
+    everything = found()
+    codex = found("--agent", "codex")
+    aider = found("--agent", "aider", "--app", "aider")
+    assert codex and aider and codex | aider == everything and not codex & aider
+    assert all(c.startswith("aider-") for c in aider)
+    assert found("--agent", "gemini-cli") == set()
+    assert found("--agent", "codex", "--app", "aider") == set()
