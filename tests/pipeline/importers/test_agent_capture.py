@@ -172,3 +172,8 @@ def test_search_filters_by_agent_and_app(runner: CliRunner) -> None:
     assert all(c.startswith("aider-") for c in aider)
     assert found("--agent", "gemini-cli") == set()
     assert found("--agent", "codex", "--app", "aider") == set()
+    shown = runner.invoke(app, ["search", "rye", "--tenant", "acme", "--user", "u-ana",
+                                "--min-relevance", "0", "--as-of", "2025-12-01T00:00:00Z"],
+                          env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "agent" in shown.output and " codex " in shown.output and " aider " in shown.output
