@@ -201,3 +201,39 @@ def hook_codex(
                   else "".join(traceback.format_exception(exc)))
         _log(log_path, f"thread {thread}: error: {detail}")
     sys.stdout.flush()
+
+
+@hook_app.command("gemini-cli")
+def hook_gemini_cli(
+    tenant: TenantOpt,
+    user: UserOpt,
+    app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "gemini-cli",
+    server: ServerOpt = None,
+    key: KeyOpt = None,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Log file (default: ~/.cache/turnlake/hook-gemini-cli.log).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Gemini CLI AfterAgent hook: record the session file's new turns (hook JSON on stdin).
+
+    Never fails the session: it prints `{}` (the empty answer Gemini CLI expects), logs every
+    outcome and exits 0."""
+    log_path = log or Path.home() / ".cache" / "turnlake" / "hook-gemini-cli.log"
+    session = "?"
+    try:
+        from pipeline.importers.agent_watch import record_stream
+        from pipeline.importers.gemini_cli import iter_gemini_cli
+        from pipeline.importers.live import HookInput
+
+        hook = HookInput.parse(sys.stdin.buffer.read())
+        session = hook.session_id
+        stream = iter_gemini_cli([hook.transcript_path], tenant=tenant, user_id=user,
+                                 app=app_name)
+        report = record_stream(Settings.from_env(lake), stream, server=_server(server, key))
+        _log(log_path, f"session {session}: {_summary(report)}"
+             + "".join(f"\n  problem {p}" for p in report.problems))
+    except Exception as exc:
+        detail = (str(exc) if isinstance(exc, TurnlakeError)
+                  else "".join(traceback.format_exception(exc)))
+        _log(log_path, f"session {session}: error: {detail}")
+    sys.stdout.write("{}\n")

@@ -177,3 +177,33 @@ def test_search_filters_by_agent_and_app(runner: CliRunner) -> None:
                           env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "agent" in shown.output and " codex " in shown.output and " aider " in shown.output
+
+
+def test_gemini_hook_records_the_session_and_answers_empty_json(tmp_path: Path) -> None:
+    session = tmp_path / "session-2025-11-03T09-00-a7b8c9d0.jsonl"
+    recording = FIXTURES / "gemini_cli" / "tmp" / "9f8e" / "chats" / session.name
+    lines = recording.read_bytes().splitlines(keepends=True)
+    session.write_bytes(b"".join(lines[:4]))
+    lake, log = tmp_path / "lake", tmp_path / "hook.log"
+    env = {**os.environ, "TURNLAKE_EMBEDDING_MODEL": "hashing-64", "HF_HUB_OFFLINE": "1"}
+    hook = json.dumps({"session_id": "a7b8c9d0", "transcript_path": str(session),
+                       "cwd": str(tmp_path), "hook_event_name": "AfterAgent",
+                       "timestamp": "2025-11-03T09:00:05Z"})
+
+    def call(stdin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "hook", "gemini-cli", "--tenant", "acme",
+             "--user", "u-ana", "--lake", str(lake), "--log", str(log)],
+            input=stdin, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    first = call(hook)
+    assert (first.returncode, first.stdout) == (0, "{}\n"), first.stderr
+    assert sorted(_turns(lake)) == ["j-u1"]
+    session.write_bytes(b"".join(lines))
+    assert call(hook).returncode == 0
+    assert sorted(_turns(lake)) == ["j-u1", "j-u3"]
+    # The summary written later retitles the session: its first turn is superseded.
+    assert "1 replaced" in log.read_text()
+    broken = call("not json")
+    assert (broken.returncode, broken.stdout) == (0, "{}\n")
+    assert "hook input is not JSON" in log.read_text()
