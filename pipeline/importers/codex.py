@@ -22,15 +22,13 @@ last turn onwards, see :mod:`pipeline.importers.codex_live`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lake.records import ContextEvent, StepStatus, Usage
+from lake.records import ContextEvent, StepStatus
 from pipeline.importers.agent_files import (
     TurnStart,
-    data_url_attachment,
     find_files,
     read_events,
     text_of,
@@ -48,6 +46,7 @@ from pipeline.importers.codex_items import (
     turn_context_data,
     web_search_detail,
 )
+from pipeline.importers.codex_turns import Resume, Turn, fill
 from pipeline.importers.common import Identity, ImportStream, TurnDraft, stable_id
 from pipeline.importers.text import one_line
 
@@ -82,36 +81,6 @@ def iter_codex(paths: Sequence[Path], *, tenant: str, user_id: str, app: str = A
     return ImportStream(produce)
 
 
-@dataclass(frozen=True)
-class Resume:
-    """Where live capture resumes a rollout, and what it knew of the session there."""
-
-    start: TurnStart
-    session_id: str
-    title: str | None
-    tokens_before: Any = None
-
-
-@dataclass
-class _Turn:
-    draft: TurnDraft
-    start: TurnStart
-    tokens_before: Any
-    item_texts: list[tuple[str, datetime]] = field(default_factory=list)
-    event_texts: list[tuple[str, datetime]] = field(default_factory=list)
-    item_images: list[str] = field(default_factory=list)
-    event_images: list[str] = field(default_factory=list)
-    item_answers: list[tuple[str, datetime]] = field(default_factory=list)
-    event_answers: list[tuple[str, datetime]] = field(default_factory=list)
-    last_message: tuple[str, datetime] | None = None
-    tokens: tuple[int, int] = (0, 0)
-    replied: bool = False
-    # Set by task_complete or turn_aborted: what comes next belongs to the next turn.
-    ended: bool = False
-    codex_id: str | None = None
-    had_context: bool = False
-
-
 class RolloutImport:
     """The import of one rollout, optionally resumed at a turn's offset."""
 
@@ -126,12 +95,12 @@ class RolloutImport:
         self.session_id: str | None = resume.session_id if resume else None
         self.title: str | None = resume.title if resume else None
         self._tokens_total: Any = resume.tokens_before if resume else None
-        self._turns: list[_Turn] = []
+        self._turns: list[Turn] = []
         self._waiting: list[ContextEvent] = []
         self._waiting_turn_id: str | None = None
         self._tool_names: dict[str, str] = {}
         self._at: datetime | None = None
-        self.last: _Turn | None = None
+        self.last: Turn | None = None
 
     @property
     def last_start(self) -> TurnStart | None:
@@ -154,7 +123,9 @@ class RolloutImport:
         conversation = stable_id(self.session_id or self._path.stem)
         for turn in self._turns:
             self.last = turn
-            self._fill(turn)
+            first_words = fill(turn, self._stream)
+            if self.title is None and first_words:
+                self.title = one_line(first_words) or None
             record = turn.draft.finish(self._stream, self._identity, conversation, self.title,
                                        self._source, f"line {turn.start.line}")
             if record is not None:
@@ -368,12 +339,12 @@ class RolloutImport:
         turn.draft.touch(at)
         return True
 
-    def _open(self) -> _Turn | None:
+    def _open(self) -> Turn | None:
         """The turn still taking the user's words: the last one, until anything answered."""
         turn = self._turns[-1] if self._turns else None
         return turn if turn is not None and not turn.replied else None
 
-    def _replying(self, what: str) -> _Turn | None:
+    def _replying(self, what: str) -> Turn | None:
         if not self._turns:
             self._stream.skip(f"{what} before any prompt")
             return None
@@ -381,10 +352,10 @@ class RolloutImport:
         turn.replied = True
         return turn
 
-    def _new_turn(self, line: int, offset: int) -> _Turn:
+    def _new_turn(self, line: int, offset: int) -> Turn:
         external = self._waiting_turn_id or f"{self.session_id or self._path.stem}:{line}"
         start = TurnStart(self._resume.offset, self._resume.line, external, open_offset=offset)
-        turn = _Turn(TurnDraft(stable_id(external)), start, self._tokens_total,
+        turn = Turn(TurnDraft(stable_id(external)), start, self._tokens_total,
                      codex_id=self._waiting_turn_id)
         for event in self._waiting:
             self._stream.count(f"context event: {event.kind}")
@@ -410,31 +381,3 @@ class RolloutImport:
     def _now(self) -> datetime:
         assert self._at is not None  # _on_line reports a line without any time first
         return self._at
-
-    def _fill(self, turn: _Turn) -> None:
-        """Put the chosen copies of the user's words, images and answer on the draft."""
-        texts, images = ((turn.item_texts, turn.item_images) if turn.item_texts
-                         else (turn.event_texts, turn.event_images))
-        if turn.item_texts and turn.event_texts:
-            self._stream.skip("user_message event (a copy of the prompt)", len(turn.event_texts))
-        draft = turn.draft
-        for text, at in texts:
-            draft.add_user_text(text, at)
-        # Submissions come before everything the turn did: one that arrived later in the
-        # file (an event copy) still opens the turn at the time its words came in.
-        for n, url in enumerate(images):
-            draft.attachments.append(data_url_attachment(url, n))
-        answers = turn.item_answers or turn.event_answers
-        if turn.item_answers and turn.event_answers:
-            self._stream.skip("agent_message event (a copy of the answer)",
-                              len(turn.event_answers))
-        if not answers and turn.last_message is not None:
-            answers = [turn.last_message]
-        for text, at in answers:
-            draft.add_answer(text, at)
-        if len(answers) > 1:
-            self._stream.count("assistant message joined to the answer", len(answers) - 1)
-        if turn.tokens != (0, 0):
-            draft.usage = Usage(tokens_in=turn.tokens[0], tokens_out=turn.tokens[1])
-        if self.title is None and texts:
-            self.title = one_line(texts[0][0]) or None
