@@ -26,7 +26,8 @@ from lake.location import LakeLocation
 from lake.settings import Settings
 from pipeline.importers.agent_files import TurnStart
 from pipeline.importers.agent_watch import record_stream
-from pipeline.importers.codex import Resume, RolloutImport
+from pipeline.importers.codex import RolloutImport
+from pipeline.importers.codex_turns import Resume
 from pipeline.importers.common import Identity, ImportStream, stable_id
 from pipeline.importers.live import CaptureReport, ServerTarget
 
