@@ -11,6 +11,7 @@ keep_freed_pages()  # `python -m pipeline.cli`: before the commands import delta
 
 from pipeline.commands import (  # noqa: E402, F401 - importing registers the commands
     agent,
+    agent_imports,
     importers,
     index,
     maintain,

@@ -92,6 +92,9 @@ class QueryOptions(BaseModel):
         default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0, allow_inf_nan=False,
         description="Drop hits whose relevance is below this (0 keeps every hit). The default "
                     "returns no hit for a query nothing in the history matches.")
+    agent: str | None = Field(default=None, description="Only conversations this agent "
+                              "recorded (codex, claude-code, gemini-cli, ...).")
+    app: str | None = Field(default=None, description="Only conversations of this app.")
 
     def to_request(self, principal: Principal) -> SearchRequest:
         """The SearchRequest these options make for a principal."""
@@ -117,7 +120,7 @@ class QueryOptions(BaseModel):
             fusion=FusionSettings(method=self.fusion or FusionSettings.method,
                                   neighbour_weight=self.neighbour_weight,
                                   coverage_gain=self.coverage_gain),
-            min_relevance=self.min_relevance)
+            min_relevance=self.min_relevance, agent=self.agent, app=self.app)
 
 
 class QueryLine(QueryOptions):

@@ -205,6 +205,9 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             "answers no hits when nothing in the history matches; an empty answer means "
             "there is nothing to find, not that the search failed. 0 returns the nearest "
             "turns whatever they are."))] = DEFAULT_MIN_RELEVANCE,
+        agent: Annotated[str | None, Field(description=(
+            "Only conversations this agent recorded: 'claude-code', 'codex', 'gemini-cli', "
+            "'copilot-cli', 'aider', 'claude-ai', 'chatgpt'."))] = None,
     ) -> SearchHits:
         """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
         lifted by recency. A time written in the query ('in March 2026', 'on 3 June',
@@ -215,7 +218,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         request = SearchRequest(
             query=query, principal=who(ctx), scope=scope, conversation_id=conversation,
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
-            k=k, snippets=snippets, min_relevance=min_relevance)
+            k=k, snippets=snippets, min_relevance=min_relevance, agent=agent)
         result = await lake.run(lambda: lake.search.search(request))
         return SearchHits.of(result)
 

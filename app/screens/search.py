@@ -39,8 +39,10 @@ with st.form("search-form"):
     user = c2.selectbox("User", users, disabled=not viewer.is_analyst)
     conversation = c3.text_input(
         "Conversation id", help="Only this conversation's turns; empty = any.")
-    c1, c2 = st.columns([2, 1])
+    c1, c2, c3 = st.columns([2, 1, 1])
     roles = c1.multiselect("Roles", ROLES, default=list(DEFAULT_SEARCH_ROLES))
+    agent = c3.text_input("Agent", placeholder="codex · claude-code · gemini-cli",
+                          help="Only conversations this agent recorded; empty = any.")
     when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
                          help="A catalog phrase; leave empty for all time.")
     with st.expander("Generators, recency and limits"):
@@ -89,7 +91,8 @@ if submitted:
         trigram_weight=float(trigram_w), half_life_days=float(half_life),
         recency_weight=float(recency_w), time_weight=float(time_w), k=int(k),
         max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor),
-        neighbour_weight=float(neighbour_w), coverage_gain=float(coverage_g))
+        neighbour_weight=float(neighbour_w), coverage_gain=float(coverage_g),
+        agent=agent.strip() or None)
     if not wb.warmup.ready:
         with st.spinner("Waiting for the model to finish loading (it started with the app)…"):
             wb.warmup.wait()

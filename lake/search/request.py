@@ -87,6 +87,10 @@ class SearchRequest:
     depth: int = 100
     # Hits whose relevance (lake.search.relevance) is below this are dropped; 0 keeps all.
     min_relevance: float = DEFAULT_MIN_RELEVANCE
+    # Only turns of conversations this agent (``codex``, ``claude-code``...) or app recorded,
+    # as their timelines say; None: any.
+    agent: str | None = None
+    app: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from lake.embedding.base import Embedder
 from lake.embedding.passages import splitter_of
@@ -133,8 +134,9 @@ class SearchService:
             timings["embed_query"] = _ms(t)
         lists: dict[str, list[PartHits]] = {g: [] for g in GENERATORS}
         t = time.perf_counter()
+        origin = self._conversations_of(scope.tenant, request)
         in_scope = [(part, allowed) for part in parts
-                    if (allowed := _allowed_docs(part, scope, request, as_of)).size]
+                    if (allowed := _allowed_docs(part, scope, request, as_of, origin)).size]
         on = {g: request.enabled.get(g, True) and request.weights.get(g, 1.0) > 0
               for g in GENERATORS}
         statistics = QueryStatistics.of([p for p, _ in in_scope], query, scope.user_id) \
@@ -334,6 +336,21 @@ class SearchService:
                                   int(best.docs[j]), ranks, values[j], s.lift, s.final,
                                   float(relevances[j]), request, query_vector))
         return hits, kept.count(False)
+
+    def _conversations_of(self, tenant: str, request: SearchRequest) -> frozenset[str] | None:
+        """The tenant's conversations the request's agent and app recorded (None: no such
+        filter), from their timelines."""
+        if request.agent is None and request.app is None:
+            return None
+        if not self.store.exists(Table.TIMELINES):
+            return frozenset()
+        where = ds.field("tenant") == tenant
+        if request.agent is not None:
+            where &= ds.field("agent") == request.agent
+        if request.app is not None:
+            where &= ds.field("app") == request.app
+        found = self.store.read(Table.TIMELINES, columns=["conversation_id"], filter=where)
+        return frozenset(found["conversation_id"].to_pylist())
 
     def _live_turns(self, conversations: set[tuple[str, str]],
                     as_of: datetime) -> set[tuple[str, str, str]]:
@@ -631,15 +648,22 @@ def _per_conversation_cap(request: SearchRequest) -> int:
 
 
 def _allowed_docs(part: PartitionIndex, scope: ResolvedScope, request: SearchRequest,
-                  as_of: datetime) -> np.ndarray:
-    """Sorted doc ids of the partition rows the request may see."""
+                  as_of: datetime, conversations: frozenset[str] | None = None) -> np.ndarray:
+    """Sorted doc ids of the partition rows the request may see, of ``conversations`` only
+    when given."""
     def micros(at: datetime | None) -> int | None:
         return None if at is None else int(at.timestamp() * _US)
 
-    return part.columns.visible_docs(
+    docs: np.ndarray = part.columns.visible_docs(
         user_id=scope.user_id, conversation_id=scope.conversation_id, roles=request.roles,
         since_us=micros(request.since), until_us=micros(request.until),
         as_of_us=int(as_of.timestamp() * _US))
+    if conversations is None or not docs.size:
+        return docs
+    index = part.columns.conversation_index
+    codes = np.array([index[c] for c in conversations if c in index], dtype=np.int64)
+    kept: np.ndarray = docs[np.isin(part.columns.conversation_codes[docs], codes)]
+    return kept
 
 
 def _turn_rows(part: PartitionIndex, doc: int) -> tuple[int, list[str], list[str]]:

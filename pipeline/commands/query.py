@@ -63,6 +63,10 @@ def search(
     analyst: AnalystOption = False,
     scope: Annotated[str, typer.Option(help="conversation, user or tenant.")] = "user",
     conversation: Annotated[str | None, typer.Option(help="Conversation id.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        help="Only conversations this agent recorded (codex, claude-code, ...).")] = None,
+    app_name: Annotated[str | None, typer.Option(
+        "--app", help="Only conversations of this app.")] = None,
     role: Annotated[list[str] | None, typer.Option(
         "--role", help="Role to search (repeatable; default user, assistant, summary, anchor, "
         "attachment).")] = None,
@@ -119,7 +123,7 @@ def search(
         "no_semantic": no_semantic, "no_lexical": no_lexical, "no_trigram": no_trigram,
         "max_per_conversation": max_per_conversation, "snippets": snippets,
         "min_relevance": min_relevance, "neighbour_weight": neighbour_weight,
-        "coverage_gain": coverage_gain}
+        "coverage_gain": coverage_gain, "agent": agent, "app": app_name}
     try:
         request = request_from(options)
         result = service.search(request)
@@ -130,10 +134,14 @@ def search(
     if as_json:
         out.print_json(json.dumps(SearchAnswer.of(result).to_json()))
         return
-    table = RichTable("#", "score", "relevance", "conversation / turn", "role", "when", "text")
+    agents = _agents(service.store, request.principal.tenant,
+                     {h.conversation_id for h in result.hits})
+    table = RichTable("#", "score", "relevance", "conversation / turn", "agent", "role", "when",
+                      "text")
     for i, hit in enumerate(result.hits, start=1):
         table.add_row(str(i), f"{hit.score:.4f}", f"{hit.relevance:.2f}",
                       literal(f"{hit.conversation_id} / {hit.turn_id}"),
+                      literal(agents.get(hit.conversation_id, "")),
                       literal(hit.role), f"{hit.turn_at:%Y-%m-%d %H:%M}",
                       literal(hit.text[:120]))
     out.print(table)
@@ -147,6 +155,19 @@ def search(
         console.print(literal(f"no hit: no turn of tenant {tenant_id!r} matched the query"
                               if known else f"no hit: tenant {tenant_id!r} has no indexed "
                               "turns in this lake"))
+
+
+def _agents(store: Any, tenant: str, conversations: set[str]) -> dict[str, str]:
+    """The agent that recorded each of some conversations, from their timelines."""
+    from lake.tables import Table
+    from lake.timelines import conversation_filter
+
+    if not conversations or not store.exists(Table.TIMELINES):
+        return {}
+    rows = store.read(Table.TIMELINES, columns=["conversation_id", "agent"],
+                      filter=conversation_filter((tenant, c) for c in conversations))
+    return dict(zip(rows["conversation_id"].to_pylist(), rows["agent"].to_pylist(),
+                    strict=True))
 
 
 def _batch_search(service: Any, path: Path) -> None:

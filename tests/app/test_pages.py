@@ -102,6 +102,19 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
     assert by["rrf"].rank == by["lift"].rank == ""  # fused figures have no rank
 
 
+def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    next(t for t in at.text_input if t.label == "Agent").input("react-agent")
+    _search(at, QUERY)
+    assert not at.exception and not at.error
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    next(t for t in at.text_input if t.label == "Agent").input("codex")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    assert not [b for b in at.button if b.label == "Open in Replay"]
+
+
 def test_search_says_how_it_read_a_named_time(seeded: SeededLake,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     at = _search(_app(seeded.settings.lake, monkeypatch).run(), f"{QUERY} in March 2026")
