@@ -239,3 +239,26 @@ def test_a_line_still_being_written_is_not_left_in_quarantine_once_captured(
     assert not store.exists(Table.QUARANTINE) or store.read(Table.QUARANTINE).num_rows == 0
     assert sorted(t.submissions[0].text for t in _stored(settings).values()) == [
         "And gannets?", "Rename the badger module to wolverine"]
+
+
+def test_a_task_notification_with_its_trailing_instruction_line_is_harness_text(
+        tmp_path: Path) -> None:
+    notification = ("<task-notification>\n<task-id>b7f2</task-id>\n"
+                    "<output-file>/tmp/claude/tasks/b7f2.output</output-file>\n"
+                    "<status>completed</status>\n<summary>Background command \"pytest\" "
+                    "completed (exit code 0)</summary>\n</task-notification>\n"
+                    "Read the output file to retrieve the result: /tmp/claude/tasks/b7f2.output")
+    path = _write(tmp_path, [
+        *_first_turn(),
+        ev("user", "s-3", 60, notification, "s-2"),
+        ev("assistant", "s-4", 62, text("The tests pass."), "s-3"),
+        # A user's words that merely follow a notification's shape stay theirs.
+        ev("user", "s-5", 90, "<task-notification>x</task-notification>\nplease read it", "s-4"),
+        ev("assistant", "s-6", 92, text("Read."), "s-5")])
+    first, second = _import(path).records
+    assert [s.text for s in first.submissions] == ["Rename the badger module to wolverine"]
+    (event,) = [e for e in first.context_events if e.kind == "task_notification"]
+    assert event.data["task_id"] == "b7f2"
+    assert event.data["instruction"] == ("Read the output file to retrieve the result: "
+                                         "/tmp/claude/tasks/b7f2.output")
+    assert second.submissions[0].text.endswith("please read it")
