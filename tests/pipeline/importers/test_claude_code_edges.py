@@ -206,25 +206,27 @@ def _stored(settings: Settings) -> dict[str, TurnRecord]:
 
 
 def test_import_after_hook_captures_is_idempotent_when_a_summary_comes_later(
-        settings: Settings, tmp_path: Path) -> None:
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    settings = hashing_settings
     lines = [*_first_turn(),
              ev("user", "s-3", 60, "Question number 2 about narwhal tusks", "s-2"),
              ev("assistant", "s-4", 62, text("They are teeth."), "s-3")]
     path = _write(tmp_path / "hook", lines)
-    capture_transcript(settings, SESSION, path, IDENTITY)
+    capture_transcript(settings, SESSION, path, IDENTITY, final=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"type":"summary","summary":"Narwhal tusk research","leafUuid":"s-4"}\n')
     imported = Ingestor(settings, replace=True).ingest_records(
         iter_claude_code([path], tenant="acme", user_id="u-ana"))
     assert (imported.accepted, imported.duplicates, imported.replaced) == (0, 2, 0)
-    again = capture_transcript(settings, SESSION, path, IDENTITY)
-    assert (again.accepted, again.duplicates, again.replaced) == (0, 1, 0)
+    again = capture_transcript(settings, SESSION, path, IDENTITY, final=True)
+    assert (again.records, again.accepted, again.replaced) == (0, 0, 0)
     assert {t.conversation_title for t in _stored(settings).values()} == {
         "Rename the badger module to wolverine"}
 
 
 def test_a_line_still_being_written_is_not_left_in_quarantine_once_captured(
-        settings: Settings, tmp_path: Path) -> None:
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    settings = hashing_settings
     complete = ev("user", "s-3", 60, "And gannets?", "s-2")
     path = _write(tmp_path / "hook", _first_turn())
     with path.open("a", encoding="utf-8") as fh:
@@ -234,7 +236,9 @@ def test_a_line_still_being_written_is_not_left_in_quarantine_once_captured(
     with path.open("a", encoding="utf-8") as fh:
         fh.write(complete[50:] + "\n")
     second = capture_transcript(settings, SESSION, path, IDENTITY)
-    assert (second.accepted, second.problems) == (1, [])
+    assert (second.accepted, second.problems, second.held) == (1, [], True)
+    ended = capture_transcript(settings, SESSION, path, IDENTITY, final=True)
+    assert (ended.accepted, ended.problems) == (1, [])
     store = LakeStore(settings.lake)
     assert not store.exists(Table.QUARANTINE) or store.read(Table.QUARANTINE).num_rows == 0
     assert sorted(t.submissions[0].text for t in _stored(settings).values()) == [

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from lake.errors import TurnlakeError
-from lake.settings import Settings
 from pipeline.importers.common import Identity
 from pipeline.importers.live import ServerTarget, capture_transcript
 from tests.pipeline.service.server import Server, make_keys
@@ -21,22 +20,24 @@ def test_the_hook_records_through_the_service(tmp_path: Path) -> None:
     project = tmp_path / "projects"
     shutil.copytree(FIXTURES, project)
     transcript = project / "-home-dev-search-api" / f"{SESSION}.jsonl"
-    # The hook's own state lives in a lake of the hook's machine; the turns go to the server
-    # (a lake of its own: the shared served lake's turns are counted by other tests).
-    settings = Settings(lake=tmp_path / "hook-lake")
+    # The hook's own state lives in the cache folder of the hook's machine; the turns go to
+    # the server, and no lake is needed on the hook's side.
+    state = tmp_path / "cache"
     identity = Identity(tenant="acme", user_id="u-dev", app="claude-code", agent="claude-code")
     served = tmp_path / "served"
     keys = make_keys(served)
     with Server(served) as server:
         target = ServerTarget(server.url, keys["recorder"])
-        first = capture_transcript(settings, SESSION, transcript, identity, server=target)
+        first = capture_transcript(None, SESSION, transcript, identity, server=target,
+                                   final=True, state_dir=state)
         assert first.records >= 3 and first.accepted == first.records and not first.problems
-        again = capture_transcript(settings, SESSION, transcript, identity, server=target)
+        again = capture_transcript(None, SESSION, transcript, identity, server=target,
+                                   final=True, state_dir=state)
         assert again.accepted == 0
         with server.client(keys["analyst"]) as client:
             listed = client.get("/v1/conversations", params={"user": "u-dev"})
         assert listed.status_code == 200, listed.text
         assert listed.json()
         with pytest.raises(TurnlakeError, match="403"):
-            capture_transcript(settings, "other-session", transcript, identity,
-                               server=ServerTarget(server.url, keys["user"]))
+            capture_transcript(None, "other-session", transcript, identity, final=True,
+                               server=ServerTarget(server.url, keys["user"]), state_dir=state)
