@@ -8,10 +8,12 @@ import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
@@ -43,7 +45,7 @@ def _copy(tmp_path: Path, lines: list[bytes]) -> Path:
     return path
 
 
-def _turns(settings: Settings) -> dict[str, dict[str, object]]:
+def _turns(settings: Settings) -> dict[str, dict[str, Any]]:
     store = LakeStore(settings.lake)
     if not store.exists(Table.TURN_LOGS):
         return {}
@@ -171,8 +173,8 @@ def test_posting_to_a_server_sends_the_turns_with_the_key(
     path = _copy(tmp_path, _lines())
     sent: list[tuple[ServerTarget, list[str]]] = []
 
-    def post(server: ServerTarget, records: list[object]) -> dict[str, object]:
-        sent.append((server, [r.turn_id for r in records]))  # type: ignore[attr-defined]
+    def post(server: ServerTarget, records: list[TurnRecord]) -> dict[str, Any]:
+        sent.append((server, [r.turn_id for r in records]))
         return {"accepted": len(records), "duplicates": 0, "rejected": 0,
                 "turns": [{"index": i, "status": "accepted"} for i in range(len(records))]}
 
