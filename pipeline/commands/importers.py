@@ -51,8 +51,9 @@ ServerOpt = Annotated[str | None, typer.Option(
     "--server", help="Post turns to this `turnlake serve` URL instead of writing the lake.")]
 KeyOpt = Annotated[str | None, typer.Option("--key", help="API key for --server.")]
 HookKeyOpt = Annotated[str | None, typer.Option(
-    "--key", envvar="TURNLAKE_KEY",
-    help="API key for --server (default: $TURNLAKE_KEY, so no file holds it).")]
+    "--key", envvar=["TURNLAKE_RECORDER_KEY", "TURNLAKE_KEY"],
+    help="A recorder key for --server (default: $TURNLAKE_RECORDER_KEY, else $TURNLAKE_KEY, "
+         "so no file holds it).")]
 HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
 
 

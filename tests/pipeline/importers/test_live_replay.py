@@ -28,7 +28,8 @@ def hook_env(home: Path) -> dict[str, str]:
     """The hook's environment: a HOME of its own (so its cache folder is there), the hashing
     embedder, offline."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("TURNLAKE_LAKE", "TURNLAKE_KEY", "XDG_CACHE_HOME", "TURNLAKE_HOOK_LOG")}
+           if k not in ("TURNLAKE_LAKE", "TURNLAKE_KEY", "TURNLAKE_RECORDER_KEY", "XDG_CACHE_HOME",
+                        "TURNLAKE_HOOK_LOG")}
     env.update(HOME=str(home), TURNLAKE_EMBEDDING_MODEL="hashing-64", HF_HUB_OFFLINE="1",
                PYTHONPATH=str(ROOT))
     return env
@@ -52,7 +53,7 @@ def run_hook(writer: SessionWriter, project: Path, home: Path, event: str,
     done = subprocess.run([sys.executable, "-m", "pipeline.cli", "hook", "claude-code",
                            "--tenant", "acme", "--user", "u-dev", *args],
                           input=hook_payload(writer, event).encode(), cwd=project,
-                          env={**hook_env(home), **({"TURNLAKE_KEY": key} if key else {})},
+                          env={**hook_env(home), **({"TURNLAKE_RECORDER_KEY": key} if key else {})},
                           capture_output=True, timeout=300)
     log = home / ".cache" / "turnlake" / "hook-claude-code.log"
     last = log.read_text().splitlines()[-1] if log.exists() else ""
