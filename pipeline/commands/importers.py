@@ -247,9 +247,46 @@ def hook_claude_code(
         raise typer.Exit(1) from None
 
 
+@hook_app.command("claude-code-recall")
+def hook_claude_code_recall(
+    tenant: TenantOpt,
+    user: UserOpt,
+    server: Annotated[str | None, typer.Option(
+        "--server", help="Search through this warm `turnlake serve` (user key: --key or "
+                         "$TURNLAKE_KEY).")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")] = None,
+    budget: Annotated[int, typer.Option(
+        help="Tokens the added context may take (characters / 4).")] = 600,
+    min_relevance: Annotated[float, typer.Option(
+        "--min-relevance", help="Only turns at least this relevant (0-1).")] = 0.8,
+    turns: Annotated[int, typer.Option(help="At most this many turns.")] = 3,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-claude-code-recall.log).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Claude Code UserPromptSubmit hook: add your relevant past turns (from other sessions)
+    to the prompt, with their ids for the MCP get_turn tool (hook JSON on stdin).
+
+    Prints nothing when nothing passes the relevance floor. Never blocks the prompt: an
+    error goes to the log and exits 1 (non-blocking)."""
+    from pipeline.recall import main
+
+    argv = ["--tenant", tenant, "--user", user, "--budget", str(budget),
+            "--min-relevance", str(min_relevance), "--turns", str(turns)]
+    for name, value in (("--server", server), ("--key", key), ("--lake", lake),
+                        ("--log", str(log) if log else None)):
+        if value is not None:
+            argv += [name, value]
+    code = main(argv)
+    if code:
+        raise typer.Exit(code)
+
+
 def _hook_log(name: str) -> Path:
     """A hook's log: $TURNLAKE_HOOK_LOG, else ``name`` in turnlake's cache folder."""
-    from pipeline.importers.live import cache_dir
+    from pipeline.cache import cache_dir
 
     return Path(os.environ.get(HOOK_LOG_ENV) or cache_dir() / name)
 

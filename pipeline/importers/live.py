@@ -46,6 +46,7 @@ import orjson
 from lake.errors import RecordError, TurnlakeError
 from lake.records import TurnRecord
 from lake.settings import Settings
+from pipeline.cache import cache_dir
 from pipeline.importers.claude_code import TranscriptImport
 from pipeline.importers.claude_files import TRUNCATED, TurnStart, transcript_files
 from pipeline.importers.common import Identity, ImportStream, stable_id
@@ -58,13 +59,6 @@ SERVER_TIMEOUT_S = 20.0
 STATE_LOCK_TIMEOUT_S = 60.0
 # The hook events after which the open turn is final: the session is over.
 FINAL_EVENTS = ("SessionEnd",)
-
-
-def cache_dir() -> Path:
-    """turnlake's folder in the user's cache: ``$XDG_CACHE_HOME/turnlake``, else
-    ``~/.cache/turnlake``."""
-    base = os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "turnlake"
 
 
 def capture_state_dir() -> Path:
