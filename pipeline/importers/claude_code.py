@@ -180,12 +180,12 @@ class TranscriptImport:
                     turn.draft.usage = Usage(
                         tokens_in=sum(i for i, _ in turn.usage.values()),
                         tokens_out=sum(o for _, o in turn.usage.values()))
+                if turn.draft.turn_id == self._settled:
+                    self._stream.skip("turn recorded as final already")
+                    continue
                 if turn is last and self._hold_open:
                     self.held = turn.start
                     self._stream.skip("open turn held until the next prompt closes it")
-                    continue
-                if turn.draft.turn_id == self._settled:
-                    self._stream.skip("turn recorded as final already")
                     continue
                 if not turn.draft.submissions:
                     self._stream.skip("answer whose prompt line could not be read")

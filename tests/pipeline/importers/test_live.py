@@ -327,3 +327,27 @@ def test_a_command_run_after_the_last_answer_waits_for_the_turn_it_precedes(
     kinds = [e["kind"] for e in _turns(hashing_settings)[
         "66666666-aaaa-4bbb-8ccc-000000000015"]["context_events"]]
     assert kinds[:3] == ["caveat", "command", "command_output"]
+
+
+def test_a_session_resumed_after_it_ended_never_changes_its_recorded_last_turn(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    from tests.pipeline.importers.claude_session import SessionWriter
+
+    writer = SessionWriter(tmp_path / "s" / "resumed.jsonl", "resumed", "/w")
+    writer.turn("first question about owls", "Owls hunt at night.", [])
+    writer.after_stop_hooks("turnlake hook claude-code", 0)
+    ended = capture_transcript(hashing_settings, "resumed", writer.path, IDENTITY, final=True)
+    assert ended.accepted == 1
+    before = _turns(hashing_settings)
+    # Resumed: Claude Code appends to the same file; a Stop before the next prompt, then one
+    # after the next turn.
+    writer.after_stop_hooks("turnlake hook claude-code", writer.lines)
+    quiet = capture_transcript(hashing_settings, "resumed", writer.path, IDENTITY)
+    assert (quiet.records, quiet.conflicts) == (0, 0)
+    writer.turn("second question about owls", "They see in the dark.", [])
+    writer.turn("third question about owls", "They fly silently.", [])
+    later = capture_transcript(hashing_settings, "resumed", writer.path, IDENTITY)
+    assert (later.accepted, later.conflicts, later.replaced, later.held) == (1, 0, 0, True)
+    stored = _turns(hashing_settings)
+    assert {k: stored[k] for k in before} == before
+    assert len(stored) == 2
