@@ -189,7 +189,8 @@ def _server(url: str | None, key: str | None) -> ServerTarget | None:
             raise TurnlakeError("--key needs --server URL")
         return None
     if not key:
-        raise TurnlakeError("--server needs --key KEY")
+        raise TurnlakeError("--server needs --key KEY (the hook also reads "
+                            "$TURNLAKE_RECORDER_KEY, else $TURNLAKE_KEY)")
     return ServerTarget(url, key)
 
 
@@ -233,7 +234,8 @@ def hook_claude_code(
 
         hook = HookInput.parse(sys.stdin.buffer.read())
         session = hook.session_id
-        target = _server(server, key)
+        # A key in the environment (for the MCP server, say) means nothing to a lake capture.
+        target = _server(server, key if server is not None else None)
         settings = None if target is not None else _hook_lake(lake)
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="claude-code")
         report = capture_transcript(settings, hook.session_id, hook.transcript_path, identity,

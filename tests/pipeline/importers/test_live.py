@@ -152,8 +152,11 @@ def test_the_hook_command_records_and_logs_and_never_exits_2(
     code, text = _hook(runner, lake, log, {**payload, "hook_event_name": "SessionEnd",
                                            "reason": "prompt_input_exit"})
     assert code == 0 and "(SessionEnd): 1 turns read, 1 new" in text.splitlines()[-1], text
+    # A key in the environment (the MCP server's) does not stop a lake capture.
+    monkeypatch.setenv("TURNLAKE_KEY", "tlk_for_the_mcp_server")
     code, text = _hook(runner, lake, log, payload)
-    assert code == 0 and "0 new" in text.splitlines()[-1]
+    assert code == 0 and "0 new" in text.splitlines()[-1], text
+    monkeypatch.delenv("TURNLAKE_KEY")
     assert list((private_cache / "turnlake" / "capture" / "claude-code").glob("*.json"))
     for bad in ("not json", {"session_id": SESSION},
                 {"session_id": SESSION, "transcript_path": str(tmp_path / "gone.jsonl")}):
