@@ -147,3 +147,37 @@ def test_setup_refuses_what_it_cannot_merge(home: Path, tmp_path: Path) -> None:
     assert code == 2 and "give --lake FOLDER or --server URL" in output
     code, output = run("--lake", str(tmp_path / "l"))
     assert code == 2 and "give --tenant and --user" in output
+
+
+def test_the_hooks_setup_writes_run_as_claude_code_runs_them(
+        home: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from lake.store import LakeStore
+    from lake.tables import Table
+    from tests.pipeline.importers.claude_session import SessionWriter, hook_payload
+
+    lake = tmp_path / "lake"
+    code, output = run("--tenant", "acme", "--user", "u-ana", "--lake", str(lake), "--recall")
+    assert code == 0, output
+    settings = read(home / ".claude" / "settings.json")
+    writer = SessionWriter(tmp_path / "t" / "1c2d3e4f-0000-4000-8000-000000000001.jsonl",
+                           "1c2d3e4f-0000-4000-8000-000000000001", str(tmp_path))
+    writer.turn("How do owls see at night?", "Their eyes hold many rod cells.", [])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNLAKE_")}
+    env.update(HOME=str(home), TURNLAKE_EMBEDDING_MODEL="hashing-64", HF_HUB_OFFLINE="1")
+    # Claude Code runs a command hook through the shell, the JSON on its stdin.
+    for event in ("Stop", "SessionEnd"):
+        (hook,) = our_hooks(settings, event)
+        done = subprocess.run(["/bin/sh", "-c", hook["command"]], env=env, timeout=300,
+                              input=hook_payload(writer, event).encode(), capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
+    assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 1
+    (recall,) = our_hooks(settings, "UserPromptSubmit")
+    prompt = json.dumps({"session_id": "another-session", "prompt": "owls seeing at night"})
+    done = subprocess.run(["/bin/sh", "-c", recall["command"] + " --min-relevance 0"],
+                          env=env, timeout=300, input=prompt.encode(), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "How do owls see at night?" in context
