@@ -389,6 +389,14 @@ def bench_tenants_section(tenants: int) -> dict[str, Any]:
     return bench_tenants(tenants)
 
 
+def bench_recall_section(turns: int, calls: int) -> dict[str, Any]:
+    """The Claude Code prompt hook's whole process (recall at the prompt): p50/p95 through a
+    warm `turnlake serve` and straight from a lake (issue 54)."""
+    from bench.recall_bench import bench_recall
+
+    return bench_recall(turns, calls)
+
+
 def bench_ray_section(rows: int) -> dict[str, Any]:
     """Partition-parallel index build on Ray with 1 and 2 workers, and in process."""
     from bench.ray_bench import bench_ray_build
@@ -829,6 +837,7 @@ def main() -> None:
         ("http_search_100k", lambda: bench_http_search_section(100_000)),
         # what one user's search pays for the lake's other tenants
         ("many_tenants", lambda: bench_tenants_section(300)),
+        ("recall_hook", lambda: bench_recall_section(2000 if mode == "quick" else 10_000, 30)),
     ]
     if mode == "full":
         plan.append(("scale_1m", lambda: bench_scale(1_000_000, 300)))

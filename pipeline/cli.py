@@ -19,6 +19,7 @@ from pipeline.commands import (  # noqa: E402, F401 - importing registers the co
     recorder,
     retention,
     serve,
+    setup,
     write,
 )
 from pipeline.commands.common import app  # noqa: E402

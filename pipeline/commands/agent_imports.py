@@ -22,7 +22,6 @@ from pipeline.commands.importers import (
     ServerOpt,
     TenantOpt,
     UserOpt,
-    _build,
     _log,
     _run,
     _server,
@@ -193,7 +192,9 @@ def hook_codex(
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="codex")
         report = capture_thread(settings, thread, identity, server=_server(server, key))
         if index and report.partitions:
-            _build(settings, report.partitions)
+            from pipeline.live import LiveWriter
+
+            LiveWriter(settings, embed=False).index(report.partitions)
         _log(log_path, f"thread {thread}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:

@@ -50,6 +50,10 @@ ReplaceOpt = Annotated[bool, typer.Option(
 ServerOpt = Annotated[str | None, typer.Option(
     "--server", help="Post turns to this `turnlake serve` URL instead of writing the lake.")]
 KeyOpt = Annotated[str | None, typer.Option("--key", help="API key for --server.")]
+HookKeyOpt = Annotated[str | None, typer.Option(
+    "--key", envvar=["TURNLAKE_RECORDER_KEY", "TURNLAKE_KEY"],
+    help="A recorder key for --server (default: $TURNLAKE_RECORDER_KEY, else $TURNLAKE_KEY, "
+         "so no file holds it).")]
 HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
 
 
@@ -121,6 +125,9 @@ def import_claude_code(
         "--watch", help="Keep capturing the sessions of this folder as they change.")] = None,
     interval: Annotated[float, typer.Option(
         help="Seconds between two looks at the --watch folder.")] = 2.0,
+    settle: Annotated[float, typer.Option(
+        help="Seconds a --watch session stays unchanged before its open turn is recorded "
+             "as final.")] = 300.0,
     server: ServerOpt = None,
     key: KeyOpt = None,
     runtime: RuntimeOption = None,
@@ -130,7 +137,7 @@ def import_claude_code(
 ) -> None:
     """Import Claude Code session transcripts (one session = one conversation)."""
     if watch is not None:
-        _watch(watch, tenant, user, app_name, interval, server, key, lake)
+        _watch(watch, tenant, user, app_name, (interval, settle), server, key, lake)
         return
     if not paths:
         raise fail(TurnlakeError("give transcript files or folders, or --watch FOLDER"))
@@ -144,15 +151,16 @@ def import_claude_code(
          ray_cpus=ray_cpus)
 
 
-def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
+def _watch(folder: Path, tenant: str, user: str, app_name: str, timing: tuple[float, float],
            server: str | None, key: str | None, lake: str | None) -> None:
     from pipeline.importers.common import Identity
     from pipeline.importers.live import watch
 
-    settings = settings_from(lake)
+    interval, settle = timing
     try:
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="claude-code")
         target = _server(server, key)
+        settings = None if target is not None else settings_from(lake)
     except TurnlakeError as exc:
         raise fail(exc) from exc
     if not folder.is_dir():
@@ -167,7 +175,7 @@ def _watch(folder: Path, tenant: str, user: str, app_name: str, interval: float,
 
     console.print(literal(f"watching {folder} (Ctrl-C stops)"))
     try:
-        watch(settings, folder, identity, interval_s=interval, server=target,
+        watch(settings, folder, identity, interval_s=interval, settle_s=settle, server=target,
               on_capture=captured, on_error=failed)
     except KeyboardInterrupt:
         console.print("stopped")
@@ -181,13 +189,16 @@ def _server(url: str | None, key: str | None) -> ServerTarget | None:
             raise TurnlakeError("--key needs --server URL")
         return None
     if not key:
-        raise TurnlakeError("--server needs --key KEY")
+        raise TurnlakeError("--server needs --key KEY (the hook also reads "
+                            "$TURNLAKE_RECORDER_KEY, else $TURNLAKE_KEY)")
     return ServerTarget(url, key)
 
 
 def _summary(report: CaptureReport) -> str:
     return (f"{report.records} turns read, {report.accepted} new, {report.duplicates} "
-            f"unchanged, {report.replaced} replaced, {len(report.problems)} problems "
+            f"unchanged, {report.replaced} replaced, {report.conflicts} conflicts, "
+            f"{report.embedded} rows embedded, {len(report.problems)} problems"
+            f"{', open turn held' if report.held else ''} "
             f"({'resumed' if report.resumed else 'from the start'}, {report.seconds:.2f}s)")
 
 
@@ -197,19 +208,25 @@ def hook_claude_code(
     user: UserOpt,
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "claude-code",
     server: ServerOpt = None,
-    key: KeyOpt = None,
+    key: HookKeyOpt = None,
     log: Annotated[Path | None, typer.Option(
         "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
                       "~/.cache/turnlake/hook-claude-code.log).")] = None,
+    embed: Annotated[bool, typer.Option(
+        help="Embed the recorded turns' rows (lake mode; a server embeds its own).")] = True,
     index: Annotated[bool, typer.Option(
-        help="Build the touched partitions' indexes after recording.")] = False,
+        help="Give the touched partitions a delta segment, so the turns are searchable at "
+             "once (lake mode).")] = True,
     lake: LakeOption = None,
 ) -> None:
-    """Claude Code Stop hook: record what is new in the session (hook JSON on stdin).
+    """Claude Code Stop and SessionEnd hook: record the session's turns that are final (hook
+    JSON on stdin).
 
+    A turn is recorded once the next prompt closed it, or the session ended (SessionEnd), so
+    the lines Claude Code writes after its hooks never change a recorded turn. Capture state
+    lives in ~/.cache/turnlake/capture ($XDG_CACHE_HOME). With --server, no lake is needed.
     Never blocks the session: any error goes to the log file and exits 1 (non-blocking)."""
-    log_path = log or Path(os.environ.get(HOOK_LOG_ENV)
-                           or Path.home() / ".cache" / "turnlake" / "hook-claude-code.log")
+    log_path = log or _hook_log("hook-claude-code.log")
     session = "?"
     try:
         from pipeline.importers.common import Identity
@@ -217,13 +234,13 @@ def hook_claude_code(
 
         hook = HookInput.parse(sys.stdin.buffer.read())
         session = hook.session_id
-        settings = Settings.from_env(lake)
+        # A key in the environment (for the MCP server, say) means nothing to a lake capture.
+        target = _server(server, key if server is not None else None)
+        settings = None if target is not None else _hook_lake(lake)
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="claude-code")
         report = capture_transcript(settings, hook.session_id, hook.transcript_path, identity,
-                                    server=_server(server, key))
-        if index and report.partitions:
-            _build(settings, report.partitions)
-        _log(log_path, f"session {session}: {_summary(report)}"
+                                    server=target, final=hook.final, embed=embed, index=index)
+        _log(log_path, f"session {session} ({hook.event}): {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:
         detail = (str(exc) if isinstance(exc, TurnlakeError)
@@ -232,13 +249,57 @@ def hook_claude_code(
         raise typer.Exit(1) from None
 
 
-def _build(settings: Settings, partitions: set[tuple[str, str]]) -> None:
-    from lake.embedding.factory import embedding_identity
-    from lake.store import LakeStore
-    from pipeline.index_build import build_indexes
+@hook_app.command("claude-code-recall")
+def hook_claude_code_recall(
+    tenant: TenantOpt,
+    user: UserOpt,
+    server: Annotated[str | None, typer.Option(
+        "--server", help="Search through this warm `turnlake serve` (user key: --key or "
+                         "$TURNLAKE_KEY).")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")] = None,
+    budget: Annotated[int, typer.Option(
+        help="Tokens the added context may take (characters / 4).")] = 600,
+    min_relevance: Annotated[float, typer.Option(
+        "--min-relevance", help="Only turns at least this relevant (0-1).")] = 0.8,
+    turns: Annotated[int, typer.Option(help="At most this many turns.")] = 3,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-claude-code-recall.log).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Claude Code UserPromptSubmit hook: add your relevant past turns (from other sessions)
+    to the prompt, with their ids for the MCP get_turn tool (hook JSON on stdin).
 
-    build_indexes(LakeStore(settings.lake), model=embedding_identity(settings),
-                  partitions=partitions)
+    Prints nothing when nothing passes the relevance floor. Never blocks the prompt: an
+    error goes to the log and exits 1 (non-blocking)."""
+    from pipeline.recall import main
+
+    argv = ["--tenant", tenant, "--user", user, "--budget", str(budget),
+            "--min-relevance", str(min_relevance), "--turns", str(turns)]
+    for name, value in (("--server", server), ("--key", key), ("--lake", lake),
+                        ("--log", str(log) if log else None)):
+        if value is not None:
+            argv += [name, value]
+    code = main(argv)
+    if code:
+        raise typer.Exit(code)
+
+
+def _hook_log(name: str) -> Path:
+    """A hook's log: $TURNLAKE_HOOK_LOG, else ``name`` in turnlake's cache folder."""
+    from pipeline.cache import cache_dir
+
+    return Path(os.environ.get(HOOK_LOG_ENV) or cache_dir() / name)
+
+
+def _hook_lake(lake: str | None) -> Settings:
+    """The lake a hook writes: --lake or $TURNLAKE_LAKE, never the relative default (a hook
+    runs in the user's project, which must not get a ./data/lake)."""
+    if lake is None and not os.environ.get("TURNLAKE_LAKE"):
+        raise TurnlakeError("give --lake or $TURNLAKE_LAKE, or --server URL (a hook runs in "
+                            "the user's project and never writes ./data/lake there)")
+    return Settings.from_env(lake)
 
 
 def _log(path: Path, message: str) -> None:

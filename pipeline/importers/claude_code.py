@@ -120,10 +120,18 @@ class TranscriptImport:
     byte offset on, with a title decided earlier."""
 
     def __init__(self, path: Path, identity: Identity, stream: ImportStream, *,
-                 start: TurnStart | None = None, title: str | None = None) -> None:
+                 start: TurnStart | None = None, title: str | None = None,
+                 hold_open: bool = False, settled: str | None = None) -> None:
         self._path = path
         self._start = start or TurnStart(0, 1, None)
         self._fixed_title = title
+        # Live capture: the turn opened last may still grow (Claude Code appends its own lines
+        # after the hooks ran), so it is held back until the next prompt closes it; a turn
+        # already recorded as final (``settled``: its id) is not given again.
+        self._hold_open = hold_open
+        self._settled = settled
+        self.held: TurnStart | None = None
+        self.last_turn: str | None = None
         # File-history snapshots name the message that opened their turn, which comes after.
         self._snapshots: list[tuple[str, datetime | None, list[str]]] = []
         self._sidechains = 0
@@ -154,6 +162,10 @@ class TranscriptImport:
             self._read_subagent_file(agent_file)
         single = len(self._sessions) == 1
         self._attach_snapshots()
+        opened = [t for session in self._sessions.values() for t in session.turns]
+        last = max(opened, key=lambda t: t.start.open_offset) if opened else None
+        if last is not None:
+            self.last_start, self.last_turn = last.start, last.draft.turn_id
         for session in self._sessions.values():
             self._attach_subagents(session)
             title = self._fixed_title or self._title(session, single)
@@ -168,7 +180,13 @@ class TranscriptImport:
                     turn.draft.usage = Usage(
                         tokens_in=sum(i for i, _ in turn.usage.values()),
                         tokens_out=sum(o for _, o in turn.usage.values()))
-                self.last_start = turn.start
+                if turn.draft.turn_id == self._settled:
+                    self._stream.skip("turn recorded as final already")
+                    continue
+                if turn is last and self._hold_open:
+                    self.held = turn.start
+                    self._stream.skip("open turn held until the next prompt closes it")
+                    continue
                 if not turn.draft.submissions:
                     self._stream.skip("answer whose prompt line could not be read")
                     continue

@@ -34,6 +34,12 @@ _HARNESS_TAGS = {
     "ide_opened_file": "ide_context", "ide_selection": "ide_context",
 }
 # The input field that says best what a tool call did, per common tool input shape.
+# What the harness writes after a task notification's closing tag, telling the model where
+# the result is: Claude Code's own words (from its bundled code), never the user's.
+_NOTIFICATION_TRAILERS = (
+    re.compile(r"Read the output file to retrieve the result: \S.*"),
+    re.compile(r"You can check its output using the \w+ tool\."),
+)
 _SUMMARY_KEYS = ("command", "file_path", "notebook_path", "path", "pattern", "url", "query",
                  "description", "prompt", "skill")
 INPUT_SUMMARY_CHARS = 200
@@ -63,6 +69,9 @@ def classify_text(text: str) -> HarnessText | None:
         return None
     tags = _TAG.findall(stripped)
     rest = _TAG.sub("", stripped).strip()
+    trailer = _notification_trailer(tags, rest)
+    if trailer is not None:
+        rest = ""
     if not tags or rest or any(name not in _HARNESS_TAGS for name, _ in tags):
         # Text of the user's own that merely starts with markup stays theirs.
         return None
@@ -75,7 +84,20 @@ def classify_text(text: str) -> HarnessText | None:
             data.update({n.replace("-", "_"): strip_ansi(b).strip() for n, b in inner})
         else:
             data[name.replace("-", "_")] = strip_ansi(body).strip()
+    if trailer is not None:
+        data["instruction"] = trailer
     return HarnessText(kind, data)
+
+
+def _notification_trailer(tags: list[tuple[str, str]], rest: str) -> str | None:
+    """``rest`` when it is the instruction line the harness puts after a lone task
+    notification (where to read the task's result), else None."""
+    if not rest or [name for name, _ in tags] != ["task-notification"]:
+        return None
+    lines = [line.strip() for line in rest.splitlines() if line.strip()]
+    if lines and all(any(t.fullmatch(line) for t in _NOTIFICATION_TRAILERS) for line in lines):
+        return "\n".join(lines)
+    return None
 
 
 def input_summary(name: str, tool_input: Any) -> str:

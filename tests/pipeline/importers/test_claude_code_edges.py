@@ -206,25 +206,27 @@ def _stored(settings: Settings) -> dict[str, TurnRecord]:
 
 
 def test_import_after_hook_captures_is_idempotent_when_a_summary_comes_later(
-        settings: Settings, tmp_path: Path) -> None:
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    settings = hashing_settings
     lines = [*_first_turn(),
              ev("user", "s-3", 60, "Question number 2 about narwhal tusks", "s-2"),
              ev("assistant", "s-4", 62, text("They are teeth."), "s-3")]
     path = _write(tmp_path / "hook", lines)
-    capture_transcript(settings, SESSION, path, IDENTITY)
+    capture_transcript(settings, SESSION, path, IDENTITY, final=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"type":"summary","summary":"Narwhal tusk research","leafUuid":"s-4"}\n')
     imported = Ingestor(settings, replace=True).ingest_records(
         iter_claude_code([path], tenant="acme", user_id="u-ana"))
     assert (imported.accepted, imported.duplicates, imported.replaced) == (0, 2, 0)
-    again = capture_transcript(settings, SESSION, path, IDENTITY)
-    assert (again.accepted, again.duplicates, again.replaced) == (0, 1, 0)
+    again = capture_transcript(settings, SESSION, path, IDENTITY, final=True)
+    assert (again.records, again.accepted, again.replaced) == (0, 0, 0)
     assert {t.conversation_title for t in _stored(settings).values()} == {
         "Rename the badger module to wolverine"}
 
 
 def test_a_line_still_being_written_is_not_left_in_quarantine_once_captured(
-        settings: Settings, tmp_path: Path) -> None:
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    settings = hashing_settings
     complete = ev("user", "s-3", 60, "And gannets?", "s-2")
     path = _write(tmp_path / "hook", _first_turn())
     with path.open("a", encoding="utf-8") as fh:
@@ -234,8 +236,33 @@ def test_a_line_still_being_written_is_not_left_in_quarantine_once_captured(
     with path.open("a", encoding="utf-8") as fh:
         fh.write(complete[50:] + "\n")
     second = capture_transcript(settings, SESSION, path, IDENTITY)
-    assert (second.accepted, second.problems) == (1, [])
+    assert (second.accepted, second.problems, second.held) == (1, [], True)
+    ended = capture_transcript(settings, SESSION, path, IDENTITY, final=True)
+    assert (ended.accepted, ended.problems) == (1, [])
     store = LakeStore(settings.lake)
     assert not store.exists(Table.QUARANTINE) or store.read(Table.QUARANTINE).num_rows == 0
     assert sorted(t.submissions[0].text for t in _stored(settings).values()) == [
         "And gannets?", "Rename the badger module to wolverine"]
+
+
+def test_a_task_notification_with_its_trailing_instruction_line_is_harness_text(
+        tmp_path: Path) -> None:
+    notification = ("<task-notification>\n<task-id>b7f2</task-id>\n"
+                    "<output-file>/tmp/claude/tasks/b7f2.output</output-file>\n"
+                    "<status>completed</status>\n<summary>Background command \"pytest\" "
+                    "completed (exit code 0)</summary>\n</task-notification>\n"
+                    "Read the output file to retrieve the result: /tmp/claude/tasks/b7f2.output")
+    path = _write(tmp_path, [
+        *_first_turn(),
+        ev("user", "s-3", 60, notification, "s-2"),
+        ev("assistant", "s-4", 62, text("The tests pass."), "s-3"),
+        # A user's words that merely follow a notification's shape stay theirs.
+        ev("user", "s-5", 90, "<task-notification>x</task-notification>\nplease read it", "s-4"),
+        ev("assistant", "s-6", 92, text("Read."), "s-5")])
+    first, second = _import(path).records
+    assert [s.text for s in first.submissions] == ["Rename the badger module to wolverine"]
+    (event,) = [e for e in first.context_events if e.kind == "task_notification"]
+    assert event.data["task_id"] == "b7f2"
+    assert event.data["instruction"] == ("Read the output file to retrieve the result: "
+                                         "/tmp/claude/tasks/b7f2.output")
+    assert second.submissions[0].text.endswith("please read it")
