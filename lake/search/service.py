@@ -28,6 +28,7 @@ from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
+from lake.search.addressed import with_addresses
 from lake.search.coverage import coverage_weight, coverages, turn_stems
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
@@ -166,6 +167,9 @@ class SearchService:
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
                                        statistics.query_idf, named, query_vector)
         timings["fuse"] = _ms(t)
+        t = time.perf_counter()
+        hits = with_addresses(self.store, hits)
+        timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
                             request.min_relevance, foreign, query_model, named)
