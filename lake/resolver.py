@@ -12,10 +12,13 @@ superseded: it answers RefNotFound, naming the current record, never the success
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pydantic import BaseModel, Field
 
@@ -102,9 +105,14 @@ class RefResolver:
         """The refs a turn's completion and summary name, each with what it leads to for
         ``principal``: found (with the object's canonical address), missing, expired or
         invalid (with the reason)."""
+        return self.mentions_in(principal, [
+            ("completion", str(turn.completion.get("text", ""))), ("summary", turn.summary)],
+            as_of=as_of)
+
+    def mentions_in(self, principal: Principal, texts: list[tuple[str, str | None]], *,
+                    as_of: datetime | None = None) -> list[Mention]:
+        """The refs written in (source, text) pairs, each with what it leads to."""
         now = as_of or datetime.now(UTC)
-        texts = [("completion", str(turn.completion.get("text", ""))),
-                 ("summary", turn.summary)]
         return [self._mention(principal, source, ref, now)
                 for source, ref in written_refs(texts)]
 
@@ -224,3 +232,41 @@ def _missing(principal: Principal, ref: str) -> RefError | AccessDenied:
     if not principal.analyst:
         return AccessDenied(f"{principal.describe()} may not read {ref}")
     return RefNotFound(f"{ref} names no retained object in tenant {principal.tenant}")
+
+
+@dataclass(frozen=True)
+class UnresolvedMention:
+    """A ref a recorded turn's text names that leads to no object its user may read."""
+
+    conversation_id: str
+    turn_id: str
+    mention: Mention
+
+    def __str__(self) -> str:
+        """One line: which turn, where, the ref and why."""
+        m = self.mention
+        return (f"turn {self.conversation_id}/{self.turn_id}: its {m.source} names {m.ref}, "
+                f"which is {m.status}: {m.reason}")
+
+
+def unresolved_mentions(materializer: TurnMaterializer, logs: pa.Table) -> list[
+        UnresolvedMention]:
+    """The refs in the completions and summaries of just-recorded turns (``logs``: their
+    TurnLog rows, committed) that lead nowhere for the turn's own user: missing, expired or
+    malformed. Only payloads that contain ``conv:`` are read."""
+    if not logs.num_rows:
+        return []
+    maybe = pc.match_substring(logs.column("payload"), "conv:")
+    if not pc.any(maybe).as_py():
+        return []
+    resolver = RefResolver(materializer)
+    found = []
+    for row in logs.filter(maybe).select(["tenant", "user_id", "conversation_id", "turn_id",
+                                          "payload"]).to_pylist():
+        payload = json.loads(row["payload"])
+        texts = [("completion", payload["completion"].get("text")),
+                 ("summary", payload.get("summary"))]
+        principal = Principal(row["tenant"], row["user_id"])
+        found += [UnresolvedMention(row["conversation_id"], row["turn_id"], m)
+                  for m in resolver.mentions_in(principal, texts) if m.status != "found"]
+    return found

@@ -121,3 +121,21 @@ def test_a_real_process_writes_a_files_bytes_and_a_records_json(
     assert done.returncode == 0, done.stderr
     saved = json.loads((out / "record.json").read_text())
     assert saved["namespace"] == "ws" and saved["value"]["role"] == "summary"
+
+
+def test_ingest_reports_refs_that_lead_nowhere(runner: CliRunner, tmp_path: Path) -> None:
+    record = make_record(7, summary="see conv:ar:conv_c-1.turn_t-0001.record and "
+                                     "conv:so:conv_c-1.turn_t-0404.user/0",
+                         answer=f"wrote {FILE} and conv:tc:conv_c-1.turn_t-0002.call/1")
+    done = runner.invoke(app, ["ingest", str(write_jsonl(tmp_path / "more.jsonl", [record])),
+                               "--no-embed", "--no-index"])
+    assert done.exit_code == 0, done.output
+    lines = [line for line in done.stderr.splitlines() if line.startswith("unresolved ref")]
+    assert len(lines) == 2, done.stderr
+    assert "summary names conv:so:conv_c-1.turn_t-0404.user/0, which is missing" in lines[1]
+    assert "completion names conv:tc:conv_c-1.turn_t-0002.call/1, which is invalid" in lines[0]
+    mentions = {m["ref"]: m["status"] for m in json.loads(runner.invoke(app, [
+        "turn", "show", "c-1", "t-0007", *ANA, "--json"]).stdout)["mentions"]}
+    assert mentions == {FILE: "found", "conv:tc:conv_c-1.turn_t-0002.call/1": "invalid",
+                        "conv:ar:conv_c-1.turn_t-0001.record": "found",
+                        "conv:so:conv_c-1.turn_t-0404.user/0": "missing"}
