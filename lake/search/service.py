@@ -28,7 +28,7 @@ from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
-from lake.search.addressed import with_addresses
+from lake.search.addressed import Editions
 from lake.search.coverage import coverage_weight, coverages, turn_stems
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
@@ -98,6 +98,7 @@ class SearchService:
         self._embedder: Embedder | None = None
         self._statuses = StatusCache(store)
         self._open: dict[str, PartitionIndex] = {}
+        self._editions = Editions(store)
 
     # -- public -------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ class SearchService:
                                        statistics.query_idf, named, query_vector)
         timings["fuse"] = _ms(t)
         t = time.perf_counter()
-        hits = with_addresses(self.store, hits)
+        hits = self._editions.with_addresses(hits)
         timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,

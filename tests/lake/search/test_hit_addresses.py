@@ -48,3 +48,25 @@ def test_hits_carry_addresses_that_lead_back_to_the_row_and_turn(
             roles.add((hit.role, parse_address(hit.address).namespace))
             assert hit.to_json()["address"] == hit.address
     assert {("assistant", "so"), ("anchor", "su")} <= roles, roles
+
+
+def test_a_replaced_turns_hits_carry_its_new_edition(hashing_settings: Settings,
+                                                     tmp_path: Path) -> None:
+    first = make_record(1, conversation="c-deploy", prompt="ERR_CONNECTION_RESET on staging",
+                        answer="restarted the ingress")
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", [first])])
+    store = LakeStore(hashing_settings.lake)
+    service = SearchService(store, embedder=HashingEmbedder(64))
+    resolver = RefResolver(TurnMaterializer(store))
+    request = SearchRequest("ingress", ANA, as_of=AS_OF)
+    before = service.search(request).hits[0]
+    assert service.search(request).hits[0].address == before.address  # remembered
+    again = make_record(1, conversation="c-deploy", prompt="ERR_CONNECTION_RESET on staging",
+                        answer="restarted the ingress and the proxy")
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "again.jsonl", [again])],
+               replace=True)
+    after = service.search(request).hits[0]
+    assert after.address is not None and before.address is not None
+    assert after.address != before.address
+    row = resolver.resolve(ANA, after.address, as_of=AS_OF)
+    assert isinstance(row, ResolvedRecord) and row.value["text"] == after.text
