@@ -112,9 +112,13 @@ class RefResolver:
     def mentions_in(self, principal: Principal, texts: list[tuple[str, str | None]], *,
                     as_of: datetime | None = None) -> list[Mention]:
         """The refs written in (source, text) pairs, each with what it leads to."""
+        return self.mentions_of(principal, written_refs(texts), as_of=as_of)
+
+    def mentions_of(self, principal: Principal, refs: list[tuple[str, str]], *,
+                    as_of: datetime | None = None) -> list[Mention]:
+        """Each (source, ref) with what the ref leads to."""
         now = as_of or datetime.now(UTC)
-        return [self._mention(principal, source, ref, now)
-                for source, ref in written_refs(texts)]
+        return [self._mention(principal, source, ref, now) for source, ref in refs]
 
     def _mention(self, principal: Principal, source: str, ref: str,
                  now: datetime) -> Mention:
@@ -249,24 +253,31 @@ class UnresolvedMention:
                 f"which is {m.status}: {m.reason}")
 
 
-def unresolved_mentions(materializer: TurnMaterializer, logs: pa.Table) -> list[
-        UnresolvedMention]:
-    """The refs in the completions and summaries of just-recorded turns (``logs``: their
-    TurnLog rows, committed) that lead nowhere for the turn's own user: missing, expired or
-    malformed. Only payloads that contain ``conv:`` are read."""
+def unresolved_mentions(materializer: TurnMaterializer, logs: pa.Table,
+                        files: pa.Table) -> list[UnresolvedMention]:
+    """The refs in the completions and summaries of just-recorded turns that lead nowhere for
+    the turn's own user: missing, expired or malformed. ``logs`` and ``files`` are the
+    committed batch's TurnLog and files rows: a ref to a file of the same batch and user is
+    found there (the usual "produced ... at conv:fi:..." of a turn's own file) without a read;
+    only payloads that contain ``conv:`` are parsed."""
     if not logs.num_rows:
         return []
     maybe = pc.match_substring(logs.column("payload"), "conv:")
     if not pc.any(maybe).as_py():
         return []
+    own = set(zip(*(files.column(n).to_pylist() for n in ("tenant", "user_id", "ref")),
+                  strict=True))
     resolver = RefResolver(materializer)
     found = []
     for row in logs.filter(maybe).select(["tenant", "user_id", "conversation_id", "turn_id",
                                           "payload"]).to_pylist():
         payload = json.loads(row["payload"])
-        texts = [("completion", payload["completion"].get("text")),
-                 ("summary", payload.get("summary"))]
-        principal = Principal(row["tenant"], row["user_id"])
-        found += [UnresolvedMention(row["conversation_id"], row["turn_id"], m)
-                  for m in resolver.mentions_in(principal, texts) if m.status != "found"]
+        refs = [(source, ref) for source, ref in written_refs([
+            ("completion", payload["completion"].get("text")),
+            ("summary", payload.get("summary"))]) if (row["tenant"], row["user_id"], ref)
+            not in own]
+        if refs:
+            principal = Principal(row["tenant"], row["user_id"])
+            found += [UnresolvedMention(row["conversation_id"], row["turn_id"], m)
+                      for m in resolver.mentions_of(principal, refs) if m.status != "found"]
     return found

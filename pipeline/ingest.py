@@ -351,8 +351,8 @@ class Ingestor:
         self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations,
                                appending=_appending(kept, existing.turns))
         report.accepted += kept.num_rows
-        report.unresolved_refs += unresolved_mentions(self._materializer,
-                                                      tables[Table.TURN_LOGS])
+        report.unresolved_refs += unresolved_mentions(
+            self._materializer, tables[Table.TURN_LOGS], tables[Table.FILES])
         report.files_stored += len(pending)
         report.batches += 1
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows
