@@ -259,6 +259,12 @@ def turn_show(
         out.print(styled(("file", "magenta"), f" {f.ref} ({f.mime}, {f.size} bytes)"))
     for step in shown.steps:
         out.print(styled((f"step {step['name']}: {step['status']}", "dim")))
+    for mention in shown.mentions:
+        leads = mention.address if mention.status == "found" else mention.status
+        out.print(styled(("ref", "blue" if mention.status == "found" else "yellow"),
+                         f" {mention.ref} -> {leads}"), soft_wrap=True)
+    if shown.addresses is not None:
+        out.print(styled(("record", "dim"), f" {shown.addresses.record}"), soft_wrap=True)
 
 
 @ref_app.command("resolve")

@@ -73,6 +73,10 @@ def test_refs_in_the_text_are_listed_with_the_turn(runner: CliRunner) -> None:
     mentions = {m["ref"]: m for m in _turn(runner)["mentions"]}
     assert mentions[FILE]["status"] == "found"
     assert mentions["conv:ev:conv_c-1.turn_t-0002.events/40"]["status"] == "missing"
+    shown = runner.invoke(app, ["turn", "show", "c-1", "t-0002", *ANA]).stdout
+    assert f"ref {FILE} -> {FILE}" in shown
+    assert "ref conv:ev:conv_c-1.turn_t-0002.events/40 -> missing" in shown
+    assert "record conv:ar:conv_c-1.turn_t-0002.record@" in shown
 
 
 def test_another_users_object_and_none_get_one_answer(runner: CliRunner) -> None:
