@@ -106,3 +106,18 @@ def test_openapi_documents_the_record_answer(served: Served) -> None:
     assert "application/octet-stream" in ok
     model = spec["components"]["schemas"]["ResolvedRecord"]
     assert {"address", "namespace", "kind", "edition", "value"} <= set(model["properties"])
+
+
+def test_refs_written_in_a_recorded_turn_are_listed_with_it(served: Served) -> None:
+    record = turn_record(451, conversation="c-addr-mention", rich=True)
+    own = "conv:fi:conv_c-addr-mention.turn_t-0451.files/mk451.csv"
+    record["completion"] = {**record["completion"], "text": (
+        f"Produced the forecast at {own}. Earlier: conv:tc:conv_c-1.turn_t-0000.steps/9.")}
+    with served.server.client(served.keys["recorder"]) as recorder:
+        assert recorder.post("/v1/turns", json={"turns": [record]}).status_code == 200
+    with served.server.client(served.keys["user"]) as client:
+        turn = _turn(client, "c-addr-mention/turns/t-0451")
+        mentions = {m["ref"]: m for m in turn["mentions"]}
+        assert mentions[own]["status"] == "found"
+        assert _get(client, mentions[own]["address"]).content == file_bytes("mk451")
+        assert mentions["conv:tc:conv_c-1.turn_t-0000.steps/9"]["status"] == "missing"
