@@ -1,11 +1,11 @@
 """Hits carry addresses: the matched row's and its turn record's, in the turn's edition.
 
 The index keeps no batch of a row, so the editions of the hit turns come from their TurnLogs.
-:class:`Editions` remembers what it read while the TurnLog table stays at one version (a
-version check reads the log folder's names, ~15 µs); a new version forgets it all, since a
-replaced turn's edition changes with no other sign. The read of the turns not remembered is
-one scan of the months the hits fall in, of four short columns (~8 ms on a busy machine).
-"""
+:class:`Editions` remembers what it read while the TurnLog table stays at one version (the one
+the search's index statuses last saw, so no second look at the log); a new version forgets it
+all, since a replaced turn's edition changes with no other sign. The turns not remembered are
+read in one scan of the months the hits fall in, of four short columns (~8 ms on a busy
+machine)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pyarrow.dataset as ds
 
 from lake.addresses import edition_of, record_address, row_address_of_id
+from lake.index.status import UNSET, Unset
 from lake.projection import month_of
 from lake.search.request import Hit
 from lake.store import LakeStore
@@ -35,12 +36,16 @@ class Editions:
         self._version: int | None = None
         self._known: dict[_TurnKey, str | None] = {}
 
-    def with_addresses(self, hits: Sequence[Hit]) -> list[Hit]:
+    def with_addresses(self, hits: Sequence[Hit], version: int | Unset | None = UNSET,
+                       ) -> list[Hit]:
         """The hits with ``address`` and ``turn_address`` set (left null for a turn no longer
-        recorded, which a stale index may still hold)."""
+        recorded, which a stale index may still hold); ``version``: the TurnLog table's,
+        when the caller knows it (else it is read)."""
         if not hits:
             return list(hits)
-        editions = self._editions(hits)
+        if isinstance(version, Unset):
+            version = self._store.latest_version(Table.TURN_LOGS)
+        editions = self._editions(hits, version)
         out = []
         for hit in hits:
             edition = editions.get((hit.tenant, hit.conversation_id, hit.turn_id))
@@ -52,8 +57,7 @@ class Editions:
                 turn_address=record_address(hit.conversation_id, hit.turn_id, edition)))
         return out
 
-    def _editions(self, hits: Sequence[Hit]) -> dict[_TurnKey, str | None]:
-        version = self._store.latest_version(Table.TURN_LOGS)
+    def _editions(self, hits: Sequence[Hit], version: int | None) -> dict[_TurnKey, str | None]:
         with self._lock:
             if version != self._version or len(self._known) > _MAX_REMEMBERED:
                 self._version, self._known = version, {}

@@ -169,7 +169,7 @@ class SearchService:
                                        statistics.query_idf, named, query_vector)
         timings["fuse"] = _ms(t)
         t = time.perf_counter()
-        hits = self._editions.with_addresses(hits)
+        hits = self._editions.with_addresses(hits, self._statuses.logs_version)
         timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
