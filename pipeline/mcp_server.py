@@ -12,6 +12,7 @@ same answer as a missing one.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from lake.errors import AccessDenied, QueryError, TurnlakeError
 from lake.keys import KeyPrincipal, KeyStore
+from lake.resolver import RefResolver, ResolvedFile, ResolvedRecord
 from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
@@ -53,8 +55,11 @@ INSTRUCTIONS = (
     "answers, summaries, anchors, notes, attachments and hosted files. Use "
     "search_conversations to find earlier turns by topic or wording, list_turns for questions "
     "of position or time ('the 3rd turn', 'yesterday'), get_turn to read one turn whole with "
-    "its file refs, and pull_files to copy a turn's files into the workspace. What you can see "
-    "is fixed by the key this server runs with.")
+    "its file refs, get_ref to follow a conv:* address (from a hit, a turn or a text), and "
+    "pull_files to copy a turn's files into the workspace. What you can see is fixed by the "
+    "key this server runs with.")
+# The most of a file get_ref returns inline; pull_files copies larger ones.
+MAX_INLINE_BYTES = 1 << 20
 
 
 # -- structured outputs ------------------------------------------------------------------------
@@ -70,6 +75,31 @@ class TurnAnswer(BaseModel):
     that pull_files accepts)."""
 
     turn: MaterializedTurn
+
+
+class FileContent(BaseModel):
+    """A hosted file get_ref resolved: its card, and its bytes as text when they are UTF-8,
+    else base64 (up to MAX_INLINE_BYTES; larger files: pull_files)."""
+
+    ref: str
+    name: str
+    mime: str
+    size: int
+    sha256: str
+    description: str | None
+    expires_at: datetime
+    text: str | None = None
+    content_b64: str | None = None
+    truncated: bool = Field(default=False, description="The file is larger than this tool "
+                            "returns; pull_files copies it whole.")
+
+
+class RefAnswer(BaseModel):
+    """What an address names: ``record`` for a record, step, search row or event, ``file``
+    for a conv:fi: ref."""
+
+    record: ResolvedRecord | None = None
+    file: FileContent | None = None
 
 
 class PullAnswer(BaseModel):
@@ -286,6 +316,24 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
                             "may read") from None
         return TurnAnswer(turn=shown)
 
+    @server.tool(annotations=read_only, structured_output=True)
+    async def get_ref(
+        ctx: Context[Any, Any, Any],
+        ref: Annotated[str, Field(min_length=1, description=(
+            "A conv:* address: a hit's address or turn_address, one of get_turn's addresses, "
+            "or a ref written in a turn's text (conv:fi: files, conv:ar: records, conv:tc: "
+            "steps, conv:so:/ws:/su: search rows, conv:ev: events)."))],
+    ) -> RefAnswer:
+        """Follow an address to its object: the turn record or a part of it, a tool step, a
+        search row, a recorded event (as JSON), or a hosted file (text or base64). Another
+        user's object and a missing one get the same answer; an expired one says so."""
+        principal = who(ctx)
+        resolved = await lake.read(
+            lambda: RefResolver(lake.materializer).resolve(principal, ref))
+        if isinstance(resolved, ResolvedRecord):
+            return RefAnswer(record=resolved)
+        return RefAnswer(file=_file_content(resolved))
+
     if workspace is not None:
         root = workspace
 
@@ -316,6 +364,19 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             return await lake.read(work)
 
     return server
+
+
+def _file_content(resolved: ResolvedFile) -> FileContent:
+    """A file's card with its bytes inline: text when UTF-8, else base64."""
+    card, data = resolved.card, resolved.data
+    head = data[:MAX_INLINE_BYTES]
+    try:
+        inline: dict[str, str] = {"text": head.decode("utf-8")}
+    except UnicodeDecodeError:
+        inline = {"content_b64": base64.b64encode(head).decode()}
+    return FileContent(ref=card.ref, name=card.name, mime=card.mime, size=card.size,
+                       sha256=card.sha256, description=card.description,
+                       expires_at=card.expires_at, truncated=len(data) > len(head), **inline)
 
 
 class _Unseen(Exception):

@@ -121,6 +121,12 @@ class Hit:
         description="How likely the turn is a real match, 0 to 1; hits below the request's "
                     "min_relevance are left out.")]
     snippets: Mapping[str, str]
+    address: Annotated[str | None, Field(
+        description="The address of the matched row (conv:so:, conv:ws: or conv:su: as its "
+                    "role says), with its turn's edition; resolve it with get_ref or "
+                    "GET /v1/refs/{ref}. Null when the turn is no longer recorded.")] = None
+    turn_address: Annotated[str | None, Field(
+        description="The address of the turn's record (conv:ar:...record@edition).")] = None
 
     def to_json(self) -> dict[str, Any]:
         """The hit as the JSON contract spells it (``search --json``, ``POST /v1/search``,

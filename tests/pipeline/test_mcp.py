@@ -36,7 +36,7 @@ ANA = Principal("acme", "u-ana")
 ANALYST = Principal("acme", analyst=True)
 NOW = datetime.now(UTC).replace(microsecond=0)
 CSV = b"month,hours\n3,12\n"
-TOOLS = {"search_conversations", "list_turns", "get_turn", "pull_files"}
+TOOLS = {"search_conversations", "list_turns", "get_turn", "get_ref", "pull_files"}
 
 
 def _records() -> list[dict[str, Any]]:
