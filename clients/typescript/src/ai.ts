@@ -143,8 +143,9 @@ export interface FinishedGeneration {
 export interface RecorderOptions {
   /** Called with each recorded turn's outcome (accepted, or duplicate when sent twice). */
   onRecorded?: (outcome: TurnOutcome, record: TurnRecord) => void;
-  /** Called when recording fails; without it the error is thrown to the SDK (which then
-   * fails the call), so a turn is never lost without a sign. */
+  /** Called when recording a turn fails. Without it the failure is written to the console
+   * and thrown by the next flush(): the SDK ignores what an onFinish callback throws, so a
+   * lost turn would otherwise leave no sign. */
   onError?: (error: unknown, record: TurnRecord) => void;
   /** Characters of a tool call's input or output kept in its step (default 500). */
   detailChars?: number;
@@ -152,6 +153,9 @@ export interface RecorderOptions {
 
 /** Records each generation as one turn of a conversation. */
 export class GenerationRecorder {
+  private readonly pending = new Set<Promise<unknown>>();
+  private failures: unknown[] = [];
+
   constructor(private readonly client: TurnlakeClient, private readonly identity: TurnIdentity,
               private readonly options: RecorderOptions = {}) {}
 
@@ -160,12 +164,34 @@ export class GenerationRecorder {
   onFinish(input: GenerationInput): (event: FinishedGeneration) => Promise<void> {
     const started = { ...input, startedAt: input.startedAt ?? new Date() };
     return async (event) => {
-      await this.record(started, event);
+      const recording = this.record(started, event).catch((error: unknown) => {
+        this.failures.push(error);
+        console.error(`turnlake: a generation of conversation ${this.identity.conversationId} `
+                      + `was not recorded: ${error instanceof Error ? error.message : error}`);
+      });
+      this.pending.add(recording);
+      try {
+        await recording;
+      } finally {
+        this.pending.delete(recording);
+      }
     };
   }
 
-  /** Record a finished generation as a turn; returns its outcome (or undefined when the
-   * error went to onError). */
+  /** Wait for the recordings under way (a stream's onFinish runs after its text is read);
+   * throws the first failure since the last flush that no onError took. */
+  async flush(): Promise<void> {
+    await Promise.all([...this.pending]);
+    const [first, ...more] = this.failures;
+    this.failures = [];
+    if (first === undefined) return;
+    if (more.length === 0) throw first;
+    throw new AggregateError([first, ...more], `${more.length + 1} generations were not `
+                             + "recorded");
+  }
+
+  /** Record a finished generation as a turn; returns its outcome (undefined when the
+   * failure went to onError). Without onError, a failure is thrown. */
   async record(input: GenerationInput, finished: FinishedGeneration,
   ): Promise<TurnOutcome | undefined> {
     const record = generationRecord(this.identity, input, finished, new Date(),
