@@ -6,7 +6,7 @@ export default defineConfig({
     // One server for every test file (test/server.ts); files in turn, the server does the work.
     globalSetup: ["test/server.ts"],
     fileParallelism: false,
-    testTimeout: 60_000,
-    hookTimeout: 150_000,
+    testTimeout: 240_000,
+    hookTimeout: 240_000,
   },
 });

@@ -65,8 +65,12 @@ describe("reading", async () => {
     turnRecord(11, word, { conversation: "read-1" }),
     turnRecord(12, word, { conversation: "read-2", user: "u-ben" }),
   ]);
-  const searchable = await waitUntil(async () =>
-    (await analyst.search(word, { scope: "tenant" })).hits.length === 3);
+  const seeded = ["read-1/t-0010", "read-1/t-0011", "read-2/t-0012"];
+  const searchable = await waitUntil(async () => {
+    const { hits } = await analyst.search(word, { scope: "tenant", max_per_conversation: 0 });
+    const found = new Set(hits.map((h) => `${h.conversation_id}/${h.turn_id}`));
+    return seeded.every((turn) => found.has(turn));
+  });
 
   test("the turns become searchable", () => {
     expect(searchable).toBe(true);

@@ -35,12 +35,13 @@ export function turnRecord(n: number, word: string, options: { user?: string;
 }
 
 /** Poll `check` until it is true; false once `timeoutMs` is up. */
-export async function waitUntil(check: () => Promise<boolean>, timeoutMs = 60_000,
+// Generous: on a loaded machine the first index build of a month takes a while.
+export async function waitUntil(check: () => Promise<boolean>, timeoutMs = 180_000,
 ): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 200));
   }
   return false;
 }
