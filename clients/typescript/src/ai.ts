@@ -3,7 +3,7 @@
 // from the SDK's onFinish event.
 import { tool } from "ai";
 import { z } from "zod";
-import type { TurnlakeClient } from "./client.js";
+import { type TurnlakeClient, rejectionOf } from "./client.js";
 import type { Hit, SearchOptions, TurnOutcome, TurnRecord } from "./types.js";
 
 // ---------------------------------------------------------------------------------------
@@ -197,7 +197,10 @@ export class GenerationRecorder {
     const record = generationRecord(this.identity, input, finished, new Date(),
                                     this.options.detailChars ?? 500);
     try {
-      const outcome = await this.client.record(record);
+      const answer = await this.client.record(record);
+      const rejected = rejectionOf(answer);
+      if (rejected) throw rejected;
+      const outcome = answer.turns[0]!;
       this.options.onRecorded?.(outcome, record);
       return outcome;
     } catch (error) {

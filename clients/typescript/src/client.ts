@@ -1,5 +1,5 @@
 // The turnlake client: every operation of the service, typed from its OpenAPI document.
-import { UnprocessableError } from "./errors.js";
+import { TurnRejectedError } from "./errors.js";
 import { type CallOptions, type ClientOptions, Transport } from "./transport.js";
 import type {
   CatalogAnswer,
@@ -14,7 +14,6 @@ import type {
   SearchOptions,
   TurnAnswer,
   TurnOptions,
-  TurnOutcome,
   TurnRecord,
 } from "./types.js";
 
@@ -49,30 +48,21 @@ export class TurnlakeClient {
     return this.http.url;
   }
 
-  /** Record one turn (recorder or admin keys). Its outcome is `accepted` or `duplicate`
-   * (recorded already: recording is idempotent); a rejected turn throws an
-   * UnprocessableError naming the bad field. */
-  async record(turn: TurnRecord, call?: CallOptions): Promise<TurnOutcome> {
-    const answer = await this.http.json<RecordAnswer>({
-      method: "POST", path: "/v1/turns", body: JSON.stringify(turn), call,
-    });
-    const outcome = answer.turns[0];
-    if (outcome === undefined) {
-      throw new UnprocessableError(422, "invalid_record", "the service answered no outcome "
-                                   + "for the turn", undefined, "POST /v1/turns");
+  /** Record one turn (sent as JSON) or several (an array or any iterable, sent as one
+   * NDJSON request); recorder or admin keys. Each turn's outcome is in the answer, in
+   * order: `accepted`, `duplicate` (its ids are recorded already, so sending again is always
+   * safe) or `rejected` with the reason and the path of the bad field; a rejected turn does
+   * not stop the others. `rejectionOf(answer)` makes the first rejection an error. */
+  async record(turns: TurnRecord | Iterable<TurnRecord>, call?: CallOptions,
+  ): Promise<RecordAnswer> {
+    if (!isIterable(turns)) {
+      return this.http.json<RecordAnswer>({
+        method: "POST", path: "/v1/turns", body: JSON.stringify(turns), call,
+      });
     }
-    if (outcome.status === "rejected") {
-      throw new UnprocessableError(422, "invalid_record", outcome.reason ?? "turn rejected",
-                                   outcome.field ?? undefined, "POST /v1/turns");
-    }
-    return outcome;
-  }
-
-  /** Record many turns in one request, sent as NDJSON. Each turn's outcome is in the
-   * answer, in order: a rejected turn does not stop the others. */
-  async recordMany(turns: Iterable<TurnRecord>, call?: CallOptions): Promise<RecordAnswer> {
     const lines: string[] = [];
     for (const turn of turns) lines.push(JSON.stringify(turn));
+    if (lines.length === 0) throw new TypeError("record() needs at least one turn");
     return this.http.json<RecordAnswer>({
       method: "POST", path: "/v1/turns", body: `${lines.join("\n")}\n`,
       contentType: "application/x-ndjson", call,
@@ -159,6 +149,20 @@ export class TurnlakeClient {
   async health(call?: CallOptions): Promise<{ status: string }> {
     return this.http.json<{ status: string }>({ method: "GET", path: "/healthz", call });
   }
+}
+
+/** The error of a recording's first rejected turn, or undefined when none was. */
+export function rejectionOf(answer: RecordAnswer): TurnRejectedError | undefined {
+  const outcome = answer.turns.find((turn) => turn.status === "rejected");
+  if (outcome === undefined) return undefined;
+  const where = outcome.turn_id ? `${outcome.conversation_id}/${outcome.turn_id}`
+    : `#${outcome.index}`;
+  return new TurnRejectedError(`turn ${where} was rejected: ${outcome.reason ?? "(no reason)"}`,
+                               outcome.index, outcome.field ?? undefined);
+}
+
+function isIterable(value: unknown): value is Iterable<TurnRecord> {
+  return typeof value === "object" && value !== null && Symbol.iterator in value;
 }
 
 function segment(value: string): string {

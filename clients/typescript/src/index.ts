@@ -1,23 +1,24 @@
 // turnlake: record conversation turns in a turnlake service and search them.
-export { TurnlakeClient } from "./client.js";
+export { TurnlakeClient, rejectionOf } from "./client.js";
 export type { FileContent, FileStream } from "./client.js";
 export type { CallOptions, ClientOptions } from "./transport.js";
 export {
   ApiError,
-  AuthenticationError,
   BadRequestError,
   ConflictError,
+  ForbiddenError,
   GoneError,
-  InternalServerError,
   NotFoundError,
   PayloadTooLargeError,
-  PermissionDeniedError,
-  RateLimitError,
+  RateLimitedError,
+  ServerError,
+  ServerUnreachableError,
   ServiceUnavailableError,
-  TurnlakeConnectionError,
+  TurnRejectedError,
   TurnlakeError,
   TurnlakeTimeoutError,
-  UnprocessableError,
+  UnauthorizedError,
+  UnprocessableEntityError,
   UnsupportedMediaTypeError,
 } from "./errors.js";
 export type * from "./types.js";

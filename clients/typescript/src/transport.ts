@@ -1,8 +1,8 @@
 // One HTTP exchange with the service: the key, a timeout per attempt, and retries with
-// backoff on connection errors, 429 and 503 (safe: recording is idempotent, the rest reads
-// or erases what is already gone the second time).
+// backoff on connection errors, timeouts, 429 and 503 (safe: recording is idempotent, the
+// rest reads, or erases what is already gone the second time).
 import {
-  TurnlakeConnectionError,
+  ServerUnreachableError,
   TurnlakeError,
   TurnlakeTimeoutError,
   errorOf,
@@ -10,13 +10,13 @@ import {
 
 /** How the client reaches the service. */
 export interface ClientOptions {
-  /** The service's base URL, such as `http://127.0.0.1:8700`. */
-  url: string;
+  /** The service's base URL (default `http://127.0.0.1:8700`, `turnlake serve`'s). */
+  url?: string;
   /** An API key from `turnlake keys create`. */
   key?: string;
   /** Milliseconds an attempt may take until its answer is read (default 30 000). */
   timeoutMs?: number;
-  /** Attempts after the first on connection errors, 429 and 503 (default 3). */
+  /** Attempts after the first on connection errors, timeouts, 429 and 503 (default 3). */
   retries?: number;
   /** The first retry's wait in milliseconds, doubled each retry, with jitter (default 250). */
   backoffMs?: number;
@@ -55,8 +55,7 @@ export class Transport {
   private readonly fetcher: typeof fetch;
 
   constructor(options: ClientOptions) {
-    if (!options.url) throw new TurnlakeError("the client needs the service's url");
-    this.url = options.url.replace(/\/+$/, "");
+    this.url = (options.url ?? "http://127.0.0.1:8700").replace(/\/+$/, "");
     this.key = options.key;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retries = Math.max(0, options.retries ?? 3);
@@ -98,12 +97,13 @@ export class Transport {
       } catch (error) {
         clearTimeout(timer);
         if (exchange.call?.signal?.aborted) throw error;
-        if (timeout.signal.aborted) {
+        if (last && timeout.signal.aborted) {
           throw new TurnlakeTimeoutError(
-            `${target} got no answer within ${timeoutMs} ms`, timeoutMs, { cause: error });
+            `${target} got no answer within ${timeoutMs} ms (${attempt + 1} attempts)`,
+            timeoutMs, { cause: error });
         }
         if (last) {
-          throw new TurnlakeConnectionError(
+          throw new ServerUnreachableError(
             `could not reach turnlake at ${this.url} (${target}): ${reasonOf(error)}`,
             { cause: error });
         }

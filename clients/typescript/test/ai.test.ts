@@ -6,7 +6,7 @@ import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult,
 import { generateText, stepCountIs, streamText } from "ai";
 import { MockLanguageModelV3, convertArrayToReadableStream } from "ai/test";
 import { describe, expect, test, vi } from "vitest";
-import { PermissionDeniedError } from "../src/index.js";
+import { ForbiddenError } from "../src/index.js";
 import { GenerationRecorder, type TurnIdentity, historyTools } from "../src/ai.js";
 import { clientAs, turnRecord, waitUntil } from "./helpers.js";
 
@@ -142,7 +142,7 @@ describe("the adapter", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [answer("hi"), answer("hi")] });
     await generateText({ model, prompt, onFinish: caught.onFinish({ prompt }) });
     expect(errors).toHaveLength(1);
-    expect(errors[0]).toBeInstanceOf(PermissionDeniedError);
+    expect(errors[0]).toBeInstanceOf(ForbiddenError);
     await caught.flush();  // taken by onError: nothing left to throw
 
     // The SDK ignores what onFinish throws: the failure waits for flush (and is logged).
@@ -151,7 +151,7 @@ describe("the adapter", async () => {
     await generateText({ model, prompt, onFinish: thrown.onFinish({ prompt }) });
     expect(logged.mock.calls[0]?.[0]).toMatch(/ai-err was not recorded: .*may not record/);
     logged.mockRestore();
-    await expect(thrown.flush()).rejects.toBeInstanceOf(PermissionDeniedError);
+    await expect(thrown.flush()).rejects.toBeInstanceOf(ForbiddenError);
     await thrown.flush();  // thrown once
   });
 });

@@ -3,13 +3,15 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test } from "vitest";
 import {
-  AuthenticationError,
+  UnauthorizedError,
   BadRequestError,
   NotFoundError,
   PayloadTooLargeError,
-  PermissionDeniedError,
+  ForbiddenError,
+  TurnRejectedError,
   TurnlakeClient,
-  UnprocessableError,
+  UnprocessableEntityError,
+  rejectionOf,
 } from "../src/index.js";
 import { clientAs, served, turnRecord, waitUntil } from "./helpers.js";
 
@@ -20,32 +22,41 @@ const analyst = clientAs("analyst");
 describe("recording", () => {
   test("one turn is accepted, then a duplicate", async () => {
     const turn = turnRecord(1, "quokka", { conversation: "rec-1" });
-    expect(await recorder.record(turn)).toMatchObject({
+    const first = await recorder.record(turn);
+    expect(first).toMatchObject({ accepted: 1, duplicates: 0, rejected: 0 });
+    expect(first.turns[0]).toMatchObject({
       status: "accepted", conversation_id: "rec-1", turn_id: "t-0001" });
-    expect((await recorder.record(turn)).status).toBe("duplicate");
+    expect((await recorder.record(turn)).turns[0]?.status).toBe("duplicate");
+    expect(rejectionOf(first)).toBeUndefined();
   });
 
   test("many turns go as NDJSON, each with its outcome", async () => {
     const bad = { ...turnRecord(3, "x", { conversation: "rec-2" }), submissions: [] };
-    const answer = await recorder.recordMany([
-      turnRecord(1, "ibex", { conversation: "rec-2" }), bad,
-      turnRecord(2, "ibex", { conversation: "rec-2" }),
-    ]);
+    // Any iterable: a generator here.
+    const turns = function* () {
+      yield turnRecord(1, "ibex", { conversation: "rec-2" });
+      yield bad;
+      yield turnRecord(2, "ibex", { conversation: "rec-2" });
+    };
+    const answer = await recorder.record(turns());
     expect(answer).toMatchObject({ accepted: 2, duplicates: 0, rejected: 1 });
     expect(answer.turns.map((t) => t.status)).toEqual(["accepted", "rejected", "accepted"]);
     expect(answer.turns[1]?.field).toBe("submissions");
   });
 
-  test("a rejected turn throws, naming the field", async () => {
+  test("a rejected turn's outcome names the field; rejectionOf makes it an error", async () => {
     const bad = { ...turnRecord(4, "x", { conversation: "rec-3" }), turn_id: "no spaces" };
-    const error = await recorder.record(bad).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(UnprocessableError);
-    expect(error).toMatchObject({ status: 422, code: "invalid_record", field: "turn_id" });
+    const answer = await recorder.record(bad);
+    expect(answer.turns[0]).toMatchObject({ status: "rejected", field: "turn_id" });
+    const error = rejectionOf(answer);
+    expect(error).toBeInstanceOf(TurnRejectedError);
+    expect(error).toMatchObject({ index: 0, field: "turn_id" });
+    expect(error?.message).toMatch(/^turn rec-3\/no spaces was rejected: turn_id: /);
   });
 
-  test("a key that may not record gets a PermissionDeniedError", async () => {
+  test("a key that may not record gets a ForbiddenError", async () => {
     const error = await user.record(turnRecord(5, "x")).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(PermissionDeniedError);
+    expect(error).toBeInstanceOf(ForbiddenError);
     expect(error).toMatchObject({ status: 403, code: "forbidden" });
     expect((error as Error).message).toMatch(/record/);
   });
@@ -60,7 +71,7 @@ describe("recording", () => {
 
 describe("reading", async () => {
   const word = "narwhal";
-  await recorder.recordMany([
+  await recorder.record([
     turnRecord(10, word, { conversation: "read-1", file: "day,amount\nmon,3\n" }),
     turnRecord(11, word, { conversation: "read-1" }),
     turnRecord(12, word, { conversation: "read-2", user: "u-ben" }),
@@ -93,9 +104,9 @@ describe("reading", async () => {
     expect(new Set(conversation.hits.map((h) => h.conversation_id))).toEqual(new Set(["read-1"]));
   });
 
-  test("a bad option is an UnprocessableError naming the field", async () => {
+  test("a bad option is an UnprocessableEntityError naming the field", async () => {
     const error = await user.search(word, { k: 0 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(UnprocessableError);
+    expect(error).toBeInstanceOf(UnprocessableEntityError);
     expect(error).toMatchObject({ status: 422, code: "invalid_request", field: "k" });
   });
 
@@ -135,7 +146,7 @@ describe("reading", async () => {
 
   test("another user's turn and file are refused, a missing turn is not found", async () => {
     const theirs = await user.turn("read-2", "t-0012").catch((e: unknown) => e);
-    expect(theirs).toBeInstanceOf(PermissionDeniedError);
+    expect(theirs).toBeInstanceOf(ForbiddenError);
     const missing = await analyst.turn("read-1", "t-9999").catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect(missing).toMatchObject({ status: 404, code: "not_found" });
@@ -143,7 +154,7 @@ describe("reading", async () => {
 
   test("erasing: admin keys only", async () => {
     const refused = await analyst.eraseConversation("read-2").catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(PermissionDeniedError);
+    expect(refused).toBeInstanceOf(ForbiddenError);
     const erased = await clientAs("admin").eraseConversation("read-2");
     expect(erased.job_id).toBeTruthy();
     expect(Object.values(erased.deleted).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
@@ -154,10 +165,10 @@ describe("reading", async () => {
   });
 });
 
-test("an unknown key gets an AuthenticationError with the service's message", async () => {
+test("an unknown key gets an UnauthorizedError with the service's message", async () => {
   const stranger = new TurnlakeClient({ url: served.url, key: "tl_not_a_key" });
   const error = await stranger.search("anything").catch((e: unknown) => e);
-  expect(error).toBeInstanceOf(AuthenticationError);
+  expect(error).toBeInstanceOf(UnauthorizedError);
   expect(error).toMatchObject({ status: 401, code: "unauthenticated" });
   expect((error as Error).message.length).toBeGreaterThan(0);
 });

@@ -25,7 +25,7 @@ test("the build loads as ESM and as CommonJS, by the package's exports", async (
   expect(require.resolve(name)).toMatch(/dist\/index\.cjs$/);
   for (const loaded of [esm, cjs]) {
     expect(typeof loaded.TurnlakeClient).toBe("function");
-    expect(new loaded.AuthenticationError(401, "unauthenticated", "m", undefined, "GET /"))
+    expect(new loaded.UnauthorizedError(401, "unauthenticated", "m", undefined, "GET /"))
       .toBeInstanceOf(loaded.TurnlakeError);
   }
   expect(typeof require(`${name}/ai`).historyTools).toBe("function");

@@ -54,6 +54,7 @@ test("docs/clients/typescript.md", async () => {
   expect(printed[0]).toBe("accepted");
   expect(printed.some((line) => line.startsWith("docs-ts-1 t-1 "))).toBe(true);
   expect(printed).toContain("2 0 0");
+  expect(printed).toContain("turn_id");
   expect(printed).toContain("422 invalid_request k");
   const turns = await clientAs("analyst").catalog({ conversation: "docs-ts-2" });
   expect(turns.turns.map((t) => t.turn_id)).toEqual(["t-1", "t-2"]);

@@ -2,10 +2,10 @@
 import { createServer } from "node:net";
 import { afterEach, expect, test } from "vitest";
 import {
-  RateLimitError,
+  RateLimitedError,
   ServiceUnavailableError,
   TurnlakeClient,
-  TurnlakeConnectionError,
+  ServerUnreachableError,
   TurnlakeTimeoutError,
 } from "../src/index.js";
 import { type Fault, type FaultyProxy, faultyProxy } from "./faulty.js";
@@ -42,7 +42,7 @@ test("after the last retry the error is the service's, typed", async () => {
   expect(proxy!.requests).toBe(3);
   const limited = await (await through([{ status: 429 }], { retries: 0 }))
     .conversations().catch((e: unknown) => e);
-  expect(limited).toBeInstanceOf(RateLimitError);
+  expect(limited).toBeInstanceOf(RateLimitedError);
 });
 
 test("other errors are not retried", async () => {
@@ -51,14 +51,20 @@ test("other errors are not retried", async () => {
   expect(proxy!.requests).toBe(1);
 });
 
-test("a service that does not answer in time is a TurnlakeTimeoutError", async () => {
-  const client = await through([{ status: "hang" }], { timeoutMs: 300 });
-  const error = await client.conversations().catch((e: unknown) => e);
+test("a timed-out attempt is retried; the last one is a TurnlakeTimeoutError", async () => {
+  const client = await through([{ status: "hang" }], { timeoutMs: 500 });
+  expect(Array.isArray((await client.conversations()).conversations)).toBe(true);
+  expect(proxy!.requests).toBe(2);
+  await proxy!.close();
+  const hanging = await through([{ status: "hang" }, { status: "hang" }],
+                                { timeoutMs: 300, retries: 1 });
+  const error = await hanging.conversations().catch((e: unknown) => e);
   expect(error).toBeInstanceOf(TurnlakeTimeoutError);
+  expect(error).toBeInstanceOf(ServerUnreachableError);
   expect(error).toMatchObject({ timeoutMs: 300 });
 });
 
-test("connection errors are retried, then a TurnlakeConnectionError", async () => {
+test("connection errors are retried, then a ServerUnreachableError", async () => {
   // A port that was free a moment ago: nothing listens there.
   const port = await new Promise<number>((resolve) => {
     const probe = createServer().listen(0, "127.0.0.1", () => {
@@ -74,7 +80,7 @@ test("connection errors are retried, then a TurnlakeConnectionError", async () =
   const client = new TurnlakeClient({ url: `http://127.0.0.1:${port}`, key: "k", retries: 2,
                                       backoffMs: 10, fetch: counting });
   const error = await client.search("anything").catch((e: unknown) => e);
-  expect(error).toBeInstanceOf(TurnlakeConnectionError);
+  expect(error).toBeInstanceOf(ServerUnreachableError);
   expect((error as Error).message).toMatch(/ECONNREFUSED/);
   expect(attempts).toBe(3);
 });
