@@ -1,4 +1,5 @@
-"""Hits carry addresses: the matched row's and its turn record's, in the turn's edition.
+"""Hits carry addresses — the matched row's and its turn record's, in the turn's edition —
+and the agent and app that recorded the turn.
 
 The index keeps no batch of a row, so the editions of the hit turns come from their TurnLogs.
 :class:`Editions` remembers what it read while the TurnLog table stays at one version (the one
@@ -23,6 +24,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 
 _TurnKey = tuple[str, str, str]  # tenant, conversation, turn
+_Known = tuple[str, str, str]  # the turn's edition, agent and app
 # Past this many turns remembered, the memory starts again (a search asks for tens).
 _MAX_REMEMBERED = 100_000
 
@@ -34,13 +36,13 @@ class Editions:
         self._store = store
         self._lock = threading.Lock()
         self._version: int | None = None
-        self._known: dict[_TurnKey, str | None] = {}
+        self._known: dict[_TurnKey, _Known | None] = {}
 
     def with_addresses(self, hits: Sequence[Hit], version: int | Unset | None = UNSET,
                        ) -> list[Hit]:
-        """The hits with ``address`` and ``turn_address`` set (left null for a turn no longer
-        recorded, which a stale index may still hold); ``version``: the TurnLog table's,
-        when the caller knows it (else it is read)."""
+        """The hits with ``address``, ``turn_address``, ``agent`` and ``app`` set (left null
+        for a turn no longer recorded, which a stale index may still hold); ``version``: the
+        TurnLog table's, when the caller knows it (else it is read)."""
         if not hits:
             return list(hits)
         if isinstance(version, Unset):
@@ -48,16 +50,19 @@ class Editions:
         editions = self._editions(hits, version)
         out = []
         for hit in hits:
-            edition = editions.get((hit.tenant, hit.conversation_id, hit.turn_id))
-            if edition is None:
+            known = editions.get((hit.tenant, hit.conversation_id, hit.turn_id))
+            if known is None:
                 out.append(hit)
                 continue
+            edition, agent, app = known
             out.append(dataclasses.replace(
                 hit, address=row_address_of_id(hit.row_id, hit.role, edition),
-                turn_address=record_address(hit.conversation_id, hit.turn_id, edition)))
+                turn_address=record_address(hit.conversation_id, hit.turn_id, edition),
+                agent=agent, app=app))
         return out
 
-    def _editions(self, hits: Sequence[Hit], version: int | None) -> dict[_TurnKey, str | None]:
+    def _editions(self, hits: Sequence[Hit], version: int | None
+                  ) -> dict[_TurnKey, _Known | None]:
         with self._lock:
             if version != self._version or len(self._known) > _MAX_REMEMBERED:
                 self._version, self._known = version, {}
@@ -71,17 +76,17 @@ class Editions:
                     self._known.update(read)
         return known
 
-    def _read(self, hits: Sequence[Hit]) -> dict[_TurnKey, str | None]:
-        """The editions of the hits' turns, None for a turn not recorded."""
+    def _read(self, hits: Sequence[Hit]) -> dict[_TurnKey, _Known | None]:
+        """The editions, agents and apps of the hits' turns, None for a turn not recorded."""
         where = (ds.field("tenant").isin(sorted({h.tenant for h in hits}))
                  & ds.field("month").isin(sorted({month_of(h.turn_at) for h in hits}))
                  & ds.field("conversation_id").isin(sorted({h.conversation_id for h in hits}))
                  & ds.field("turn_id").isin(sorted({h.turn_id for h in hits})))
-        logs = self._store.read(Table.TURN_LOGS, columns=["tenant", "conversation_id",
-                                                          "turn_id", "batch_id"], filter=where)
-        found: dict[_TurnKey, str | None] = {
+        columns = ["tenant", "conversation_id", "turn_id", "batch_id", "agent", "app"]
+        logs = self._store.read(Table.TURN_LOGS, columns=columns, filter=where)
+        found: dict[_TurnKey, _Known | None] = {
             (h.tenant, h.conversation_id, h.turn_id): None for h in hits}
-        for t, c, u, b in zip(*(logs.column(n).to_pylist() for n in (
-                "tenant", "conversation_id", "turn_id", "batch_id")), strict=True):
-            found[(t, c, u)] = edition_of(b)
+        for t, c, u, b, agent, app in zip(*(logs.column(n).to_pylist() for n in columns),
+                                          strict=True):
+            found[(t, c, u)] = (edition_of(b), agent, app)
         return found

@@ -127,6 +127,10 @@ class Hit:
                     "GET /v1/refs/{ref}. Null when the turn is no longer recorded.")] = None
     turn_address: Annotated[str | None, Field(
         description="The address of the turn's record (conv:ar:...record@edition).")] = None
+    agent: Annotated[str | None, Field(
+        description="The agent that recorded the turn (claude-code, codex, gemini-cli, ...).")
+    ] = None
+    app: Annotated[str | None, Field(description="The app the turn was recorded in.")] = None
 
     def to_json(self) -> dict[str, Any]:
         """The hit as the JSON contract spells it (``search --json``, ``POST /v1/search``,

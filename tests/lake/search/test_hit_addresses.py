@@ -47,6 +47,9 @@ def test_hits_carry_addresses_that_lead_back_to_the_row_and_turn(
             assert hit.address in turn.value["addresses"]["rows"]
             roles.add((hit.role, parse_address(hit.address).namespace))
             assert hit.to_json()["address"] == hit.address
+            # and the agent and app that recorded the turn, as its TurnLog says
+            assert (hit.agent, hit.app) == (turn.value["agent"], turn.value["app"])
+            assert hit.agent and hit.to_json()["agent"] == hit.agent
     assert {("assistant", "so"), ("anchor", "su")} <= roles, roles
 
 
