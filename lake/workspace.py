@@ -31,10 +31,13 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow.dataset as ds
 
+from lake.answers import PullItem as PullItem
+from lake.answers import PullKind as PullKind
+from lake.answers import PullStatus as PullStatus
 from lake.confined import (
     atomic_write_at,
     exists_at,
@@ -64,11 +67,6 @@ MANIFEST_SCHEMA = "turnlake.pull.v1"
 ATTACHMENTS_PREFIX = "user.attachments/"
 _OWN_PREFIXES = (FILES_PREFIX, ATTACHMENTS_PREFIX)  # the only places pull writes to
 
-PullStatus = Literal["pulled", "unchanged", "expired", "refused", "conflict", "unsafe",
-                     "not_hosted", "invalid"]
-PullKind = Literal["file", "attachment"]
-_DONE: frozenset[str] = frozenset({"pulled", "unchanged"})
-
 @dataclass(frozen=True)
 class PulledFile:
     """One file pull wrote, as recorded in ``.turnlake-pull.json``."""
@@ -85,27 +83,6 @@ class PulledFile:
         """JSON-ready fields."""
         return {**asdict(self), "expires_at": self.expires_at.isoformat(),
                 "pulled_at": self.pulled_at.isoformat()}
-
-
-@dataclass(frozen=True)
-class PullItem:
-    """The outcome for one file (or for a target that yielded no file): where it went, or why
-    it was not pulled."""
-
-    target: str
-    status: PullStatus
-    kind: PullKind = "file"
-    ref: str | None = None
-    path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    expires_at: datetime | None = None
-    message: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when the file is in the workspace (pulled now or before)."""
-        return self.status in _DONE
 
 
 @dataclass(frozen=True)

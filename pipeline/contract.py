@@ -4,6 +4,10 @@ One pydantic definition per shape: the CLI's ``search --queries`` lines and ``--
 output, and the service's request bodies and answers (and so its OpenAPI document), are
 these models. The service's bodies carry no identity: tenant, user role and analyst come
 from the API key (``QueryOptions``); a ``--queries`` line adds them (``QueryLine``).
+
+The Python client (``turnlake``) uses these models too, in a host that has none of the
+database's heavy packages: this module imports only pydantic and lake's light modules
+(tests/turnlake/test_light_imports.py holds it to that).
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from lake.answers import ConversationEntry, PullItem
 from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
-from lake.search.catalog import ConversationEntry
-from lake.search.coverage import DEFAULT_COVERAGE_GAIN
-from lake.search.named_time import DEFAULT_TIME_WEIGHT
-from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
-from lake.search.relevance import DEFAULT_MIN_RELEVANCE
+from lake.search.defaults import (
+    DEFAULT_COVERAGE_GAIN,
+    DEFAULT_MIN_RELEVANCE,
+    DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_SEARCH_ROLES,
+    DEFAULT_TIME_WEIGHT,
+)
 from lake.search.request import (
     DEFAULT_WEIGHTS,
     FusionSettings,
@@ -29,7 +36,6 @@ from lake.search.request import (
     SearchRequest,
     SearchResult,
 )
-from lake.tables import DEFAULT_SEARCH_ROLES
 
 TurnStatus = Literal["accepted", "duplicate", "rejected"]
 
@@ -251,6 +257,26 @@ class ErasureAnswer(BaseModel):
     job_id: str
     counts: dict[str, int]
     deleted: dict[str, int]
+
+
+class PullBody(BaseModel):
+    """``POST /v1/pull``: what to pull, and where below the server's workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+    targets: list[str] = Field(min_length=1, description=(
+        "conv:fi: refs, or turns as 'CONVERSATION/TURN' (all of a turn's files and "
+        "attachments)."))
+    into: str = Field("", description="A folder relative to the server's workspace "
+                                      "(empty: the workspace itself).")
+
+
+class PullAnswer(BaseModel):
+    """What the pull did per file; ``ok`` is true when every file with bytes was pulled."""
+
+    into: str
+    manifest: str
+    ok: bool
+    items: list[PullItem]
 
 
 class ErrorDetail(BaseModel):
