@@ -47,7 +47,7 @@ def parse_time(value: str | None, what: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise QueryError(f"{what} {value!r} is not an ISO 8601 time") from exc
+        raise QueryError(f"{what} {value!r} is not an ISO 8601 time", field=what) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

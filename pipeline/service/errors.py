@@ -33,8 +33,7 @@ class InvalidField(lake_errors.QueryError):
     """A request value the service refuses (400), naming the field of the body it is in."""
 
     def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 # Most specific first: the first class an error is an instance of decides.
