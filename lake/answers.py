@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+PULL_MANIFEST = ".turnlake-pull.json"  # the manifest a pull writes in its folder
 PullStatus = Literal["pulled", "unchanged", "expired", "refused", "conflict", "unsafe",
                      "not_hosted", "invalid"]
 PullKind = Literal["file", "attachment"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -35,6 +36,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 
+from lake.answers import PULL_MANIFEST
 from lake.answers import PullItem as PullItem
 from lake.answers import PullKind as PullKind
 from lake.answers import PullStatus as PullStatus
@@ -62,7 +64,7 @@ from lake.search.materialize import FileCard, TurnMaterializer
 from lake.store import LakeStore
 from lake.tables import Table
 
-MANIFEST = ".turnlake-pull.json"
+MANIFEST = PULL_MANIFEST
 MANIFEST_SCHEMA = "turnlake.pull.v1"
 ATTACHMENTS_PREFIX = "user.attachments/"
 _OWN_PREFIXES = (FILES_PREFIX, ATTACHMENTS_PREFIX)  # the only places pull writes to
@@ -142,14 +144,23 @@ class WorkspacePuller:
             raise QueryError("give at least one conv:fi: ref or CONVERSATION/TURN to pull")
         now = as_of or datetime.now(UTC)
         root = Path(into) if inside is None else inside / str(into)
+        plan = (planned for target in targets for planned in self._plan(principal, target, now))
         items: list[PullItem] = []
+        # Refusals come first without touching the disk: a pull with nothing to write
+        # creates no folder and no manifest.
+        for planned in plan:
+            if planned.refused is None:
+                plan = itertools.chain([planned], plan)
+                break
+            items.append(planned.refused)
+        else:
+            return PullReport(into=str(root), manifest=str(root / MANIFEST), items=items)
         with _workspace(Path(into), inside=inside) as fd:
             manifest = _read_manifest(fd, root)
             claimed: dict[str, str] = {}  # path -> ref, for this pull: one ref per path
             try:
-                for target in targets:
-                    for planned in self._plan(principal, target, now):
-                        items.append(_place(fd, planned, manifest, claimed, now))
+                for planned in plan:
+                    items.append(_place(fd, planned, manifest, claimed, now))
             finally:
                 # Whatever was written is recorded, even when a later target failed hard,
                 # so that clean can remove it and a re-pull knows it as pull's own.

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from lake.answers import ConversationEntry, PullItem
+from lake.answers import PULL_MANIFEST, ConversationEntry, PullItem
 from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
@@ -216,15 +216,19 @@ class CatalogTurnModel(BaseModel):
 
 
 class CatalogAnswer(BaseModel):
-    """``catalog --json`` and ``GET /v1/catalog``."""
+    """``catalog --json`` and ``GET /v1/catalog`` (one page of it)."""
 
     turns: list[CatalogTurnModel]
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass as `cursor` for the next page; absent on the last page."))
 
 
 class ConversationsAnswer(BaseModel):
-    """``GET /v1/conversations``: most recent activity first."""
+    """``GET /v1/conversations``: one page, most recent activity first."""
 
     conversations: list[ConversationEntry]
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass as `cursor` for the next page; absent on the last page."))
 
 
 class TurnOutcome(BaseModel):
@@ -271,12 +275,21 @@ class PullBody(BaseModel):
 
 
 class PullAnswer(BaseModel):
-    """What the pull did per file; ``ok`` is true when every file with bytes was pulled."""
+    """What the pull did per file; ``ok`` is true when every file with bytes was pulled.
+    ``into`` and ``manifest`` are relative to the server's workspace (its own paths are
+    not the caller's business)."""
 
     into: str
     manifest: str
     ok: bool
     items: list[PullItem]
+
+    @classmethod
+    def of(cls, into: str, ok: bool, items: list[PullItem]) -> PullAnswer:
+        """The answer of a pull into ``into`` (relative to the workspace)."""
+        folder = into.strip("/")
+        return cls(into=folder, manifest=f"{folder}/{PULL_MANIFEST}".lstrip("/"), ok=ok,
+                   items=items)
 
 
 class ErrorDetail(BaseModel):

@@ -33,5 +33,4 @@ def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
         report = ctx.puller.pull(principal, body.targets, body.into, inside=ctx.workspace)
     except WorkspaceError as exc:
         raise InvalidField(str(exc), field="into") from None
-    return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
-                      items=report.items)
+    return PullAnswer.of(body.into, report.ok, report.items)
