@@ -144,7 +144,8 @@ class WorkspacePuller:
             raise QueryError("give at least one conv:fi: ref or CONVERSATION/TURN to pull")
         now = as_of or datetime.now(UTC)
         root = Path(into) if inside is None else inside / str(into)
-        plan = (planned for target in targets for planned in self._plan(principal, target, now))
+        plan: Iterator[_Planned] = (
+            planned for target in targets for planned in self._plan(principal, target, now))
         items: list[PullItem] = []
         # Refusals come first without touching the disk: a pull with nothing to write
         # creates no folder and no manifest.

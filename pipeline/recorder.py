@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import mimetypes
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -44,6 +45,19 @@ if TYPE_CHECKING:  # the lake's side; a server-mode host has none of it installe
 
 EventType = Literal["prompt", "followup", "steer"]
 StepStatus = Literal["started", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class TurnIdentity:
+    """Who and where a recorded turn belongs to (what :meth:`Recorder.begin` takes)."""
+
+    tenant: str
+    app: str
+    agent: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    title: str | None = None
 
 
 class RecorderError(TurnlakeError):

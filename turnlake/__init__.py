@@ -47,7 +47,7 @@ from pipeline.contract import (
     SearchAnswer,
     TurnOutcome,
 )
-from pipeline.recorder import Recorder, RecorderError, TurnRecording
+from pipeline.recorder import Recorder, RecorderError, TurnIdentity, TurnRecording
 from turnlake._http import Retry
 from turnlake.async_client import AsyncClient
 from turnlake.client import Client
@@ -84,6 +84,6 @@ __all__ = [
     "LiveEvent", "NamedTimeAnswer", "NotFound", "PayloadTooLarge", "PullAnswer", "PullBody",
     "PullItem", "QueryOptions", "RateLimited", "RecordAnswer", "Recorder", "RecorderError",
     "Retry", "SearchAnswer", "ServerError", "ServerUnreachable", "ServiceUnavailable", "Step",
-    "Submission", "TurnOutcome", "TurnRecord", "TurnRecording", "TurnRejected",
+    "Submission", "TurnIdentity", "TurnOutcome", "TurnRecord", "TurnRecording", "TurnRejected",
     "Unauthorized", "UnprocessableEntity", "UnsupportedMediaType", "Usage", "__version__",
 ]
