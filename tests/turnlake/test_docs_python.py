@@ -1,5 +1,6 @@
-"""docs/clients/python.md runs as written: its Python blocks, in order, against a real
-server."""
+"""docs/clients/python.md, langchain.md and llamaindex.md run as written: their Python
+blocks, in order, against a real server. (openai-agents.md calls OpenAI's API; its code runs
+offline with a scripted model in test_openai_agents.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from tests.pipeline.service.server import wait_until
 from tests.turnlake.conftest import Served
 from turnlake import Client
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "clients" / "python.md"
+PAGES = Path(__file__).resolve().parents[2] / "docs" / "clients"
+PAGE = PAGES / "python.md"
 
 
 def python_blocks(text: str) -> list[str]:
@@ -43,3 +45,10 @@ def test_the_python_client_page_runs(served: Served, tmp_path: Path,
     assert "2 ['accepted', 'accepted']" in printed
     assert "403 forbidden" in printed
     assert (tmp_path / "forecast.csv").read_bytes() == b"month,hours\n3,12\n"
+    # The adapter pages find the turn the client page recorded.
+    for name in ("langchain.md", "llamaindex.md"):
+        page: dict[str, object] = {"__name__": "docs_example"}
+        for n, block in enumerate(python_blocks((PAGES / name).read_text(encoding="utf-8"))):
+            exec(compile(block, f"{name} block {n + 1}", "exec"), page)
+        printed = capsys.readouterr().out
+        assert "c-42/t-1" in printed and "User: the forecast sheet is off by an hour" in printed
