@@ -51,3 +51,28 @@ def test_the_client_imports_and_records_without_the_server_packages(tmp_path: Pa
     assert report["waiting"] == 1
     assert not set(report["loaded"]) & set(HEAVY)
     assert {"httpx", "pydantic", "turnlake"} <= set(report["loaded"])
+
+
+_ENTRY = """
+import importlib.abc, json, sys
+HEAVY = set(json.loads(sys.argv[1]))
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HEAVY:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Refuse())
+from pipeline.entry import main
+sys.argv = ["turnlake", "search", "x"]
+main()
+"""
+
+
+def test_the_command_line_without_the_server_says_what_to_install() -> None:
+    done = subprocess.run([sys.executable, "-c", _ENTRY, json.dumps(HEAVY)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'turnlake[server]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -7,10 +7,10 @@ where another tenant's objects are as absent as missing ones.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import TypeAdapter
 
 from lake.answers import ConversationEntry
 from lake.errors import AccessDenied, QueryError, RefNotFound
@@ -32,6 +32,7 @@ from pipeline.service.errors import error_responses
 from pipeline.service.paging import DEFAULT_LIMIT, Cursor, Limit, page
 
 router = APIRouter(tags=["conversations"])
+_TURN_JSON: TypeAdapter[MaterializedTurn] = TypeAdapter(MaterializedTurn)
 _ERRORS = error_responses(400, 403, 404)
 AsOf = Annotated[str | None, Query(description="Evaluate as of this time (ISO 8601).")]
 
@@ -127,7 +128,9 @@ def turn(conversation: str, turn: str, request: Request, principal: Reader,
         if isinstance(exc, QueryError):
             raise RefNotFound(str(exc)) from None
         raise
-    return Response(json.dumps(shown.to_json(), default=str), media_type="application/json")
+    # Serialized by its model, as the MCP get_turn tool does: every instant of the turn in
+    # one format (UTC as "Z"), the recorded ones and the computed ones alike.
+    return Response(_TURN_JSON.dump_json(shown), media_type="application/json")
 
 
 @router.delete("/v1/conversations/{conversation}", response_model=ErasureAnswer,

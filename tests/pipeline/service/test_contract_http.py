@@ -65,3 +65,12 @@ def test_errors_name_the_field_not_a_cli_flag(served: Served) -> None:
         refused = client.post("/v1/turns", json={"turns": []})
     assert refused.status_code == 403
     assert refused.json()["error"]["message"].startswith("a user key may not")
+
+
+def test_a_turn_writes_its_times_one_way(served: Served) -> None:
+    with served.server.client(served.keys["analyst"]) as client:
+        shown = client.get("/v1/conversations/c-1/turns/t-0000").json()
+    times = [shown["started_at"], shown["ended_at"], shown["completion"]["at"],
+             *(s["arrived_at"] for s in shown["submissions"]),
+             *(f["expires_at"] for f in shown["files"])]
+    assert all(t.endswith("Z") and "+00:00" not in t for t in times), times
