@@ -48,9 +48,10 @@ def test_a_langgraph_run_recorded_through_the_server_is_retrieved(served: Served
     assert state["messages"][-1].content.startswith("The quokka dashboard")
     client = Client(served.server.url, key=served.keys["user"])
     retriever = TurnlakeRetriever(client=client, search_options={"k": 3})
-    assert wait_until(lambda: bool(retriever.invoke("quokka dashboard")), timeout_s=60)
-    document = retriever.invoke("quokka dashboard stale")[0]
-    assert document.id == "c-lc/t-1"
+    # The shared server holds other tests' turns too: look for this one among the hits.
+    assert wait_until(lambda: "c-lc/t-1" in {d.id for d in retriever.invoke("quokka")},
+                      timeout_s=60)
+    document = next(d for d in retriever.invoke("quokka dashboard stale") if d.id == "c-lc/t-1")
     assert document.page_content.startswith("User: why is the quokka dashboard stale?")
     assert "Assistant: The quokka dashboard reads the replica" in document.page_content
     assert document.metadata["conversation_id"] == "c-lc"
@@ -61,7 +62,7 @@ def test_a_langgraph_run_recorded_through_the_server_is_retrieved(served: Served
     async def asynchronously() -> list[str]:
         async with AsyncClient(served.server.url, key=served.keys["user"]) as aclient:
             found = await TurnlakeRetriever(client=client, async_client=aclient).ainvoke(
-                "quokka dashboard")
+                "quokka")
         return [d.id or "" for d in found]
 
-    assert asyncio.run(asynchronously())[0] == "c-lc/t-1"
+    assert "c-lc/t-1" in asyncio.run(asynchronously())

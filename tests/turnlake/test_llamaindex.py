@@ -17,9 +17,12 @@ def test_the_retriever_returns_scored_nodes(served: Served) -> None:
                                            marker="wombat")).accepted == 1
     client = Client(served.server.url, key=served.keys["user"])
     retriever = TurnlakeRetriever(client, k=3)
-    assert wait_until(lambda: bool(retriever.retrieve("wombat")), timeout_s=60)
-    scored = retriever.retrieve("wombat question")[0]
-    assert scored.node.node_id == "c-li/t-0060"
+    # The shared server holds other tests' turns too: look for this one among the nodes.
+    assert wait_until(lambda: "c-li/t-0060" in {n.node.node_id
+                                                for n in retriever.retrieve("wombat")},
+                      timeout_s=60)
+    scored = next(n for n in retriever.retrieve("wombat question")
+                  if n.node.node_id == "c-li/t-0060")
     assert scored.score is not None and 0.5 <= scored.score <= 1.0
     assert "User: wombat question" in scored.node.get_content()
     assert scored.node.metadata["turn_id"] == "t-0060"
@@ -27,6 +30,6 @@ def test_the_retriever_returns_scored_nodes(served: Served) -> None:
     async def asynchronously() -> str:
         async with AsyncClient(served.server.url, key=served.keys["user"]) as aclient:
             nodes = await TurnlakeRetriever(client, async_client=aclient).aretrieve("wombat")
-        return nodes[0].node.node_id
+        return [n.node.node_id for n in nodes]
 
-    assert asyncio.run(asynchronously()) == "c-li/t-0060"
+    assert "c-li/t-0060" in asyncio.run(asynchronously())

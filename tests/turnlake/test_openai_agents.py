@@ -45,7 +45,7 @@ class ScriptedModel(Model):
 def _script() -> list[list[Any]]:
     call = ResponseFunctionToolCall(type="function_call", id="fc_1", call_id="call_1",
                                     name="search_history", status="completed",
-                                    arguments=json.dumps({"query": "lemur export"}))
+                                    arguments=json.dumps({"query": "lemur"}))
     message = ResponseOutputMessage(
         type="message", id="msg_1", role="assistant", status="completed",
         content=[ResponseOutputText(type="output_text", text=ANSWER, annotations=[])])
@@ -58,7 +58,8 @@ def test_a_run_is_recorded_with_its_tool_call_and_found(served: Served,
         assert recorder_client.record(turn_record(70, conversation="c-earlier",
                                                   marker="lemur")).accepted == 1
     user = Client(served.server.url, key=served.keys["user"])
-    assert wait_until(lambda: bool(user.search("lemur").hits), timeout_s=60)
+    assert wait_until(lambda: any(h.conversation_id == "c-earlier"
+                                  for h in user.search("lemur").hits), timeout_s=60)
     model = ScriptedModel(_script())
     identity = TurnIdentity("acme", "support-desk", "openai-agent", "u-ana", "c-oa", "t-1")
 
@@ -77,7 +78,7 @@ def test_a_run_is_recorded_with_its_tool_call_and_found(served: Served,
     # The tool's answer reached the model: the earlier turn, by its address.
     tool_output = next(item for item in model.inputs[1] if isinstance(item, dict)
                        and item.get("type") == "function_call_output")["output"]
-    assert json.loads(tool_output)[0]["turn"] == "c-earlier/t-0070"
+    assert "c-earlier/t-0070" in {hit["turn"] for hit in json.loads(tool_output)}
     shown = user.turn("c-oa", "t-1")
     assert [s["text"] for s in shown["submissions"]] == ["why did my lemur export fail again?"]
     assert shown["completion"]["text"] == ANSWER
