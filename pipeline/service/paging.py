@@ -20,8 +20,10 @@ from lake.errors import QueryError
 
 _T = TypeVar("_T")
 Key = tuple[Any, ...]
-DEFAULT_LIMIT = 100
+# One page holds what a list answered before it had pages (a lake of up to a thousand
+# conversations, a conversation of up to a thousand turns): paging is there when asked for.
 MAX_LIMIT = 1000
+DEFAULT_LIMIT = MAX_LIMIT
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=(
     "Items per page; the answer's next_cursor asks for the next page."))]

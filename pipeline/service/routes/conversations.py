@@ -29,7 +29,7 @@ from pipeline.retention import erase
 from pipeline.service.auth import Eraser, Reader
 from pipeline.service.context import ServiceContext, committed_context, context_of
 from pipeline.service.errors import error_responses
-from pipeline.service.paging import DEFAULT_LIMIT, MAX_LIMIT, Cursor, Limit, page
+from pipeline.service.paging import DEFAULT_LIMIT, Cursor, Limit, page
 
 router = APIRouter(tags=["conversations"])
 _TURN_JSON: TypeAdapter[MaterializedTurn] = TypeAdapter(MaterializedTurn)
@@ -63,7 +63,7 @@ def catalog(request: Request, principal: Reader, conversation: str | None = None
                                               )] = None,
             user: Annotated[str | None, Query(description="The user an analyst looks at.")
                             ] = None,
-            as_of: AsOf = None, limit: Limit = MAX_LIMIT,
+            as_of: AsOf = None, limit: Limit = DEFAULT_LIMIT,
             cursor: Cursor = None) -> CatalogAnswer:
     """A conversation's turns in order, or turns looked up by position or time phrase; one
     page of them (``next_cursor`` asks for the next)."""
