@@ -33,7 +33,7 @@ test-fast: install
 	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
 
 lint: install
-	$(BIN)/ruff check lake pipeline app tests bench
+	$(BIN)/ruff check lake pipeline app turnlake tests bench
 	$(BIN)/mypy
 
 # The docs site (mkdocs.yml): strict, so a broken link or a page left out of the nav fails.
