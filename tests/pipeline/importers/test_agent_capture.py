@@ -139,7 +139,7 @@ def test_codex_notify_records_each_turn_once_and_never_fails(tmp_path: Path) -> 
     stored = _turns(lake)
     assert sorted(stored) == ["turn-1", "turn-2", "turn-3"]
     # Resumed at the last turn it stored: turn-1 came back unchanged, two turns are new.
-    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, 0 problems \(resumed",
+    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, 0 conflicts, 0 rows embedded, 0 problems \(resumed",
                      log.read_text())
     assert stored["turn-1"]["agent"] == "codex"
     # A payload it cannot use, or a thread without rollout, is logged, and Codex sees exit 0.
