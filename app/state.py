@@ -114,8 +114,8 @@ class WorkbenchState:
             return
         self._s[_URL_IDENTITY] = (tenant, as_user)
         if tenant not in tenants:
-            self.note(f"The link names tenant {tenant!r}, which this workbench may not read; "
-                      "it was ignored.")
+            # Not echoed: a page never shows a tenant id outside the signed-in ones.
+            self.note("The link names a tenant this sign-in may not read; it was ignored.")
             return
         self._s[TENANT_KEY] = tenant
         self._s[VIEW_AS_ON_KEY] = as_user is not None

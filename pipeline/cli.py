@@ -14,6 +14,7 @@ from pipeline.commands import (  # noqa: E402, F401 - importing registers the co
     importers,
     index,
     maintain,
+    members,
     query,
     recorder,
     retention,

@@ -1,5 +1,5 @@
 """Index health: per partition freshness, coverage, sizes, build times, and a rebuild of stale
-partitions for analysts (under the same index lock as the CLI)."""
+partitions for admins (under the same index lock as the CLI)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ for h in todo:
     else:
         st.warning(f"Index of **{h.name}** has no table rows left; rebuild to drop it:")
     st.code(h.rebuild_command, language="bash")
-if todo and viewer.is_analyst:
+if todo and viewer.may_admin:
     label = f"Rebuild {len(todo)} partition{'s' if len(todo) > 1 else ''} now"
     if st.button(label, type="primary", icon=":material/build:"):
         bar = st.progress(0.0, text="Waiting for the index lock …")
@@ -57,7 +57,8 @@ if todo and viewer.is_analyst:
                                                     "build had already made them fresh)"))
             st.rerun()
 elif todo:
-    st.caption("Rebuilding is for analysts of the tenant; a user view shows the state only.")
+    st.caption("Rebuilding is for admins of the tenant (not viewing as a user); this view "
+               "shows the state and the commands only.")
 
 st.caption("*Index version* is the content-rows table version the index was built from; "
            "*table version* is that table's version now. Every commit to any partition "

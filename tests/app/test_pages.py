@@ -42,6 +42,7 @@ TIMEOUT = 60
 def _app(lake: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("TURNLAKE_LAKE", str(lake))
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.setenv("TURNLAKE_WORKBENCH_AUTH", "local")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
     return AppTest.from_file(MAIN, default_timeout=TIMEOUT)
 
