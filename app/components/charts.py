@@ -77,3 +77,20 @@ def embedding_coverage(frame: pl.DataFrame) -> alt.Chart:
 def _band_height(bands: int) -> int:
     """Chart height for horizontal bars: room for each band's label."""
     return max(140, 40 * bands + 40)
+
+
+def step_waterfall(frame: pl.DataFrame) -> alt.Chart:
+    """A turn's steps on a time waterfall: one bar a step, from its recorded time to the next
+    step's (the last one to the turn's end), in seconds from the turn's start; one colour a
+    status."""
+    chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
+        x=alt.X("start_s:Q", title="seconds from the turn's start"),
+        x2="end_s:Q",
+        y=alt.Y("step:N", sort=None, title=None),
+        color=alt.Color("status:N", title="status", scale=alt.Scale(
+            domain=["completed", "started", "failed"],
+            range=["#2b8a3e", "#1c7ed6", "#c92a2a"])),
+        tooltip=["step:N", "status:N", alt.Tooltip("start_s:Q", format=".1f"),
+                 alt.Tooltip("end_s:Q", format=".1f")],
+    ).properties(height=_band_height(frame.height))
+    return chart

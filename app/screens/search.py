@@ -126,7 +126,7 @@ if outcome is not None and outcome.viewer == viewer:
             if hit_card(view, outcome.query, i):
                 st.switch_page("screens/replay.py", query_params={
                     **identity_params(viewer), "conversation": view.hit.conversation_id,
-                    "turn": view.hit.turn_id})
+                    "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
         more = len(outcome.hits) > len(shown) or (
             len(outcome.hits) == outcome.form.k and outcome.form.k < MAX_K)
         if more and st.button(f"Show {HITS_STEP} more"):

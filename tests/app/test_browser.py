@@ -103,8 +103,11 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
 
         page.get_by_role("button", name="Open in Replay").first.click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
-        download_button = page.get_by_role("button", name="Download quokka.csv")
+        # The whole conversation: the hit's turn (its file card first) and the next one.
+        download_button = page.get_by_role("button", name="Download quokka.csv").first
         download_button.wait_for()
+        page.get_by_text("April is fine.").wait_for()
+        page.get_by_role("link", name="Back to the results").wait_for()
         page.wait_for_url(re.compile(rf"/replay\?.*conversation={KNOWN_CONVERSATION}"
                                      r"&turn=t-0001"))
         page.screenshot(path=tmp_path / "replay.png")

@@ -120,14 +120,21 @@ def test_a_hit_opens_in_replay_with_its_file_card(
     next(b for b in at.button if b.label == "Open in Replay").click().run()
     assert not at.exception and not at.error
     assert [t.value for t in at.title] == ["Conversations & Replay"]
+    # The whole conversation, scrolled to the hit's turn, with a way back to the results.
     assert at.query_params == {"tenant": TENANT, "conversation": KNOWN_CONVERSATION,
-                               "turn": "t-0001"}
+                               "turn": "t-0001", "view": "conversation", "from": "search"}
     assert [b.label for b in at.download_button] == [
-        "Download quokka-copy.csv", "Download chart.png", "Download quokka.csv"]
+        "Download quokka-copy.csv", "Download chart.png", "Download quokka.csv",
+        "Download quokka.csv"]  # the second turn's answer names the first's file
+    heads = [s.value for s in at.subheader]
+    assert [h.split(" · ")[0] for h in heads[1:]] == ["#1", "#2"]
+    assert "from the search" in heads[1] and "from the search" not in heads[2]
+    assert "April is fine" in _texts(at)  # the second turn, in the same scroll
+    assert any(p.label == "Back to the results" for p in at.get("page_link"))
     text = _texts(at)
     assert "**quokka\\.csv** · text/csv · 22 B" in text
     assert "corrected quokka hours" in text
-    assert [m.avatar for m in at.chat_message] == ["user", "assistant"]
+    assert [m.avatar for m in at.chat_message] == ["user", "assistant"] * 2
     assert "actually, use UTC everywhere" in text  # the steer message of the turn
 
 
@@ -370,3 +377,45 @@ def test_untitled_conversations_show_their_first_prompt(
         seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
     at = _search(_app(seeded.settings.lake, monkeypatch).run(), "wallaby export stall")
     assert at.markdown[0].value == "**1. why does the wallaby export stall at night?**"
+
+
+def test_the_whole_conversation_view_lists_every_turn_with_its_steps(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": KNOWN_CONVERSATION, "turn": "t-0002",
+                       "view": "conversation"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    assert next(r for r in at.radio if r.label == "Show").value == "Whole conversation"
+    assert [s.value.split(" · ")[0] for s in at.subheader[1:]] == ["#1", "#2"]
+    text = _texts(at)
+    assert "timezone drift" in text and "April is fine" in text
+    assert len(at.get("vega_lite_chart")) == 1  # the first turn's step on its waterfall
+    assert not any(p.label == "Back to the results" for p in at.get("page_link"))
+    # One cost (the recorded badge, not the usage figure again); tokens with separators.
+    assert "cost · \\$0.0100 · 200 tokens" in text and ":gray-badge[\\$0.0100]" not in text
+    assert "tokens 120 in / 80 out" in text
+    next(r for r in at.radio if r.label == "Show").set_value("One turn").run()
+    assert "view" not in at.query_params
+    assert [s.value for s in at.subheader] == ["Quokka workbook"]
+
+
+def test_a_long_conversation_is_paged_at_the_linked_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    start = datetime.now(UTC) - timedelta(days=1)
+    records = [json.dumps(turn_record(n, at=start + timedelta(minutes=n), conversation="c-long",
+                                      prompt=f"question number {n}", answer=f"answer {n}"))
+               for n in range(1, 24)]
+    run_ingest(settings, records=records)
+    at = _app(settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": "c-long", "turn": "t-0022", "view": "conversation"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    pager = next(s for s in at.selectbox if s.label == "Turns")
+    assert pager.value == 1 and pager.options == ["1–20 of 23", "21–23 of 23"]
+    assert [s.value.split(" · ")[0] for s in at.subheader[1:]] == ["#21", "#22", "#23"]
+    pager.select(0).run()
+    assert len(at.subheader[1:]) == 20 and "question number 1" in _texts(at)
