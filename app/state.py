@@ -233,7 +233,8 @@ class WorkbenchState:
     @last_search.setter
     def last_search(self, outcome: SearchOutcome | None) -> None:
         self._s[_LAST_SEARCH] = outcome
-        self._s[_SHOWN_HITS] = HITS_STEP
+        # A new search shows its k hits (at most a step of them at first).
+        self._s[_SHOWN_HITS] = min(HITS_STEP, outcome.form.k) if outcome else HITS_STEP
 
     @property
     def shown_hits(self) -> int:
@@ -245,9 +246,9 @@ class WorkbenchState:
         """Replace the last search by the same one with a larger k (the hits on show stay)."""
         self._s[_LAST_SEARCH] = outcome
 
-    def show_more_hits(self) -> None:
-        """Reveal the next :data:`HITS_STEP` hits."""
-        self._s[_SHOWN_HITS] = self.shown_hits + HITS_STEP
+    def show_hits(self, count: int) -> None:
+        """Have ``count`` hits on show (fewer when the search has fewer)."""
+        self._s[_SHOWN_HITS] = max(1, count)
 
     # -- conversations list --------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app.components.hits import export_frame, hit_card
+from app.components.hits import export_bytes, export_frame, hit_card
 from app.components.identity import page_context
 from app.components.text import shorten
 from app.models import SearchForm
@@ -23,6 +23,8 @@ from lake.tables import DEFAULT_SEARCH_ROLES, ROLES
 ANY = "(any)"
 MAX_K = 200
 ECHO_CHARS = 80
+EXPORTS = {"csv": "text/csv", "jsonl": "application/jsonl",
+           "parquet": "application/vnd.apache.parquet"}
 
 ctx = page_context()
 wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
@@ -115,29 +117,34 @@ if outcome is not None and outcome.viewer == viewer:
         shown = outcome.hits[:state.shown_hits]
         st.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
                    + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
-        table = export_frame(shown)
-        e1, e2, _ = st.columns([1, 1, 4])
-        e1.download_button("Export CSV", table.write_csv(), file_name="hits.csv",
-                           mime="text/csv", on_click="ignore", icon=":material/download:")
-        e2.download_button("Export JSONL", table.write_ndjson(), file_name="hits.jsonl",
-                           mime="application/jsonl", on_click="ignore",
-                           icon=":material/download:")
+        # The export holds every hit up to k, not only those on show.
+        table = export_frame(outcome.hits)
+        columns = st.columns([1, 1, 1, 3])
+        for column, (fmt, mime) in zip(columns, EXPORTS.items(), strict=False):
+            column.download_button(
+                f"Export {fmt.upper() if fmt != 'parquet' else 'Parquet'}",
+                lambda fmt=fmt: export_bytes(table, fmt), file_name=f"hits.{fmt}", mime=mime,
+                on_click="ignore", icon=":material/download:",
+                help=f"All {len(outcome.hits)} hits with ids, tenant, times, relevance, "
+                     "per-generator ranks and snippets.")
         for i, view in enumerate(shown, start=1):
             if hit_card(view, outcome.query, i):
                 st.switch_page("screens/replay.py", query_params={
                     **identity_params(viewer), "conversation": view.hit.conversation_id,
                     "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
+        # More exist on the page already, or the service filled k and may have more.
         more = len(outcome.hits) > len(shown) or (
             len(outcome.hits) == outcome.form.k and outcome.form.k < MAX_K)
         if more and st.button(f"Show {HITS_STEP} more"):
-            state.show_more_hits()
-            if state.shown_hits > len(outcome.hits) and outcome.form.k < MAX_K:
-                # Fewer hits fetched than wanted on show: ask the service for that many.
-                bigger = replace(outcome.form, k=min(MAX_K, state.shown_hits))
+            wanted = len(shown) + HITS_STEP
+            if wanted > len(outcome.hits) and outcome.form.k < MAX_K:
+                # Ask the service for that many; the form's k becomes what was asked.
+                bigger = replace(outcome.form, k=min(MAX_K, wanted))
                 try:
                     state.widen_search(wb.search(viewer, bigger))
                 except TurnlakeError as exc:
                     st.error(f"Search refused: {exc}")
+            state.show_hits(wanted)
             st.rerun()
 else:
     st.caption("Type a query and press Search. Scope, roles, time and generator weights "

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, timedelta
 from pathlib import Path
 
+import polars as pl
 import pyarrow.dataset as ds
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.components.hits import export_bytes, export_frame
 from lake.embedding.hashing import HashingEmbedder
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -361,10 +364,23 @@ def test_search_messages_paging_and_export(seeded: SeededLake,
     _search(at, "the answer")
     opened = [b for b in at.button if b.label == "Open in Replay"]
     assert len(opened) == 10
-    assert [b.label for b in at.download_button] == ["Export CSV", "Export JSONL"]
+    assert [b.label for b in at.download_button] == [
+        "Export CSV", "Export JSONL", "Export Parquet"]
     next(b for b in at.button if b.label == "Show 20 more").click().run()
     assert not at.exception
-    assert len([b for b in at.button if b.label == "Open in Replay"]) > 10
+    # k = 10 and 20 more: 30 asked for and on show, never more than asked
+    shown = len([b for b in at.button if b.label == "Open in Replay"])
+    outcome = at.session_state["wb_last_search"]
+    assert 10 < shown <= 30 and outcome.form.k == 30 and shown == len(outcome.hits)
+    assert not any("fewer than k = 40" in i.value for i in at.info)
+    frame = export_frame(outcome.hits)  # the export: every hit up to k, rounded
+    assert frame.height == len(outcome.hits)
+    assert set(frame["tenant"]) == {TENANT}
+    assert {"semantic_rank", "lexical_rank", "trigram_rank", "user_snippet",
+            "assistant_snippet", "relevance"} <= set(frame.columns)
+    assert all(len(repr(v).split(".")[-1]) <= 6 for v in frame["score"])
+    assert pl.read_parquet(io.BytesIO(export_bytes(frame, "parquet"))).equals(frame)
+    assert pl.read_ndjson(io.BytesIO(export_bytes(frame, "jsonl"))).height == frame.height
     for toggle in at.toggle:
         if toggle.label in ("Semantic", "Lexical (BM25)", "Trigram"):
             toggle.set_value(False)

@@ -242,8 +242,8 @@ def test_selections_of_another_tenant_or_user_are_cleared_with_a_note() -> None:
 def test_hit_paging_counts_and_actions() -> None:
     state = WorkbenchState({})
     assert state.shown_hits == HITS_STEP
-    state.show_more_hits()
-    assert state.shown_hits == 2 * HITS_STEP
+    state.show_hits(30)
+    assert state.shown_hits == 30
     state.last_search = None  # a new search starts at the first page again
     assert state.shown_hits == HITS_STEP
     state.turn_conversation_page(-1)
