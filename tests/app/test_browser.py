@@ -92,6 +92,13 @@ def _search(page: Any, query: str) -> None:
     page.get_by_role("button", name="Search", exact=True).click()
 
 
+def _wait_for_input(page: Any, value: str) -> None:
+    """Until an input holds ``value`` (a bound widget gets its value a moment after the
+    results are drawn)."""
+    page.wait_for_function("v => [...document.querySelectorAll('input')].some("
+                           "i => i.value === v)", arg=value)
+
+
 def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
                                                tmp_path: Path) -> None:
     with _browser() as page:
@@ -100,6 +107,11 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         _search(page, QUERY)
         page.get_by_text("1. Quokka workbook").wait_for()
         page.screenshot(path=tmp_path / "search.png")
+        # The settings are in the URL: a reload (a new session) reproduces the search.
+        page.wait_for_url(re.compile(r"[?&]q=quokka"))
+        page.reload()
+        page.get_by_text("1. Quokka workbook").wait_for()
+        _wait_for_input(page, QUERY)
 
         page.get_by_role("button", name="Open in Replay").first.click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
@@ -107,7 +119,8 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         download_button = page.get_by_role("button", name="Download quokka.csv").first
         download_button.wait_for()
         page.get_by_text("April is fine.").wait_for()
-        page.get_by_role("link", name="Back to the results").wait_for()
+        back = page.get_by_role("link", name="Back to the results")
+        back.wait_for()
         page.wait_for_url(re.compile(rf"/replay\?.*conversation={KNOWN_CONVERSATION}"
                                      r"&turn=t-0001"))
         page.screenshot(path=tmp_path / "replay.png")
@@ -119,6 +132,9 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         assert got == resolved == FILE_BYTES
         assert info.value.suggested_filename == "quokka.csv"
 
+        back.click()  # the results and the form as they were
+        page.get_by_text("1. Quokka workbook").wait_for()
+        _wait_for_input(page, QUERY)
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0002")
         page.get_by_text("April is fine.").wait_for()
 

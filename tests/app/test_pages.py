@@ -435,3 +435,22 @@ def test_a_long_conversation_is_paged_at_the_linked_turn(
     assert [s.value.split(" · ")[0] for s in at.subheader[1:]] == ["#21", "#22", "#23"]
     pager.select(0).run()
     assert len(at.subheader[1:]) == 20 and "question number 1" in _texts(at)
+
+
+def test_a_search_url_reproduces_the_search_and_the_form_survives_other_pages(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch)
+    at.query_params = {"q": QUERY, "k": "3", "floor": "0", "scope": "tenant"}
+    at.run()
+    assert not at.exception and not at.error
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.text_input(key="q").value == QUERY
+    assert at.number_input(key="k").value == 3
+    outcome = at.session_state["wb_last_search"]
+    assert outcome.form.k == 3 and outcome.form.min_relevance == 0.0
+    assert len([b for b in at.button if b.label == "Open in Replay"]) == 3
+    at.switch_page("screens/overview.py").run()
+    at.switch_page("screens/search.py").run()
+    assert at.text_input(key="q").value == QUERY and at.number_input(key="k").value == 3
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.session_state["wb_last_search"] is outcome  # shown again, not searched again
