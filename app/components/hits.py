@@ -8,6 +8,7 @@ import io
 import polars as pl
 import streamlit as st
 
+from app.components.events import refs_as_names
 from app.components.text import (
     ROLE_COLORS,
     escape_markdown,
@@ -89,10 +90,10 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
         with action:
             st.badge(hit.role, color=ROLE_COLORS.get(hit.role, "gray"))
             opened = st.button("Open in Replay", key=f"open-{index}-{hit.row_id}")
-        text = strip_markdown(hit.text)
+        text = strip_markdown(refs_as_names(hit.text))
         st.markdown(highlight_markdown(text, query))
         for role in ("user", "assistant"):
-            snippet = strip_markdown(hit.snippets.get(role) or "")
+            snippet = strip_markdown(refs_as_names(hit.snippets.get(role) or ""))
             # The hit's own role is its text already: its snippet would repeat it.
             if snippet and role != hit.role and snippet not in text:
                 st.markdown(f"*{role}:* " + highlight_markdown(snippet, query, limit=300))

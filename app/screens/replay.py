@@ -14,6 +14,7 @@ import streamlit as st
 
 from app.components.conversation import TURNS_PER_PAGE, conversation_view, page_of
 from app.components.identity import page_context
+from app.components.text import shorten
 from app.components.turn import turn_view
 from app.state import URL_CONVERSATION, URL_TURN, identity_params
 from lake.errors import TurnlakeError
@@ -109,7 +110,7 @@ if state.replay_turn not in turn_ids:
         st.warning(f"Turn {state.replay_turn} is not a live turn of {cid}; showing the first.")
     state.select_turn(turn_ids[0])
 previews = {t.turn_id: f"#{t.ordinal} · {t.started_at:%Y-%m-%d %H:%M} · "
-                       f"{t.first_user_message[:60]}" for t in turns}
+                       f"{shorten(t.first_user_message, 60)}" for t in turns}
 back, pick, forward = st.columns([1, 6, 1], vertical_alignment="bottom")
 back.button("◀ Previous", on_click=state.step_turn, args=(turn_ids, -1),
             disabled=state.replay_turn == turn_ids[0])

@@ -64,3 +64,20 @@ def test_pages_and_anchors_of_a_long_conversation() -> None:
     assert page_of(ids, "missing") == page_of(ids, None) == 0
     assert turn_anchor("t-0001") == "turn-t-0001"
     assert turn_anchor("a'b<c>.d") == "turn-a-b-c--d"
+
+
+def test_text_is_cut_at_a_words_end_and_refs_read_as_file_names() -> None:
+    from app.components.events import ref_mentions, refs_as_names
+    from app.components.text import shorten
+    from tests.app.workbench_lake import FILE_REF
+
+    assert shorten("the quokka spreadsheet shows a timezone drift", 30) == (
+        "the quokka spreadsheet shows…")
+    assert shorten("short", 30) == "short"
+    assert shorten("x" * 40, 10) == "x" * 9 + "…"  # one long word: cut where it must be
+    assert refs_as_names(f"The corrected sheet is still {FILE_REF}.") == (
+        "The corrected sheet is still quokka.csv.")
+    assert refs_as_names("conv:fi:nonsense stays") == "conv:fi:nonsense stays"
+    text, found = ref_mentions(f"see {FILE_REF}")
+    assert found == [(FILE_REF, "quokka.csv")]
+    assert ":material/download:" not in text and "(file below)" in text

@@ -454,3 +454,12 @@ def test_a_search_url_reproduces_the_search_and_the_form_survives_other_pages(
     assert at.text_input(key="q").value == QUERY and at.number_input(key="k").value == 3
     assert at.markdown[0].value == "**1. Quokka workbook**"
     assert at.session_state["wb_last_search"] is outcome  # shown again, not searched again
+
+
+def test_a_hit_names_a_hosted_file_not_its_ref(seeded: SeededLake,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), "corrected sheet April")
+    assert not at.exception and not at.error
+    text = _texts(at)
+    assert "conv:fi:" not in text, text
+    assert "quokka\\.csv" in text or "quokka.csv" in text, text

@@ -351,7 +351,7 @@ def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake)
     assert [(m.ref, m.name, m.data) for m in later.mentions] == [
         (FILE_REF, "quokka.csv", FILE_BYTES)]
     text, mentions = ref_mentions(later.answer)
-    assert FILE_REF not in text and "**quokka\\.csv** :material/download:." in text
+    assert FILE_REF not in text and "**quokka\\.csv** :gray[(file below)]." in text
     assert mentions == [(FILE_REF, "quokka.csv")]
     assert status_badge(turn) is None
     interrupted = dataclasses.replace(
