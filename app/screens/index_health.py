@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.components import charts
 from app.components.identity import page_context
+from app.components.tables import health_table
 from app.components.text import human_bytes
 from app.service import index_rebuilder
 from lake.errors import TurnlakeError
@@ -70,20 +71,25 @@ frame = pl.DataFrame({
     "rows": [h.rows for h in health], "embedded": [h.embedded for h in health],
     "pending": [h.pending for h in health], "failed": [h.failed for h in health],
     "index rows": [h.index_rows for h in health],
+    "index size": [human_bytes(h.index_bytes) for h in health],
+    "built at": [(h.built_at or "-")[:16].replace("T", " ") for h in health],
+    "build s": [h.build_seconds for h in health],
     "index version": [h.index_content_version for h in health],
     "table version": [h.table_version for h in health],
-    "index size": [human_bytes(h.index_bytes) for h in health],
     "model": [h.model or "-" for h in health],
-    "built at": [(h.built_at or "-")[:19].replace("T", " ") for h in health],
-    "build s": [h.build_seconds for h in health],
 }, schema_overrides={"index rows": pl.Int64, "index version": pl.Int64,
                      "table version": pl.Int64, "model": pl.String, "built at": pl.String,
                      "build s": pl.Float64})
-st.dataframe(frame, hide_index=True, width="stretch", column_config={
-    "partition": st.column_config.TextColumn(width="medium"),
-    "built at": st.column_config.TextColumn(width="medium"),
-    "model": st.column_config.TextColumn(width="medium"),
-    "build s": st.column_config.NumberColumn(format="%.2f")})
+if not viewer.is_analyst:
+    # An index serves the whole tenant: its rows, size and versions are not a user's figures.
+    frame = frame.drop("index rows", "index size", "index version", "table version")
+    st.caption("A user view shows the user's own rows; index sizes are the tenant's and are "
+               "shown to analysts only.")
+st.dataframe(health_table(frame), hide_index=True, width="stretch", column_config={
+    "build s": st.column_config.NumberColumn(format="%.2f"),
+    "index version": st.column_config.NumberColumn(format="%d"),
+    "table version": st.column_config.NumberColumn(format="%d"),
+    "index rows": st.column_config.NumberColumn(format="%d")})
 
 st.subheader("Embedding coverage")
 total = sum(h.rows for h in health)

@@ -210,6 +210,17 @@ def test_stale_index_is_reported_not_raised(tmp_path: Path,
     assert not at.exception
     assert any(f"**{TENANT}/{month}** is stale" in w.value for w in at.warning)
     assert f"turnlake index build --tenant {TENANT} --month {month}" in [c.value for c in at.code]
+    table = next(d for d in at.dataframe if "state" in d.value)
+    assert "stale" in set(table.value["state"])
+    # the stale row is highlighted (the Styler reached the table as its style)
+    styled = table.proto.arrow_data.styler
+    assert "#fff3bf" in styled.styles
+    assert "None" not in table.value.astype(str).to_numpy().ravel().tolist()
+    # a user view: the user's rows, none of the tenant-wide index figures
+    at.query_params = {"tenant": TENANT, "as_user": ANA}
+    at.switch_page("screens/index_health.py").run()
+    table = next(d for d in at.dataframe if "state" in d.value)
+    assert "index size" not in table.value.columns and "index rows" not in table.value.columns
 
 
 def test_retention_previews_the_purge(seeded: SeededLake,
