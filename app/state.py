@@ -30,6 +30,7 @@ _SHOWN_HITS = "wb_shown_hits"
 _REPLAY = "wb_replay"
 _APPLIED_LINK = "wb_applied_link"
 _CONVERSATION_PAGE = "wb_conversation_page"
+_LIST_IN_USE = "wb_conversation_list_in_use"
 
 URL_TENANT = "tenant"
 URL_AS_USER = "as_user"
@@ -261,10 +262,23 @@ class WorkbenchState:
     def turn_conversation_page(self, delta: int) -> None:
         """Move the conversation list ``delta`` pages (never before the first)."""
         self._s[_CONVERSATION_PAGE] = max(0, self.conversation_page + delta)
+        self._s[_LIST_IN_USE] = True
 
     def reset_conversation_page(self) -> None:
         """Back to the first page (the filters changed)."""
         self._s[_CONVERSATION_PAGE] = 0
+        self._s[_LIST_IN_USE] = True
+
+    @property
+    def conversation_list_in_use(self) -> bool:
+        """Whether the person is filtering or paging the list (it stays open meanwhile),
+        until they open a conversation from it."""
+        return bool(self._s.get(_LIST_IN_USE, False))
+
+    def pick_conversation(self, conversation_id: str) -> None:
+        """Open a conversation chosen in the list (which may then fold away)."""
+        self.open_conversation(conversation_id)
+        self._s[_LIST_IN_USE] = False
 
     # -- replay --------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ st.title("Conversations & Replay")
 state.apply_link(st.query_params.get(URL_CONVERSATION), st.query_params.get(URL_TURN))
 
 facets = wb.facets(viewer)
-with st.expander("Conversations", expanded=state.replay_conversation is None):
+with st.expander("Conversations", expanded=state.replay_conversation is None
+                 or state.conversation_list_in_use):
     f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2])
     text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
     app_pick = f2.selectbox("App", [ANY, *facets["app"]], on_change=state.reset_conversation_page)
@@ -69,7 +70,7 @@ with st.expander("Conversations", expanded=state.replay_conversation is None):
     def open_row() -> None:
         rows = st.session_state[table_key].selection.rows
         if rows and rows[0] < len(entries):
-            state.open_conversation(entries[rows[0]].conversation_id)
+            state.pick_conversation(entries[rows[0]].conversation_id)
 
     st.dataframe(listing, hide_index=True, height=260, on_select=open_row,
                  selection_mode="single-row", key=table_key)

@@ -474,3 +474,15 @@ def test_a_hit_names_a_hosted_file_not_its_ref(seeded: SeededLake,
     text = _texts(at)
     assert "conv:fi:" not in text, text
     assert "quokka\\.csv" in text or "quokka.csv" in text, text
+
+
+def test_the_conversation_list_stays_open_while_it_is_filtered_or_paged(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/replay.py").run()  # /replay without a conversation
+    assert at.expander[0].label == "Conversations" and at.expander[0].proto.expanded
+    next(s for s in at.selectbox if s.label == "User").select(ANA).run()
+    assert not at.exception and at.expander[0].proto.expanded
+    next(b for b in at.button if b.label == "Older ▶")  # the pager is there to use
+    next(t for t in at.text_input if t.label == "Title or id contains").input("quokka").run()
+    assert at.expander[0].proto.expanded
