@@ -247,6 +247,9 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
         page.get_by_label("API key", exact=True).fill(analyst)
         page.get_by_role("button", name="Sign in with key").click()
         page.get_by_text(f"Reading as analyst of {TENANT}").wait_for()
+        # .streamlit/config.toml: no Deploy button (nor the developer menu) on localhost
+        assert page.get_by_role("button", name="Deploy").count() == 0
+        assert page.get_by_text("Deploy", exact=True).count() == 0
         sidebar = page.locator("[data-testid='stSidebar']")
         for _, title in (*PAGES[1:], PAGES[0]):
             sidebar.get_by_role("link", name=title).click()
