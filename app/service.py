@@ -61,6 +61,7 @@ class OverviewData:
 
     totals: analytics.ActivityTotals
     per_day: pl.DataFrame
+    trends: pl.DataFrame
     roles: pl.DataFrame
     writers: pl.DataFrame
     feedback: pl.DataFrame
@@ -250,15 +251,18 @@ class Workbench:
 
     # -- analytics -----------------------------------------------------------------------
 
-    def overview(self, viewer: Viewer, *, since: datetime | None, by: str) -> OverviewData:
-        """Activity since a moment (None: all time), turns per day split by app or agent."""
+    def overview(self, viewer: Viewer, *, since: datetime | None, by: str,
+                 until: datetime | None = None) -> OverviewData:
+        """Activity in [since, until) (None: open-ended), turns per day split by app or
+        agent, and the daily trends of tokens, cost, duration and feedback."""
         p = viewer.principal
         return OverviewData(
-            totals=analytics.activity_totals(self.store, p, since=since),
-            per_day=analytics.turns_per_day(self.store, p, by=by, since=since),
-            roles=analytics.role_mix(self.store, p, since=since),
-            writers=analytics.writer_mix(self.store, p, since=since),
-            feedback=analytics.feedback_mix(self.store, p, since=since))
+            totals=analytics.activity_totals(self.store, p, since=since, until=until),
+            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until),
+            trends=analytics.daily_trends(self.store, p, since=since, until=until),
+            roles=analytics.role_mix(self.store, p, since=since, until=until),
+            writers=analytics.writer_mix(self.store, p, since=since, until=until),
+            feedback=analytics.feedback_mix(self.store, p, since=since, until=until))
 
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:

@@ -94,3 +94,32 @@ def step_waterfall(frame: pl.DataFrame) -> alt.Chart:
                  alt.Tooltip("end_s:Q", format=".1f")],
     ).properties(height=_band_height(frame.height))
     return chart
+
+
+def daily_metric(frame: pl.DataFrame, column: str, title: str, fmt: str) -> alt.Chart:
+    """One daily metric as bars in one colour, its axis in the metric's unit (``fmt`` is a
+    d3 format: ``,d`` counts, ``$,.2f`` dollars, ``.1f`` seconds, ``.0%`` shares)."""
+    chart: alt.Chart = alt.Chart(frame).mark_bar(color="#1c7ed6").encode(
+        x=alt.X("yearmonthdate(day):T", title="day",
+                axis=alt.Axis(format="%b %d", labelOverlap=True)),
+        y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),
+        tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"),
+                 alt.Tooltip(f"{column}:Q", title=title, format=fmt)],
+    ).properties(height=180, title=title)
+    return chart
+
+
+def duration_percentiles(frame: pl.DataFrame) -> alt.Chart:
+    """p50 and p95 turn duration per day, in seconds: two lines, named in the legend."""
+    long = frame.select("day", "p50_s", "p95_s").unpivot(
+        index="day", variable_name="percentile", value_name="seconds").with_columns(
+        pl.col("percentile").str.replace("_s", ""))
+    chart: alt.Chart = alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("yearmonthdate(day):T", title="day",
+                axis=alt.Axis(format="%b %d", labelOverlap=True)),
+        y=alt.Y("seconds:Q", title="turn duration (s)", axis=alt.Axis(format=".1f")),
+        color=alt.Color("percentile:N", title=None),
+        tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"), "percentile:N",
+                 alt.Tooltip("seconds:Q", format=".1f")],
+    ).properties(height=180, title="turn duration p50 / p95 (s)")
+    return chart

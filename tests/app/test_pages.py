@@ -247,7 +247,18 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
         Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
-    assert len(at.get("vega_lite_chart")) == 4  # per day, roles, writers, feedback
+    # per day, 4 daily trends (tokens, cost, duration, feedback rate), roles, writers, feedback
+    assert len(at.get("vega_lite_chart")) == 8
+    # A date range: only the known turns' days (two and five days before the seeding).
+    next(s for s in at.selectbox if s.label == "Window").select("date range").run()
+    day = (seeded.now - timedelta(days=2)).date()
+    next(d for d in at.date_input if d.label.startswith("From")).set_value((day, day)).run()
+    assert not at.exception and not at.error
+    in_range = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["started_at"], filter=ds.field("tenant") == TENANT
+    )["started_at"].to_pylist()
+    expected = sum(1 for t in in_range if t.astimezone(UTC).date() == day)
+    assert {m.label: m.value for m in at.metric}["Turns"] == f"{expected:,}"
 
 
 def test_tenants_come_from_the_setting(seeded: SeededLake,

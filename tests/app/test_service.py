@@ -369,3 +369,18 @@ def test_highlighting_escapes_markdown_and_marks_terms() -> None:
     assert human_bytes(1536) == "1.5 KB" and human_bytes(3 * 1024**3) == "3.0 GB"
     assert compact_number(999) == "999" and compact_number(55_076) == "55.1k"
     assert compact_number(2_400_000) == "2.4M"
+
+
+def test_daily_trends_count_each_day_of_the_principal(seeded: SeededLake) -> None:
+    from lake import analytics
+    from lake.store import LakeStore
+
+    store = LakeStore(seeded.settings.lake)
+    tenant = analytics.daily_trends(store, ANALYST.principal)
+    ana = analytics.daily_trends(store, AS_ANA.principal)
+    totals = analytics.activity_totals(store, ANALYST.principal)
+    assert int(tenant["turns"].sum()) == totals.turns
+    assert int(tenant["tokens"].sum()) == totals.tokens_in + totals.tokens_out
+    assert 0 < int(ana["turns"].sum()) < totals.turns  # one user's share only
+    assert (tenant["p50_s"] <= tenant["p95_s"]).all()
+    assert tenant["feedback_rate"].is_between(0.0, 1.0).all()
