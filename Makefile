@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAKE   ?= data/lake
 PORT   ?= 8501
+HOST   ?= 127.0.0.1
 
 .PHONY: install run demo test test-fast lint docs bench bench-full clean ts-types
 
@@ -22,8 +23,10 @@ demo: install
 	@if [ -d "$(LAKE)/tables/turn_logs" ]; then echo "demo lake already at $(LAKE)"; \
 	else $(BIN)/turnlake demo --lake $(LAKE) --users 12 --turns 600; fi
 
+# The local demo: no sign-in (TURNLAKE_WORKBENCH_AUTH=local), so only on the loopback address.
 run: demo
-	TURNLAKE_LAKE=$(LAKE) $(BIN)/streamlit run app/main.py --server.port $(PORT) \
+	TURNLAKE_LAKE=$(LAKE) TURNLAKE_WORKBENCH_AUTH=local $(BIN)/streamlit run app/main.py \
+		--server.address $(HOST) --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 
 test: install

@@ -1,9 +1,12 @@
 """The turnlake analyst workbench: ``streamlit run app/main.py``.
 
-The lake comes from ``TURNLAKE_LAKE`` (else ``./data/lake``), the analyst's tenants from
-``TURNLAKE_TENANTS`` (comma separated; else every tenant found in the lake). The identity is
-in the URL (``?tenant=T&as_user=U``); a deep link ``/replay?conversation=C&turn=T`` opens that
-turn in Replay. Search answers at both ``/`` and ``/search``.
+The lake comes from ``TURNLAKE_LAKE`` (else ``./data/lake``). A person signs in first (an API
+key, or OpenID Connect: see app/access.py and docs/workbench.md) and reads as that key's or
+member's principal; ``TURNLAKE_WORKBENCH_AUTH=local`` is the local demo without sign-in, admin
+of the tenants in ``TURNLAKE_TENANTS`` (comma separated; else every tenant found in the lake).
+The identity is in the URL (``?tenant=T&as_user=U``); a deep link
+``/replay?conversation=C&turn=T`` opens that turn in Replay. Search answers at both ``/``
+and ``/search``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.components.identity import sidebar
+from app.components.signin import signed_in, signin_page
 from lake.settings import Settings
 
 # A local file: a page icon given as an emoji or a Material name is fetched from a CDN.
@@ -38,5 +42,11 @@ pages = [
 search_alias = st.Page("screens/search.py", title="Search", icon=":material/search:",
                        url_path="search")
 navigation = st.navigation([*pages, search_alias], position="hidden")
-sidebar(Settings.from_env(), pages)
+settings = Settings.from_env()
+# Before anything reads the lake: who is signed in (checked afresh on every run).
+access = signed_in(settings)
+if access is None:
+    signin_page(settings)
+    st.stop()
+sidebar(settings, pages, access)
 navigation.run()

@@ -29,6 +29,7 @@ class Viewer:
 
     tenant: str
     as_user: str | None = None
+    admin: bool = False  # signed in as an admin: purge and rebuild are offered
 
     @property
     def principal(self) -> Principal:
@@ -41,6 +42,11 @@ class Viewer:
     def is_analyst(self) -> bool:
         """Whether the workbench acts as an analyst (not viewing as one user)."""
         return self.as_user is None
+
+    @property
+    def may_admin(self) -> bool:
+        """Whether purge and rebuild may run: an admin, not viewing as one user."""
+        return self.admin and self.as_user is None
 
     def describe(self) -> str:
         """A short label for the sidebar."""

@@ -61,6 +61,7 @@ class OverviewData:
 
     totals: analytics.ActivityTotals
     per_day: pl.DataFrame
+    trends: pl.DataFrame
     roles: pl.DataFrame
     writers: pl.DataFrame
     feedback: pl.DataFrame
@@ -250,15 +251,18 @@ class Workbench:
 
     # -- analytics -----------------------------------------------------------------------
 
-    def overview(self, viewer: Viewer, *, since: datetime | None, by: str) -> OverviewData:
-        """Activity since a moment (None: all time), turns per day split by app or agent."""
+    def overview(self, viewer: Viewer, *, since: datetime | None, by: str,
+                 until: datetime | None = None) -> OverviewData:
+        """Activity in [since, until) (None: open-ended), turns per day split by app or
+        agent, and the daily trends of tokens, cost, duration and feedback."""
         p = viewer.principal
         return OverviewData(
-            totals=analytics.activity_totals(self.store, p, since=since),
-            per_day=analytics.turns_per_day(self.store, p, by=by, since=since),
-            roles=analytics.role_mix(self.store, p, since=since),
-            writers=analytics.writer_mix(self.store, p, since=since),
-            feedback=analytics.feedback_mix(self.store, p, since=since))
+            totals=analytics.activity_totals(self.store, p, since=since, until=until),
+            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until),
+            trends=analytics.daily_trends(self.store, p, since=since, until=until),
+            roles=analytics.role_mix(self.store, p, since=since, until=until),
+            writers=analytics.writer_mix(self.store, p, since=since, until=until),
+            feedback=analytics.feedback_mix(self.store, p, since=since, until=until))
 
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:
@@ -282,16 +286,17 @@ class Workbench:
 def purge_runner(workbench: Workbench) -> PurgeRunner | None:
     """The purge action of the Retention page: purge the viewer's tenant as of an instant.
 
-    Only analysts may purge (None for a user view). The purge itself is the retention
-    pipeline's job (writer lock, crash-safe steps, index rebuilds, vacuum, audit row).
+    Only admins may purge (AccessDenied otherwise, also for an admin viewing as a user). The
+    purge itself is the retention pipeline's job (writer lock, crash-safe steps, index
+    rebuilds, vacuum, audit row).
     """
     from pipeline.retention import purge
 
     def run(viewer: Viewer, as_of: datetime) -> list[analytics.PurgeCount]:
-        if not viewer.is_analyst:
-            raise AccessDenied("only an analyst of the tenant may purge")
+        if not viewer.may_admin:
+            raise AccessDenied("only an admin of the tenant may purge")
         report = purge(workbench.settings, as_of=as_of, tenant=viewer.tenant,
-                       actor=f"workbench analyst of {viewer.tenant}")
+                       actor=f"workbench admin of {viewer.tenant}")
         deleted = report.outcome.deleted if report.outcome else {}
         return [analytics.PurgeCount(table=t, rows=int(n), bytes=None)
                 for t, n in sorted(deleted.items())]
@@ -307,13 +312,13 @@ def index_rebuilder(workbench: Workbench) -> IndexRebuilder:
     """The rebuild action of the Index health page: rebuild the named stale or missing
     partitions of the viewer's tenant, under the index lock exactly as ``turnlake index build``
     takes it (a build already running elsewhere is waited for; what it left fresh is skipped).
-    Returns the partitions built. Analysts only."""
+    Returns the partitions built. Admins only."""
     from pipeline.index_build import build_indexes
 
     def run(viewer: Viewer, partitions: list[tuple[str, str]],
             progress: Callable[[str, int, int], None]) -> list[str]:
-        if not viewer.is_analyst:
-            raise AccessDenied("only an analyst of the tenant may rebuild indexes")
+        if not viewer.may_admin:
+            raise AccessDenied("only an admin of the tenant may rebuild indexes")
         foreign = [f"{t}/{m}" for t, m in partitions if t != viewer.tenant]
         if foreign:
             raise AccessDenied(f"{viewer.describe()} may not rebuild {', '.join(foreign)}")

@@ -30,6 +30,7 @@ _SHOWN_HITS = "wb_shown_hits"
 _REPLAY = "wb_replay"
 _APPLIED_LINK = "wb_applied_link"
 _CONVERSATION_PAGE = "wb_conversation_page"
+_LIST_IN_USE = "wb_conversation_list_in_use"
 
 URL_TENANT = "tenant"
 URL_AS_USER = "as_user"
@@ -114,8 +115,8 @@ class WorkbenchState:
             return
         self._s[_URL_IDENTITY] = (tenant, as_user)
         if tenant not in tenants:
-            self.note(f"The link names tenant {tenant!r}, which this workbench may not read; "
-                      "it was ignored.")
+            # Not echoed: a page never shows a tenant id outside the signed-in ones.
+            self.note("The link names a tenant this sign-in may not read; it was ignored.")
             return
         self._s[TENANT_KEY] = tenant
         self._s[VIEW_AS_ON_KEY] = as_user is not None
@@ -233,7 +234,8 @@ class WorkbenchState:
     @last_search.setter
     def last_search(self, outcome: SearchOutcome | None) -> None:
         self._s[_LAST_SEARCH] = outcome
-        self._s[_SHOWN_HITS] = HITS_STEP
+        # A new search shows its k hits (at most a step of them at first).
+        self._s[_SHOWN_HITS] = min(HITS_STEP, outcome.form.k) if outcome else HITS_STEP
 
     @property
     def shown_hits(self) -> int:
@@ -245,9 +247,9 @@ class WorkbenchState:
         """Replace the last search by the same one with a larger k (the hits on show stay)."""
         self._s[_LAST_SEARCH] = outcome
 
-    def show_more_hits(self) -> None:
-        """Reveal the next :data:`HITS_STEP` hits."""
-        self._s[_SHOWN_HITS] = self.shown_hits + HITS_STEP
+    def show_hits(self, count: int) -> None:
+        """Have ``count`` hits on show (fewer when the search has fewer)."""
+        self._s[_SHOWN_HITS] = max(1, count)
 
     # -- conversations list --------------------------------------------------------------
 
@@ -260,10 +262,23 @@ class WorkbenchState:
     def turn_conversation_page(self, delta: int) -> None:
         """Move the conversation list ``delta`` pages (never before the first)."""
         self._s[_CONVERSATION_PAGE] = max(0, self.conversation_page + delta)
+        self._s[_LIST_IN_USE] = True
 
     def reset_conversation_page(self) -> None:
         """Back to the first page (the filters changed)."""
         self._s[_CONVERSATION_PAGE] = 0
+        self._s[_LIST_IN_USE] = True
+
+    @property
+    def conversation_list_in_use(self) -> bool:
+        """Whether the person is filtering or paging the list (it stays open meanwhile),
+        until they open a conversation from it."""
+        return bool(self._s.get(_LIST_IN_USE, False))
+
+    def pick_conversation(self, conversation_id: str) -> None:
+        """Open a conversation chosen in the list (which may then fold away)."""
+        self.open_conversation(conversation_id)
+        self._s[_LIST_IN_USE] = False
 
     # -- replay --------------------------------------------------------------------------
 

@@ -58,7 +58,9 @@ def start_workbench(lake: Path | str, log: Path, env: dict[str, str] | None = No
     to this process's environment, from which the lake's tenant and model choices are left
     out; the caller stops the process."""
     port = _free_port()
-    full = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1"}
+    # The local demo mode (no sign-in) unless ``env`` says otherwise.
+    full = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1",
+            "TURNLAKE_WORKBENCH_AUTH": "local"}
     full.pop("TURNLAKE_TENANTS", None)
     full.pop("TURNLAKE_EMBEDDING_MODEL", None)
     full.update(env or {})

@@ -130,6 +130,33 @@ def writer_mix(store: LakeStore, principal: Principal, *, since: datetime | None
             .sort("writer").collect())
 
 
+def daily_trends(store: LakeStore, principal: Principal, *, since: datetime | None = None,
+                 until: datetime | None = None) -> pl.DataFrame:
+    """Per UTC day of ``started_at``: turns, tokens (in + out), cost, the p50 and p95 turn
+    duration in seconds (``duration_ms`` when recorded, else ended minus started) and the
+    share of turns with feedback. Columns: ``day``, ``turns``, ``tokens``, ``cost_usd``,
+    ``p50_s``, ``p95_s``, ``feedback_rate``; sorted by day."""
+    seconds = pl.coalesce(
+        pl.col("duration_ms").cast(pl.Float64) / 1000.0,
+        (pl.col("ended_at") - pl.col("started_at")).dt.total_milliseconds().cast(pl.Float64)
+        / 1000.0)
+    return (_window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
+            .select(pl.col("started_at").dt.convert_time_zone("UTC").dt.date().alias("day"),
+                    (pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0))
+                    .alias("tokens"),
+                    pl.col("cost_usd").fill_null(0.0).alias("cost_usd"),
+                    seconds.alias("seconds"),
+                    pl.col("feedback_rating").is_not_null().alias("rated"))
+            .group_by("day")
+            .agg(pl.len().cast(pl.Int64).alias("turns"),
+                 pl.col("tokens").sum().cast(pl.Int64).alias("tokens"),
+                 pl.col("cost_usd").sum().alias("cost_usd"),
+                 pl.col("seconds").quantile(0.5, "nearest").alias("p50_s"),
+                 pl.col("seconds").quantile(0.95, "nearest").alias("p95_s"),
+                 pl.col("rated").mean().alias("feedback_rate"))
+            .sort("day").collect())
+
+
 def feedback_mix(store: LakeStore, principal: Principal, *, since: datetime | None = None,
                  until: datetime | None = None) -> pl.DataFrame:
     """Turns per feedback outcome. Columns: ``feedback`` (``positive`` / ``negative`` /

@@ -15,6 +15,7 @@ from pipeline.commands import (  # noqa: E402, F401 - importing registers the co
     importers,
     index,
     maintain,
+    members,
     query,
     recorder,
     retention,

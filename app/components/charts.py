@@ -77,3 +77,49 @@ def embedding_coverage(frame: pl.DataFrame) -> alt.Chart:
 def _band_height(bands: int) -> int:
     """Chart height for horizontal bars: room for each band's label."""
     return max(140, 40 * bands + 40)
+
+
+def step_waterfall(frame: pl.DataFrame) -> alt.Chart:
+    """A turn's steps on a time waterfall: one bar a step, from its recorded time to the next
+    step's (the last one to the turn's end), in seconds from the turn's start; one colour a
+    status."""
+    chart: alt.Chart = alt.Chart(frame).mark_bar().encode(
+        x=alt.X("start_s:Q", title="seconds from the turn's start"),
+        x2="end_s:Q",
+        y=alt.Y("step:N", sort=None, title=None),
+        color=alt.Color("status:N", title="status", scale=alt.Scale(
+            domain=["completed", "started", "failed"],
+            range=["#2b8a3e", "#1c7ed6", "#c92a2a"])),
+        tooltip=["step:N", "status:N", alt.Tooltip("start_s:Q", format=".1f"),
+                 alt.Tooltip("end_s:Q", format=".1f")],
+    ).properties(height=_band_height(frame.height))
+    return chart
+
+
+def daily_metric(frame: pl.DataFrame, column: str, title: str, fmt: str) -> alt.Chart:
+    """One daily metric as bars in one colour, its axis in the metric's unit (``fmt`` is a
+    d3 format: ``,d`` counts, ``$,.2f`` dollars, ``.1f`` seconds, ``.0%`` shares)."""
+    chart: alt.Chart = alt.Chart(frame).mark_bar(color="#1c7ed6").encode(
+        x=alt.X("yearmonthdate(day):T", title="day",
+                axis=alt.Axis(format="%b %d", labelOverlap=True)),
+        y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),
+        tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"),
+                 alt.Tooltip(f"{column}:Q", title=title, format=fmt)],
+    ).properties(height=180, title=title)
+    return chart
+
+
+def duration_percentiles(frame: pl.DataFrame) -> alt.Chart:
+    """p50 and p95 turn duration per day, in seconds: two lines, named in the legend."""
+    long = frame.select("day", "p50_s", "p95_s").unpivot(
+        index="day", variable_name="percentile", value_name="seconds").with_columns(
+        pl.col("percentile").str.replace("_s", ""))
+    chart: alt.Chart = alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("yearmonthdate(day):T", title="day",
+                axis=alt.Axis(format="%b %d", labelOverlap=True)),
+        y=alt.Y("seconds:Q", title="turn duration (s)", axis=alt.Axis(format=".1f")),
+        color=alt.Color("percentile:N", title=None),
+        tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"), "percentile:N",
+                 alt.Tooltip("seconds:Q", format=".1f")],
+    ).properties(height=180, title="turn duration p50 / p95 (s)")
+    return chart

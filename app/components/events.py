@@ -76,6 +76,19 @@ def ref_mentions(text: str) -> tuple[str, list[tuple[str, str]]]:
             return raw
         ref, name = mention
         found.setdefault(ref, name)
-        return f"**{escape_markdown(name)}** :material/download:" + raw[len(ref):]
+        # Not a link (Markdown cannot download): the name, and where its download is.
+        return (f":material/attach_file: **{escape_markdown(name)}** :gray[(file below)]"
+                + raw[len(ref):])
 
     return REF_PATTERN.sub(swap, text), list(found.items())
+
+
+def refs_as_names(text: str) -> str:
+    """Plain text with each well-formed ``conv:fi:`` ref replaced by its file name (a search
+    snippet shows names, not storage addresses)."""
+    def swap(match: re.Match[str]) -> str:
+        raw = match.group(0)
+        mention = parse_mention(raw)
+        return raw if mention is None else mention[1] + raw[len(mention[0]):]
+
+    return REF_PATTERN.sub(swap, text)

@@ -3,9 +3,12 @@ and the shown hits as an export table."""
 
 from __future__ import annotations
 
+import io
+
 import polars as pl
 import streamlit as st
 
+from app.components.events import refs_as_names
 from app.components.text import (
     ROLE_COLORS,
     escape_markdown,
@@ -30,23 +33,52 @@ def breakdown_frame(view: HitView) -> pl.DataFrame:
 
 
 def export_frame(hits: list[HitView]) -> pl.DataFrame:
-    """The hits as rows for CSV / JSONL export: identity, time, role, score, relevance,
-    title, text."""
+    """Every hit as a row for CSV / JSONL / Parquet export: ids (tenant included), the agent
+    and app that recorded the turn, the matched row's address, times, role, relevance, fused
+    score, each generator's rank (null where it did not find the turn), title, text and the
+    user and assistant snippets. Floats are rounded to 6 places: more digits say nothing and
+    make a spreadsheet unreadable."""
+    def rank(view: HitView, generator: str) -> int | None:
+        found = view.hit.ranks.get(generator)
+        return found.rank if found is not None else None
+
     return pl.DataFrame({
         "rank": list(range(1, len(hits) + 1)),
+        "tenant": [v.hit.tenant for v in hits],
+        "user_id": [v.hit.user_id for v in hits],
         "conversation_id": [v.hit.conversation_id for v in hits],
         "turn_id": [v.hit.turn_id for v in hits],
-        "user_id": [v.hit.user_id for v in hits],
+        "row_id": [v.hit.row_id for v in hits],
+        "agent": [v.hit.agent for v in hits],
+        "app": [v.hit.app for v in hits],
+        "address": [v.hit.address for v in hits],
         "turn_at": [v.hit.turn_at.isoformat() for v in hits],
         "role": [v.hit.role for v in hits],
-        "score": [v.hit.score for v in hits],
-        "relevance": [v.hit.relevance for v in hits],
+        "relevance": [round(v.hit.relevance, 6) for v in hits],
+        "score": [round(v.hit.score, 6) for v in hits],
+        **{f"{g}_rank": [rank(v, g) for v in hits] for g in GENERATORS},
         "title": [v.title for v in hits],
         "text": [v.hit.text for v in hits],
-    }, schema_overrides={"title": pl.String, "conversation_id": pl.String,
+        "user_snippet": [v.hit.snippets.get("user") for v in hits],
+        "assistant_snippet": [v.hit.snippets.get("assistant") for v in hits],
+    }, schema_overrides={"title": pl.String, "conversation_id": pl.String, "tenant": pl.String,
                          "turn_id": pl.String, "user_id": pl.String, "turn_at": pl.String,
-                         "role": pl.String, "text": pl.String, "score": pl.Float64,
-                         "relevance": pl.Float64})
+                         "row_id": pl.String, "role": pl.String, "text": pl.String,
+                         "agent": pl.String, "app": pl.String, "address": pl.String,
+                         "score": pl.Float64, "relevance": pl.Float64,
+                         "user_snippet": pl.String, "assistant_snippet": pl.String,
+                         **{f"{g}_rank": pl.Int64 for g in GENERATORS}})
+
+
+def export_bytes(frame: pl.DataFrame, fmt: str) -> bytes:
+    """The export table as CSV, JSONL or Parquet bytes."""
+    if fmt == "csv":
+        return frame.write_csv().encode()
+    if fmt == "jsonl":
+        return frame.write_ndjson().encode()
+    out = io.BytesIO()
+    frame.write_parquet(out)
+    return out.getvalue()
 
 
 def hit_card(view: HitView, query: str, index: int) -> bool:
@@ -57,15 +89,17 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
         with head:
             title = escape_markdown(view.title or hit.conversation_id)
             st.markdown(f"**{index}. {title}**")
-            st.caption(f"{hit.turn_at:%Y-%m-%d %H:%M} UTC · {hit.user_id} · "
-                       f"{hit.conversation_id} / {hit.turn_id} · score {hit.score:.4f}")
+            agent = f" · {hit.agent}" if hit.agent else ""
+            st.caption(f"{hit.turn_at:%Y-%m-%d %H:%M} UTC · {hit.user_id}{agent} · "
+                       f"{hit.conversation_id} / {hit.turn_id} · relevance "
+                       f"{hit.relevance:.2f}")
         with action:
             st.badge(hit.role, color=ROLE_COLORS.get(hit.role, "gray"))
             opened = st.button("Open in Replay", key=f"open-{index}-{hit.row_id}")
-        text = strip_markdown(hit.text)
+        text = strip_markdown(refs_as_names(hit.text))
         st.markdown(highlight_markdown(text, query))
         for role in ("user", "assistant"):
-            snippet = strip_markdown(hit.snippets.get(role) or "")
+            snippet = strip_markdown(refs_as_names(hit.snippets.get(role) or ""))
             # The hit's own role is its text already: its snippet would repeat it.
             if snippet and role != hit.role and snippet not in text:
                 st.markdown(f"*{role}:* " + highlight_markdown(snippet, query, limit=300))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
+from app.access import Access
+from app.components.signin import sign_out_button
 from app.models import Viewer
 from app.service import Warmup, Workbench, cached_workbench
 from app.state import TENANT_KEY, VIEW_AS_ON_KEY, VIEW_AS_USER_KEY, WorkbenchState
@@ -30,15 +32,16 @@ class PageContext:
     state: WorkbenchState
 
 
-def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
-    """Draw the sidebar: page links, the tenant and view-as choice, the service's state.
+def sidebar(settings: Settings, links: Sequence[StreamlitPage], access: Access) -> None:
+    """Draw the sidebar: page links, who is signed in, the tenant and view-as choice (only
+    inside the signed-in tenant), the service's state, and sign-out.
 
     Stops the run with a clear message when the lake cannot be read or holds no tenant.
     """
     state = WorkbenchState(st.session_state)
     try:
         workbench = cached_workbench(settings)
-        tenants = workbench.tenants()
+        tenants = workbench.tenants() if access.tenant is None else [access.tenant]
     except TurnlakeError as exc:
         st.error(f"Cannot read the lake at `{settings.lake}`: {exc}")
         st.stop()
@@ -46,6 +49,12 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
         for link in links:
             st.page_link(link)
         st.divider()
+        if access.method == "local":
+            st.warning("**Local demo mode**: no sign-in; whoever reaches this address acts as "
+                       "admin of every tenant. Keep it on 127.0.0.1.",
+                       icon=":material/lock_open:")
+        else:
+            st.markdown(f"**Signed in** as {access.describe()}")
         st.caption(f"Lake: `{settings.lake}`")
     if not tenants:
         st.sidebar.info("No tenants yet.")
@@ -60,28 +69,15 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
             st.error(f"TURNLAKE_TENANTS names an invalid tenant: {exc}")
             st.stop()
     state.keep_identity()
-    state.apply_url_identity(st.query_params.to_dict(), tenants)
+    if access.may_view_as:
+        state.apply_url_identity(st.query_params.to_dict(), tenants)
     if state.tenant not in tenants:
         st.session_state[TENANT_KEY] = tenants[0]
     with st.sidebar:
-        st.markdown("**Acting as analyst of** " + ", ".join(f"`{t}`" for t in tenants))
-        tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY,
-                              on_change=state.identity_touched)
-        assert tenant is not None
-        as_user = None
-        if st.toggle("View as user", key=VIEW_AS_ON_KEY, on_change=state.identity_touched,
-                     help="Restrict every page to one user's own data, through the same "
-                          "rules the service applies to that user."):
-            users = workbench.users(Viewer(tenant))
-            state.settle_user(users)
-            if not users:
-                st.warning(f"Tenant {tenant} has no user to view as.")
-                st.stop()
-            as_user = st.selectbox("User", users, key=VIEW_AS_USER_KEY,
-                                   on_change=state.identity_touched)
-        viewer = Viewer(tenant, as_user)
+        viewer = _choose_viewer(workbench, state, tenants, access)
         st.caption(f"Reading as **{viewer.describe()}**")
         _service_state(workbench.warmup)
+        sign_out_button(access)
     params = state.enter(viewer)
     # Page links drop the query string: put the identity back (keeping a page's own keys).
     for key, value in params.items():
@@ -89,6 +85,31 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage]) -> None:
             st.query_params[key] = value
     if viewer.as_user is None and "as_user" in st.query_params:
         del st.query_params["as_user"]
+
+
+def _choose_viewer(workbench: Workbench, state: WorkbenchState, tenants: list[str],
+                   access: Access) -> Viewer:
+    """The tenant and view-as widgets of an analyst or admin; a user's fixed identity."""
+    if not access.may_view_as:
+        assert access.tenant is not None and access.user_id is not None
+        return Viewer(access.tenant, access.user_id)
+    if access.method == "local":
+        st.markdown("**Acting as admin of** " + ", ".join(f"`{t}`" for t in tenants))
+    tenant = st.selectbox("Tenant", tenants, key=TENANT_KEY, on_change=state.identity_touched,
+                          disabled=len(tenants) == 1)
+    assert tenant is not None
+    as_user = None
+    if st.toggle("View as user", key=VIEW_AS_ON_KEY, on_change=state.identity_touched,
+                 help="Restrict every page to one user's own data, through the same "
+                      "rules the service applies to that user."):
+        users = workbench.users(Viewer(tenant))
+        state.settle_user(users)
+        if not users:
+            st.warning(f"Tenant {tenant} has no user to view as.")
+            st.stop()
+        as_user = st.selectbox("User", users, key=VIEW_AS_USER_KEY,
+                               on_change=state.identity_touched)
+    return Viewer(tenant, as_user, admin=access.may_admin)
 
 
 def _service_state(warmup: Warmup) -> None:

@@ -51,9 +51,16 @@ def strip_markdown(text: str) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis: at a word's end
+    when one ends in the last third (a word is never cut in two there), else mid-word."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+    if len(line) <= limit:
+        return line
+    cut = line[:limit - 1]
+    space = cut.rfind(" ")
+    if space >= (limit * 2) // 3:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
 
 
 def highlight_markdown(text: str, query: str, *, limit: int = 600) -> str:

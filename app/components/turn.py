@@ -8,10 +8,12 @@ compact table row. ``conv:fi:`` refs in the answer become downloads through the 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import polars as pl
 import streamlit as st
+from PIL import Image
 
 from app.components.events import EventGroups, badge_text, group_events, ref_mentions
 from app.components.text import EVENT_TYPE_COLORS, escape_markdown, human_bytes
@@ -36,9 +38,10 @@ def status_badge(turn: ReplayTurn) -> str | None:
     return None
 
 
-def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
+def turn_view(view: ReplayTurn, load_file: FileLoader, *, key: str = "") -> None:
     """Draw a turn as a chat exchange; ``load_file`` fetches a file's bytes (by ref) only
-    when its download button is pressed, through the ref resolver."""
+    when its download button is pressed, through the ref resolver. ``key`` sets its widgets
+    apart when several turns are drawn on one page (the same ref may appear in two)."""
     turn = view.turn
     groups = group_events(view.parts.events)
     st.caption(f"Turn {turn.ordinal} · {turn.turn_id} · {turn.started_at:%Y-%m-%d %H:%M:%S} "
@@ -49,14 +52,14 @@ def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
             st.badge(sub.event_type, color=EVENT_TYPE_COLORS.get(sub.event_type, "gray"))
             st.markdown(escape_markdown(sub.text))
         for att in view.parts.attachments:
-            _attachment(att, view.attached.get(att.ref) if att.ref else None)
+            _attachment(att, view.attached.get(att.ref) if att.ref else None, key)
     with st.chat_message("assistant"):
         text, _ = ref_mentions(view.answer)
         st.markdown(text)
         for mention in view.mentions:
-            _mention(mention)
+            _mention(mention, key)
         for file_view in view.files:
-            _file_card(file_view, load_file)
+            _file_card(file_view, load_file, key)
         _badges(view, groups)
     for panel in groups.panels:
         with st.container(border=True):
@@ -96,14 +99,14 @@ def turn_view(view: ReplayTurn, load_file: FileLoader) -> None:
                  "data": [e.data_json for e in groups.other]}), hide_index=True)
 
 
-def _mention(mention: MentionView) -> None:
+def _mention(mention: MentionView, key: str) -> None:
     """A download of a file the answer names by ref (resolved through the resolver)."""
     if mention.data is None:
         st.caption(f":material/link_off: {escape_markdown(mention.name)}: "
                    f"{escape_markdown(mention.error or 'cannot be resolved')}")
         return
     st.download_button(f"Download {mention.name}", data=mention.data, file_name=mention.name,
-                       key=f"dl-mention-{mention.ref}", on_click="ignore",
+                       key=f"{key}dl-mention-{mention.ref}", on_click="ignore",
                        icon=":material/download:")
 
 
@@ -112,9 +115,32 @@ def _timeline(steps: list[Step]) -> None:
     for step in steps:
         mark = _STEP_MARKS.get(step.status, ":gray[:material/pending:]")
         offset = (step.at - start).total_seconds()
-        detail = f" — {escape_markdown(step.detail)}" if step.detail else ""
+        detail = step_detail(step)
+        detail = f" — {escape_markdown(detail)}" if detail else ""
         st.markdown(f"{mark} `+{offset:.1f} s` **{escape_markdown(step.name)}** "
                     f"{step.status}{detail}")
+
+
+def step_detail(step: Step) -> str:
+    """A step's detail without a restatement of its name and status ("read_file completed
+    in 89 s" under a "read_file completed" line says only "in 89 s")."""
+    detail = (step.detail or "").strip()
+    said = f"{step.name} {step.status}"
+    if detail.lower().startswith(said.lower()):
+        detail = detail[len(said):].strip(" :-—,")
+    elif detail.lower() in (step.name.lower(), step.status.lower()):
+        detail = ""
+    return detail
+
+
+def image_width(data: bytes, widest: int = 480) -> int:
+    """The width to show an image at: its own, at most ``widest`` pixels (a 17 px icon is
+    not blown up to 480)."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return max(1, min(widest, image.width))
+    except (OSError, ValueError):
+        return widest
 
 
 def _citation(c: Citation) -> str:
@@ -125,7 +151,7 @@ def _citation(c: Citation) -> str:
     return line + (f" — {escape_markdown(c.snippet)}" if c.snippet else "")
 
 
-def _attachment(att: Attachment, resolved: MentionView | None) -> None:
+def _attachment(att: Attachment, resolved: MentionView | None, key: str) -> None:
     with st.container(border=True):
         searchable = " · text searchable" if att.text else ""
         st.markdown(f":material/attach_file: **{escape_markdown(att.name)}** · "
@@ -136,11 +162,11 @@ def _attachment(att: Attachment, resolved: MentionView | None) -> None:
             st.caption(f":material/link_off: {escape_markdown(resolved.error or '')}")
         else:
             st.download_button(f"Download {att.name}", data=resolved.data, file_name=att.name,
-                               mime=att.mime, key=f"dl-att-{resolved.ref}", on_click="ignore",
+                               mime=att.mime, key=f"{key}dl-att-{resolved.ref}", on_click="ignore",
                                icon=":material/download:")
 
 
-def _file_card(view: FileView, load_file: FileLoader) -> None:
+def _file_card(view: FileView, load_file: FileLoader, key: str) -> None:
     card = view.card
     with st.container(border=True):
         st.markdown(f":material/description: **{escape_markdown(card.name)}** · {card.mime} · "
@@ -153,11 +179,11 @@ def _file_card(view: FileView, load_file: FileLoader) -> None:
             return
         if view.data is not None and card.mime in ("image/png", "image/jpeg", "image/gif",
                                                      "image/webp"):
-            st.image(view.data, caption=card.name, width=480)
+            st.image(view.data, caption=card.name, width=image_width(view.data))
         ref = card.ref
         data = view.data if view.data is not None else (lambda: load_file(ref))
         st.download_button(f"Download {card.name}", data=data, file_name=card.name,
-                           mime=card.mime, key=f"dl-{ref}", on_click="ignore")
+                           mime=card.mime, key=f"{key}dl-{ref}", on_click="ignore")
 
 
 def _badges(view: ReplayTurn, groups: EventGroups) -> None:
@@ -167,8 +193,9 @@ def _badges(view: ReplayTurn, groups: EventGroups) -> None:
         parts.append(status)
     if view.parts.usage is not None:
         u = view.parts.usage
-        parts.append(f":gray-badge[tokens {u.tokens_in or 0} in / {u.tokens_out or 0} out]")
-        if u.cost_usd is not None:
+        parts.append(f":gray-badge[tokens {u.tokens_in or 0:,} in / {u.tokens_out or 0:,} out]")
+        # A recorded cost badge says the same figure: shown once, as the recorded badge.
+        if u.cost_usd is not None and not any(e.type == "badge.cost" for e in groups.badges):
             parts.append(f":gray-badge[\\${u.cost_usd:.4f}]")
         if u.duration_ms is not None:
             parts.append(f":gray-badge[{u.duration_ms / 1000:.1f} s]")

@@ -1,5 +1,5 @@
 """Index health: per partition freshness, coverage, sizes, build times, and a rebuild of stale
-partitions for analysts (under the same index lock as the CLI)."""
+partitions for admins (under the same index lock as the CLI)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.components import charts
 from app.components.identity import page_context
+from app.components.tables import health_table
 from app.components.text import human_bytes
 from app.service import index_rebuilder
 from lake.errors import TurnlakeError
@@ -40,7 +41,7 @@ for h in todo:
     else:
         st.warning(f"Index of **{h.name}** has no table rows left; rebuild to drop it:")
     st.code(h.rebuild_command, language="bash")
-if todo and viewer.is_analyst:
+if todo and viewer.may_admin:
     label = f"Rebuild {len(todo)} partition{'s' if len(todo) > 1 else ''} now"
     if st.button(label, type="primary", icon=":material/build:"):
         bar = st.progress(0.0, text="Waiting for the index lock …")
@@ -57,7 +58,8 @@ if todo and viewer.is_analyst:
                                                     "build had already made them fresh)"))
             st.rerun()
 elif todo:
-    st.caption("Rebuilding is for analysts of the tenant; a user view shows the state only.")
+    st.caption("Rebuilding is for admins of the tenant (not viewing as a user); this view "
+               "shows the state and the commands only.")
 
 st.caption("*Index version* is the content-rows table version the index was built from; "
            "*table version* is that table's version now. Every commit to any partition "
@@ -69,20 +71,25 @@ frame = pl.DataFrame({
     "rows": [h.rows for h in health], "embedded": [h.embedded for h in health],
     "pending": [h.pending for h in health], "failed": [h.failed for h in health],
     "index rows": [h.index_rows for h in health],
+    "index size": [human_bytes(h.index_bytes) for h in health],
+    "built at": [(h.built_at or "-")[:16].replace("T", " ") for h in health],
+    "build s": [h.build_seconds for h in health],
     "index version": [h.index_content_version for h in health],
     "table version": [h.table_version for h in health],
-    "index size": [human_bytes(h.index_bytes) for h in health],
     "model": [h.model or "-" for h in health],
-    "built at": [(h.built_at or "-")[:19].replace("T", " ") for h in health],
-    "build s": [h.build_seconds for h in health],
 }, schema_overrides={"index rows": pl.Int64, "index version": pl.Int64,
                      "table version": pl.Int64, "model": pl.String, "built at": pl.String,
                      "build s": pl.Float64})
-st.dataframe(frame, hide_index=True, width="stretch", column_config={
-    "partition": st.column_config.TextColumn(width="medium"),
-    "built at": st.column_config.TextColumn(width="medium"),
-    "model": st.column_config.TextColumn(width="medium"),
-    "build s": st.column_config.NumberColumn(format="%.2f")})
+if not viewer.is_analyst:
+    # An index serves the whole tenant: its rows, size and versions are not a user's figures.
+    frame = frame.drop("index rows", "index size", "index version", "table version")
+    st.caption("A user view shows the user's own rows; index sizes are the tenant's and are "
+               "shown to analysts only.")
+st.dataframe(health_table(frame), hide_index=True, width="stretch", column_config={
+    "build s": st.column_config.NumberColumn(format="%.2f"),
+    "index version": st.column_config.NumberColumn(format="%d"),
+    "table version": st.column_config.NumberColumn(format="%d"),
+    "index rows": st.column_config.NumberColumn(format="%d")})
 
 st.subheader("Embedding coverage")
 total = sum(h.rows for h in health)

@@ -1,7 +1,10 @@
-"""Conversations & Replay: browse conversations a page at a time, replay one turn by turn.
+"""Conversations & Replay: browse conversations a page at a time, replay one turn by turn or
+the whole conversation in one scroll.
 
-A deep link ``?conversation=C&turn=T`` opens that turn. Selections are ids held by the
-workbench state (never a widget's display label), owned by the view they were made in.
+A deep link ``?conversation=C&turn=T`` opens that turn (``&view=conversation``: in the whole
+conversation, ``&from=search``: scrolled to it, with a link back to the results).
+Selections are ids held by the workbench state (never a widget's display label), owned by the
+view they were made in.
 """
 
 from __future__ import annotations
@@ -9,13 +12,18 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from app.components.conversation import TURNS_PER_PAGE, conversation_view, page_of
 from app.components.identity import page_context
+from app.components.text import shorten
 from app.components.turn import turn_view
-from app.state import URL_CONVERSATION, URL_TURN
+from app.state import URL_CONVERSATION, URL_TURN, identity_params
 from lake.errors import TurnlakeError
 from lake.search.catalog import ConversationQuery, SortColumn
 
 ANY = "(any)"
+URL_VIEW, WHOLE = "view", "conversation"
+URL_FROM = "from"
+VIEWS = ("One turn", "Whole conversation")
 PAGE_SIZE = 50
 SORTS: dict[str, SortColumn] = {"last activity": "last_activity_at", "started": "started_at",
                                 "turns": "turn_count", "title": "title"}
@@ -26,7 +34,8 @@ st.title("Conversations & Replay")
 state.apply_link(st.query_params.get(URL_CONVERSATION), st.query_params.get(URL_TURN))
 
 facets = wb.facets(viewer)
-with st.expander("Conversations", expanded=state.replay_conversation is None):
+with st.expander("Conversations", expanded=state.replay_conversation is None
+                 or state.conversation_list_in_use):
     f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2])
     text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
     app_pick = f2.selectbox("App", [ANY, *facets["app"]], on_change=state.reset_conversation_page)
@@ -61,7 +70,7 @@ with st.expander("Conversations", expanded=state.replay_conversation is None):
     def open_row() -> None:
         rows = st.session_state[table_key].selection.rows
         if rows and rows[0] < len(entries):
-            state.open_conversation(entries[rows[0]].conversation_id)
+            state.pick_conversation(entries[rows[0]].conversation_id)
 
     st.dataframe(listing, hide_index=True, height=260, on_select=open_row,
                  selection_mode="single-row", key=table_key)
@@ -102,7 +111,7 @@ if state.replay_turn not in turn_ids:
         st.warning(f"Turn {state.replay_turn} is not a live turn of {cid}; showing the first.")
     state.select_turn(turn_ids[0])
 previews = {t.turn_id: f"#{t.ordinal} · {t.started_at:%Y-%m-%d %H:%M} · "
-                       f"{t.first_user_message[:60]}" for t in turns}
+                       f"{shorten(t.first_user_message, 60)}" for t in turns}
 back, pick, forward = st.columns([1, 6, 1], vertical_alignment="bottom")
 back.button("◀ Previous", on_click=state.step_turn, args=(turn_ids, -1),
             disabled=state.replay_turn == turn_ids[0])
@@ -117,10 +126,40 @@ if tid != state.replay_turn:
 for key, value in state.link_params().items():
     st.query_params[key] = value
 
+whole = st.radio("Show", VIEWS, horizontal=True,
+                 index=1 if st.query_params.get(URL_VIEW) == WHOLE else 0) == VIEWS[1]
+if whole:
+    st.query_params[URL_VIEW] = WHOLE
+elif URL_VIEW in st.query_params:
+    del st.query_params[URL_VIEW]
+from_search = st.query_params.get(URL_FROM) == "search"
+if from_search and state.last_search is not None:
+    st.page_link("screens/search.py", label="Back to the results",
+                 icon=":material/arrow_back:", query_params=identity_params(viewer))
+
+
+def load_file(ref: str) -> bytes:
+    return wb.file_bytes(viewer, ref)
+
+
 try:
-    turn = wb.replay(viewer, cid, tid)
+    if whole:
+        st.subheader(labels.get(cid) or cid)
+        pages = -(-len(turns) // TURNS_PER_PAGE)
+        turn_page = page_of(turn_ids, tid)
+        if pages > 1:
+            turn_page = st.selectbox(
+                "Turns", list(range(pages)), index=turn_page,
+                format_func=lambda p: f"{p * TURNS_PER_PAGE + 1}–"
+                                      f"{min((p + 1) * TURNS_PER_PAGE, len(turns))} "
+                                      f"of {len(turns)}") or 0
+        st.caption(f"{len(turns)} turns · user {turns[0].user_id}")
+        conversation_view(turns, turn_page, lambda t: wb.replay(viewer, cid, t), load_file,
+                          focus=tid if from_search else None)
+    else:
+        turn = wb.replay(viewer, cid, tid)
+        st.subheader(turn.turn.title or labels.get(cid) or cid)
+        turn_view(turn, load_file)
 except TurnlakeError as exc:
-    st.error(f"Cannot replay turn {cid}/{tid}: {exc}")
+    st.error(f"Cannot replay conversation {cid}: {exc}")
     st.stop()
-st.subheader(turn.turn.title or labels.get(cid) or cid)
-turn_view(turn, lambda ref: wb.file_bytes(viewer, ref))

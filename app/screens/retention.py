@@ -77,8 +77,9 @@ st.dataframe(preview, hide_index=True)
 if total == 0:
     st.caption("Nothing is past its TTL: there is nothing to purge.")
 runner = purge_runner(wb)
-if runner is None or not viewer.is_analyst:
-    st.caption("Purging is for analysts of the tenant; a user view shows the preview only.")
+if runner is None or not viewer.may_admin:
+    st.caption("Purging is for admins of the tenant (not viewing as a user); this view "
+               "shows the preview only.")
 elif total:
     confirm = st.checkbox(f"I understand: purge deletes these {total:,} rows of tenant "
                           f"{viewer.tenant} for good (tables, files, indexes, old data files).",

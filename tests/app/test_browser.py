@@ -92,6 +92,13 @@ def _search(page: Any, query: str) -> None:
     page.get_by_role("button", name="Search", exact=True).click()
 
 
+def _wait_for_input(page: Any, value: str) -> None:
+    """Until an input holds ``value`` (a bound widget gets its value a moment after the
+    results are drawn)."""
+    page.wait_for_function("v => [...document.querySelectorAll('input')].some("
+                           "i => i.value === v)", arg=value)
+
+
 def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
                                                tmp_path: Path) -> None:
     with _browser() as page:
@@ -100,11 +107,20 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         _search(page, QUERY)
         page.get_by_text("1. Quokka workbook").wait_for()
         page.screenshot(path=tmp_path / "search.png")
+        # The settings are in the URL: a reload (a new session) reproduces the search.
+        page.wait_for_url(re.compile(r"[?&]q=quokka"))
+        page.reload()
+        page.get_by_text("1. Quokka workbook").wait_for()
+        _wait_for_input(page, QUERY)
 
         page.get_by_role("button", name="Open in Replay").first.click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
-        download_button = page.get_by_role("button", name="Download quokka.csv")
+        # The whole conversation: the hit's turn (its file card first) and the next one.
+        download_button = page.get_by_role("button", name="Download quokka.csv").first
         download_button.wait_for()
+        page.get_by_text("April is fine.").wait_for()
+        back = page.get_by_role("link", name="Back to the results")
+        back.wait_for()
         page.wait_for_url(re.compile(rf"/replay\?.*conversation={KNOWN_CONVERSATION}"
                                      r"&turn=t-0001"))
         page.screenshot(path=tmp_path / "replay.png")
@@ -116,6 +132,9 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         assert got == resolved == FILE_BYTES
         assert info.value.suggested_filename == "quokka.csv"
 
+        back.click()  # the results and the form as they were
+        page.get_by_text("1. Quokka workbook").wait_for()
+        _wait_for_input(page, QUERY)
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0002")
         page.get_by_text("April is fine.").wait_for()
 
@@ -208,3 +227,55 @@ def test_a_cold_start_shows_the_loading_state_and_the_first_search_answers(
         page.get_by_text("1. Quokka workbook").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Service ready").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Loading the model, tables and indexes").wait_for(state="detached")
+
+
+def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None:
+    from lake.keys import KeyStore
+
+    lake = seed(tmp_path / "lake", demo_turns=30)
+    keys = KeyStore(lake.settings.lake)
+    analyst = keys.create(tenant=TENANT, role="analyst")[1]
+    user = keys.create(tenant=TENANT, role="user", user_id=ANA)[1]
+    others = ("globex", "initech")
+    with _streamlit(lake.settings.lake, tmp_path / "server.log",
+                    env={"TURNLAKE_WORKBENCH_AUTH": ""}) as url, _browser() as page:
+        for path, _ in PAGES:  # before sign-in: the form, nothing of the lake
+            page.goto(f"{url}/{path}?tenant=globex")
+            page.get_by_role("heading", name="Sign in").wait_for()
+            body = page.locator("body").inner_text()
+            assert not [t for t in (TENANT, *others) if t in body.replace("tenant=", "")]
+        page.get_by_label("API key", exact=True).fill(analyst)
+        page.get_by_role("button", name="Sign in with key").click()
+        page.get_by_text(f"Reading as analyst of {TENANT}").wait_for()
+        # .streamlit/config.toml: no Deploy button (nor the developer menu) on localhost
+        assert page.get_by_role("button", name="Deploy").count() == 0
+        assert page.get_by_text("Deploy", exact=True).count() == 0
+        sidebar = page.locator("[data-testid='stSidebar']")
+        for _, title in (*PAGES[1:], PAGES[0]):
+            sidebar.get_by_role("link", name=title).click()
+            page.get_by_role("heading", name=title).wait_for()
+            page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+            body = page.locator("body").inner_text()
+            assert not [t for t in others if t in body], title
+            assert "Purge expired rows" not in body and "Rebuild" not in body, title
+        _search(page, QUERY)
+        page.get_by_text("1. Quokka workbook").wait_for()
+        assert not [t for t in others if t in page.locator("body").inner_text()]
+        page.screenshot(path=tmp_path / "signed-in.png")
+        sidebar.get_by_role("button", name="Sign out").click()
+        page.get_by_role("heading", name="Sign in").wait_for()
+        page.get_by_label("API key", exact=True).fill(user)
+        page.get_by_role("button", name="Sign in with key").click()
+        page.get_by_text(f"Reading as user {ANA} of {TENANT}").wait_for()
+        # Ben's conversation matches every word; a user key of Ana's never finds it.
+        _search(page, "zanzibar budget secret numbers")
+        page.get_by_text("turns for “zanzibar").or_(
+            page.get_by_text("No turn matches")).or_(
+            page.get_by_text("Nothing in this scope")).first.wait_for()
+        body = page.locator("body").inner_text()
+        assert "Zanzibar budget" not in body and "View as user" not in body
+        sidebar.get_by_role("link", name="Conversations & Replay").click()
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.get_by_text("Conversations 1–").wait_for()
+        assert "Zanzibar" not in page.locator("body").inner_text()
+    assert (tmp_path / "signed-in.png").stat().st_size > 10_000

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, timedelta
 from pathlib import Path
 
+import polars as pl
 import pyarrow.dataset as ds
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.components.hits import export_bytes, export_frame
 from lake.embedding.hashing import HashingEmbedder
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -42,6 +45,7 @@ TIMEOUT = 60
 def _app(lake: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("TURNLAKE_LAKE", str(lake))
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    monkeypatch.setenv("TURNLAKE_WORKBENCH_AUTH", "local")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
     return AppTest.from_file(MAIN, default_timeout=TIMEOUT)
 
@@ -132,14 +136,21 @@ def test_a_hit_opens_in_replay_with_its_file_card(
     next(b for b in at.button if b.label == "Open in Replay").click().run()
     assert not at.exception and not at.error
     assert [t.value for t in at.title] == ["Conversations & Replay"]
+    # The whole conversation, scrolled to the hit's turn, with a way back to the results.
     assert at.query_params == {"tenant": TENANT, "conversation": KNOWN_CONVERSATION,
-                               "turn": "t-0001"}
+                               "turn": "t-0001", "view": "conversation", "from": "search"}
     assert [b.label for b in at.download_button] == [
-        "Download quokka-copy.csv", "Download chart.png", "Download quokka.csv"]
+        "Download quokka-copy.csv", "Download chart.png", "Download quokka.csv",
+        "Download quokka.csv"]  # the second turn's answer names the first's file
+    heads = [s.value for s in at.subheader]
+    assert [h.split(" · ")[0] for h in heads[1:]] == ["#1", "#2"]
+    assert "from the search" in heads[1] and "from the search" not in heads[2]
+    assert "April is fine" in _texts(at)  # the second turn, in the same scroll
+    assert any(p.label == "Back to the results" for p in at.get("page_link"))
     text = _texts(at)
     assert "**quokka\\.csv** · text/csv · 22 B" in text
     assert "corrected quokka hours" in text
-    assert [m.avatar for m in at.chat_message] == ["user", "assistant"]
+    assert [m.avatar for m in at.chat_message] == ["user", "assistant"] * 2
     assert "actually, use UTC everywhere" in text  # the steer message of the turn
 
 
@@ -212,6 +223,17 @@ def test_stale_index_is_reported_not_raised(tmp_path: Path,
     assert not at.exception
     assert any(f"**{TENANT}/{month}** is stale" in w.value for w in at.warning)
     assert f"turnlake index build --tenant {TENANT} --month {month}" in [c.value for c in at.code]
+    table = next(d for d in at.dataframe if "state" in d.value)
+    assert "stale" in set(table.value["state"])
+    # the stale row is highlighted (the Styler reached the table as its style)
+    styled = table.proto.arrow_data.styler
+    assert "#fff3bf" in styled.styles
+    assert "None" not in table.value.astype(str).to_numpy().ravel().tolist()
+    # a user view: the user's rows, none of the tenant-wide index figures
+    at.query_params = {"tenant": TENANT, "as_user": ANA}
+    at.switch_page("screens/index_health.py").run()
+    table = next(d for d in at.dataframe if "state" in d.value)
+    assert "index size" not in table.value.columns and "index rows" not in table.value.columns
 
 
 def test_retention_previews_the_purge(seeded: SeededLake,
@@ -238,7 +260,18 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
         Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
-    assert len(at.get("vega_lite_chart")) == 4  # per day, roles, writers, feedback
+    # per day, 4 daily trends (tokens, cost, duration, feedback rate), roles, writers, feedback
+    assert len(at.get("vega_lite_chart")) == 8
+    # A date range: only the known turns' days (two and five days before the seeding).
+    next(s for s in at.selectbox if s.label == "Window").select("date range").run()
+    day = (seeded.now - timedelta(days=2)).date()
+    next(d for d in at.date_input if d.label.startswith("From")).set_value((day, day)).run()
+    assert not at.exception and not at.error
+    in_range = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["started_at"], filter=ds.field("tenant") == TENANT
+    )["started_at"].to_pylist()
+    expected = sum(1 for t in in_range if t.astimezone(UTC).date() == day)
+    assert {m.label: m.value for m in at.metric}["Turns"] == f"{expected:,}"
 
 
 def test_tenants_come_from_the_setting(seeded: SeededLake,
@@ -366,10 +399,24 @@ def test_search_messages_paging_and_export(seeded: SeededLake,
     _search(at, "the answer")
     opened = [b for b in at.button if b.label == "Open in Replay"]
     assert len(opened) == 10
-    assert [b.label for b in at.download_button] == ["Export CSV", "Export JSONL"]
+    assert [b.label for b in at.download_button] == [
+        "Export CSV", "Export JSONL", "Export Parquet"]
     next(b for b in at.button if b.label == "Show 20 more").click().run()
     assert not at.exception
-    assert len([b for b in at.button if b.label == "Open in Replay"]) > 10
+    # k = 10 and 20 more: 30 asked for and on show, never more than asked
+    shown = len([b for b in at.button if b.label == "Open in Replay"])
+    outcome = at.session_state["wb_last_search"]
+    assert 10 < shown <= 30 and outcome.form.k == 30 and shown == len(outcome.hits)
+    assert not any("fewer than k = 40" in i.value for i in at.info)
+    frame = export_frame(outcome.hits)  # the export: every hit up to k, rounded
+    assert frame.height == len(outcome.hits)
+    assert set(frame["tenant"]) == {TENANT}
+    assert {"semantic_rank", "lexical_rank", "trigram_rank", "user_snippet",
+            "assistant_snippet", "relevance", "agent", "app", "address"} <= set(frame.columns)
+    assert all(frame["agent"]) and all(a.startswith("conv:") for a in frame["address"])
+    assert all(len(repr(v).split(".")[-1]) <= 6 for v in frame["score"])
+    assert pl.read_parquet(io.BytesIO(export_bytes(frame, "parquet"))).equals(frame)
+    assert pl.read_ndjson(io.BytesIO(export_bytes(frame, "jsonl"))).height == frame.height
     for toggle in at.toggle:
         if toggle.label in ("Semantic", "Lexical (BM25)", "Trigram"):
             toggle.set_value(False)
@@ -382,3 +429,85 @@ def test_untitled_conversations_show_their_first_prompt(
         seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
     at = _search(_app(seeded.settings.lake, monkeypatch).run(), "wallaby export stall")
     assert at.markdown[0].value == "**1. why does the wallaby export stall at night?**"
+
+
+def test_the_whole_conversation_view_lists_every_turn_with_its_steps(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": KNOWN_CONVERSATION, "turn": "t-0002",
+                       "view": "conversation"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    assert next(r for r in at.radio if r.label == "Show").value == "Whole conversation"
+    assert [s.value.split(" · ")[0] for s in at.subheader[1:]] == ["#1", "#2"]
+    text = _texts(at)
+    assert "timezone drift" in text and "April is fine" in text
+    assert len(at.get("vega_lite_chart")) == 1  # the first turn's step on its waterfall
+    assert not any(p.label == "Back to the results" for p in at.get("page_link"))
+    # One cost (the recorded badge, not the usage figure again); tokens with separators.
+    assert "cost · \\$0.0100 · 200 tokens" in text and ":gray-badge[\\$0.0100]" not in text
+    assert "tokens 120 in / 80 out" in text
+    next(r for r in at.radio if r.label == "Show").set_value("One turn").run()
+    assert "view" not in at.query_params
+    assert [s.value for s in at.subheader] == ["Quokka workbook"]
+
+
+def test_a_long_conversation_is_paged_at_the_linked_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    start = datetime.now(UTC) - timedelta(days=1)
+    records = [json.dumps(turn_record(n, at=start + timedelta(minutes=n), conversation="c-long",
+                                      prompt=f"question number {n}", answer=f"answer {n}"))
+               for n in range(1, 24)]
+    run_ingest(settings, records=records)
+    at = _app(settings.lake, monkeypatch).run()
+    at.query_params = {"conversation": "c-long", "turn": "t-0022", "view": "conversation"}
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and not at.error
+    pager = next(s for s in at.selectbox if s.label == "Turns")
+    assert pager.value == 1 and pager.options == ["1–20 of 23", "21–23 of 23"]
+    assert [s.value.split(" · ")[0] for s in at.subheader[1:]] == ["#21", "#22", "#23"]
+    pager.select(0).run()
+    assert len(at.subheader[1:]) == 20 and "question number 1" in _texts(at)
+
+
+def test_a_search_url_reproduces_the_search_and_the_form_survives_other_pages(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch)
+    at.query_params = {"q": QUERY, "k": "3", "floor": "0", "scope": "tenant"}
+    at.run()
+    assert not at.exception and not at.error
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.text_input(key="q").value == QUERY
+    assert at.number_input(key="k").value == 3
+    outcome = at.session_state["wb_last_search"]
+    assert outcome.form.k == 3 and outcome.form.min_relevance == 0.0
+    assert len([b for b in at.button if b.label == "Open in Replay"]) == 3
+    at.switch_page("screens/overview.py").run()
+    at.switch_page("screens/search.py").run()
+    assert at.text_input(key="q").value == QUERY and at.number_input(key="k").value == 3
+    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.session_state["wb_last_search"] is outcome  # shown again, not searched again
+
+
+def test_a_hit_names_a_hosted_file_not_its_ref(seeded: SeededLake,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _search(_app(seeded.settings.lake, monkeypatch).run(), "corrected sheet April")
+    assert not at.exception and not at.error
+    text = _texts(at)
+    assert "conv:fi:" not in text, text
+    assert "quokka\\.csv" in text or "quokka.csv" in text, text
+
+
+def test_the_conversation_list_stays_open_while_it_is_filtered_or_paged(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/replay.py").run()  # /replay without a conversation
+    assert at.expander[0].label == "Conversations" and at.expander[0].proto.expanded
+    next(s for s in at.selectbox if s.label == "User").select(ANA).run()
+    assert not at.exception and at.expander[0].proto.expanded
+    next(b for b in at.button if b.label == "Older ▶")  # the pager is there to use
+    next(t for t in at.text_input if t.label == "Title or id contains").input("quokka").run()
+    assert at.expander[0].proto.expanded

@@ -9,8 +9,9 @@ import pytest
 from s3_server import aws_env, new_bucket, s3_endpoint
 from streamlit.testing.v1 import AppTest
 
+from lake.keys import KeyStore
 from tests.app.test_pages import MAIN, TIMEOUT, assert_every_page_renders
-from tests.app.workbench_lake import QUERY, seed
+from tests.app.workbench_lake import QUERY, TENANT, seed
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 
@@ -25,7 +26,13 @@ def test_every_page_renders_and_search_works_on_an_s3_lake(
     monkeypatch.setenv("TURNLAKE_LAKE", lake)
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
+    monkeypatch.delenv("TURNLAKE_WORKBENCH_AUTH", raising=False)
+    # Signed in with a key the s3:// lake's key store holds.
+    _, key = KeyStore(lake).create(tenant=TENANT, role="analyst")
     at = AppTest.from_file(MAIN, default_timeout=TIMEOUT).run()
+    assert [t.value for t in at.title] == ["Sign in"]
+    at.text_input[0].input(key)
+    at = at.form_submit_button[0].click().run()
     assert_every_page_renders(at)
     at.switch_page("screens/search.py").run()
     at.text_input[0].input(QUERY)

@@ -20,7 +20,7 @@ from app.components.text import (
 )
 from app.components.turn import status_badge
 from app.models import SearchForm, SearchOutcome, Viewer
-from app.service import Warmup, Workbench, cached_workbench, purge_runner
+from app.service import Warmup, Workbench, cached_workbench, index_rebuilder, purge_runner
 from app.state import HITS_STEP, WorkbenchState, identity_params
 from lake.errors import AccessDenied, QueryError
 from lake.search.access import Principal
@@ -120,6 +120,12 @@ def test_retention_and_index_health_figures(seeded: SeededLake) -> None:
     assert runner is not None
     with pytest.raises(AccessDenied):  # a user view may see the preview, never purge
         runner(AS_ANA, data.as_of)
+    with pytest.raises(AccessDenied, match="only an admin"):  # nor may a plain analyst
+        runner(ANALYST, data.as_of)
+    with pytest.raises(AccessDenied, match="only an admin"):
+        runner(Viewer(TENANT, ANA, admin=True), data.as_of)  # an admin viewing as a user
+    with pytest.raises(AccessDenied, match="only an admin"):
+        index_rebuilder(wb)(ANALYST, [(TENANT, "2026-01")], lambda *_: None)
 
 
 def test_the_cached_service_stays_and_sees_what_is_written_after_it(tmp_path: Path) -> None:
@@ -205,7 +211,8 @@ def test_identity_comes_from_the_url_once_and_goes_back_into_it() -> None:
     # A tenant the analyst may not read is refused with a note.
     state.apply_url_identity({"tenant": "umbrella"}, ["acme", "globex"])
     assert state.tenant == "acme"
-    assert any("umbrella" in n and "ignored" in n for n in state.take_notes())
+    notes = state.take_notes()
+    assert any("ignored" in n for n in notes) and not any("umbrella" in n for n in notes)
     assert state.take_notes() == []  # shown once
     # Another tenant's user is never kept.
     session.update({"wb_view_as_on": True, "wb_view_as_user": "u-1"})
@@ -235,8 +242,8 @@ def test_selections_of_another_tenant_or_user_are_cleared_with_a_note() -> None:
 def test_hit_paging_counts_and_actions() -> None:
     state = WorkbenchState({})
     assert state.shown_hits == HITS_STEP
-    state.show_more_hits()
-    assert state.shown_hits == 2 * HITS_STEP
+    state.show_hits(30)
+    assert state.shown_hits == 30
     state.last_search = None  # a new search starts at the first page again
     assert state.shown_hits == HITS_STEP
     state.turn_conversation_page(-1)
@@ -344,7 +351,7 @@ def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake)
     assert [(m.ref, m.name, m.data) for m in later.mentions] == [
         (FILE_REF, "quokka.csv", FILE_BYTES)]
     text, mentions = ref_mentions(later.answer)
-    assert FILE_REF not in text and "**quokka\\.csv** :material/download:." in text
+    assert FILE_REF not in text and "**quokka\\.csv** :gray[(file below)]." in text
     assert mentions == [(FILE_REF, "quokka.csv")]
     assert status_badge(turn) is None
     interrupted = dataclasses.replace(
@@ -362,3 +369,18 @@ def test_highlighting_escapes_markdown_and_marks_terms() -> None:
     assert human_bytes(1536) == "1.5 KB" and human_bytes(3 * 1024**3) == "3.0 GB"
     assert compact_number(999) == "999" and compact_number(55_076) == "55.1k"
     assert compact_number(2_400_000) == "2.4M"
+
+
+def test_daily_trends_count_each_day_of_the_principal(seeded: SeededLake) -> None:
+    from lake import analytics
+    from lake.store import LakeStore
+
+    store = LakeStore(seeded.settings.lake)
+    tenant = analytics.daily_trends(store, ANALYST.principal)
+    ana = analytics.daily_trends(store, AS_ANA.principal)
+    totals = analytics.activity_totals(store, ANALYST.principal)
+    assert int(tenant["turns"].sum()) == totals.turns
+    assert int(tenant["tokens"].sum()) == totals.tokens_in + totals.tokens_out
+    assert 0 < int(ana["turns"].sum()) < totals.turns  # one user's share only
+    assert (tenant["p50_s"] <= tenant["p95_s"]).all()
+    assert tenant["feedback_rate"].is_between(0.0, 1.0).all()
