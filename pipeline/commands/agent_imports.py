@@ -23,6 +23,7 @@ from pipeline.commands.importers import (
     TenantOpt,
     UserOpt,
     _hook_lake,
+    _hook_log,
     _log,
     _run,
     _server,
@@ -179,8 +180,9 @@ def hook_codex(
     exit code is 0."""
     import os
 
-    log_path = log or Path(os.environ.get(CODEX_LOG_ENV)
-                           or Path.home() / ".cache" / "turnlake" / "hook-codex.log")
+    from pipeline.cache import cache_dir
+
+    log_path = log or Path(os.environ.get(CODEX_LOG_ENV) or cache_dir() / "hook-codex.log")
     thread = "?"
     try:
         from pipeline.importers.codex_live import TURN_COMPLETE, Notification, capture_thread
@@ -217,14 +219,15 @@ def hook_gemini_cli(
     server: ServerOpt = None,
     key: HookKeyOpt = None,
     log: Annotated[Path | None, typer.Option(
-        "--log", help="Log file (default: ~/.cache/turnlake/hook-gemini-cli.log).")] = None,
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-gemini-cli.log).")] = None,
     lake: LakeOption = None,
 ) -> None:
     """Gemini CLI AfterAgent hook: record the session file's new turns (hook JSON on stdin).
 
     Never fails the session: it prints `{}` (the empty answer Gemini CLI expects), logs every
     outcome and exits 0."""
-    log_path = log or Path.home() / ".cache" / "turnlake" / "hook-gemini-cli.log"
+    log_path = log or _hook_log("hook-gemini-cli.log")
     session = "?"
     try:
         from pipeline.importers.agent_watch import record_stream

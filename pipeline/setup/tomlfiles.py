@@ -44,8 +44,9 @@ class TomlChange:
 
     @property
     def text(self) -> str:
-        """The file's new text."""
-        return tomlkit.dumps(self.data)
+        """The file's new text (empty when only blank lines are left)."""
+        text = tomlkit.dumps(self.data)
+        return text if text.strip() else ""
 
     @property
     def changed(self) -> bool:
