@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from tomlkit.items import Table
+from tomlkit.items import InlineTable, Table
 
 from lake.errors import TurnlakeError
 from pipeline.setup.common import (
@@ -58,10 +58,14 @@ def plan(options: Options, *, remove: bool = False, capture: bool = True,
     """The change to Codex's config.toml that sets turnlake up (or, with ``remove``, takes it
     out); nothing is written."""
     config = TomlChange.load(config_path(options))
-    if remove:
-        _remove(config)
-    else:
-        _add(config, options, executable or turnlake_executable(), capture=capture)
+    try:
+        if remove:
+            _remove(config)
+        else:
+            _add(config, options, executable or turnlake_executable(), capture=capture)
+    except (ValueError, TypeError) as exc:  # tomlkit refusing a shape it cannot hold
+        raise TurnlakeError(f"cannot merge turnlake's entries into {config.path}: {exc}; "
+                            "edit the file by hand (see the Codex page of the docs)") from None
     return [config]
 
 
@@ -96,7 +100,9 @@ def _add(config: TomlChange, options: Options, exe: str, *, capture: bool) -> No
     if existing is not None and _is_our_server(existing) and _plain(existing) == server:
         config.notes.append(f"MCP server {SERVER_NAME} unchanged")
         return
-    what = put_server(servers, _table(server), _is_our_server, config.path)
+    # An inline `mcp_servers = { ... }` takes our server inline too (it cannot hold a table).
+    entry = _table(server, inline=isinstance(servers, InlineTable))
+    what = put_server(servers, entry, _is_our_server, config.path)
     config.notes.append(f"MCP server {SERVER_NAME} {what}")
 
 
@@ -120,11 +126,12 @@ def _mcp_server(exe: str, options: Options) -> dict[str, Any]:
     return {"command": program, "args": args, "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S}
 
 
-def _table(server: dict[str, Any]) -> Table:
-    table = tomlkit.table()
+def _table(server: dict[str, Any], *, inline: bool = False) -> Table | InlineTable:
+    table: Table | InlineTable = tomlkit.inline_table() if inline else tomlkit.table()
     for key, value in server.items():
         table[key] = value
-    table.add(tomlkit.nl())  # a blank line before the table after it, taken out with it
+    if isinstance(table, Table):
+        table.add(tomlkit.nl())  # a blank line before the table after it, taken out with it
     return table
 
 

@@ -133,6 +133,13 @@ def test_project_scope_and_what_setup_refuses(home: Path, tmp_path: Path) -> Non
     assert (home / ".codex" / "config.toml").read_text() == OTHER_CONFIG
     run("--remove", "--scope", "project", "--project", str(project))
     assert (project / ".codex" / "config.toml").read_text() == ""
+    inline = 'mcp_servers = { docs = { command = "npx" } }\n'
+    (home / ".codex" / "config.toml").write_text(inline)
+    code, output = run("--tenant", "acme", "--user", "u-ana", "--lake", str(tmp_path / "l"))
+    assert code == 0, output
+    assert set(config(home)["mcp_servers"]) == {"docs", "turnlake"}
+    run("--remove")
+    assert (home / ".codex" / "config.toml").read_text() == inline
     (home / ".codex" / "config.toml").write_text("model = \n")
     code, output = run("--tenant", "acme", "--user", "u-ana", "--lake", str(tmp_path / "l"))
     assert code == 2 and "config.toml is not valid TOML (line 1" in output
