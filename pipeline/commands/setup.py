@@ -177,9 +177,10 @@ def setup_copilot_cli(
     ($COPILOT_HOME), merged with the servers there. Copilot CLI has no usable capture hook:
     setup prints the `turnlake import copilot-cli --watch` command that records its sessions.
     --remove takes out exactly what setup added."""
+    import os
     import shlex
 
-    from pipeline.setup.copilot_cli import plan
+    from pipeline.setup.copilot_cli import HOME_ENV, plan
 
     _setup(lambda options: plan(options, remove=remove), tenant, user, lake, server,
            scope="user", project=Path("."), recall=False, dry_run=dry_run, remove=remove)
@@ -190,10 +191,11 @@ def setup_copilot_cli(
                           "server) in its environment."))
     target = (["--server", server] if server is not None
               else ["--lake", str(lake.expanduser().resolve())] if lake is not None else [])
-    watch = ["turnlake", "import", "copilot-cli", "--watch", "~/.copilot/session-state",
+    sessions = os.environ.get(HOME_ENV) or "~/.copilot"
+    watch = ["turnlake", "import", "copilot-cli", "--watch", f"{sessions}/session-state",
              "--tenant", tenant, "--user", user, *target]
-    out.print(literal("Copilot CLI has no capture hook: record its sessions with\n  "
-                      + shlex.join(watch).replace("'~/.copilot/session-state'",
-                                                  "~/.copilot/session-state")
+    # "~" is left for the user's shell to expand.
+    command = shlex.join(watch).replace("'~/.copilot/session-state'", "~/.copilot/session-state")
+    out.print(literal("Copilot CLI has no capture hook: record its sessions with\n  " + command
                       + (" --key \"$TURNLAKE_RECORDER_KEY\"" if server is not None else "")),
               soft_wrap=True)

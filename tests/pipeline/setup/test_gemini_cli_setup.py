@@ -19,6 +19,7 @@ from tests.pipeline.setup.setup_cli import read_json, run_setup
 
 OTHER_SETTINGS: dict[str, Any] = {
     "ui": {"theme": "GitHub"},
+    "hooksConfig": {"enabled": True, "disabled": ["ding"]},
     "hooks": {
         "BeforeTool": [{"matcher": "run_shell_command", "hooks": [
             {"type": "command", "command": "~/.gemini/hooks/check.sh", "timeout": 5000}]}],
@@ -63,6 +64,7 @@ def test_setup_merges_with_other_hooks_and_servers_and_remove_restores_them(
     assert code == 0, output
     settings = read_json(path)
     assert settings["ui"] == OTHER_SETTINGS["ui"]
+    assert settings["hooksConfig"] == OTHER_SETTINGS["hooksConfig"]
     assert settings["hooks"]["BeforeTool"] == OTHER_SETTINGS["hooks"]["BeforeTool"]
     assert settings["hooks"]["AfterAgent"][0] == OTHER_SETTINGS["hooks"]["AfterAgent"][0]
     assert settings["mcpServers"]["github"] == OTHER_SETTINGS["mcpServers"]["github"]
