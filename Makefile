@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 LAKE   ?= data/lake
 PORT   ?= 8501
 
-.PHONY: install run demo test test-fast lint docs bench bench-full clean
+.PHONY: install run demo test test-fast lint docs bench bench-full clean ts-types
 
 install: $(STAMP)
 
@@ -33,12 +33,18 @@ test-fast: install
 	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
 
 lint: install
-	$(BIN)/ruff check lake pipeline app tests bench
+	$(BIN)/ruff check lake pipeline app turnlake tests bench
 	$(BIN)/mypy
 
 # The docs site (mkdocs.yml): strict, so a broken link or a page left out of the nav fails.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The TypeScript client's types, regenerated from the service's OpenAPI document (the app
+# factory's); commit clients/typescript/openapi.json and src/generated/openapi.ts after it.
+ts-types: install
+	cd clients/typescript && (test -d node_modules || npm ci --no-audit --no-fund) && \
+		TURNLAKE_PYTHON=$(CURDIR)/$(BIN)/python npm run --silent types
 
 bench: install
 	$(BIN)/python -m bench.run --quick

@@ -81,4 +81,9 @@ class WorkspaceError(TurnlakeError):
 
 
 class QueryError(TurnlakeError):
-    """A search, catalog or materialization request is invalid."""
+    """A search, catalog or materialization request is invalid (``field``: the request field
+    at fault, when one is)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

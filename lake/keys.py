@@ -66,7 +66,7 @@ class KeyPrincipal:
     def require(self, action: Action) -> None:
         """Raise AccessDenied unless the role allows the action."""
         if not self.may(action):
-            article = "an" if self.role[0] in "aeiou" else "a"
+            article = "an" if self.role in ("admin", "analyst") else "a"  # not "an user"
             raise AccessDenied(f"{article} {self.role} key may not {action}")
 
     def reader(self) -> Principal:

@@ -5,7 +5,9 @@ A ref names an object by owner and place instead of copying it::
     conv:<ns>:conv_<conversation_id>.turn_<turn_id>.<relative path>
     conv:fi:conv_c-123.turn_t_7.files/reports/q3.pdf
 
-``<ns>`` is one of :data:`NAMESPACES`; file refs (``fi``) always live under ``files/``.
+``<ns>`` is one of :data:`NAMESPACES`; file refs (``fi``) always live under ``files/``. The
+path grammar of the other namespaces (which object of the turn, in which edition) is
+lake.addresses'; lake.resolver resolves them all.
 Ids never contain ``.``, so the first two dots of the body split it unambiguously and the
 path may contain dots freely. :func:`normalize_relative_path` is the single gate every
 relative path passes through, here and in the file store, so a ref can never point outside

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 import pyarrow as pa
 
+from lake.search.defaults import DEFAULT_SEARCH_ROLES as DEFAULT_SEARCH_ROLES
+
 TS = pa.timestamp("us", tz="UTC")
 
 
@@ -22,7 +24,6 @@ class Table(StrEnum):
 
 
 ROLES = ("user", "assistant", "summary", "anchor", "note", "attachment")
-DEFAULT_SEARCH_ROLES = ("user", "assistant", "summary", "anchor", "attachment")
 # A turn's exchange: what the person said and what the agent answered. The lexical index gives
 # every such row its turn's exchange text, and the semantic arm values a turn by the sum of
 # these rows' vectors; the other roles stand alone.

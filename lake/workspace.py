@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -31,10 +32,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow.dataset as ds
 
+from lake.answers import PULL_MANIFEST
+from lake.answers import PullItem as PullItem
+from lake.answers import PullKind as PullKind
+from lake.answers import PullStatus as PullStatus
 from lake.confined import (
     atomic_write_at,
     exists_at,
@@ -59,15 +64,10 @@ from lake.search.materialize import FileCard, TurnMaterializer
 from lake.store import LakeStore
 from lake.tables import Table
 
-MANIFEST = ".turnlake-pull.json"
+MANIFEST = PULL_MANIFEST
 MANIFEST_SCHEMA = "turnlake.pull.v1"
 ATTACHMENTS_PREFIX = "user.attachments/"
 _OWN_PREFIXES = (FILES_PREFIX, ATTACHMENTS_PREFIX)  # the only places pull writes to
-
-PullStatus = Literal["pulled", "unchanged", "expired", "refused", "conflict", "unsafe",
-                     "not_hosted", "invalid"]
-PullKind = Literal["file", "attachment"]
-_DONE: frozenset[str] = frozenset({"pulled", "unchanged"})
 
 @dataclass(frozen=True)
 class PulledFile:
@@ -85,27 +85,6 @@ class PulledFile:
         """JSON-ready fields."""
         return {**asdict(self), "expires_at": self.expires_at.isoformat(),
                 "pulled_at": self.pulled_at.isoformat()}
-
-
-@dataclass(frozen=True)
-class PullItem:
-    """The outcome for one file (or for a target that yielded no file): where it went, or why
-    it was not pulled."""
-
-    target: str
-    status: PullStatus
-    kind: PullKind = "file"
-    ref: str | None = None
-    path: str | None = None
-    sha256: str | None = None
-    size: int | None = None
-    expires_at: datetime | None = None
-    message: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when the file is in the workspace (pulled now or before)."""
-        return self.status in _DONE
 
 
 @dataclass(frozen=True)
@@ -165,14 +144,24 @@ class WorkspacePuller:
             raise QueryError("give at least one conv:fi: ref or CONVERSATION/TURN to pull")
         now = as_of or datetime.now(UTC)
         root = Path(into) if inside is None else inside / str(into)
+        plan: Iterator[_Planned] = (
+            planned for target in targets for planned in self._plan(principal, target, now))
         items: list[PullItem] = []
+        # Refusals come first without touching the disk: a pull with nothing to write
+        # creates no folder and no manifest.
+        for planned in plan:
+            if planned.refused is None:
+                plan = itertools.chain([planned], plan)
+                break
+            items.append(planned.refused)
+        else:
+            return PullReport(into=str(root), manifest=str(root / MANIFEST), items=items)
         with _workspace(Path(into), inside=inside) as fd:
             manifest = _read_manifest(fd, root)
             claimed: dict[str, str] = {}  # path -> ref, for this pull: one ref per path
             try:
-                for target in targets:
-                    for planned in self._plan(principal, target, now):
-                        items.append(_place(fd, planned, manifest, claimed, now))
+                for planned in plan:
+                    items.append(_place(fd, planned, manifest, claimed, now))
             finally:
                 # Whatever was written is recorded, even when a later target failed hard,
                 # so that clean can remove it and a re-pull knows it as pull's own.

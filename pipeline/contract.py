@@ -4,6 +4,10 @@ One pydantic definition per shape: the CLI's ``search --queries`` lines and ``--
 output, and the service's request bodies and answers (and so its OpenAPI document), are
 these models. The service's bodies carry no identity: tenant, user role and analyst come
 from the API key (``QueryOptions``); a ``--queries`` line adds them (``QueryLine``).
+
+The Python client (``turnlake``) uses these models too, in a host that has none of the
+database's heavy packages: this module imports only pydantic and lake's light modules
+(tests/turnlake/test_light_imports.py holds it to that).
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from lake.answers import PULL_MANIFEST, ConversationEntry, PullItem
 from lake.errors import QueryError
 from lake.records import describe_validation_error
 from lake.search.access import Principal, Scope
-from lake.search.catalog import ConversationEntry
-from lake.search.coverage import DEFAULT_COVERAGE_GAIN
-from lake.search.named_time import DEFAULT_TIME_WEIGHT
-from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
-from lake.search.relevance import DEFAULT_MIN_RELEVANCE
+from lake.search.defaults import (
+    DEFAULT_COVERAGE_GAIN,
+    DEFAULT_MIN_RELEVANCE,
+    DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_SEARCH_ROLES,
+    DEFAULT_TIME_WEIGHT,
+)
 from lake.search.request import (
     DEFAULT_WEIGHTS,
     FusionSettings,
@@ -29,7 +36,6 @@ from lake.search.request import (
     SearchRequest,
     SearchResult,
 )
-from lake.tables import DEFAULT_SEARCH_ROLES
 
 TurnStatus = Literal["accepted", "duplicate", "rejected"]
 
@@ -41,7 +47,7 @@ def parse_time(value: str | None, what: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise QueryError(f"{what} {value!r} is not an ISO 8601 time") from exc
+        raise QueryError(f"{what} {value!r} is not an ISO 8601 time", field=what) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
@@ -213,15 +219,19 @@ class CatalogTurnModel(BaseModel):
 
 
 class CatalogAnswer(BaseModel):
-    """``catalog --json`` and ``GET /v1/catalog``."""
+    """``catalog --json`` and ``GET /v1/catalog`` (one page of it)."""
 
     turns: list[CatalogTurnModel]
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass as `cursor` for the next page; absent on the last page."))
 
 
 class ConversationsAnswer(BaseModel):
-    """``GET /v1/conversations``: most recent activity first."""
+    """``GET /v1/conversations``: one page, most recent activity first."""
 
     conversations: list[ConversationEntry]
+    next_cursor: str | None = Field(default=None, description=(
+        "Pass as `cursor` for the next page; absent on the last page."))
 
 
 class TurnOutcome(BaseModel):
@@ -254,6 +264,35 @@ class ErasureAnswer(BaseModel):
     job_id: str
     counts: dict[str, int]
     deleted: dict[str, int]
+
+
+class PullBody(BaseModel):
+    """``POST /v1/pull``: what to pull, and where below the server's workspace."""
+
+    model_config = ConfigDict(extra="forbid")
+    targets: list[str] = Field(min_length=1, description=(
+        "conv:fi: refs, or turns as 'CONVERSATION/TURN' (all of a turn's files and "
+        "attachments)."))
+    into: str = Field("", description="A folder relative to the server's workspace "
+                                      "(empty: the workspace itself).")
+
+
+class PullAnswer(BaseModel):
+    """What the pull did per file; ``ok`` is true when every file with bytes was pulled.
+    ``into`` and ``manifest`` are relative to the server's workspace (its own paths are
+    not the caller's business)."""
+
+    into: str
+    manifest: str
+    ok: bool
+    items: list[PullItem]
+
+    @classmethod
+    def of(cls, into: str, ok: bool, items: list[PullItem]) -> PullAnswer:
+        """The answer of a pull into ``into`` (relative to the workspace)."""
+        folder = into.strip("/")
+        return cls(into=folder, manifest=f"{folder}/{PULL_MANIFEST}".lstrip("/"), ok=ok,
+                   items=items)
 
 
 class ErrorDetail(BaseModel):

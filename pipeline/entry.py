@@ -8,10 +8,15 @@ this. The command line itself, a second of imports, loads when :func:`main` runs
 
 from __future__ import annotations
 
+import sys
+
+# `pip install turnlake` is the client alone; the command line is the server's.
+_SERVER_HINT = ("the turnlake command needs the server's packages ({name} is not installed): "
+                "pip install 'turnlake[server]'")
+
 
 def main() -> None:
     """Run the ``turnlake`` command line."""
-    import sys
 
     if sys.argv[1:2] == ["hook"] and sys.argv[2:3] in (["claude-code-recall"],
                                                        ["gemini-cli-recall"]):
@@ -23,6 +28,10 @@ def main() -> None:
     from pipeline.workers import keep_freed_pages
 
     keep_freed_pages()  # before the command line imports deltalake and polars
-    from pipeline.cli import app
+    try:
+        from pipeline.cli import app
+    except ModuleNotFoundError as exc:
+        print(_SERVER_HINT.format(name=exc.name), file=sys.stderr)
+        raise SystemExit(2) from None
 
     app()

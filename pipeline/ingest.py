@@ -31,6 +31,8 @@ from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore, PendingFile, blank_staged
 from lake.locks import writer_lock
 from lake.records import TurnRecord
+from lake.resolver import UnresolvedMention, unresolved_mentions
+from lake.search.materialize import TurnMaterializer
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, TURN_LOGS, Table
@@ -88,6 +90,8 @@ class IngestReport:
     # Turns stored with other content: quarantined (and in ``quarantined``) unless replacing.
     conflicts: list[Quarantined] = field(default_factory=list)
     replaced: int = 0
+    # conv:* refs the accepted turns' completions or summaries name that lead nowhere.
+    unresolved_refs: list[UnresolvedMention] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ class Ingestor:
         self._superseding: list[Conflict] = []
         self._workers = workers or 1
         self._store = store or LakeStore(settings.lake)
+        self._materializer = TurnMaterializer(self._store)
         self._files = FileStore(settings.lake)
         self._committer = BatchCommitter(self._store, self._files, faults=faults)
         self._known = KnownTurns(self._store)  # kept across calls: a warm writer's view
@@ -346,6 +351,8 @@ class Ingestor:
         self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations,
                                appending=_appending(kept, existing.turns))
         report.accepted += kept.num_rows
+        report.unresolved_refs += unresolved_mentions(
+            self._materializer, tables[Table.TURN_LOGS], tables[Table.FILES])
         report.files_stored += len(pending)
         report.batches += 1
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows

@@ -12,10 +12,13 @@ same answer as a missing one.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,18 +32,19 @@ from pydantic import BaseModel, Field
 
 from lake.errors import AccessDenied, QueryError, TurnlakeError
 from lake.keys import KeyPrincipal, KeyStore
+from lake.resolver import RefResolver, ResolvedFile, ResolvedRecord
 from lake.search.access import Principal, Scope
 from lake.search.catalog import CatalogTurn, TurnCatalog
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import SearchRequest, SnippetChoice
+from lake.search.request import GeneratorRank, Hit, IsoInstant, SearchRequest, SnippetChoice
 from lake.search.service import SearchService
 from lake.search.when import OrdinalLookup, resolve_when
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import DEFAULT_SEARCH_ROLES
-from lake.workspace import PullItem, WorkspacePuller
-from pipeline.contract import SearchHits
+from lake.workspace import WorkspacePuller
+from pipeline.contract import NamedTimeAnswer, PullAnswer, SearchHits
 
 Role = Literal["user", "analyst", "recorder", "admin"]
 SearchRole = Literal["user", "assistant", "summary", "anchor", "note", "attachment"]
@@ -53,11 +57,72 @@ INSTRUCTIONS = (
     "answers, summaries, anchors, notes, attachments and hosted files. Use "
     "search_conversations to find earlier turns by topic or wording, list_turns for questions "
     "of position or time ('the 3rd turn', 'yesterday'), get_turn to read one turn whole with "
-    "its file refs, and pull_files to copy a turn's files into the workspace. What you can see "
-    "is fixed by the key this server runs with.")
+    "its file refs, get_ref to follow a conv:* address (from a hit, a turn or a text), and "
+    "pull_files to copy a turn's files into the workspace. What you can see is fixed by the "
+    "key this server runs with.")
+# The most of a file get_ref returns inline; pull_files copies larger ones.
+MAX_INLINE_BYTES = 1 << 20
 
 
 # -- structured outputs ------------------------------------------------------------------------
+
+class Scoring(BaseModel):
+    """How a hit scored: each generator's rank and score, the fused value, the recency and
+    time lift, the final score, and the row that matched best."""
+
+    row_id: str
+    ranks: Mapping[str, GeneratorRank | None]
+    rrf: float
+    lift: float
+    score: float
+
+
+class FoundTurn(BaseModel):
+    """One matched turn: where it is, when, its best matching text, and how likely it is a
+    real match (``scoring`` only when the search asked to ``explain``)."""
+
+    conversation_id: str
+    turn_id: str
+    user_id: str
+    turn_at: IsoInstant
+    role: str
+    text: str
+    relevance: float
+    snippets: Mapping[str, str]
+    address: str | None = Field(default=None, description=(
+        "The matched row's conv:* address: get_ref follows it."))
+    turn_address: str | None = Field(default=None, description=(
+        "The turn record's conv:ar: address: get_ref follows it."))
+    agent: str | None = Field(default=None, description="The agent that recorded the turn.")
+    app: str | None = None
+    scoring: Scoring | None = None
+
+    @classmethod
+    def of(cls, hit: Hit, explain: bool) -> FoundTurn:
+        """The tool's hit of a search hit."""
+        return cls(conversation_id=hit.conversation_id, turn_id=hit.turn_id,
+                   user_id=hit.user_id, turn_at=hit.turn_at, role=hit.role, text=hit.text,
+                   relevance=hit.relevance, snippets=hit.snippets, address=hit.address,
+                   turn_address=hit.turn_address, agent=hit.agent, app=hit.app,
+                   scoring=Scoring(
+                       row_id=hit.row_id, ranks=hit.ranks, rrf=hit.rrf, lift=hit.lift,
+                       score=hit.score) if explain else None)
+
+
+class FoundTurns(BaseModel):
+    """search_conversations' answer: matched turns best first, warnings about freshness,
+    and the times the query named (their turns rank higher)."""
+
+    hits: list[FoundTurn]
+    warnings: list[str] = Field(default_factory=list)
+    named_times: list[NamedTimeAnswer] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, hits: SearchHits, explain: bool) -> FoundTurns:
+        """The tool's answer of a search's."""
+        return cls(hits=[FoundTurn.of(h, explain) for h in hits.hits], warnings=hits.warnings,
+                   named_times=hits.named_times)
+
 
 class TurnList(BaseModel):
     """Turns in conversation order (``ordinal`` 1 = first turn of its conversation)."""
@@ -72,13 +137,37 @@ class TurnAnswer(BaseModel):
     turn: MaterializedTurn
 
 
-class PullAnswer(BaseModel):
-    """What a pull did per file; ``ok`` is true when every file is in the workspace."""
+class FileContent(BaseModel):
+    """A hosted file get_ref resolved: its card, and its bytes as text when they are UTF-8,
+    else base64 (up to MAX_INLINE_BYTES; larger files: pull_files)."""
 
-    into: str
-    manifest: str
-    ok: bool
-    items: list[PullItem]
+    ref: str
+    name: str
+    mime: str
+    size: int
+    sha256: str
+    description: str | None
+    expires_at: datetime
+    text: str | None = None
+    content_b64: str | None = None
+    truncated: bool = Field(default=False, description="The file is larger than this tool "
+                            "returns; pull_files copies it whole.")
+
+
+class RefAnswer(BaseModel):
+    """What an address names: ``record`` for a record, step, search row or event, ``file``
+    for a conv:fi: ref."""
+
+    record: ResolvedRecord | None = None
+    file: FileContent | None = None
+
+
+def turnlake_version() -> str:
+    """The installed turnlake's version."""
+    try:
+        return version("turnlake")
+    except PackageNotFoundError:  # a source tree without an install
+        return "0+unknown"
 
 
 # -- identity ----------------------------------------------------------------------------------
@@ -169,6 +258,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
     # At INFO the SDK logs every request to stderr, which agent hosts show as noise.
     server = FastMCP("turnlake", instructions=INSTRUCTIONS, streamable_http_path=http_path,
                      transport_security=security, log_level="WARNING")
+    # serverInfo.version: turnlake's, not the SDK's (FastMCP takes no version of its own).
+    server._mcp_server.version = turnlake_version()
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
     @server.tool(annotations=read_only, structured_output=True)
@@ -208,19 +299,28 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         agent: Annotated[str | None, Field(description=(
             "Only conversations this agent recorded: 'claude-code', 'codex', 'gemini-cli', "
             "'copilot-cli', 'aider', 'claude-ai', 'chatgpt'."))] = None,
-    ) -> SearchHits:
+        user: Annotated[str | None, Field(description=(
+            "Analyst keys: the user whose conversations to search (needed with scope "
+            "'user'). A user's own key always searches its own and needs none."))] = None,
+        explain: Annotated[bool, Field(description=(
+            "Add each hit's scoring (generator ranks and scores, fused value, lift): for "
+            "debugging a ranking, not needed to use the hits."))] = False,
+    ) -> FoundTurns:
         """Search earlier conversations: hybrid semantic + keyword + fuzzy search, fused and
         lifted by recency. A time written in the query ('in March 2026', 'on 3 June',
         'last week') ranks that time's turns higher; named_times says how it was read. Each
         hit is one turn (conversation_id, turn_id, when, the best matching text and its role,
         user/assistant snippets). Follow up with get_turn for the whole turn, or pull_files
         for its files."""
+        principal = who(ctx)
         request = SearchRequest(
-            query=query, principal=who(ctx), scope=scope, conversation_id=conversation,
+            query=query, principal=principal, scope=scope, conversation_id=conversation,
+            # An end user naming another user is refused by the scope rules, not ignored.
+            user_id=user if principal.analyst or user != principal.user_id else None,
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
             k=k, snippets=snippets, min_relevance=min_relevance, agent=agent)
         result = await lake.run(lambda: lake.search.search(request))
-        return SearchHits.of(result)
+        return FoundTurns.of(SearchHits.of(result), explain)
 
     @server.tool(annotations=read_only, structured_output=True)
     async def list_turns(
@@ -234,6 +334,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             "A phrase: 'today', 'yesterday', 'last week', 'in March 2026', '2026-03-14', "
             "'last 3 days', or a position ('3rd turn', 'the last turn': needs "
             "`conversation`)."))] = None,
+        user: Annotated[str | None, Field(description=(
+            "Analyst keys, with `when`: only this user's turns."))] = None,
     ) -> TurnList:
         """List turns by position or time: a conversation's turns in order, its Nth turn, or
         the turns a time phrase covers (across conversations when no conversation is given).
@@ -251,7 +353,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
                 lookup = resolve_when(when, datetime.now(UTC))
                 if isinstance(lookup, OrdinalLookup) and conversation is not None:
                     return nth(lookup.ordinal)
-                return lake.catalog.resolve(principal, when, conversation_id=conversation)
+                return lake.catalog.resolve(principal, when, conversation_id=conversation,
+                                            user_id=user)
             if conversation is None:
                 raise QueryError("give `conversation` (optionally with `ordinal`) or `when`")
             if ordinal is not None:
@@ -286,6 +389,24 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
                             "may read") from None
         return TurnAnswer(turn=shown)
 
+    @server.tool(annotations=read_only, structured_output=True)
+    async def get_ref(
+        ctx: Context[Any, Any, Any],
+        ref: Annotated[str, Field(min_length=1, description=(
+            "A conv:* address: a hit's address or turn_address, one of get_turn's addresses, "
+            "or a ref written in a turn's text (conv:fi: files, conv:ar: records, conv:tc: "
+            "steps, conv:so:/ws:/su: search rows, conv:ev: events)."))],
+    ) -> RefAnswer:
+        """Follow an address to its object: the turn record or a part of it, a tool step, a
+        search row, a recorded event (as JSON), or a hosted file (text or base64). Another
+        user's object and a missing one get the same answer; an expired one says so."""
+        principal = who(ctx)
+        resolved = await lake.read(
+            lambda: RefResolver(lake.materializer).resolve(principal, ref))
+        if isinstance(resolved, ResolvedRecord):
+            return RefAnswer(record=resolved)
+        return RefAnswer(file=_file_content(resolved))
+
     if workspace is not None:
         root = workspace
 
@@ -310,12 +431,24 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
 
             def work() -> PullAnswer:
                 report = lake.puller.pull(principal, targets, into, inside=root)
-                return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
-                                  items=report.items)
+                return PullAnswer.of(into, report.ok, report.items)
 
             return await lake.read(work)
 
     return server
+
+
+def _file_content(resolved: ResolvedFile) -> FileContent:
+    """A file's card with its bytes inline: text when UTF-8, else base64."""
+    card, data = resolved.card, resolved.data
+    head = data[:MAX_INLINE_BYTES]
+    try:
+        inline: dict[str, str] = {"text": head.decode("utf-8")}
+    except UnicodeDecodeError:
+        inline = {"content_b64": base64.b64encode(head).decode()}
+    return FileContent(ref=card.ref, name=card.name, mime=card.mime, size=card.size,
+                       sha256=card.sha256, description=card.description,
+                       expires_at=card.expires_at, truncated=len(data) > len(head), **inline)
 
 
 class _Unseen(Exception):
@@ -368,6 +501,10 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal]
     server = create_mcp_server(settings, request_principal, service=service, http_path=path,
                                http_hosts=hosts, workspace=workspace, before_reads=before_reads)
     inner = server.streamable_http_app()
+    for name in _SDK_HTTP_LOGGERS:
+        sdk_log = logging.getLogger(name)
+        if not any(isinstance(f, _QuietDisconnects) for f in sdk_log.filters):
+            sdk_log.addFilter(_QuietDisconnects())
 
     async def app(scope: Scope_, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -390,6 +527,28 @@ def mcp_http_app(settings: Settings, authenticate: Callable[[str], KeyPrincipal]
         await inner(scope, receive, send)
 
     return server, app
+
+
+_SDK_HTTP_LOGGERS = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager")
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class _QuietDisconnects(logging.Filter):
+    """Drops the SDK's traceback of a client that disconnected (a stream closed under a
+    writer): a client leaving is no error of the server's, and each one logged ~40 lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a record whose exception is a closed stream."""
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and _is_disconnect(exc))
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, _GONE):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_disconnect(e) for e in exc.exceptions)
+    return exc.__cause__ is not None and _is_disconnect(exc.__cause__)
 
 
 def _bearer(scope: Scope_) -> str | None:

@@ -1,6 +1,7 @@
 """The turn recorder: what a host calls at the turn boundary to record a turn.
 
     recorder = Recorder(spool=Path("spool"))            # or Recorder(settings=...) for the lake
+                                                        # or Recorder(url=..., key=...)
     with recorder.begin("acme", "support-desk", "react-agent", "u-ana", "c-42", "t-7") as turn:
         turn.submit("the forecast is off by an hour")
         turn.step("run_python", "started")
@@ -13,6 +14,12 @@ through one :class:`pipeline.live.LiveWriter` kept for the recorder's life (stor
 stay open; the turn is embedded and searchable when ``complete`` returns). A turn
 left without ``complete`` is abandoned and writes nothing, so a host crash loses at most the
 open turn. Recording the same turn twice writes the same file name, and ingest keeps one copy.
+
+``Recorder(url=..., key=...)`` sends each completed turn to a turnlake server instead
+(``turnlake.Client``); while the server cannot be reached, turns wait in a local outbox
+folder and are sent, oldest first, with the next turn or on :meth:`Recorder.flush`
+(``turnlake.outbox``). This mode imports nothing heavy: a host needs only ``pip install
+turnlake``.
 """
 
 from __future__ import annotations
@@ -20,22 +27,37 @@ from __future__ import annotations
 import base64
 import mimetypes
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from lake.embedding.base import Embedder
 from lake.errors import RecordError, TurnlakeError
 from lake.records import TurnRecord
 from lake.refs import file_ref, normalize_relative_path, validate_id
-from lake.settings import Settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the lake's side; a server-mode host has none of it installed
+    from lake.embedding.base import Embedder
+    from lake.settings import Settings
     from pipeline.live import LiveWriter
+    from turnlake.outbox import Flushed, ServerSink
 
 EventType = Literal["prompt", "followup", "steer"]
 StepStatus = Literal["started", "completed", "failed"]
+
+
+@dataclass(frozen=True)
+class TurnIdentity:
+    """Who and where a recorded turn belongs to (what :meth:`Recorder.begin` takes)."""
+
+    tenant: str
+    app: str
+    agent: str
+    user_id: str
+    conversation_id: str
+    turn_id: str
+    title: str | None = None
 
 
 class RecorderError(TurnlakeError):
@@ -43,18 +65,27 @@ class RecorderError(TurnlakeError):
 
 
 class Recorder:
-    """Creates turn recordings; writes completed turns to a spool folder or to the lake."""
+    """Creates turn recordings; writes completed turns to a spool folder, to the lake, or to
+    a turnlake server (``url`` and ``key``; ``outbox`` is where turns wait while the server
+    is away, default ``~/.turnlake/outbox``)."""
 
     def __init__(self, *, spool: Path | None = None, settings: Settings | None = None,
+                 url: str | None = None, key: str | None = None, outbox: Path | None = None,
                  max_file_bytes: int | None = None, embedder: Embedder | None = None,
                  embed: bool = True) -> None:
-        if (spool is None) == (settings is None):
-            raise RecorderError("give exactly one of spool= (a folder) or settings= (the lake)")
+        if sum(x is not None for x in (spool, settings, url)) != 1:
+            raise RecorderError("give exactly one of spool= (a folder), settings= (the lake) "
+                                "or url= (a turnlake server)")
         self.spool = Path(spool) if spool is not None else None
         self.settings = settings
         self._embedder = embedder
         self._embed = embed
         self._writer: LiveWriter | None = None  # opened on the first turn, then kept
+        self._server: ServerSink | None = None
+        if url is not None:
+            from turnlake.outbox import ServerSink
+
+            self._server = ServerSink(url, key, outbox)
         self.max_file_bytes = max_file_bytes or (
             settings.max_hosted_file_bytes if settings else 50 * 1024 * 1024)
         if self.spool is not None:
@@ -71,7 +102,13 @@ class Recorder:
         return TurnRecording(self, ids, title=title, ttl_days=ttl_days, started_at=at or _now())
 
     def write(self, record: TurnRecord) -> Path | None:
-        """Persist one completed record; returns the spool file (None when written to the lake)."""
+        """Persist one completed record; returns the spool file (None when written to the lake
+        or sent to the server). A server that refuses the turn raises
+        ``turnlake.errors.TurnRejected``; one that cannot be reached leaves it in the
+        outbox."""
+        if self._server is not None:
+            self._server.write(record)
+            return None
         if self.spool is not None:
             name = f"{record.tenant}.{record.conversation_id}.{record.turn_id}.jsonl"
             final = self.spool / name
@@ -91,6 +128,24 @@ class Recorder:
         if report.quarantined:
             raise RecordError(report.quarantined[0].reason)
         return None
+
+
+    def flush(self) -> Flushed:
+        """Server mode: send the turns waiting in the outbox now."""
+        if self._server is None:
+            raise RecorderError("flush() is for a recorder with url= (a turnlake server)")
+        return self._server.flush()
+
+    def close(self) -> None:
+        """Release the server connection (server mode)."""
+        if self._server is not None:
+            self._server.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class TurnRecording:

@@ -74,6 +74,12 @@ class StatusCache:
         self._logs_version: int | Unset | None = UNSET  # as of the last check
         self._removals: dict[tuple[str, int | None], bool] = {}
 
+    @property
+    def logs_version(self) -> int | Unset | None:
+        """The TurnLog table's version as of the last check (UNSET before any; None when the
+        table does not exist)."""
+        return self._logs_version
+
     def get(self, *, fresh: bool = False) -> dict[tuple[str, str], PartitionStatus]:
         """Statuses by (tenant, month); ``fresh`` reads them now."""
         return self._view(None, fresh).statuses

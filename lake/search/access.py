@@ -69,15 +69,17 @@ def resolve_scope(principal: Principal, scope: Scope, *, user_id: str | None = N
     elif scope == "tenant" and user_id is not None:
         # said rather than ignored: the answer would hold every user's turns
         raise QueryError(f"a tenant-scope search covers every user: drop user {user_id}, or "
-                         "search scope user")
+                         "search scope user", field="user")
     else:
         user_id = user_id or principal.user_id
     if scope == "conversation":
         if conversation_id is None:
-            raise QueryError("conversation scope needs a conversation id (--conversation)")
+            raise QueryError("scope conversation needs the conversation to search: give "
+                             "conversation", field="conversation")
         return ResolvedScope(principal.tenant, user_id, conversation_id)
     if scope == "user":
         if user_id is None:
-            raise QueryError("user scope needs a user (--user)")
+            raise QueryError("scope user needs the user whose turns to search: an analyst "
+                             "gives user (or searches scope tenant)", field="user")
         return ResolvedScope(principal.tenant, user_id, conversation_id)
     return ResolvedScope(principal.tenant, None, conversation_id)

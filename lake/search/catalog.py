@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lake.answers import ConversationEntry as ConversationEntry
 from lake.errors import AccessDenied, QueryError
 from lake.refs import validate_id
 from lake.retention import pending_manifests
@@ -50,22 +51,6 @@ class CatalogTurn:
                 "ended_at": self.ended_at.isoformat(), "writer": self.writer,
                 "first_user_message": self.first_user_message,
                 "last_completion": self.last_completion}
-
-
-@dataclass(frozen=True)
-class ConversationEntry:
-    """A conversation as listed from its conv.timeline.v1."""
-
-    tenant: str
-    conversation_id: str
-    user_id: str
-    app: str
-    agent: str
-    title: str | None
-    started_at: datetime
-    last_activity_at: datetime
-    turn_count: int
-    last_turn_id: str
 
 
 SortColumn = Literal["last_activity_at", "started_at", "turn_count", "title"]

@@ -14,11 +14,11 @@ from collections.abc import Collection, Mapping, Sequence
 
 from lake.index.codes import codes_held
 from lake.index.lexical import code_words, held_stems, parsed_query
+from lake.search.defaults import DEFAULT_COVERAGE_GAIN as DEFAULT_COVERAGE_GAIN
 
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
            "coverages", "turn_stems"]
 
-DEFAULT_COVERAGE_GAIN = 2.0
 MIN_SHARE = 0.01  # the least share of its weight a lexical turn keeps
 IDF_POWER = 1.5  # each query stem weighs idf ** IDF_POWER in a coverage
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lake.errors import QueryError
+from lake.search.defaults import DEFAULT_K as DEFAULT_K
+from lake.search.defaults import FusionMethod as FusionMethod
 
 __all__ = [
     "DEFAULT_K",
@@ -44,9 +46,6 @@ __all__ = [
     "recency_lift",
 ]
 
-DEFAULT_K = 60  # the RRF k of search: FusionSettings.k defaults to this
-
-FusionMethod = Literal["rrf", "rrf_score"]
 
 TurnKey = tuple[str, str]
 IdList = tuple[np.ndarray, np.ndarray]  # (turn ids, scores), best row first

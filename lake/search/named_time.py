@@ -34,12 +34,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from lake.errors import QueryError
+from lake.search.defaults import DEFAULT_TIME_WEIGHT as DEFAULT_TIME_WEIGHT
 from lake.search.when import TimeRange, month_number, resolve_when
 
 __all__ = ["DEFAULT_TIME_WEIGHT", "NAMED_TIME_HALF_LIFE_DAYS", "NamedTime", "named_span",
            "named_times", "seconds_outside"]
 
-DEFAULT_TIME_WEIGHT = 4.0
 FIRST_YEAR = 1970  # years before, or after the one following as_of's, are not read as times
 NAMED_TIME_HALF_LIFE_DAYS = 3.0
 

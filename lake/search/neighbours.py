@@ -15,10 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from lake.errors import QueryError
+from lake.search.defaults import DEFAULT_NEIGHBOUR_WEIGHT as DEFAULT_NEIGHBOUR_WEIGHT
 from lake.search.fusion import FusedIds
 
-# Chosen on the LoCoMo tune split (see the module docstring).
-DEFAULT_NEIGHBOUR_WEIGHT = 0.5
 # Under the default relevance floor, tune-split recall with smoothing fell from .758 to .738
 # at 10 when a lifted turn kept only its own relevance; any share from 0.8 to 1 brought it
 # back to .756. The lowest of those is taken.

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lake.index.lexical import cjk_grams
+from lake.search.defaults import DEFAULT_MIN_RELEVANCE as DEFAULT_MIN_RELEVANCE
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,6 @@ class RelevanceModel:
 # Fitted by bench/relevance.py (see the module docstring); the README gives the figures.
 MODEL = RelevanceModel(bias=-2.802, semantic=8.492, lexical=2.363, trigram=0.004,
                        found_shift=0.16)
-DEFAULT_MIN_RELEVANCE = 0.5
 # A list with a turn this relevant on its own evidence has found something (the default floor:
 # a query that floor leaves a hit is a found one).
 FOUND_RELEVANCE = 0.5

@@ -6,17 +6,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, PlainSerializer, TypeAdapter
 
 from lake.search.access import Principal, Scope
-from lake.search.coverage import DEFAULT_COVERAGE_GAIN
-from lake.search.fusion import DEFAULT_K, FusionMethod
-from lake.search.named_time import DEFAULT_TIME_WEIGHT, NamedTime
-from lake.search.neighbours import DEFAULT_NEIGHBOUR_WEIGHT
-from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.tables import DEFAULT_SEARCH_ROLES
+from lake.search.defaults import (
+    DEFAULT_COVERAGE_GAIN,
+    DEFAULT_K,
+    DEFAULT_MIN_RELEVANCE,
+    DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_SEARCH_ROLES,
+    DEFAULT_TIME_WEIGHT,
+    FusionMethod,
+)
+
+if TYPE_CHECKING:  # the engine's types; this module stays light for the client (turnlake)
+    from lake.search.named_time import NamedTime
 
 # An instant in the JSON contract: ISO 8601 as datetime.isoformat spells it ("+00:00").
 IsoInstant = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str),
@@ -121,6 +127,16 @@ class Hit:
         description="How likely the turn is a real match, 0 to 1; hits below the request's "
                     "min_relevance are left out.")]
     snippets: Mapping[str, str]
+    address: Annotated[str | None, Field(
+        description="The address of the matched row (conv:so:, conv:ws: or conv:su: as its "
+                    "role says), with its turn's edition; resolve it with get_ref or "
+                    "GET /v1/refs/{ref}. Null when the turn is no longer recorded.")] = None
+    turn_address: Annotated[str | None, Field(
+        description="The address of the turn's record (conv:ar:...record@edition).")] = None
+    agent: Annotated[str | None, Field(
+        description="The agent that recorded the turn (claude-code, codex, gemini-cli, ...).")
+    ] = None
+    app: Annotated[str | None, Field(description="The app the turn was recorded in.")] = None
 
     def to_json(self) -> dict[str, Any]:
         """The hit as the JSON contract spells it (``search --json``, ``POST /v1/search``,

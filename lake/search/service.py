@@ -29,6 +29,7 @@ from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
+from lake.search.addressed import Editions
 from lake.search.coverage import coverage_weight, coverages, turn_stems
 from lake.search.fusion import FusedIds, fuse_ids, recency_lift
 from lake.search.generators import (
@@ -98,6 +99,7 @@ class SearchService:
         self._embedder: Embedder | None = None
         self._statuses = StatusCache(store)
         self._open: dict[str, PartitionIndex] = {}
+        self._editions = Editions(store)
 
     # -- public -------------------------------------------------------------------------
 
@@ -168,6 +170,9 @@ class SearchService:
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
                                        statistics.query_idf, named, query_vector)
         timings["fuse"] = _ms(t)
+        t = time.perf_counter()
+        hits = self._editions.with_addresses(hits, self._statuses.logs_version)
+        timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
                             request.min_relevance, foreign, query_model, named)

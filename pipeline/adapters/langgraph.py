@@ -10,7 +10,6 @@ Files the graph published are read from ``state["hosted_files"]``: a list of
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,20 +18,9 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from pipeline.recorder import EventType, Recorder, TurnRecording
+from pipeline.recorder import EventType, Recorder, TurnIdentity, TurnRecording
 
-
-@dataclass(frozen=True)
-class TurnIdentity:
-    """Who and where the recorded turn belongs to."""
-
-    tenant: str
-    app: str
-    agent: str
-    user_id: str
-    conversation_id: str
-    turn_id: str
-    title: str | None = None
+__all__ = ["LangGraphRecorder", "TurnIdentity"]
 
 
 class _StepListener(BaseCallbackHandler):

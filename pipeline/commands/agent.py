@@ -23,7 +23,6 @@ from pipeline.commands.common import (
     fail,
     literal,
     out,
-    settings_from,
     styled,
 )
 from pipeline.commands.query import AnalystOption, JsonOption, TenantOption, UserOption
@@ -62,8 +61,9 @@ def mcp_command(
     stdio, as the principal of --key (or of --tenant with --user / --analyst)."""
     from pipeline.mcp_server import create_mcp_server
 
-    # A key lives in its lake: a lake that does not exist is what to say, not "unknown key".
-    settings = existing_lake(lake) if key is not None else settings_from(lake)
+    # A lake that does not exist is what to say (exit 2, as `search` does), not "unknown key"
+    # nor a server whose every answer is empty, which the tools tell an agent means nothing.
+    settings = existing_lake(lake)
     try:
         principal = agent_principal(settings, key, tenant, user, analyst)
         if not no_pull and not workspace.is_dir():

@@ -280,34 +280,54 @@ def turn_show(
         out.print(styled(("file", "magenta"), f" {f.ref} ({f.mime}, {f.size} bytes)"))
     for step in shown.steps:
         out.print(styled((f"step {step['name']}: {step['status']}", "dim")))
+    for mention in shown.mentions:
+        leads = mention.address if mention.status == "found" else mention.status
+        out.print(styled(("ref", "blue" if mention.status == "found" else "yellow"),
+                         f" {mention.ref} -> {leads}"), soft_wrap=True)
+    if shown.addresses is not None:
+        out.print(styled(("record", "dim"), f" {shown.addresses.record}"), soft_wrap=True)
 
 
 @ref_app.command("resolve")
 def ref_resolve(
-    ref: Annotated[str, typer.Argument(help="A conv:fi: reference.")],
-    out_file: Annotated[str, typer.Option(
-        "--out", help="Where to write the bytes: a file, or an existing folder (the file "
-                      "keeps its name there).")],
+    ref: Annotated[str, typer.Argument(help="A conv:* address (docs/record-addresses.md).")],
+    out_file: Annotated[str | None, typer.Option(
+        "--out", help="Where to write: a file, or an existing folder (a file keeps its name "
+                      "there). Default: standard output.")] = None,
     tenant: TenantOption = None,
     user: UserOption = None,
     analyst: AnalystOption = False,
+    as_of: Annotated[str | None, typer.Option(help="Evaluate as of this time (ISO).")] = None,
     lake: LakeOption = None,
 ) -> None:
-    """Write the bytes of a hosted file, if the principal may read it and it is retained."""
+    """Resolve an address: a record, step, search row or event as JSON, a hosted file's bytes
+    (if the principal may read it and it is retained)."""
+    from lake.resolver import RefResolver, ResolvedFile
+
     try:
         principal = principal_from(tenant, user, analyst)
-        card, data = TurnMaterializer(LakeStore(existing_lake(lake).lake)).resolve(
-            principal, ref)
+        resolved = RefResolver(TurnMaterializer(LakeStore(existing_lake(lake).lake))).resolve(
+            principal, ref, as_of=parse_time(as_of, "as_of"))
+        if isinstance(resolved, ResolvedFile):
+            data, name = resolved.data, resolved.card.name
+            what = f"{resolved.card.ref} ({resolved.card.mime})"
+        else:
+            data = (resolved.model_dump_json(indent=2) + "\n").encode()
+            name, what = "record.json", resolved.address
+        if out_file is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
         # A str, not a Path: Path() drops the trailing '/' that says "a folder".
         place = Path(out_file)
         if out_file.endswith("/") and not place.is_dir():
             raise QueryError(f"--out {out_file}: no such folder")
         # The name comes from the validated ref path, so it has no separators or '..'.
-        target = place / card.name if place.is_dir() else place
+        target = place / name if place.is_dir() else place
         try:
             target.write_bytes(data)
         except OSError as exc:
             raise QueryError(f"cannot write {target}: {exc.strerror or exc}") from exc
     except TurnlakeError as exc:
         raise fail(exc) from exc
-    out.print(literal(f"wrote {len(data)} bytes of {card.ref} ({card.mime}) to {target}"))
+    out.print(literal(f"wrote {len(data)} bytes of {what} to {target}"))

@@ -76,6 +76,11 @@ def ingest(
                               "yellow")))
     if report.recovered:
         console.print(literal(f"recovered interrupted batches: {', '.join(report.recovered)}"))
+    for unresolved in report.unresolved_refs[:20]:
+        console.print(styled(("unresolved ref", "yellow"), f" {unresolved}"), soft_wrap=True)
+    if len(report.unresolved_refs) > 20:
+        console.print(styled((f"... and {len(report.unresolved_refs) - 20} more unresolved "
+                              "refs", "yellow")))
     for error in job.embedding.errors[:1]:
         console.print(styled(("embedding failed, rows kept for text search:", "yellow"),
                              f" {error}"))

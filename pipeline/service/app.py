@@ -30,6 +30,7 @@ from lake.store import LakeStore
 from lake.workspace import WorkspacePuller
 from pipeline.mcp_server import mcp_http_app
 from pipeline.service.context import ServiceContext
+from pipeline.service.docs import serve_docs_offline
 from pipeline.service.errors import install_error_handlers
 from pipeline.service.intake import BodyLimit
 from pipeline.service.metrics import ServiceMetrics
@@ -93,6 +94,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
                   lifespan=lifespan)
     app.state.turnlake = context
     install_error_handlers(app)
+    serve_docs_offline(app)  # /docs and /redoc with their assets served here, not from a CDN
     for module in (turns, search, conversations, refs, pull, ops):
         app.include_router(module.router)
     app.mount("/mcp", mcp_app)

@@ -29,12 +29,29 @@ class MalformedBody(Exception):
     """A request body that is not the JSON (or NDJSON) it claims to be."""
 
 
+class UnsupportedMedia(Exception):
+    """A request body in a content type the route does not read (415): the one rule of every
+    route with a body is JSON (``application/json`` or ``*+json``; a body without a type is
+    read as JSON), and ``POST /v1/turns`` reads NDJSON too."""
+
+    def __init__(self, given: str, accepted: str = "application/json") -> None:
+        super().__init__(f"the body must be sent with Content-Type: {accepted}, not {given}")
+
+
+def require_media(content_type: str | None, *, also: tuple[str, ...] = ()) -> str:
+    """The media type of a body a route reads (JSON, or one of ``also``); UnsupportedMedia
+    otherwise. No Content-Type at all is read as JSON, as FastAPI reads it."""
+    kind = (content_type or "application/json").split(";", 1)[0].strip().lower()
+    if _is_json(kind) or kind in also:
+        return kind
+    raise UnsupportedMedia(kind, " or ".join(("application/json", *also[:1])))
+
+
 class InvalidField(lake_errors.QueryError):
     """A request value the service refuses (400), naming the field of the body it is in."""
 
     def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+        super().__init__(message, field=field)
 
 
 # Most specific first: the first class an error is an instance of decides.
@@ -62,9 +79,25 @@ _HTTP_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404
                422: "invalid_request"}
 
 
+_ERROR_DOC = {400: "The request is invalid; `field` names the part at fault.",
+              401: "No API key, or one the server does not know.",
+              403: "The key may not do this, or read this.",
+              404: "Nothing of that name the key may read.",
+              409: "Another writer went first; safe to retry.",
+              410: "The object existed but is past its expiry.",
+              413: "The body is over the server's limit.",
+              415: "The body's Content-Type is not one the route reads.",
+              422: "The request does not fit its model; `field` names the first bad field.",
+              500: "The server failed; its log has the details.",
+              503: "The lake, an index or the model is unavailable now; retry later."}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the error statuses a route may answer with (the one shape)."""
-    return {status: {"model": ErrorAnswer} for status in (401, *statuses)}
+    """OpenAPI entries for the error statuses a route may answer with (the one shape): those
+    given, and 401, 422, 500 and 503, which any route with a key may answer."""
+    every = sorted({401, 422, 500, 503, *statuses})
+    return {status: {"model": ErrorAnswer, "description": _ERROR_DOC.get(status, "Error.")}
+            for status in every}
 
 
 def status_of(exc: lake_errors.TurnlakeError) -> tuple[int, str]:
@@ -97,8 +130,7 @@ def _body_not_json(error: dict[str, Any], content_type: str | None) -> JSONRespo
     kind = (content_type or "").split(";", 1)[0].strip().lower()
     if location == ("body",) and kind and not _is_json(kind):
         # FastAPI parses a body as JSON only when it says it is; curl -d says it is a form.
-        return error_response(415, "unsupported_media", f"the body must be JSON sent with "
-                              f"Content-Type: application/json, not {kind}")
+        return error_response(415, "unsupported_media", str(UnsupportedMedia(kind)))
     return None
 
 
@@ -138,6 +170,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(BodyTooLarge)
     async def too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
         return error_response(413, "payload_too_large", str(exc))
+
+    @app.exception_handler(UnsupportedMedia)
+    async def unsupported(request: Request, exc: UnsupportedMedia) -> JSONResponse:
+        return error_response(415, "unsupported_media", str(exc))
 
     @app.exception_handler(MalformedBody)
     async def malformed(request: Request, exc: MalformedBody) -> JSONResponse:

@@ -32,7 +32,8 @@ def test_a_hit_in_json_is_pinned() -> None:
         "ranks": {"semantic": {"rank": 2, "score": 0.61}, "lexical": {"rank": 1, "score": 7.5},
                   "trigram": None},
         "rrf": 0.032, "lift": 1.4, "score": 0.0448, "relevance": 0.97,
-        "snippets": {"user": "deploy failed", "assistant": "restarted the ingress"}}],
+        "snippets": {"user": "deploy failed", "assistant": "restarted the ingress"},
+        "address": None, "turn_address": None, "agent": None, "app": None}],
         "warnings": [], "named_times": []}
 
 

@@ -4,8 +4,10 @@ and through `turnlake mcp` over stdio as a real subprocess."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -30,13 +32,13 @@ from lake.keys import KeyPrincipal, KeyStore
 from lake.search.access import Principal
 from lake.settings import Settings
 from pipeline.jobs import run_ingest
-from pipeline.mcp_server import create_mcp_server, mcp_http_app, resolve_key
+from pipeline.mcp_server import create_mcp_server, mcp_http_app, resolve_key, turnlake_version
 
 ANA = Principal("acme", "u-ana")
 ANALYST = Principal("acme", analyst=True)
 NOW = datetime.now(UTC).replace(microsecond=0)
 CSV = b"month,hours\n3,12\n"
-TOOLS = {"search_conversations", "list_turns", "get_turn", "pull_files"}
+TOOLS = {"search_conversations", "list_turns", "get_turn", "get_ref", "pull_files"}
 
 
 def _records() -> list[dict[str, Any]]:
@@ -93,7 +95,9 @@ def test_tools_are_typed_and_take_no_identity(lake: Settings, tmp_path: Path) ->
         for tool in tools.values():
             assert tool.outputSchema is not None and tool.description
             props = set(tool.inputSchema["properties"])
-            assert not props & {"tenant", "user", "user_id", "analyst", "principal"}
+            # `user` is an analyst's filter (the HTTP API's too), never who is asking: an
+            # end user naming another is refused (test_an_analyst_names_the_user_it_reads).
+            assert not props & {"tenant", "user_id", "analyst", "principal"}
         search = tools["search_conversations"].inputSchema["properties"]
         assert {"query", "scope", "conversation", "roles", "since", "until", "k",
                 "snippets"} <= set(search)
@@ -153,6 +157,61 @@ def test_an_analyst_searches_the_tenant(lake: Settings) -> None:
         assert found["hits"][0]["conversation_id"] == "c-ben"  # another user's, found
 
     _in_process(lake, ANALYST, body)
+
+
+def test_an_analyst_names_the_user_it_reads(lake: Settings) -> None:
+    async def analyst(session: ClientSession) -> None:
+        unnamed = await session.call_tool("search_conversations", {"query": "zanzibar"})
+        assert unnamed.isError and "gives user" in _text(unnamed)
+        assert "--" not in _text(unnamed)  # the tool's argument, not a CLI flag
+        found = _structured(await session.call_tool(
+            "search_conversations", {"query": "ERR_CONNECTION_RESET", "user": "u-ben"}))
+        assert {h["user_id"] for h in found["hits"]} == {"u-ben"}
+
+    async def end_user(session: ClientSession) -> None:
+        refused = await session.call_tool(
+            "search_conversations", {"query": "zanzibar", "user": "u-ben"})
+        assert refused.isError and "may not read user u-ben" in _text(refused)
+
+    _in_process(lake, ANALYST, analyst)
+    _in_process(lake, ANA, end_user)
+
+
+def test_scoring_is_in_hits_only_when_asked(lake: Settings) -> None:
+    async def body(session: ClientSession) -> None:
+        plain = _structured(await session.call_tool(
+            "search_conversations", {"query": "ERR_CONNECTION_RESET"}))
+        hit = plain["hits"][0]
+        assert "scoring" not in hit or hit["scoring"] is None
+        assert not {"ranks", "rrf", "lift", "score", "row_id"} & set(hit)
+        explained = _structured(await session.call_tool(
+            "search_conversations", {"query": "ERR_CONNECTION_RESET", "explain": True}))
+        scoring = explained["hits"][0]["scoring"]
+        assert scoring["ranks"]["lexical"]["rank"] == 1 and scoring["score"] > 0
+
+    _in_process(lake, ANA, body)
+
+
+def test_turnlake_mcp_on_a_missing_lake_exits_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "mcp", "--lake", str(tmp_path / "missing"),
+         "--tenant", "acme", "--user", "u-ana"], capture_output=True, text=True,
+        timeout=120, cwd=Path(__file__).parents[2], check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert "no lake at" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_client_disconnect_logs_no_traceback(lake: Settings,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    mcp_http_app(lake, KeyStore(lake.lake).authenticate)
+    sdk = logging.getLogger("mcp.server.streamable_http")
+    with caplog.at_level(logging.ERROR, logger="mcp.server.streamable_http"):
+        for error in (anyio.ClosedResourceError(), ValueError("a real failure")):
+            try:
+                raise error
+            except Exception:
+                sdk.exception("Error in message router")
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [error]
 
 
 def test_list_turns_by_position_and_time(lake: Settings) -> None:
@@ -314,7 +373,8 @@ def test_turnlake_mcp_over_stdio(lake: Settings, tmp_path: Path) -> None:
         with anyio.fail_after(300):
             async with (stdio_client(params) as (read, write),
                         ClientSession(read, write) as session):
-                await session.initialize()
+                init = await session.initialize()
+                assert init.serverInfo.version == turnlake_version()  # not the SDK's
                 names = {t.name for t in (await session.list_tools()).tools}
                 assert names == TOOLS
                 found = _structured(await session.call_tool(

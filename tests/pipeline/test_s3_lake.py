@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -156,7 +156,13 @@ def test_materialized_turns_and_hosted_files_match(lakes: Lakes) -> None:
     ana = Principal("acme", "u-ana")
     shown = [TurnMaterializer(LakeStore(s.lake)).turn(ana, "c-erase", "t-0020")
              for s in (lakes.local, lakes.remote)]
-    assert shown[0] == shown[1]
+    # Each lake recorded the turn in a batch of its own: its own edition, in every address.
+    editions = [t.edition for t in shown]
+    assert editions[0] != editions[1] and all(editions)
+    unedited = [replace(t, edition=None, addresses=None) for t in shown]
+    assert unedited[0] == unedited[1]
+    assert [t.addresses.record.replace(t.edition or "", "E") for t in shown if t.addresses] \
+        == ["conv:ar:conv_c-erase.turn_t-0020.record@E"] * 2
     resolved = [TurnMaterializer(LakeStore(s.lake)).resolve(ana, ref)
                 for s in (lakes.local, lakes.remote)]
     assert resolved[0] == resolved[1] and resolved[1][1] == f"col\n{ERASED}\n".encode()

@@ -7,15 +7,17 @@ where another tenant's objects are as absent as missing ones.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import TypeAdapter
 
+from lake.answers import ConversationEntry
 from lake.errors import AccessDenied, QueryError, RefNotFound
 from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.catalog import CatalogTurn
+from lake.search.materialize import MaterializedTurn
 from pipeline.contract import (
     CatalogAnswer,
     CatalogTurnModel,
@@ -27,8 +29,10 @@ from pipeline.retention import erase
 from pipeline.service.auth import Eraser, Reader
 from pipeline.service.context import ServiceContext, committed_context, context_of
 from pipeline.service.errors import error_responses
+from pipeline.service.paging import DEFAULT_LIMIT, Cursor, Limit, page
 
 router = APIRouter(tags=["conversations"])
+_TURN_JSON: TypeAdapter[MaterializedTurn] = TypeAdapter(MaterializedTurn)
 _ERRORS = error_responses(400, 403, 404)
 AsOf = Annotated[str | None, Query(description="Evaluate as of this time (ISO 8601).")]
 
@@ -59,8 +63,10 @@ def catalog(request: Request, principal: Reader, conversation: str | None = None
                                               )] = None,
             user: Annotated[str | None, Query(description="The user an analyst looks at.")
                             ] = None,
-            as_of: AsOf = None) -> CatalogAnswer:
-    """A conversation's turns in order, or turns looked up by position or time phrase."""
+            as_of: AsOf = None, limit: Limit = DEFAULT_LIMIT,
+            cursor: Cursor = None) -> CatalogAnswer:
+    """A conversation's turns in order, or turns looked up by position or time phrase; one
+    page of them (``next_cursor`` asks for the next)."""
     ctx = committed_context(request)
     now = parse_time(as_of, "as_of")
     # Said rather than ignored: each pair names the turns two ways.
@@ -79,21 +85,34 @@ def catalog(request: Request, principal: Reader, conversation: str | None = None
         turns = [ctx.catalog.nth(principal, conversation, ordinal, as_of=now)]
     else:
         turns = ctx.catalog.turns(principal, conversation, as_of=now)
-    return CatalogAnswer(turns=[CatalogTurnModel.model_validate(t.to_json()) for t in turns])
+    positions = list(enumerate(turns))  # the catalog's own order: the cursor is a position
+    chosen, after = page(positions, lambda p: (p[0],), limit, cursor)
+    return CatalogAnswer(turns=[CatalogTurnModel.model_validate(t.to_json())
+                                for _, t in chosen], next_cursor=after)
 
 
 @router.get("/v1/conversations", response_model=ConversationsAnswer, responses=_ERRORS)
 def conversations(request: Request, principal: Reader,
                   user: Annotated[str | None, Query(description="The user an analyst looks at."
                                                     )] = None,
-                  as_of: AsOf = None) -> ConversationsAnswer:
-    """Conversations with at least one live turn, most recent activity first."""
+                  as_of: AsOf = None, limit: Limit = DEFAULT_LIMIT,
+                  cursor: Cursor = None) -> ConversationsAnswer:
+    """Conversations with at least one live turn, most recent activity first; one page of
+    them (``next_cursor`` asks for the next)."""
     entries = committed_context(request).catalog.conversations(
         principal, user_id=user, as_of=parse_time(as_of, "as_of"))
-    return ConversationsAnswer(conversations=entries)
+    chosen, after = page(sorted(entries, key=_recent_first), _recent_first, limit, cursor)
+    return ConversationsAnswer(conversations=chosen, next_cursor=after)
 
 
-@router.get("/v1/conversations/{conversation}/turns/{turn}", responses=_ERRORS)
+def _recent_first(entry: ConversationEntry) -> tuple[int, str]:
+    """The list's order as an ascending key: latest activity first, then by id."""
+    return -int(entry.last_activity_at.timestamp() * 1_000_000), entry.conversation_id
+
+
+@router.get("/v1/conversations/{conversation}/turns/{turn}",
+            responses={200: {"model": MaterializedTurn, "description": "The turn."},
+                       **_ERRORS})
 def turn(conversation: str, turn: str, request: Request, principal: Reader,
          as_of: AsOf = None) -> Response:
     """One turn materialized from its TurnLog (the `turn show --json` shape): messages, file
@@ -109,7 +128,9 @@ def turn(conversation: str, turn: str, request: Request, principal: Reader,
         if isinstance(exc, QueryError):
             raise RefNotFound(str(exc)) from None
         raise
-    return Response(json.dumps(shown.to_json(), default=str), media_type="application/json")
+    # Serialized by its model, as the MCP get_turn tool does: every instant of the turn in
+    # one format (UTC as "Z"), the recorded ones and the computed ones alike.
+    return Response(_TURN_JSON.dump_json(shown), media_type="application/json")
 
 
 @router.delete("/v1/conversations/{conversation}", response_model=ErasureAnswer,

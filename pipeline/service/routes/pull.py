@@ -11,35 +11,14 @@ files elsewhere; a refusal is a 400 naming ``into``.
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from lake.errors import QueryError, WorkspaceError
-from lake.workspace import PullItem
+from pipeline.contract import PullAnswer, PullBody
 from pipeline.service.auth import Reader
 from pipeline.service.context import committed_context
 from pipeline.service.errors import InvalidField, error_responses
 
 router = APIRouter(tags=["pull"])
-
-
-class PullBody(BaseModel):
-    """What to pull, and where below the server's workspace."""
-
-    model_config = ConfigDict(extra="forbid")
-    targets: list[str] = Field(min_length=1, description=(
-        "conv:fi: refs, or turns as 'CONVERSATION/TURN' (all of a turn's files and "
-        "attachments)."))
-    into: str = Field("", description="A folder relative to the server's workspace "
-                                      "(empty: the workspace itself).")
-
-
-class PullAnswer(BaseModel):
-    """What the pull did per file; ``ok`` is true when every file with bytes was pulled."""
-
-    into: str
-    manifest: str
-    ok: bool
-    items: list[PullItem]
 
 
 @router.post("/v1/pull", response_model=PullAnswer, responses=error_responses(400, 403, 422))
@@ -54,5 +33,4 @@ def pull(body: PullBody, request: Request, principal: Reader) -> PullAnswer:
         report = ctx.puller.pull(principal, body.targets, body.into, inside=ctx.workspace)
     except WorkspaceError as exc:
         raise InvalidField(str(exc), field="into") from None
-    return PullAnswer(into=report.into, manifest=report.manifest, ok=report.ok,
-                      items=report.items)
+    return PullAnswer.of(body.into, report.ok, report.items)

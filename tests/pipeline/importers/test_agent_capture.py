@@ -139,8 +139,8 @@ def test_codex_notify_records_each_turn_once_and_never_fails(tmp_path: Path) -> 
     stored = _turns(lake)
     assert sorted(stored) == ["turn-1", "turn-2", "turn-3"]
     # Resumed at the last turn it stored: turn-1 came back unchanged, two turns are new.
-    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, .*0 problems \(resumed",
-                     log.read_text())
+    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, 0 conflicts, "
+                     r"0 rows embedded, 0 problems \(resumed", log.read_text())
     assert stored["turn-1"]["agent"] == "codex"
     # Where it resumes from is in the user's cache folder, never in the lake.
     assert len(list((tmp_path / "cache" / "turnlake" / "capture" / "codex").glob("*.json"))) == 1

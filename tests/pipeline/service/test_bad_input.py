@@ -118,7 +118,7 @@ def test_bad_search_requests(served: Served) -> None:
                  ({"query": "x", "analyst": True}, 422, "analyst"),
                  ({"query": 3}, 422, "query"),
                  ({"query": "x", "scope": "world"}, 422, "scope"),
-                 ({"query": "x", "since": "last tuesday"}, 400, None),
+                 ({"query": "x", "since": "last tuesday"}, 400, "since"),
                  ({"query": "x", "k": 0}, 422, "k"),
                  ({"query": "x", "time_weight": -1}, 422, "time_weight"),
                  ({"query": "x", "time_weight": "lots"}, 422, "time_weight")]

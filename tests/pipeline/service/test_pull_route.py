@@ -30,6 +30,14 @@ def test_pull_writes_the_keys_files_and_refuses_the_rest(served: Served,
         assert not body["ok"]
         manifest = json.loads((workspace / "job" / ".turnlake-pull.json").read_text())
         assert manifest and any((workspace / "job" / "files").rglob("*"))
+        # Paths relative to the workspace: the server's own folders are not the caller's.
+        assert (body["into"], body["manifest"]) == ("job", "job/.turnlake-pull.json")
+        assert str(workspace) not in answer.text
+        refused = client.post("/v1/pull", json={"targets": [served.other_ref],
+                                                "into": "nothing"})
+        assert refused.status_code == 200 and not refused.json()["ok"], refused.text
+        assert not (workspace / "nothing").exists()  # nothing to write: no folder made
+        assert str(workspace) not in refused.text
         escape = client.post("/v1/pull", json={"targets": ["c-1/t-0000"], "into": "../out"})
         assert escape.status_code in (400, 422)
         assert not (tmp_path / "out").exists()

@@ -26,15 +26,19 @@ def test_malformed_json_is_a_400_saying_where(served: Served, route: str) -> Non
     assert "not valid JSON" in error["message"] and "character 9" in error["message"]
 
 
-@pytest.mark.parametrize("route", ["/v1/search", "/v1/pull"])
-def test_json_sent_as_a_form_is_a_415_that_says_what_to_send(served: Served,
-                                                            route: str) -> None:
-    # What `curl -d` sends without a Content-Type of its own.
-    with _client(served) as client:
+@pytest.mark.parametrize(("route", "role"), [("/v1/search", "analyst"), ("/v1/pull", "analyst"),
+                                             ("/v1/turns", "recorder")])
+def test_json_sent_as_a_form_is_a_415_that_says_what_to_send(served: Served, route: str,
+                                                            role: str) -> None:
+    # What `curl -d` sends without a Content-Type of its own: one rule for every route.
+    with _client(served, role) as client:
         answer = client.post(route, content=b'{"query": "forecast"}', headers={
             "Content-Type": "application/x-www-form-urlencoded"})
         assert answer.status_code == 415, answer.text
-        assert "Content-Type: application/json" in answer.json()["error"]["message"]
+        error = answer.json()["error"]
+        assert error["code"] == "unsupported_media", error
+        assert "Content-Type: application/json" in error["message"]
+    with _client(served) as client:
         # The service page's examples (docs/service.md), with the header, work.
         answer = client.post("/v1/search", content=b'{"query": "forecast", "scope": "tenant"}',
                              headers=JSON)
