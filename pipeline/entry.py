@@ -18,12 +18,13 @@ _SERVER_HINT = ("the turnlake command needs the server's packages ({name} is not
 def main() -> None:
     """Run the ``turnlake`` command line."""
 
-    if sys.argv[1:3] == ["hook", "claude-code-recall"]:
-        # Claude Code waits for this hook on every prompt: it runs without the command
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] in (["claude-code-recall"],
+                                                       ["gemini-cli-recall"]):
+        # The agent waits for this hook on every prompt: it runs without the command
         # line's second of imports (pipeline.recall needs the standard library only).
         from pipeline.recall import main as recall
 
-        sys.exit(recall(sys.argv[3:]))
+        sys.exit(recall(sys.argv[3:], agent=sys.argv[2].removesuffix("-recall")))
     from pipeline.workers import keep_freed_pages
 
     keep_freed_pages()  # before the command line imports deltalake and polars

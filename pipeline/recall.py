@@ -171,9 +171,14 @@ def search_lake(lake: str, tenant: str, user: str, prompt: str, *, k: int,
     return [hit.to_json() for hit in result.hits]
 
 
-def hook_output(context: str) -> str:
-    """What a UserPromptSubmit hook prints to add ``context`` to the prompt."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+# The prompt hook of each agent recall serves: its event name, and what it prints when
+# nothing is added (Gemini CLI parses the stdout of a hook that exits 0 as JSON).
+PROMPT_HOOKS = {"claude-code": ("UserPromptSubmit", None), "gemini-cli": ("BeforeAgent", "{}")}
+
+
+def hook_output(context: str, event: str = "UserPromptSubmit") -> str:
+    """What a prompt hook (``event``) prints to add ``context`` to the prompt."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event,
                                               "additionalContext": context}},
                       ensure_ascii=False)
 
@@ -194,7 +199,8 @@ def parse_input(raw: bytes) -> tuple[str, str]:
     return session, prompt
 
 
-def recall(raw: bytes, args: argparse.Namespace) -> str | None:
+def recall(raw: bytes, args: argparse.Namespace, event: str = "UserPromptSubmit"
+           ) -> str | None:
     """The hook's output for its stdin, or None when nothing is added."""
     session, prompt = parse_input(raw)
     prompt = prompt.strip()
@@ -213,12 +219,12 @@ def recall(raw: bytes, args: argparse.Namespace) -> str | None:
         hits = search_lake(lake, args.tenant, args.user, prompt, k=k, floor=args.min_relevance)
     context = render(select(hits, session, args.min_relevance),
                      budget_tokens=args.budget, max_turns=args.turns)
-    return hook_output(context) if context is not None else None
+    return hook_output(context, event) if context is not None else None
 
 
-def parser() -> argparse.ArgumentParser:
-    """The options of ``turnlake hook claude-code-recall`` (mirrored by its typer command)."""
-    p = argparse.ArgumentParser(prog="turnlake hook claude-code-recall")
+def parser(agent: str = "claude-code") -> argparse.ArgumentParser:
+    """The options of ``turnlake hook AGENT-recall`` (mirrored by its typer command)."""
+    p = argparse.ArgumentParser(prog=f"turnlake hook {agent}-recall")
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
     p.add_argument("--server")
@@ -231,31 +237,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run the hook: print the context (or nothing) and return 0; on any error, log it and
-    return 1 (Claude Code's non-blocking error: the prompt goes on without recall)."""
-    args = parser().parse_args(list(argv))
+def main(argv: Sequence[str], agent: str = "claude-code") -> int:
+    """Run ``agent``'s prompt hook: print the context (or nothing) and return 0; on any
+    error, log it and return 1 (a non-blocking error to Claude Code and Gemini CLI: the
+    prompt goes on without recall)."""
+    event, nothing = PROMPT_HOOKS[agent]
+    args = parser(agent).parse_args(list(argv))
     started = time.perf_counter()
     try:
-        output = recall(sys.stdin.buffer.read(), args)
+        output = recall(sys.stdin.buffer.read(), args, event)
     except Exception as exc:  # the user's prompt must go on whatever happened
-        _log(args.log, f"error: {exc}")
+        _log(args.log, f"error: {exc}", agent)
         return 1
-    if output is not None:
-        sys.stdout.write(output + "\n")
+    if output is not None or nothing is not None:
+        sys.stdout.write((output or nothing or "") + "\n")
     if args.log:
         _log(args.log, f"{'added context' if output else 'nothing relevant'} "
-                       f"({time.perf_counter() - started:.2f}s)")
+                       f"({time.perf_counter() - started:.2f}s)", agent)
     return 0
 
 
-def _log(path: str | None, message: str) -> None:
+def _log(path: str | None, message: str, agent: str = "claude-code") -> None:
     """Append a line to the recall log (--log, else $TURNLAKE_HOOK_LOG, else
-    hook-claude-code-recall.log in turnlake's cache folder)."""
+    hook-AGENT-recall.log in turnlake's cache folder)."""
     from pipeline.cache import cache_dir
 
     target = Path(path or os.environ.get("TURNLAKE_HOOK_LOG")
-                  or cache_dir() / "hook-claude-code-recall.log")
+                  or cache_dir() / f"hook-{agent}-recall.log")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a", encoding="utf-8") as fh:

@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lake.errors import TurnlakeError
-from lake.settings import Settings
 from pipeline.commands.common import LakeOption, console, fail, literal, out, settings_from, styled
 from pipeline.commands.embedding_opts import RuntimeOption
 from pipeline.commands.importers import (
+    HookKeyOpt,
     KeyOpt,
     ReplaceOpt,
     ServerOpt,
     TenantOpt,
     UserOpt,
+    _hook_lake,
+    _hook_log,
     _log,
     _run,
     _server,
@@ -163,7 +165,7 @@ def hook_codex(
     user: UserOpt,
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "codex",
     server: ServerOpt = None,
-    key: KeyOpt = None,
+    key: HookKeyOpt = None,
     log: Annotated[Path | None, typer.Option(
         "--log", help="Log file (default: $TURNLAKE_CODEX_NOTIFY_LOG, else "
                       "~/.cache/turnlake/hook-codex.log).")] = None,
@@ -173,11 +175,14 @@ def hook_codex(
 ) -> None:
     """Codex notify program: record what is new in the thread's rollout.
 
-    Never fails the session: every error goes to the log file, and the exit code is 0."""
+    Capture state lives in ~/.cache/turnlake/capture/codex ($XDG_CACHE_HOME); with --server,
+    no lake is needed. Never fails the session: every error goes to the log file, and the
+    exit code is 0."""
     import os
 
-    log_path = log or Path(os.environ.get(CODEX_LOG_ENV)
-                           or Path.home() / ".cache" / "turnlake" / "hook-codex.log")
+    from pipeline.cache import cache_dir
+
+    log_path = log or Path(os.environ.get(CODEX_LOG_ENV) or cache_dir() / "hook-codex.log")
     thread = "?"
     try:
         from pipeline.importers.codex_live import TURN_COMPLETE, Notification, capture_thread
@@ -188,10 +193,12 @@ def hook_codex(
             _log(log_path, f"notification {note.kind}: not a turn, nothing to record")
             return
         thread = note.thread_id
-        settings = Settings.from_env(lake)
+        # A key in the environment (for the MCP server, say) means nothing to a lake capture.
+        target = _server(server, key if server is not None else None)
+        settings = None if target is not None else _hook_lake(lake)
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="codex")
-        report = capture_thread(settings, thread, identity, server=_server(server, key))
-        if index and report.partitions:
+        report = capture_thread(settings, thread, identity, server=target)
+        if index and report.partitions and settings is not None:
             from pipeline.live import LiveWriter
 
             LiveWriter(settings, embed=False).index(report.partitions)
@@ -210,16 +217,17 @@ def hook_gemini_cli(
     user: UserOpt,
     app_name: Annotated[str, typer.Option("--app", help="App id for the turns.")] = "gemini-cli",
     server: ServerOpt = None,
-    key: KeyOpt = None,
+    key: HookKeyOpt = None,
     log: Annotated[Path | None, typer.Option(
-        "--log", help="Log file (default: ~/.cache/turnlake/hook-gemini-cli.log).")] = None,
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-gemini-cli.log).")] = None,
     lake: LakeOption = None,
 ) -> None:
     """Gemini CLI AfterAgent hook: record the session file's new turns (hook JSON on stdin).
 
     Never fails the session: it prints `{}` (the empty answer Gemini CLI expects), logs every
     outcome and exits 0."""
-    log_path = log or Path.home() / ".cache" / "turnlake" / "hook-gemini-cli.log"
+    log_path = log or _hook_log("hook-gemini-cli.log")
     session = "?"
     try:
         from pipeline.importers.agent_watch import record_stream
@@ -230,7 +238,9 @@ def hook_gemini_cli(
         session = hook.session_id
         stream = iter_gemini_cli([hook.transcript_path], tenant=tenant, user_id=user,
                                  app=app_name)
-        report = record_stream(Settings.from_env(lake), stream, server=_server(server, key))
+        target = _server(server, key if server is not None else None)
+        report = record_stream(None if target is not None else _hook_lake(lake), stream,
+                               server=target)
         _log(log_path, f"session {session}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:
@@ -238,3 +248,40 @@ def hook_gemini_cli(
                   else "".join(traceback.format_exception(exc)))
         _log(log_path, f"session {session}: error: {detail}")
     sys.stdout.write("{}\n")
+
+
+@hook_app.command("gemini-cli-recall")
+def hook_gemini_cli_recall(
+    tenant: TenantOpt,
+    user: UserOpt,
+    server: Annotated[str | None, typer.Option(
+        "--server", help="Search through this warm `turnlake serve` (user key: --key or "
+                         "$TURNLAKE_KEY).")] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")] = None,
+    budget: Annotated[int, typer.Option(
+        help="Tokens the added context may take (characters / 4).")] = 600,
+    min_relevance: Annotated[float, typer.Option(
+        "--min-relevance", help="Only turns at least this relevant (0-1).")] = 0.8,
+    turns: Annotated[int, typer.Option(help="At most this many turns.")] = 3,
+    log: Annotated[Path | None, typer.Option(
+        "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
+                      "~/.cache/turnlake/hook-gemini-cli-recall.log).")] = None,
+    lake: LakeOption = None,
+) -> None:
+    """Gemini CLI BeforeAgent hook: add your relevant past turns (from other sessions) to the
+    prompt, with their ids for the MCP get_turn tool (hook JSON on stdin).
+
+    Prints {} when nothing passes the relevance floor. Never blocks the prompt: an error goes
+    to the log and exits 1 (a warning to Gemini CLI, which goes on)."""
+    from pipeline.recall import main
+
+    argv = ["--tenant", tenant, "--user", user, "--budget", str(budget),
+            "--min-relevance", str(min_relevance), "--turns", str(turns)]
+    for name, value in (("--server", server), ("--key", key), ("--lake", lake),
+                        ("--log", str(log) if log else None)):
+        if value is not None:
+            argv += [name, value]
+    code = main(argv, agent="gemini-cli")
+    if code:
+        raise typer.Exit(code)

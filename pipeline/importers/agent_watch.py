@@ -27,9 +27,10 @@ CAPTURE_LOCK_TIMEOUT_S = 20.0
 StreamOf = Callable[[Sequence[Path]], ImportStream]
 
 
-def record_stream(settings: Settings, stream: ImportStream, *,
+def record_stream(settings: Settings | None, stream: ImportStream, *,
                   server: ServerTarget | None = None) -> CaptureReport:
-    """Consume ``stream`` and store its turns (or post them to ``server``); what happened."""
+    """Consume ``stream`` and store its turns in the lake of ``settings`` (or post them to
+    ``server``, when no lake is needed); what happened."""
     started = time.perf_counter()
     report = CaptureReport()
     records: list[TurnRecord] = list(stream)
@@ -52,6 +53,8 @@ def record_stream(settings: Settings, stream: ImportStream, *,
     else:
         from pipeline.ingest import Ingestor
 
+        if settings is None:
+            raise TurnlakeError("recording needs a lake or a server")
         ingestor = Ingestor(replace(settings, lock_timeout_s=min(
             settings.lock_timeout_s, CAPTURE_LOCK_TIMEOUT_S)), replace=True)
         if records:

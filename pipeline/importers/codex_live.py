@@ -5,10 +5,13 @@ with one JSON argument appended: ``{"type": "agent-turn-complete", "thread-id", 
 "cwd", "input-messages", "last-assistant-message"}``. The payload does not name the rollout,
 so it is found by its thread id under ``$CODEX_HOME/sessions`` (``~/.codex`` by default; the
 path is remembered for the next call). Each call re-reads the rollout from where the last turn
-it stored began (``<lake>/_capture/codex/<thread>.json`` keeps that offset, the session's id,
-title and token total there), so a call reads one or two turns however long the session: the
-last turn comes back identical (a duplicate) or grown (it supersedes), later turns are new. A
-rollout shorter than the remembered offset is read again from the start.
+it stored began, so a call reads one or two turns however long the session: the last turn
+comes back identical (a duplicate) or grown (it supersedes), later turns are new. A rollout
+shorter than the remembered offset is read again from the start. That offset, the session's
+id, title and token total are kept in the user's cache folder
+(``$XDG_CACHE_HOME/turnlake/capture/codex``, else ``~/.cache/turnlake/capture/codex``), one
+file per thread and target, as Claude Code's capture keeps its own: never in the lake, so a
+``--server`` capture needs no lake at all.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from lake.errors import RecordError
-from lake.location import LakeLocation
+from lake.errors import RecordError, TurnlakeError
 from lake.settings import Settings
+from pipeline.cache import cache_dir
 from pipeline.importers.agent_files import TurnStart
 from pipeline.importers.agent_watch import record_stream
 from pipeline.importers.codex import RolloutImport
@@ -31,7 +34,6 @@ from pipeline.importers.codex_turns import Resume
 from pipeline.importers.common import Identity, ImportStream, stable_id
 from pipeline.importers.live import CaptureReport, ServerTarget
 
-STATE_PREFIX = "_capture/codex"
 CODEX_HOME_ENV = "CODEX_HOME"
 TURN_COMPLETE = "agent-turn-complete"
 
@@ -61,6 +63,11 @@ class Notification:
         return cls(kind, thread if isinstance(thread, str) else "")
 
 
+def capture_state_dir() -> Path:
+    """Where Codex capture remembers how far each thread was recorded."""
+    return cache_dir() / "capture" / "codex"
+
+
 def codex_home() -> Path:
     """Where Codex keeps its sessions: ``$CODEX_HOME``, else ``~/.codex``."""
     return Path(os.environ.get(CODEX_HOME_ENV) or Path.home() / ".codex").expanduser()
@@ -77,14 +84,17 @@ def find_rollout(thread_id: str, home: Path, known: str | None = None) -> Path:
     return found[-1]
 
 
-def capture_thread(settings: Settings, thread_id: str, identity: Identity, *,
-                   home: Path | None = None, server: ServerTarget | None = None
-                   ) -> CaptureReport:
-    """Record what is new in a thread's rollout since the last capture of the thread."""
+def capture_thread(settings: Settings | None, thread_id: str, identity: Identity, *,
+                   home: Path | None = None, server: ServerTarget | None = None,
+                   state_dir: Path | None = None) -> CaptureReport:
+    """Record what is new in a thread's rollout since the last capture of the thread, into
+    the lake of ``settings`` or to ``server``."""
     started = time.perf_counter()
-    blobs = LakeLocation.of(settings.lake).blobs
-    key = f"{STATE_PREFIX}/{stable_id(thread_id)}.json"
-    state = _load_state(blobs, key)
+    if server is None and settings is None:
+        raise TurnlakeError("live capture needs a lake or a server")
+    target = server.url.rstrip("/") if server is not None else str(settings.lake)  # type: ignore[union-attr]
+    path = (state_dir or capture_state_dir()) / f"{stable_id(f'{target}|{thread_id}')}.json"
+    state = _load_state(path)
     rollout = find_rollout(thread_id, home or codex_home(),
                            state.get("path") if state else None)
     resume = _resume(state, rollout)
@@ -95,10 +105,10 @@ def capture_thread(settings: Settings, thread_id: str, identity: Identity, *,
     report.resumed = resume is not None
     if reader.last_start is not None and reader.session_id is not None:
         start = reader.last_start
-        blobs.write_bytes(key, orjson.dumps({
+        _save_state(path, {
             "path": str(rollout), "offset": start.offset, "line": start.line,
             "size": rollout.stat().st_size, "session_id": reader.session_id,
-            "title": reader.title, "tokens_before": reader.last_tokens}))
+            "title": reader.title, "tokens_before": reader.last_tokens})
     report.seconds = time.perf_counter() - started
     return report
 
@@ -117,12 +127,20 @@ class _Consumed(ImportStream):
         return records
 
 
-def _load_state(blobs: Any, key: str) -> dict[str, Any] | None:
+def _load_state(path: Path) -> dict[str, Any] | None:
     try:
-        state = orjson.loads(blobs.read_bytes(key))
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        state = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
         return None
     return state if isinstance(state, dict) else None
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    """Write the thread's state atomically (two notify calls may overlap)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(orjson.dumps(state))
+    os.replace(temporary, path)
 
 
 def _resume(state: dict[str, Any] | None, rollout: Path) -> Resume | None:

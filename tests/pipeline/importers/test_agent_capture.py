@@ -109,7 +109,7 @@ def test_watch_records_a_session_as_it_grows(tmp_path: Path) -> None:
 
 def _notify(lake: Path, home: Path, payload: str, log: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODEX_HOME": str(home), "TURNLAKE_EMBEDDING_MODEL": "hashing-64",
-           "HF_HUB_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(home.parent / "cache")}
     return subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "hook", "codex", "--tenant", "acme", "--user",
          "u-ana", "--lake", str(lake), "--log", str(log), payload],
@@ -139,9 +139,12 @@ def test_codex_notify_records_each_turn_once_and_never_fails(tmp_path: Path) -> 
     stored = _turns(lake)
     assert sorted(stored) == ["turn-1", "turn-2", "turn-3"]
     # Resumed at the last turn it stored: turn-1 came back unchanged, two turns are new.
-    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, 0 conflicts, 0 rows embedded, 0 problems \(resumed",
-                     log.read_text())
+    assert re.search(r"3 turns read, 2 new, 1 unchanged, 0 replaced, 0 conflicts, "
+                     r"0 rows embedded, 0 problems \(resumed", log.read_text())
     assert stored["turn-1"]["agent"] == "codex"
+    # Where it resumes from is in the user's cache folder, never in the lake.
+    assert len(list((tmp_path / "cache" / "turnlake" / "capture" / "codex").glob("*.json"))) == 1
+    assert not (lake / "_capture").exists()
     # A payload it cannot use, or a thread without rollout, is logged, and Codex sees exit 0.
     assert _notify(lake, home, "{not json", log).returncode == 0
     unknown = json.dumps({"type": "agent-turn-complete", "thread-id": "no-such-thread"})
