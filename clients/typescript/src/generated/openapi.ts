@@ -54,7 +54,8 @@ export interface paths {
         };
         /**
          * Catalog
-         * @description A conversation's turns in order, or turns looked up by position or time phrase.
+         * @description A conversation's turns in order, or turns looked up by position or time phrase; one
+         *     page of them (``next_cursor`` asks for the next).
          */
         get: operations["catalog_v1_catalog_get"];
         put?: never;
@@ -74,7 +75,8 @@ export interface paths {
         };
         /**
          * Conversations
-         * @description Conversations with at least one live turn, most recent activity first.
+         * @description Conversations with at least one live turn, most recent activity first; one page of
+         *     them (``next_cursor`` asks for the next).
          */
         get: operations["conversations_v1_conversations_get"];
         put?: never;
@@ -258,11 +260,16 @@ export interface components {
     schemas: {
         /**
          * CatalogAnswer
-         * @description ``catalog --json`` and ``GET /v1/catalog``.
+         * @description ``catalog --json`` and ``GET /v1/catalog`` (one page of it).
          */
         CatalogAnswer: {
             /** Turns */
             turns: components["schemas"]["CatalogTurnModel"][];
+            /**
+             * Next Cursor
+             * @description Pass as `cursor` for the next page; absent on the last page.
+             */
+            next_cursor?: string | null;
         };
         /**
          * CatalogTurnModel
@@ -324,11 +331,16 @@ export interface components {
         };
         /**
          * ConversationsAnswer
-         * @description ``GET /v1/conversations``: most recent activity first.
+         * @description ``GET /v1/conversations``: one page, most recent activity first.
          */
         ConversationsAnswer: {
             /** Conversations */
             conversations: components["schemas"]["ConversationEntry"][];
+            /**
+             * Next Cursor
+             * @description Pass as `cursor` for the next page; absent on the last page.
+             */
+            next_cursor?: string | null;
         };
         /**
          * ErasureAnswer
@@ -367,6 +379,31 @@ export interface components {
             field?: string | null;
         };
         /**
+         * FileCard
+         * @description A hosted file as shown on a turn: its ref, name, type and size.
+         */
+        FileCard: {
+            /** Ref */
+            ref: string;
+            /** Name */
+            name: string;
+            /** Path */
+            path: string;
+            /** Mime */
+            mime: string;
+            /** Size */
+            size: number;
+            /** Sha256 */
+            sha256: string;
+            /** Description */
+            description: string | null;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+        };
+        /**
          * GeneratorRank
          * @description A turn's best row in one generator: its 1-based rank and the generator's score.
          */
@@ -375,11 +412,6 @@ export interface components {
             rank: number;
             /** Score */
             score: number;
-        };
-        /** HTTPValidationError */
-        HTTPValidationError: {
-            /** Detail */
-            detail?: components["schemas"]["ValidationError"][];
         };
         /**
          * Hit
@@ -434,6 +466,120 @@ export interface components {
              * @description The address of the turn's record (conv:ar:...record@edition).
              */
             turn_address?: string | null;
+            /**
+             * Agent
+             * @description The agent that recorded the turn (claude-code, codex, gemini-cli, ...).
+             */
+            agent?: string | null;
+            /**
+             * App
+             * @description The app the turn was recorded in.
+             */
+            app?: string | null;
+        };
+        /**
+         * MaterializedTurn
+         * @description A whole turn rebuilt from its TurnLog, with file cards and recorded events.
+         */
+        MaterializedTurn: {
+            /** Tenant */
+            tenant: string;
+            /** User Id */
+            user_id: string;
+            /** Conversation Id */
+            conversation_id: string;
+            /** Turn Id */
+            turn_id: string;
+            /** App */
+            app: string;
+            /** Agent */
+            agent: string;
+            /** Writer */
+            writer: string;
+            /** Title */
+            title: string | null;
+            /** Ordinal */
+            ordinal: number;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Ended At
+             * Format: date-time
+             */
+            ended_at: string;
+            /** Submissions */
+            submissions: {
+                [key: string]: unknown;
+            }[];
+            /** Completion */
+            completion: {
+                [key: string]: unknown;
+            };
+            /** Attachments */
+            attachments: {
+                [key: string]: unknown;
+            }[];
+            /** Files */
+            files: components["schemas"]["FileCard"][];
+            /** Steps */
+            steps: {
+                [key: string]: unknown;
+            }[];
+            /** Citations */
+            citations: {
+                [key: string]: unknown;
+            }[];
+            /** Events */
+            events: {
+                [key: string]: unknown;
+            }[];
+            /** Usage */
+            usage: {
+                [key: string]: unknown;
+            } | null;
+            /** Feedback */
+            feedback: {
+                [key: string]: unknown;
+            } | null;
+            /** Summary */
+            summary?: string | null;
+            /** Anchors */
+            anchors?: string[];
+            /** Notes */
+            notes?: string[];
+            /**
+             * Completion Status
+             * @default completed
+             */
+            completion_status?: string;
+            /** Edition */
+            edition?: string | null;
+            addresses?: components["schemas"]["TurnAddresses"] | null;
+            /** Mentions */
+            mentions?: components["schemas"]["Mention"][];
+        };
+        /**
+         * Mention
+         * @description A ref written in a turn's text: where, the ref as written, and what it leads to
+         *     (``address``: the canonical address of the object found, with its edition).
+         */
+        Mention: {
+            /** Source */
+            source: string;
+            /** Ref */
+            ref: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "found" | "missing" | "expired" | "invalid";
+            /** Address */
+            address?: string | null;
+            /** Reason */
+            reason?: string | null;
         };
         /**
          * NamedTimeAnswer
@@ -459,6 +605,8 @@ export interface components {
         /**
          * PullAnswer
          * @description What the pull did per file; ``ok`` is true when every file with bytes was pulled.
+         *     ``into`` and ``manifest`` are relative to the server's workspace (its own paths are
+         *     not the caller's business).
          */
         PullAnswer: {
             /** Into */
@@ -472,7 +620,7 @@ export interface components {
         };
         /**
          * PullBody
-         * @description What to pull, and where below the server's workspace.
+         * @description ``POST /v1/pull``: what to pull, and where below the server's workspace.
          */
         PullBody: {
             /**
@@ -737,6 +885,29 @@ export interface components {
             id?: string | number | null;
         };
         /**
+         * TurnAddresses
+         * @description The canonical addresses of a turn's objects (lake.addresses), each list aligned with
+         *     the materialized turn's list of the same name; ``rows``: its live search rows'.
+         */
+        TurnAddresses: {
+            /** Record */
+            record: string;
+            /** Completion */
+            completion: string;
+            /** Submissions */
+            submissions: string[];
+            /** Attachments */
+            attachments: string[];
+            /** Citations */
+            citations: string[];
+            /** Steps */
+            steps: string[];
+            /** Events */
+            events: string[];
+            /** Rows */
+            rows: string[];
+        };
+        /**
          * TurnOutcome
          * @description What became of one turn of a recording request.
          */
@@ -763,19 +934,6 @@ export interface components {
              */
             field?: string | null;
         };
-        /** ValidationError */
-        ValidationError: {
-            /** Location */
-            loc: (string | number)[];
-            /** Message */
-            msg: string;
-            /** Error Type */
-            type: string;
-            /** Input */
-            input?: unknown;
-            /** Context */
-            ctx?: Record<string, unknown>;
-        };
     };
     responses: never;
     parameters: never;
@@ -792,10 +950,372 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description One `turnlake.turn.v1` object, `{"turns": [...]}`, or NDJSON (`Content-Type: application/x-ndjson`), at most the documented body limit. */
+        /** @description One `turnlake.turn.v1` object, `{"turns": [...]}`, or NDJSON (`Content-Type: application/x-ndjson`, one turn object per line), at most the server's body limit (413 beyond it). Any other content type is refused with 415. */
         requestBody: {
             content: {
-                "application/json": Record<string, unknown>;
+                "application/json": {
+                    /**
+                     * Schema
+                     * @constant
+                     */
+                    schema: "turnlake.turn.v1";
+                    /** Tenant */
+                    tenant: string;
+                    /** App */
+                    app: string;
+                    /** Agent */
+                    agent: string;
+                    /** User Id */
+                    user_id: string;
+                    /** Conversation Id */
+                    conversation_id: string;
+                    /** Turn Id */
+                    turn_id: string;
+                    /**
+                     * Writer
+                     * @enum {string}
+                     */
+                    writer: "minimal" | "rich";
+                    /**
+                     * Started At
+                     * Format: date-time
+                     */
+                    started_at: string;
+                    /**
+                     * Ended At
+                     * Format: date-time
+                     */
+                    ended_at: string;
+                    /** Conversation Title */
+                    conversation_title?: string | null;
+                    /** Submissions */
+                    submissions: {
+                        /** Text */
+                        text: string;
+                        /**
+                         * Event Type
+                         * @enum {string}
+                         */
+                        event_type: "prompt" | "followup" | "steer";
+                        /** Batch */
+                        batch: number;
+                        /**
+                         * Arrived At
+                         * Format: date-time
+                         */
+                        arrived_at: string;
+                    }[];
+                    /** Context Events */
+                    context_events?: {
+                        /** Kind */
+                        kind: string;
+                        /**
+                         * At
+                         * Format: date-time
+                         */
+                        at: string;
+                        /** Data */
+                        data?: {
+                            [key: string]: unknown;
+                        };
+                    }[];
+                    /** Attachments */
+                    attachments?: {
+                        /** Name */
+                        name: string;
+                        /** Mime */
+                        mime: string;
+                        /** Size */
+                        size: number;
+                        /** Ref */
+                        ref?: string | null;
+                        /** Text */
+                        text?: string | null;
+                    }[];
+                    /** Steps */
+                    steps?: {
+                        /** Name */
+                        name: string;
+                        /**
+                         * Status
+                         * @enum {string}
+                         */
+                        status: "started" | "completed" | "failed";
+                        /**
+                         * At
+                         * Format: date-time
+                         */
+                        at: string;
+                        /** Detail */
+                        detail?: string | null;
+                    }[];
+                    /** Hosted Files */
+                    hosted_files?: {
+                        /** Path */
+                        path: string;
+                        /** Mime */
+                        mime: string;
+                        /** Content B64 */
+                        content_b64?: string | null;
+                        /** Source Path */
+                        source_path?: string | null;
+                        /** Description */
+                        description?: string | null;
+                    }[];
+                    /**
+                     * Completion
+                     * @description The one final assistant answer of the turn.
+                     *
+                     *     ``status`` says whether the assistant got to answer: a turn the user interrupted, or one
+                     *     that failed, is still recorded (its prompts and steps are what the user did) and may then
+                     *     have an empty ``text``. An empty text (whatever the status) makes no assistant search
+                     *     row. Not checked against ``text``: records written before the field existed stay valid.
+                     */
+                    completion: {
+                        /** Text */
+                        text: string;
+                        /**
+                         * At
+                         * Format: date-time
+                         */
+                        at: string;
+                        /**
+                         * Status
+                         * @default completed
+                         * @enum {string}
+                         */
+                        status?: "completed" | "interrupted" | "failed";
+                    };
+                    /** Summary */
+                    summary?: string | null;
+                    /** Anchors */
+                    anchors?: string[];
+                    /** Notes */
+                    notes?: string[];
+                    /** Citations */
+                    citations?: {
+                        /** Title */
+                        title: string;
+                        /** Url */
+                        url: string;
+                        /** Snippet */
+                        snippet?: string | null;
+                    }[];
+                    /** Events */
+                    events?: {
+                        /** Type */
+                        type: string;
+                        /**
+                         * At
+                         * Format: date-time
+                         */
+                        at: string;
+                        /** Data */
+                        data?: {
+                            [key: string]: unknown;
+                        };
+                    }[];
+                    usage?: {
+                        /** Tokens In */
+                        tokens_in: number;
+                        /** Tokens Out */
+                        tokens_out: number;
+                        /** Cost Usd */
+                        cost_usd?: number | null;
+                        /** Duration Ms */
+                        duration_ms?: number | null;
+                    } | null;
+                    feedback?: {
+                        /** Rating */
+                        rating: number;
+                        /** Comment */
+                        comment?: string | null;
+                    } | null;
+                    /** Ttl Days */
+                    ttl_days?: number | null;
+                } | {
+                    turns: {
+                        /**
+                         * Schema
+                         * @constant
+                         */
+                        schema: "turnlake.turn.v1";
+                        /** Tenant */
+                        tenant: string;
+                        /** App */
+                        app: string;
+                        /** Agent */
+                        agent: string;
+                        /** User Id */
+                        user_id: string;
+                        /** Conversation Id */
+                        conversation_id: string;
+                        /** Turn Id */
+                        turn_id: string;
+                        /**
+                         * Writer
+                         * @enum {string}
+                         */
+                        writer: "minimal" | "rich";
+                        /**
+                         * Started At
+                         * Format: date-time
+                         */
+                        started_at: string;
+                        /**
+                         * Ended At
+                         * Format: date-time
+                         */
+                        ended_at: string;
+                        /** Conversation Title */
+                        conversation_title?: string | null;
+                        /** Submissions */
+                        submissions: {
+                            /** Text */
+                            text: string;
+                            /**
+                             * Event Type
+                             * @enum {string}
+                             */
+                            event_type: "prompt" | "followup" | "steer";
+                            /** Batch */
+                            batch: number;
+                            /**
+                             * Arrived At
+                             * Format: date-time
+                             */
+                            arrived_at: string;
+                        }[];
+                        /** Context Events */
+                        context_events?: {
+                            /** Kind */
+                            kind: string;
+                            /**
+                             * At
+                             * Format: date-time
+                             */
+                            at: string;
+                            /** Data */
+                            data?: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        /** Attachments */
+                        attachments?: {
+                            /** Name */
+                            name: string;
+                            /** Mime */
+                            mime: string;
+                            /** Size */
+                            size: number;
+                            /** Ref */
+                            ref?: string | null;
+                            /** Text */
+                            text?: string | null;
+                        }[];
+                        /** Steps */
+                        steps?: {
+                            /** Name */
+                            name: string;
+                            /**
+                             * Status
+                             * @enum {string}
+                             */
+                            status: "started" | "completed" | "failed";
+                            /**
+                             * At
+                             * Format: date-time
+                             */
+                            at: string;
+                            /** Detail */
+                            detail?: string | null;
+                        }[];
+                        /** Hosted Files */
+                        hosted_files?: {
+                            /** Path */
+                            path: string;
+                            /** Mime */
+                            mime: string;
+                            /** Content B64 */
+                            content_b64?: string | null;
+                            /** Source Path */
+                            source_path?: string | null;
+                            /** Description */
+                            description?: string | null;
+                        }[];
+                        /**
+                         * Completion
+                         * @description The one final assistant answer of the turn.
+                         *
+                         *     ``status`` says whether the assistant got to answer: a turn the user interrupted, or one
+                         *     that failed, is still recorded (its prompts and steps are what the user did) and may then
+                         *     have an empty ``text``. An empty text (whatever the status) makes no assistant search
+                         *     row. Not checked against ``text``: records written before the field existed stay valid.
+                         */
+                        completion: {
+                            /** Text */
+                            text: string;
+                            /**
+                             * At
+                             * Format: date-time
+                             */
+                            at: string;
+                            /**
+                             * Status
+                             * @default completed
+                             * @enum {string}
+                             */
+                            status?: "completed" | "interrupted" | "failed";
+                        };
+                        /** Summary */
+                        summary?: string | null;
+                        /** Anchors */
+                        anchors?: string[];
+                        /** Notes */
+                        notes?: string[];
+                        /** Citations */
+                        citations?: {
+                            /** Title */
+                            title: string;
+                            /** Url */
+                            url: string;
+                            /** Snippet */
+                            snippet?: string | null;
+                        }[];
+                        /** Events */
+                        events?: {
+                            /** Type */
+                            type: string;
+                            /**
+                             * At
+                             * Format: date-time
+                             */
+                            at: string;
+                            /** Data */
+                            data?: {
+                                [key: string]: unknown;
+                            };
+                        }[];
+                        usage?: {
+                            /** Tokens In */
+                            tokens_in: number;
+                            /** Tokens Out */
+                            tokens_out: number;
+                            /** Cost Usd */
+                            cost_usd?: number | null;
+                            /** Duration Ms */
+                            duration_ms?: number | null;
+                        } | null;
+                        feedback?: {
+                            /** Rating */
+                            rating: number;
+                            /** Comment */
+                            comment?: string | null;
+                        } | null;
+                        /** Ttl Days */
+                        ttl_days?: number | null;
+                    }[];
+                };
                 "application/x-ndjson": string;
             };
         };
@@ -809,7 +1329,7 @@ export interface operations {
                     "application/json": components["schemas"]["RecordAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -818,7 +1338,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -827,7 +1347,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -836,8 +1356,44 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Request Entity Too Large */
+            /** @description The body is over the server's limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The body's Content-Type is not one the route reads. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The request does not fit its model; `field` names the first bad field. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -869,7 +1425,7 @@ export interface operations {
                     "application/json": components["schemas"]["SearchAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -878,7 +1434,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -887,7 +1443,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -896,8 +1452,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unprocessable Entity */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -919,6 +1493,10 @@ export interface operations {
                 user?: string | null;
                 /** @description Evaluate as of this time (ISO 8601). */
                 as_of?: string | null;
+                /** @description Items per page; the answer's next_cursor asks for the next page. */
+                limit?: number;
+                /** @description The next_cursor of the previous page (absent: the first page). */
+                cursor?: string | null;
             };
             header?: never;
             path?: never;
@@ -935,7 +1513,7 @@ export interface operations {
                     "application/json": components["schemas"]["CatalogAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -944,7 +1522,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -953,7 +1531,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -962,7 +1540,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -971,13 +1549,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -989,6 +1585,10 @@ export interface operations {
                 user?: string | null;
                 /** @description Evaluate as of this time (ISO 8601). */
                 as_of?: string | null;
+                /** @description Items per page; the answer's next_cursor asks for the next page. */
+                limit?: number;
+                /** @description The next_cursor of the previous page (absent: the first page). */
+                cursor?: string | null;
             };
             header?: never;
             path?: never;
@@ -1005,7 +1605,7 @@ export interface operations {
                     "application/json": components["schemas"]["ConversationsAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1014,7 +1614,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1023,7 +1623,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1032,7 +1632,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1041,13 +1641,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -1067,16 +1685,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description The turn. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": unknown;
+                    "application/json": components["schemas"]["MaterializedTurn"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1085,7 +1703,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1094,7 +1712,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1103,7 +1721,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1112,13 +1730,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -1143,7 +1779,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasureAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1152,7 +1788,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1161,7 +1797,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1170,7 +1806,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1179,13 +1815,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -1210,7 +1864,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErasureAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1219,7 +1873,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1228,7 +1882,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1237,7 +1891,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1246,13 +1900,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -1281,7 +1953,7 @@ export interface operations {
                     "application/octet-stream": unknown;
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1290,7 +1962,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1299,7 +1971,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1308,7 +1980,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Not Found */
+            /** @description Nothing of that name the key may read. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1317,7 +1989,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Gone */
+            /** @description The object existed but is past its expiry. */
             410: {
                 headers: {
                     [name: string]: unknown;
@@ -1326,13 +1998,31 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Validation Error */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
         };
@@ -1359,7 +2049,7 @@ export interface operations {
                     "application/json": components["schemas"]["PullAnswer"];
                 };
             };
-            /** @description Bad Request */
+            /** @description The request is invalid; `field` names the part at fault. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1368,7 +2058,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description No API key, or one the server does not know. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1377,7 +2067,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The key may not do this, or read this. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1386,8 +2076,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorAnswer"];
                 };
             };
-            /** @description Unprocessable Entity */
+            /** @description The request does not fit its model; `field` names the first bad field. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The server failed; its log has the details. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorAnswer"];
+                };
+            };
+            /** @description The lake, an index or the model is unavailable now; retry later. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
