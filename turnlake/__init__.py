@@ -2,7 +2,7 @@
 
     from turnlake import Client
 
-    client = Client("http://127.0.0.1:8765", key="tlk_...")
+    client = Client("http://127.0.0.1:8700", key="tlk_...")
     client.record(turn)
     hits = client.search("why was the forecast off by an hour?").hits
 

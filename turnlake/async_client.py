@@ -1,6 +1,6 @@
 """The asyncio client: :class:`turnlake.Client`'s operations, awaited.
 
-    async with AsyncClient("http://127.0.0.1:8765", key="tlk_...") as client:
+    async with AsyncClient("http://127.0.0.1:8700", key="tlk_...") as client:
         answer = await client.search("the forecast's timezone bug", k=5)
 """
 
@@ -33,7 +33,7 @@ from turnlake.errors import ServerUnreachable
 class AsyncClient:
     """A connection to one turnlake server for asyncio hosts, as one API key's principal."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8765", *, key: str | None = None,
+    def __init__(self, url: str = "http://127.0.0.1:8700", *, key: str | None = None,
                  timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_S,
                  retry: Retry | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:

@@ -2,7 +2,7 @@
 
     from turnlake import Client
 
-    with Client("http://127.0.0.1:8765", key="tlk_...") as client:
+    with Client("http://127.0.0.1:8700", key="tlk_...") as client:
         client.record(turn)                       # one turn, or a list (sent as NDJSON)
         for hit in client.search("the forecast's timezone bug").hits:
             print(hit.conversation_id, hit.turn_id, hit.relevance)
@@ -42,7 +42,7 @@ DEFAULT_TIMEOUT_S = 60.0  # a recording is answered once durable, which may take
 class Client:
     """A connection to one turnlake server, as the principal of one API key."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8765", *, key: str | None = None,
+    def __init__(self, url: str = "http://127.0.0.1:8700", *, key: str | None = None,
                  timeout: float | httpx.Timeout = DEFAULT_TIMEOUT_S,
                  retry: Retry | None = None, transport: httpx.BaseTransport | None = None,
                  ) -> None:
