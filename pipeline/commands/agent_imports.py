@@ -18,6 +18,11 @@ from pipeline.commands.embedding_opts import RuntimeOption
 from pipeline.commands.importers import (
     HookKeyOpt,
     KeyOpt,
+    RecallBudgetOpt,
+    RecallFloorOpt,
+    RecallKeyOpt,
+    RecallServerOpt,
+    RecallTurnsOpt,
     ReplaceOpt,
     ServerOpt,
     TenantOpt,
@@ -254,16 +259,11 @@ def hook_gemini_cli(
 def hook_gemini_cli_recall(
     tenant: TenantOpt,
     user: UserOpt,
-    server: Annotated[str | None, typer.Option(
-        "--server", help="Search through this warm `turnlake serve` (user key: --key or "
-                         "$TURNLAKE_KEY).")] = None,
-    key: Annotated[str | None, typer.Option(
-        "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")] = None,
-    budget: Annotated[int, typer.Option(
-        help="Tokens the added context may take (characters / 4).")] = 600,
-    min_relevance: Annotated[float, typer.Option(
-        "--min-relevance", help="Only turns at least this relevant (0-1).")] = 0.8,
-    turns: Annotated[int, typer.Option(help="At most this many turns.")] = 3,
+    server: RecallServerOpt = None,
+    key: RecallKeyOpt = None,
+    budget: RecallBudgetOpt = 600,
+    min_relevance: RecallFloorOpt = 0.8,
+    turns: RecallTurnsOpt = 3,
     log: Annotated[Path | None, typer.Option(
         "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
                       "~/.cache/turnlake/hook-gemini-cli-recall.log).")] = None,

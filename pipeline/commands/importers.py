@@ -55,6 +55,17 @@ HookKeyOpt = Annotated[str | None, typer.Option(
     help="A recorder key for --server (default: $TURNLAKE_RECORDER_KEY, else $TURNLAKE_KEY, "
          "so no file holds it).")]
 HOOK_LOG_ENV = "TURNLAKE_HOOK_LOG"
+# The options of every recall-at-the-prompt hook (hook claude-code-recall, gemini-cli-recall).
+RecallServerOpt = Annotated[str | None, typer.Option(
+    "--server", help="Search through this warm `turnlake serve` (user key: --key or "
+                     "$TURNLAKE_KEY).")]
+RecallKeyOpt = Annotated[str | None, typer.Option(
+    "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")]
+RecallBudgetOpt = Annotated[int, typer.Option(
+    help="Tokens the added context may take (characters / 4).")]
+RecallFloorOpt = Annotated[float, typer.Option(
+    "--min-relevance", help="Only turns at least this relevant (0-1).")]
+RecallTurnsOpt = Annotated[int, typer.Option(help="At most this many turns.")]
 
 
 def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
@@ -253,16 +264,11 @@ def hook_claude_code(
 def hook_claude_code_recall(
     tenant: TenantOpt,
     user: UserOpt,
-    server: Annotated[str | None, typer.Option(
-        "--server", help="Search through this warm `turnlake serve` (user key: --key or "
-                         "$TURNLAKE_KEY).")] = None,
-    key: Annotated[str | None, typer.Option(
-        "--key", help="Your user key for --server (default: $TURNLAKE_KEY).")] = None,
-    budget: Annotated[int, typer.Option(
-        help="Tokens the added context may take (characters / 4).")] = 600,
-    min_relevance: Annotated[float, typer.Option(
-        "--min-relevance", help="Only turns at least this relevant (0-1).")] = 0.8,
-    turns: Annotated[int, typer.Option(help="At most this many turns.")] = 3,
+    server: RecallServerOpt = None,
+    key: RecallKeyOpt = None,
+    budget: RecallBudgetOpt = 600,
+    min_relevance: RecallFloorOpt = 0.8,
+    turns: RecallTurnsOpt = 3,
     log: Annotated[Path | None, typer.Option(
         "--log", help="Log file (default: $TURNLAKE_HOOK_LOG, else "
                       "~/.cache/turnlake/hook-claude-code-recall.log).")] = None,
