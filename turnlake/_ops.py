@@ -71,6 +71,14 @@ def file(ref: str) -> Op:
     return Op("GET", ref_path(ref))
 
 
+def resolve(address: str, as_of: str | datetime | None) -> Op:
+    """``GET /v1/refs/{ref}`` of a record's address (JSON)."""
+    if address.startswith("conv:fi:"):
+        raise ValueError(f"{address} names a file's bytes: read them with file(ref, "
+                         "destination)")
+    return Op("GET", ref_path(address), query_params(as_of=as_of))
+
+
 def pull(targets: Sequence[str], into: str) -> Op:
     """``POST /v1/pull``."""
     body = PullBody(targets=list(targets), into=into)

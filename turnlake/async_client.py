@@ -70,6 +70,12 @@ class AsyncClient:
         shown: dict[str, Any] = await self._json(_ops.turn(conversation, turn, as_of))
         return shown
 
+    async def resolve(self, address: str, *, as_of: str | datetime | None = None
+                      ) -> dict[str, Any]:
+        """What a ``conv:*`` address names, as JSON (Client.resolve)."""
+        resolved: dict[str, Any] = await self._json(_ops.resolve(address, as_of))
+        return resolved
+
     async def file(self, ref: str, destination: str | os.PathLike[str] | IO[bytes]) -> int:
         """Stream a hosted file's bytes to a path or a binary file object; the byte count."""
         op = _ops.file(ref)

@@ -88,6 +88,16 @@ class Client:
         shown: dict[str, Any] = self._json(_ops.turn(conversation, turn, as_of))
         return shown
 
+    def resolve(self, address: str, *, as_of: str | datetime | None = None
+                ) -> dict[str, Any]:
+        """What a ``conv:*`` address (a hit's ``address`` or ``turn_address``, one of a
+        turn's ``addresses``, a ref written in a text) names, as JSON: the record or a part
+        of it, a step, a search row, an event (``file`` reads a ``conv:fi:`` ref's bytes).
+        A user key gets one refusal (Forbidden) for another user's object and a missing one;
+        an analyst's gets NotFound for a missing one; an expired one is Gone."""
+        resolved: dict[str, Any] = self._json(_ops.resolve(address, as_of))
+        return resolved
+
     def file(self, ref: str, destination: str | os.PathLike[str] | IO[bytes]) -> int:
         """Stream a hosted file's bytes (a ``conv:fi:`` ref) to a path or a binary file
         object; returns the byte count. A path is written whole or not at all."""

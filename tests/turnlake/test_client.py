@@ -67,6 +67,17 @@ def test_record_search_and_read_a_turn(served: Served, tmp_path: Path) -> None:
         sink = io.BytesIO()
         client.file(ref, sink)
         assert sink.getvalue() == file_bytes("kestrel")
+        # Addresses lead back to their objects: the hit's row and turn, a step of the turn.
+        row = client.resolve(mine.address or "")
+        assert row["value"]["row_id"] == mine.row_id
+        record = client.resolve(mine.turn_address or "")
+        assert record["value"]["turn_id"] == "t-0001"
+        step = client.resolve(record["value"]["addresses"]["steps"][0])
+        assert step["namespace"] == "tc"
+        with pytest.raises(Forbidden):  # a user: one refusal for missing and not-yours
+            client.resolve("conv:ar:conv_c-nobody.turn_t-0001.record")
+        with pytest.raises(ValueError, match="file"):
+            client.resolve(ref)
 
 
 def test_several_turns_go_as_one_ndjson_request(served: Served) -> None:
