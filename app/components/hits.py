@@ -103,8 +103,14 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
             # The hit's own role is its text already: its snippet would repeat it.
             if snippet and role != hit.role and snippet not in text:
                 st.markdown(f"*{role}:* " + highlight_markdown(snippet, query, limit=300))
-        with st.expander("Score breakdown"):
+        with st.expander("Score breakdown and addresses"):
             st.dataframe(breakdown_frame(view), hide_index=True)
             st.caption(f"final = rrf × lift = {hit.rrf:.5f} × {hit.lift:.4f} = "
                        f"{hit.score:.5f}")
+            # st.code carries a copy button: an agent or a colleague resolves these with
+            # get_ref, GET /v1/refs or `turnlake ref resolve`.
+            for label, address in (("matched row", hit.address), ("turn", hit.turn_address)):
+                if address:
+                    st.caption(label)
+                    st.code(address, language=None)
     return opened

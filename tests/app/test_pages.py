@@ -414,6 +414,10 @@ def test_search_messages_paging_and_export(seeded: SeededLake,
     assert {"semantic_rank", "lexical_rank", "trigram_rank", "user_snippet",
             "assistant_snippet", "relevance", "agent", "app", "address"} <= set(frame.columns)
     assert all(frame["agent"]) and all(a.startswith("conv:") for a in frame["address"])
+    # each card shows its row's and turn's addresses as copyable code
+    shown_addresses = {c.value for c in at.code}
+    assert set(frame["address"]) <= shown_addresses
+    assert any(a.startswith("conv:ar:") for a in shown_addresses)
     assert all(len(repr(v).split(".")[-1]) <= 6 for v in frame["score"])
     assert pl.read_parquet(io.BytesIO(export_bytes(frame, "parquet"))).equals(frame)
     assert pl.read_ndjson(io.BytesIO(export_bytes(frame, "jsonl"))).height == frame.height
