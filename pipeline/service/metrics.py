@@ -68,6 +68,10 @@ class ServiceMetrics:
             "turnlake_recovered_groups",
             "Acknowledged groups this start committed from stopped servers' spools",
             registry=r)
+        self.unresolved_refs = Counter(
+            "turnlake_unresolved_refs_total",
+            "conv:* refs in recorded turns' texts that lead to no object (each logged with "
+            "its turn)", registry=r)
         self.partitions_stale = Gauge("turnlake_partitions_stale",
                                       "Partitions whose index is older than their tables",
                                       registry=r)

@@ -52,6 +52,7 @@ from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from pipeline.conflicts import with_advice
 from pipeline.contract import TurnStatus
+from pipeline.ingest import IngestReport
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
@@ -350,6 +351,7 @@ class GroupWriter:
         acked = time.monotonic()
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
+        self._report_refs(report)
         self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
             self._to_index.put((set(report.partitions), acked, None))
@@ -445,6 +447,7 @@ class GroupWriter:
             self._uncommitted_turns -= sum(len(s.lines) for s in batch)
             self._metrics.spool_turns.set(self._uncommitted_turns)
             self._counts.notify_all()
+        self._report_refs(report)
         self._observe_commit(started, sum(len(s.lines) for s in batch),
                              sum(s.requests for s in batch))
         if self._index and report.partitions:
@@ -452,6 +455,14 @@ class GroupWriter:
                 self._to_index.put((set(report.partitions), s.acked, s.number))
         else:  # nothing to index: searchable as they are
             self._searchable([s.number for s in batch])
+
+    def _report_refs(self, report: IngestReport) -> None:
+        """Refs a committed turn's text names that lead nowhere: logged with their turn and
+        counted, as `turnlake ingest` prints them (the turn lists them as ``mentions``)."""
+        for unresolved in report.unresolved_refs:
+            log.warning("unresolved ref: %s", unresolved)
+        if report.unresolved_refs:
+            self._metrics.unresolved_refs.inc(len(report.unresolved_refs))
 
     def _observe_commit(self, started: float, turns: int, requests: int) -> None:
         """A commit's metrics: its time since ``started`` (perf_counter), turns, requests."""

@@ -3,6 +3,7 @@ refusal, 410 when expired, missing after erasure, and the answer's model in Open
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -121,3 +122,14 @@ def test_refs_written_in_a_recorded_turn_are_listed_with_it(served: Served) -> N
         assert mentions[own]["status"] == "found"
         assert _get(client, mentions[own]["address"]).content == file_bytes("mk451")
         assert mentions["conv:tc:conv_c-1.turn_t-0000.steps/9"]["status"] == "missing"
+        # and the server reported the dangling one when it committed the turn
+        assert wait_until(lambda: _unresolved(served) >= 1, timeout_s=60), \
+            served.server.log_tail()
+        logged = served.server.log_tail(50_000)  # rich wraps its lines: look for the parts
+        assert "unresolved ref" in logged and "conv:tc:conv_c-1.turn_t-0000.steps/9" in logged
+
+
+def _unresolved(served: Served) -> float:
+    metrics = httpx.get(f"{served.server.url}/metrics").text
+    found = re.search(r"^turnlake_unresolved_refs_total (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else 0.0
