@@ -244,6 +244,18 @@ class FileView:
 
 
 @dataclass(frozen=True)
+class RefView:
+    """A ``conv:*`` ref (not a file's) a turn's text names: its status for the viewer
+    (found, missing, expired, invalid, refused), and the object it leads to as JSON."""
+
+    ref: str
+    status: str
+    address: str | None = None
+    value: str | None = None  # the resolved object, as indented JSON
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class ReplayTurn:
     """A materialized turn as Replay shows it: the lake's turn and its parts
     (:meth:`lake.search.materialize.MaterializedTurn.parts`), plus what the app adds: hosted
@@ -254,6 +266,7 @@ class ReplayTurn:
     files: list[FileView]
     mentions: list[MentionView]
     attached: dict[str, MentionView]  # attachment ref -> what the resolver gave for it
+    refs: tuple[RefView, ...] = ()  # the other conv:* refs the completion and summary name
 
     @property
     def answer(self) -> str:
@@ -262,7 +275,8 @@ class ReplayTurn:
 
     @classmethod
     def build(cls, turn: MaterializedTurn, files: list[FileView],
-              mentions: list[MentionView], attached: dict[str, MentionView]) -> ReplayTurn:
+              mentions: list[MentionView], attached: dict[str, MentionView],
+              refs: tuple[RefView, ...] = ()) -> ReplayTurn:
         """A materialized turn with its resolved files and refs."""
         return cls(turn=turn, parts=turn.parts(), files=files, mentions=mentions,
-                   attached=attached)
+                   attached=attached, refs=refs)

@@ -13,6 +13,7 @@ principal rules as the CLI, so a page never sees a row the service would not ret
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from app.models import (
     FileView,
     HitView,
     MentionView,
+    RefView,
     ReplayTurn,
     SearchForm,
     SearchOutcome,
@@ -35,6 +37,8 @@ from app.models import (
 from lake import analytics
 from lake.embedding.factory import embedder_from, embedding_identity
 from lake.errors import AccessDenied, QueryError, RefError
+from lake.mentions import Mention
+from lake.resolver import RefResolver, ResolvedRecord
 from lake.retention import AuditEntry, read_audit
 from lake.search.access import Principal
 from lake.search.catalog import (
@@ -226,8 +230,23 @@ class Workbench:
                     if ref not in hosted]
         attached = {str(a["ref"]): self._mention(viewer, str(a["ref"]), str(a["name"]))
                     for a in turn.attachments if a.get("ref")}
+        refs = tuple(self._ref(viewer, m) for m in turn.mentions
+                     if not m.ref.startswith("conv:fi:"))
         return ReplayTurn.build(turn, [self._file(viewer, card) for card in turn.files],
-                                mentions, attached)
+                                mentions, attached, refs)
+
+    def _ref(self, viewer: Viewer, mention: Mention) -> RefView:
+        """A record ref the turn's text names, followed for the viewer when it was found."""
+        if mention.status != "found" or mention.address is None:
+            return RefView(mention.ref, mention.status, mention.address, None, mention.reason)
+        try:
+            resolved = RefResolver(self.materializer).resolve(viewer.principal,
+                                                              mention.address)
+        except (RefError, AccessDenied) as exc:
+            return RefView(mention.ref, "refused", mention.address, None, str(exc))
+        value = (json.dumps(resolved.value, indent=2, default=str)
+                 if isinstance(resolved, ResolvedRecord) else None)
+        return RefView(mention.ref, "found", mention.address, value, None)
 
     def _mention(self, viewer: Viewer, ref: str, name: str) -> MentionView:
         """A ref resolved for the viewer, or the resolver's reason for refusing it."""

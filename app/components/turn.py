@@ -17,7 +17,7 @@ from PIL import Image
 
 from app.components.events import EventGroups, badge_text, group_events, ref_mentions
 from app.components.text import EVENT_TYPE_COLORS, escape_markdown, human_bytes
-from app.models import FileView, MentionView, ReplayTurn
+from app.models import FileView, MentionView, RefView, ReplayTurn
 from lake.records import Attachment, Citation, Step
 
 FileLoader = Callable[[str], bytes]
@@ -82,6 +82,10 @@ def turn_view(view: ReplayTurn, load_file: FileLoader, *, key: str = "") -> None
     if view.parts.steps:
         with st.expander(f"Steps ({len(view.parts.steps)})", expanded=True):
             _timeline(view.parts.steps)
+    if view.refs:
+        with st.expander(f"Refs in this turn ({len(view.refs)})"):
+            for ref in view.refs:
+                _ref(ref)
     if turn.summary or turn.anchors or turn.notes:
         with st.expander("Working summary, anchors and notes"):
             if turn.summary:
@@ -97,6 +101,15 @@ def turn_view(view: ReplayTurn, load_file: FileLoader, *, key: str = "") -> None
                  "source": [e.source for e in groups.other],
                  "type": [e.type for e in groups.other], "at": [e.at for e in groups.other],
                  "data": [e.data_json for e in groups.other]}), hide_index=True)
+
+
+def _ref(ref: RefView) -> None:
+    """A conv:* ref the turn's text names: what it leads to, or why it leads nowhere."""
+    st.markdown(f"`{ref.ref}` · {ref.status}")
+    if ref.value is not None:
+        st.code(ref.value, language="json")
+    elif ref.reason:
+        st.caption(f":material/link_off: {escape_markdown(ref.reason)}")
 
 
 def _mention(mention: MentionView, key: str) -> None:

@@ -384,3 +384,26 @@ def test_daily_trends_count_each_day_of_the_principal(seeded: SeededLake) -> Non
     assert 0 < int(ana["turns"].sum()) < totals.turns  # one user's share only
     assert (tenant["p50_s"] <= tenant["p95_s"]).all()
     assert tenant["feedback_rate"].is_between(0.0, 1.0).all()
+
+
+def test_replay_follows_the_record_refs_an_answer_names(tmp_path: Path) -> None:
+    from pipeline.live import LiveWriter
+    from tests.reliability.lake_audit import turn_record
+
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    first = turn_record(1, conversation="c-ref", rich=True)
+    second = turn_record(2, conversation="c-ref")
+    step = "conv:tc:conv_c-ref.turn_t-0001.steps/0"
+    nowhere = "conv:tc:conv_c-ref.turn_t-0001.steps/9"
+    second["completion"]["text"] = f"Ran it again, as at {step}; see also {nowhere}."
+    LiveWriter(settings, embed=False).record([first, second])
+    wb = Workbench(settings)
+    turn = wb.replay(Viewer("acme", "u-ana"), "c-ref", "t-0002")
+    refs = {r.ref: r for r in turn.refs}
+    assert refs[step].status == "found" and refs[step].value is not None
+    recorded = json.loads(refs[step].value)  # the step as recorded
+    assert (recorded["name"], recorded["status"]) == ("run_python", "completed")
+    assert refs[nowhere].status == "missing" and refs[nowhere].value is None
+    # another user of the tenant gets no view of the turn at all
+    with pytest.raises(AccessDenied):
+        wb.replay(Viewer("acme", "u-ben"), "c-ref", "t-0002")
