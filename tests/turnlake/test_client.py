@@ -74,6 +74,12 @@ def test_record_search_and_read_a_turn(served: Served, tmp_path: Path) -> None:
         assert record["value"]["turn_id"] == "t-0001"
         step = client.resolve(record["value"]["addresses"]["steps"][0])
         assert step["namespace"] == "tc"
+        # every address the turn lists leads to its object: each namespace but files
+        listed = record["value"]["addresses"]
+        addresses = [a for v in listed.values() for a in (v if isinstance(v, list) else [v])
+                     if isinstance(a, str)]
+        namespaces = {client.resolve(a)["namespace"] for a in addresses}
+        assert {"ar", "tc", "so", "ws", "su", "ev"} <= namespaces, namespaces
         with pytest.raises(Forbidden):  # a user: one refusal for missing and not-yours
             client.resolve("conv:ar:conv_c-nobody.turn_t-0001.record")
         with pytest.raises(ValueError, match="file"):
