@@ -105,17 +105,20 @@ def test_recorders_and_searchers_through_five_kills(tmp_path: Path) -> None:
     try:
         for _ in range(KILLS):
             server = Server(lake).start()
-            ready_at = time.monotonic()
-            with target.lock:
-                before = sorted(target.acked)
-            sample = rng.sample(before, min(len(before), 12))
-            assert not _found_within(server, keys["analyst"], sample,
-                                     FOUND_WITHIN_S - (time.monotonic() - ready_at))
-            target.url = server.url
-            time.sleep(rng.uniform(0.4, 2.0) * LOAD_S / KILLS)
-            target.url = None
-            server.kill()
-            server.stop()
+            try:
+                ready_at = time.monotonic()
+                with target.lock:
+                    before = sorted(target.acked)
+                sample = rng.sample(before, min(len(before), 12))
+                assert not _found_within(server, keys["analyst"], sample,
+                                         FOUND_WITHIN_S - (time.monotonic() - ready_at))
+                target.url = server.url
+                time.sleep(rng.uniform(0.4, 2.0) * LOAD_S / KILLS)
+                target.url = None
+                server.kill()
+            finally:
+                target.url = None
+                server.stop()  # a failed check leaves no server behind
     finally:
         stop.set()
         for thread in threads:
