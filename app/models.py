@@ -80,6 +80,7 @@ class SearchForm:
     neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
     coverage_gain: float = DEFAULT_COVERAGE_GAIN
     agent: str | None = None  # only conversations this agent recorded
+    app: str | None = None  # only conversations of this app
 
     def has_words(self) -> bool:
         """Whether the query holds a word to search (not only spaces and punctuation)."""
@@ -114,7 +115,8 @@ class SearchForm:
             recency_weight=self.recency_weight, time_weight=self.time_weight, as_of=as_of,
             max_per_conversation=self.max_per_conversation, min_relevance=self.min_relevance,
             fusion=FusionSettings(neighbour_weight=self.neighbour_weight,
-                                  coverage_gain=self.coverage_gain), agent=self.agent)
+                                  coverage_gain=self.coverage_gain), agent=self.agent,
+            app=self.app)
 
 
 @dataclass(frozen=True)

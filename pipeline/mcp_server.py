@@ -299,6 +299,8 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
         agent: Annotated[str | None, Field(description=(
             "Only conversations this agent recorded: 'claude-code', 'codex', 'gemini-cli', "
             "'copilot-cli', 'aider', 'claude-ai', 'chatgpt'."))] = None,
+        app: Annotated[str | None, Field(description=(
+            "Only conversations recorded in this app."))] = None,
         user: Annotated[str | None, Field(description=(
             "Analyst keys: the user whose conversations to search (needed with scope "
             "'user'). A user's own key always searches its own and needs none."))] = None,
@@ -318,7 +320,7 @@ def create_mcp_server(settings: Settings, principal: Principal | PrincipalSource
             # An end user naming another user is refused by the scope rules, not ignored.
             user_id=user if principal.analyst or user != principal.user_id else None,
             roles=tuple(roles or DEFAULT_SEARCH_ROLES), since=_utc(since), until=_utc(until),
-            k=k, snippets=snippets, min_relevance=min_relevance, agent=agent)
+            k=k, snippets=snippets, min_relevance=min_relevance, agent=agent, app=app)
         result = await lake.run(lambda: lake.search.search(request))
         return FoundTurns.of(SearchHits.of(result), explain)
 

@@ -54,6 +54,8 @@ with st.form("search-form"):
     agent = c3.text_input("Agent", placeholder="codex · claude-code · gemini-cli",
                           help="Only conversations this agent recorded; empty = any.",
                           key="agent", **BOUND)
+    app_name = c3.text_input("App", help="Only conversations of this app; empty = any.",
+                             key="app", **BOUND)
     when = c2.text_input("When", placeholder="last week · in March 2026 · since Monday",
                          help="A catalog phrase; leave empty for all time.", key="when", **BOUND)
     with st.expander("Generators, recency and limits"):
@@ -107,7 +109,7 @@ form = SearchForm(
     recency_weight=float(recency_w), time_weight=float(time_w), k=int(k),
     max_per_conversation=None if cap is None else int(cap), min_relevance=float(floor),
     neighbour_weight=float(neighbour_w), coverage_gain=float(coverage_g),
-    agent=(agent or "").strip() or None)
+    agent=(agent or "").strip() or None, app=(app_name or "").strip() or None)
 last = state.last_search
 # A link or a reload carries the settings in the URL: run the search it names once. (Show
 # more widens k, so k alone differing is no new search.)

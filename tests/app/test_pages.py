@@ -117,6 +117,12 @@ def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,
     at.form_submit_button[0].click().run()
     assert not at.exception
     assert not [b for b in at.button if b.label == "Open in Replay"]
+    # and to the app asked for
+    next(t for t in at.text_input if t.label == "Agent").input("")
+    next(t for t in at.text_input if t.label == "App").input("no-such-app")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    assert not [b for b in at.button if b.label == "Open in Replay"]
 
 
 def test_search_says_how_it_read_a_named_time(seeded: SeededLake,
