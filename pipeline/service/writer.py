@@ -50,13 +50,12 @@ from lake.index.status import partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
-from pipeline.conflicts import with_advice
-from pipeline.contract import TurnStatus
 from pipeline.ingest import IngestReport
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
 
@@ -64,15 +63,6 @@ log = logging.getLogger(__name__)
 _INDEX_RETRY_S = 2.0
 # The longest the lag bound holds one group: past it, the index step is taken to be stuck.
 _MOST_HOLD_S = 60.0
-
-
-@dataclass(frozen=True)
-class LineOutcome:
-    """What became of one submitted line."""
-
-    status: TurnStatus
-    reason: str | None = None
-    field: str | None = None
 
 
 @dataclass
@@ -503,29 +493,8 @@ class GroupWriter:
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
                   kept: set[TurnKey], quarantined: dict[int, Quarantined]
                   ) -> list[list[LineOutcome]]:
-        """Each submission's outcomes: a quarantined line is rejected; of the others, the first
-        line of each turn the ingest kept is accepted and every other one a duplicate."""
-        # Every kept turn has content rows (its assistant row at least), so the hook saw it.
-        if len(kept) != accepted:
-            raise LakeError(f"the ingest kept {accepted} turns but wrote rows of "
-                            f"{len(kept)}; the outcomes cannot be told apart")
-        answered: set[TurnKey] = set()
-        out: list[list[LineOutcome]] = []
-        number = 0
-        for s in group:
-            mine: list[LineOutcome] = []
-            for key in s.keys:
-                number += 1  # ingest numbers lines from 1
-                if number in quarantined:
-                    mine.append(_rejected(quarantined[number]))
-                elif key is not None and key in kept and key not in answered:
-                    answered.add(key)
-                    mine.append(LineOutcome("accepted"))
-                else:
-                    mine.append(LineOutcome("duplicate", "this turn is recorded already"))
-            out.append(mine)
-        assert number == len(lines)
-        return out
+        """Each submission's outcomes (:func:`pipeline.service.outcomes.line_outcomes`)."""
+        return line_outcomes([s.keys for s in group], len(lines), accepted, kept, quarantined)
 
     # -- the indexer thread ---------------------------------------------------------------
 
@@ -581,12 +550,3 @@ def _fail(group: list[_Submission], exc: Exception, what: str) -> None:
     log.exception(what)
     for s in group:
         s.future.set_exception(failure)
-
-
-def _rejected(refused: Quarantined) -> LineOutcome:
-    """A rejected line's outcome: the ingest's reason and the field it names. A conflict's
-    advice is the CLI's (``--replace``); over HTTP a recorded turn cannot be replaced."""
-    return LineOutcome("rejected", with_advice(refused, _NO_REPLACE).reason, refused.field)
-
-
-_NO_REPLACE = "; the HTTP API cannot replace a recorded turn"

@@ -14,7 +14,7 @@ from pipeline.service.auth import Recorder
 from pipeline.service.context import context_of
 from pipeline.service.errors import error_responses, require_media
 from pipeline.service.intake import NDJSON_TYPES, Intake, split_body
-from pipeline.service.writer import LineOutcome
+from pipeline.service.outcomes import LineOutcome
 
 router = APIRouter(tags=["turns"])
 

@@ -11,7 +11,7 @@ from lake.settings import Settings
 from pipeline.conflicts import REPLACE_ADVICE
 from pipeline.ingest import Ingestor
 from pipeline.prepare import Quarantined, differing_field
-from pipeline.service.writer import LineOutcome, _rejected
+from pipeline.service.outcomes import LineOutcome, rejected
 from tests.pipeline.service.conftest import Served
 from tests.reliability.lake_audit import turn_record
 
@@ -48,11 +48,11 @@ def test_rejections_name_their_own_field(served: Served) -> None:
 def test_a_conflicts_cli_advice_becomes_the_apis() -> None:
     stored = ("conflict: turn t-1 of conversation c (tenant a) is stored with different "
               "content (differs in: completion.text, steps)")
-    outcome = _rejected(Quarantined("<api>", 1, stored + REPLACE_ADVICE, "{}", "completion.text"))
+    outcome = rejected(Quarantined("<api>", 1, stored + REPLACE_ADVICE, "{}", "completion.text"))
     assert outcome == LineOutcome(
         "rejected", f"{stored}; the HTTP API cannot replace a recorded turn", "completion.text")
     earlier = stored.replace("is stored", "comes earlier in this input (line 1)")
-    assert _rejected(Quarantined("<api>", 2, earlier, "{}", None)) == LineOutcome(
+    assert rejected(Quarantined("<api>", 2, earlier, "{}", None)) == LineOutcome(
         "rejected", earlier, None)
 
 

@@ -15,8 +15,9 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.outcomes import LineOutcome
 from pipeline.service.steps import TurnKey
-from pipeline.service.writer import GroupWriter, LineOutcome
+from pipeline.service.writer import GroupWriter
 from tests.reliability.lake_audit import key_of, turn_record
 
 

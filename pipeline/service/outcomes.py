@@ -1,0 +1,60 @@
+"""What became of each line a recording request sent: accepted, duplicate or rejected, told
+apart from what one group commit (or decision) kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lake.errors import LakeError
+from pipeline.conflicts import with_advice
+from pipeline.contract import TurnStatus
+from pipeline.prepare import Quarantined
+from pipeline.service.steps import TurnKey
+
+# A conflict's advice is the CLI's (``--replace``); over HTTP a recorded turn cannot be replaced.
+_NO_REPLACE = "; the HTTP API cannot replace a recorded turn"
+
+
+@dataclass(frozen=True)
+class LineOutcome:
+    """What became of one submitted line."""
+
+    status: TurnStatus
+    reason: str | None = None
+    field: str | None = None
+
+
+def line_outcomes(keys: list[list[TurnKey | None]], lines: int, accepted: int,
+                  kept: set[TurnKey], quarantined: dict[int, Quarantined]
+                  ) -> list[list[LineOutcome]]:
+    """Each submission's outcomes (``keys``: each submission's lines' turn identities, in the
+    order the group's ``lines`` were ingested): a quarantined line is rejected; of the
+    others, the first line of each turn the ingest kept is accepted and every other one a
+    duplicate."""
+    # Every kept turn has content rows (its assistant row at least), so the hook saw it.
+    if len(kept) != accepted:
+        raise LakeError(f"the ingest kept {accepted} turns but wrote rows of "
+                        f"{len(kept)}; the outcomes cannot be told apart")
+    answered: set[TurnKey] = set()
+    out: list[list[LineOutcome]] = []
+    number = 0
+    for submission in keys:
+        mine: list[LineOutcome] = []
+        for key in submission:
+            number += 1  # ingest numbers lines from 1
+            if number in quarantined:
+                mine.append(rejected(quarantined[number]))
+            elif key is not None and key in kept and key not in answered:
+                answered.add(key)
+                mine.append(LineOutcome("accepted"))
+            else:
+                mine.append(LineOutcome("duplicate", "this turn is recorded already"))
+        out.append(mine)
+    assert number == lines
+    return out
+
+
+def rejected(refused: Quarantined) -> LineOutcome:
+    """A rejected line's outcome: the ingest's reason, with the HTTP API's advice for a
+    conflict, and the field it names."""
+    return LineOutcome("rejected", with_advice(refused, _NO_REPLACE).reason, refused.field)
