@@ -226,6 +226,9 @@ def test_workbench_pages_viewed_as_a_user_show_only_that_user(
     monkeypatch.setenv("TURNLAKE_LAKE", str(root))
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
+    # The local demo mode (an admin of every tenant) viewing as one user: the view must
+    # still show nothing of anyone else (signed-in users are tests/app/test_signin.py's).
+    monkeypatch.setenv("TURNLAKE_WORKBENCH_AUTH", "local")
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.session_state["wb_tenant"] = "acme"
     at.session_state["wb_view_as_on"] = True

@@ -82,7 +82,9 @@ def test_a_file_of_the_wrong_agent_exits_1_with_its_problems_quarantined(
     assert missing.exit_code != 0 and "does not exist" in _said(missing.output)
 
 
-def test_watch_records_a_session_as_it_grows(tmp_path: Path) -> None:
+def test_watch_records_a_session_as_it_grows(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")  # for this test only
     settings = Settings.from_env(str(tmp_path / "lake"))
     folder = tmp_path / "sessions"
     folder.mkdir()
@@ -97,7 +99,6 @@ def test_watch_records_a_session_as_it_grows(tmp_path: Path) -> None:
     def find(f: Path) -> list[Path]:
         return find_files([f], is_rollout, "codex")
 
-    os.environ.setdefault("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     assert watch_sessions(settings, folder, find, stream_of, interval_s=0, rounds=1) == 1
     assert sorted(_turns(settings.lake)) == ["turn-1", "turn-2"]
     # Nothing changed: nothing is read again.
