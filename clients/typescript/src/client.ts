@@ -10,6 +10,7 @@ import type {
   PullAnswer,
   PullOptions,
   RecordAnswer,
+  ResolvedRecord,
   SearchAnswer,
   SearchOptions,
   TurnAnswer,
@@ -100,6 +101,19 @@ export class TurnlakeClient {
     return this.http.json<TurnAnswer>({
       method: "GET", path: `/v1/conversations/${segment(conversation)}/turns/${segment(turn)}`,
       query: options, call,
+    });
+  }
+
+  /** What a `conv:*` address names (a hit's `address` or `turn_address`, one of a turn's
+   * `addresses`, a ref written in a text), as JSON: the record or a part of it, a step, a
+   * search row, an event. `file` reads a `conv:fi:` ref's bytes. */
+  async resolve(address: string, options: { as_of?: string } = {},
+                call?: CallOptions): Promise<ResolvedRecord> {
+    if (address.startsWith("conv:fi:")) {
+      throw new TypeError(`${address} names a file's bytes: read them with file(ref)`);
+    }
+    return this.http.json<ResolvedRecord>({
+      method: "GET", path: `/v1/refs/${refPath(address)}`, query: options, call,
     });
   }
 

@@ -1,7 +1,7 @@
 // The request and answer types of the client, read from the generated OpenAPI types by route
 // and method (src/generated/openapi.ts): regenerating them (`make ts-types`) carries every
 // change of the service's contract here, with no copy to keep in step.
-import type { paths } from "./generated/openapi.js";
+import type { components, paths } from "./generated/openapi.js";
 
 type Operation<P extends keyof paths, M extends keyof paths[P]> = NonNullable<paths[P][M]>;
 
@@ -71,3 +71,6 @@ export type ErrorAnswer = RecordTurns["responses"] extends {
 }
   ? E
   : never;
+
+/** What a non-file `conv:*` address resolves to: the object (`value`) and where it lives. */
+export type ResolvedRecord = components["schemas"]["ResolvedRecord"];

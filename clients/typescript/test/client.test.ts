@@ -132,6 +132,10 @@ describe("reading", async () => {
     expect(new TextDecoder().decode(file.bytes)).toBe("day,amount\nmon,3\n");
     expect(file.contentType).toMatch(/^text\/csv/);
     expect(file.name).toBe("report.csv");
+    const record = await user.resolve(turn.addresses!.record);
+    expect(record.namespace).toBe("ar");
+    expect((record.value as { turn_id: string }).turn_id).toBe("t-0010");
+    await expect(user.resolve(ref)).rejects.toThrow(TypeError);
     const streamed = await user.fileStream(ref);
     expect(streamed.size).toBe(file.bytes.length);
     expect(await new Response(streamed.stream).text()).toBe("day,amount\nmon,3\n");
