@@ -5,7 +5,6 @@ bring other agents' sessions into the lake, once or as they change (``--watch``)
 # _command makes, which name its own arguments (help texts, default app).
 
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -35,6 +34,8 @@ from pipeline.commands.importers import (
     _summary,
     hook_app,
     import_app,
+    log_failure,
+    run_recall,
 )
 from pipeline.commands.index import RayCpusOption, RayFlagCommand, RayOption
 
@@ -210,9 +211,7 @@ def hook_codex(
         _log(log_path, f"thread {thread}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:
-        detail = (str(exc) if isinstance(exc, TurnlakeError)
-                  else "".join(traceback.format_exception(exc)))
-        _log(log_path, f"thread {thread}: error: {detail}")
+        log_failure(log_path, f"thread {thread}", exc)
     sys.stdout.flush()
 
 
@@ -249,9 +248,7 @@ def hook_gemini_cli(
         _log(log_path, f"session {session}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:
-        detail = (str(exc) if isinstance(exc, TurnlakeError)
-                  else "".join(traceback.format_exception(exc)))
-        _log(log_path, f"session {session}: error: {detail}")
+        log_failure(log_path, f"session {session}", exc)
     sys.stdout.write("{}\n")
 
 
@@ -274,14 +271,5 @@ def hook_gemini_cli_recall(
 
     Prints {} when nothing passes the relevance floor. Never blocks the prompt: an error goes
     to the log and exits 1 (a warning to Gemini CLI, which goes on)."""
-    from pipeline.recall import main
-
-    argv = ["--tenant", tenant, "--user", user, "--budget", str(budget),
-            "--min-relevance", str(min_relevance), "--turns", str(turns)]
-    for name, value in (("--server", server), ("--key", key), ("--lake", lake),
-                        ("--log", str(log) if log else None)):
-        if value is not None:
-            argv += [name, value]
-    code = main(argv, agent="gemini-cli")
-    if code:
-        raise typer.Exit(code)
+    run_recall("gemini-cli", tenant, user, server=server, key=key, budget=budget,
+               min_relevance=min_relevance, turns=turns, log=log, lake=lake)

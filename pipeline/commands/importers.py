@@ -254,9 +254,7 @@ def hook_claude_code(
         _log(log_path, f"session {session} ({hook.event}): {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:
-        detail = (str(exc) if isinstance(exc, TurnlakeError)
-                  else "".join(traceback.format_exception(exc)))
-        _log(log_path, f"session {session}: error: {detail}")
+        log_failure(log_path, f"session {session}", exc)
         raise typer.Exit(1) from None
 
 
@@ -279,6 +277,15 @@ def hook_claude_code_recall(
 
     Prints nothing when nothing passes the relevance floor. Never blocks the prompt: an
     error goes to the log and exits 1 (non-blocking)."""
+    run_recall("claude-code", tenant, user, server=server, key=key, budget=budget,
+               min_relevance=min_relevance, turns=turns, log=log, lake=lake)
+
+
+def run_recall(agent: str, tenant: str, user: str, *, server: str | None, key: str | None,
+               budget: int, min_relevance: float, turns: int, log: Path | None,
+               lake: str | None) -> None:
+    """Run ``agent``'s recall hook (pipeline.recall.main, which the console script also
+    reaches without the CLI's imports) with the command's options; exits with its code."""
     from pipeline.recall import main
 
     argv = ["--tenant", tenant, "--user", user, "--budget", str(budget),
@@ -287,9 +294,17 @@ def hook_claude_code_recall(
                         ("--log", str(log) if log else None)):
         if value is not None:
             argv += [name, value]
-    code = main(argv)
+    code = main(argv, agent=agent)
     if code:
         raise typer.Exit(code)
+
+
+def log_failure(log_path: Path, what: str, exc: Exception) -> None:
+    """A hook's failure in its log: our own errors by their message, anything else with its
+    traceback (a hook never shows one to the agent)."""
+    detail = (str(exc) if isinstance(exc, TurnlakeError)
+              else "".join(traceback.format_exception(exc)))
+    _log(log_path, f"{what}: error: {detail}")
 
 
 def _hook_log(name: str) -> Path:
