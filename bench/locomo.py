@@ -9,23 +9,23 @@ The data is read from ../shared at run time and never copied into the project.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.questions import CONFIGS, KS, Asking, Question, ask, mean_recalls
 from lake.embedding.base import Embedder
-from lake.search.access import Principal
 from lake.search.relevance import DEFAULT_MIN_RELEVANCE
-from lake.search.request import DEFAULT_WEIGHTS, FusionSettings, SearchRequest
+from lake.search.request import DEFAULT_WEIGHTS, FusionSettings
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -36,20 +36,12 @@ from pipeline.jobs import run_ingest
 LOCOMO = Path(os.environ.get("TURNLAKE_LOCOMO") or Path(__file__).resolve().parents[2]
               / "shared" / "eval" / "locomo" / "locomo10.json")
 TENANT = "locomo"
-KS = (5, 10, 25)
+__all__ = ["CONFIGS", "KS", "Question", "build", "evaluate", "ingested_lake", "load",
+           "mean_recalls", "question_recalls", "samples"]
 # Tuning reads only the first five conversations; figures are reported on the other five
 # (and on all ten). Anything fitted or chosen for ranking comes from "tune" alone.
 SPLITS: dict[str, range] = {"tune": range(0, 5), "report": range(5, 10), "all": range(0, 10)}
 _DIA = re.compile(r"D(\d+):(\d+)")
-
-
-@dataclass(frozen=True)
-class Question:
-    """A scored LoCoMo question: whose history, what, which turns hold the evidence."""
-
-    user_id: str
-    text: str
-    evidence: frozenset[tuple[str, str]]
 
 
 class MissingEvalData(FileNotFoundError):
@@ -205,24 +197,22 @@ _FORM_FILE = "bench-lake-form"
 
 def ingested_lake(root: Path, records: list[dict[str, Any]], embedder: Embedder) -> Settings:
     """The settings of a lake at ``root`` holding ``records``, ingested with ``embedder``:
-    the one already there when an ingest of this :data:`LAKE_FORM` finished it, else a new
-    one (an older or unfinished lake is removed first)."""
+    the one already there when an ingest of this :data:`LAKE_FORM` and of these records
+    finished it, else a new one (an older, other or unfinished lake is removed first)."""
     settings = Settings(lake=root, embedding_model=embedder.name)
     stamp = root / _FORM_FILE
-    if stamp.is_file() and stamp.read_text().strip() == str(LAKE_FORM):
+    digest = hashlib.sha1(json.dumps(records, sort_keys=True).encode()).hexdigest()
+    made = f"{LAKE_FORM} {digest}\n"
+    if stamp.is_file() and stamp.read_text() == made:
         return settings
     shutil.rmtree(root, ignore_errors=True)
-    run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
-    stamp.write_text(f"{LAKE_FORM}\n")
+    report = run_ingest(settings, records=[json.dumps(r) for r in records], embedder=embedder)
+    if report.ingest.quarantined:
+        first = report.ingest.quarantined[0]
+        raise ValueError(f"{len(report.ingest.quarantined)} bench records refused, the first "
+                         f"(line {first.line}) for {first.reason}")
+    stamp.write_text(made)
     return settings
-
-
-CONFIGS: dict[str, dict[str, bool]] = {
-    "semantic": {"semantic": True, "lexical": False, "trigram": False},
-    "lexical": {"semantic": False, "lexical": True, "trigram": False},
-    "trigram": {"semantic": False, "lexical": False, "trigram": True},
-    "fused": {"semantic": True, "lexical": True, "trigram": True},
-}
 
 
 def question_recalls(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = None,
@@ -249,23 +239,15 @@ def question_recalls(embedder: Embedder, *, rich: bool, fusion: FusionSettings |
         + ("-mixed" if joined > 1 and mixed else ""))
     ingested_lake(root, records, embedder)
     service = SearchService(LakeStore(root), embedder=embedder)
-    floor = DEFAULT_MIN_RELEVANCE if min_relevance is None else min_relevance
+    asking = Asking(fusion=fusion or FusionSettings(), weights=dict(weights or DEFAULT_WEIGHTS),
+                    min_relevance=DEFAULT_MIN_RELEVANCE if min_relevance is None
+                    else min_relevance)
     out: dict[str, dict[str, np.ndarray]] = {}
     for split in splits:
         users = {s["sample_id"] for s in samples(split)}
         asked = [q for q in questions if q.user_id in users]
-        out[split] = {}
-        for name, enabled in CONFIGS.items():
-            recalls = np.zeros((len(asked), len(KS)))
-            for i, q in enumerate(asked):
-                result = service.search(SearchRequest(
-                    q.text, Principal(TENANT, q.user_id), k=max(KS), enabled=enabled,
-                    weights=dict(weights or DEFAULT_WEIGHTS),
-                    recency_weight=0.0, as_of=last, max_per_conversation=0, snippets="none",
-                    fusion=fusion or FusionSettings(), min_relevance=floor))
-                ranked = [(h.conversation_id, h.turn_id) for h in result.hits]
-                recalls[i] = [len(q.evidence & set(ranked[:k])) / len(q.evidence) for k in KS]
-            out[split][name] = recalls
+        found = ask(service, TENANT, asked, last, asking=asking, configs=CONFIGS)
+        out[split] = {name: f.recall for name, f in found.items()}
     return out
 
 
@@ -281,10 +263,3 @@ def evaluate(embedder: Embedder, *, rich: bool, fusion: FusionSettings | None = 
                              reworded=reworded, joined=joined, mixed=mixed)
     return {split: {name: mean_recalls(recalls) for name, recalls in by_config.items()}
             for split, by_config in found.items()}
-
-
-def mean_recalls(recalls: np.ndarray) -> dict[int, float]:
-    """Recall@k for each k of :data:`KS`: the mean of per-question recalls (questions × ks)."""
-    if recalls.shape[0] == 0:
-        raise ValueError("no question was asked: recall has no mean")
-    return {k: float(v) for k, v in zip(KS, recalls.mean(axis=0), strict=True)}

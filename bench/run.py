@@ -158,6 +158,18 @@ def bench_locomo() -> dict[str, Any]:
     return out
 
 
+def bench_longmemeval() -> dict[str, Any]:
+    """Recall@5/10/25 and all@k on the LongMemEval dev questions (minimal records), each
+    generator and fused, per split (even ids tune, odd report), overall and by question type;
+    fused against the best generator alone with a 95 % interval. TURNLAKE_LME_LIMIT=N asks
+    only the first N questions of the seeded order (the first run embeds ~55 MB of history)."""
+    from bench.longmemeval import question_recalls, run_figures
+
+    limit = int(os.environ["TURNLAKE_LME_LIMIT"]) if os.environ.get("TURNLAKE_LME_LIMIT") \
+        else None
+    return run_figures(question_recalls, limit=limit, workdir=CACHE / "longmemeval")
+
+
 def bench_locomo_reworded() -> dict[str, Any]:
     """Recall@5/10/25 on LoCoMo's questions asked in other words (bench.reworded), minimal and
     rich records, each generator and fused, per split, without the relevance floor; and fused
@@ -821,6 +833,7 @@ def main() -> None:
         # ONNX Runtime vs PyTorch in one run, and vector reuse (issue #25).
         ("embedding_runtimes", bench_embedding_runtimes),
         ("locomo", bench_locomo),
+        ("longmemeval", bench_longmemeval),
         ("locomo_reworded", bench_locomo_reworded),
         ("locomo_long", bench_locomo_long),
         ("relevance", bench_relevance),
