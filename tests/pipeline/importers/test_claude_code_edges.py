@@ -16,7 +16,7 @@ from pipeline.importers import ImportResult, iter_claude_code
 from pipeline.importers.claude_files import transcript_files
 from pipeline.importers.common import Identity
 from pipeline.importers.live import capture_transcript
-from pipeline.ingest import Ingestor
+from pipeline.jobs import run_ingest
 
 SESSION = "12121212-1111-4222-8333-444444444444"
 IDENTITY = Identity(tenant="acme", user_id="u-ana", app="claude-code", agent="claude-code")
@@ -215,8 +215,8 @@ def test_import_after_hook_captures_is_idempotent_when_a_summary_comes_later(
     capture_transcript(settings, SESSION, path, IDENTITY, final=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write('{"type":"summary","summary":"Narwhal tusk research","leafUuid":"s-4"}\n')
-    imported = Ingestor(settings, replace=True).ingest_records(
-        iter_claude_code([path], tenant="acme", user_id="u-ana"))
+    imported = run_ingest(settings, records=iter_claude_code(  # type: ignore[arg-type]
+        [path], tenant="acme", user_id="u-ana"), embed=False, index=False, replace=True).ingest
     assert (imported.accepted, imported.duplicates, imported.replaced) == (0, 2, 0)
     again = capture_transcript(settings, SESSION, path, IDENTITY, final=True)
     assert (again.records, again.accepted, again.replaced) == (0, 0, 0)

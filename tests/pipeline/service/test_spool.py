@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from lake.deletion.target import ErasureTarget
 from lake.errors import LakeError
-from lake.retention import ErasureTarget
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
@@ -24,6 +24,7 @@ from pipeline.service.spool import (
     orphans,
     recover_orphans,
     settle_spools,
+    settler,
     wait_for_answered,
 )
 from tests.reliability.lake_audit import turn_record
@@ -126,7 +127,8 @@ def test_an_erasure_first_commits_what_a_dead_server_answered(
     spool = Spool.create(lake)
     spool.append(_group(1, 2, 3))  # answered, never committed: its server was killed
     _die(spool)
-    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test")
+    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test",
+          settle=settler(hashing_settings))
     assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 0
     assert not spool.path.exists()  # nothing is left to bring the erased turns back
 
@@ -138,7 +140,8 @@ def test_an_erasure_embeds_the_dead_servers_turns_it_keeps(hashing_settings: Set
         orjson.dumps(turn_record(1)).decode(),
         orjson.dumps(turn_record(2, conversation="c-2")).decode()]))
     _die(spool)
-    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test")
+    erase(hashing_settings, ErasureTarget(tenant="acme", conversation_id="c-1"), actor="test",
+          settle=settler(hashing_settings))
     rows = LakeStore(lake).read(Table.CONTENT_ROWS,
                                 columns=["conversation_id", "embedding_status"])
     assert set(rows["conversation_id"].to_pylist()) == {"c-2"}
@@ -165,3 +168,39 @@ def test_a_read_waits_only_for_living_spools_groups_answered_before_it(tmp_path:
     assert not wait_for_answered(tmp_path, before=written + 1, timeout_s=0.1)
     living.remove(1)
     assert wait_for_answered(tmp_path, before=written + 1, timeout_s=0.1)
+
+
+def test_the_clis_erasures_are_given_the_settle_step(
+        hashing_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``turnlake erase`` and ``ingest --replace`` hand their erasures the spool settling
+    (pipeline.commands.common.erase_settler): what a dead server answered is committed first,
+    so the erasure takes it too and nothing brings it back."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    lake = Path(str(hashing_settings.lake))
+    LiveWriter(hashing_settings, embed=False).ingest([orjson.dumps(turn_record(1)).decode()])
+    spool = Spool.create(lake)
+    spool.append(_group(1, 2))
+    _die(spool)
+    erased = CliRunner().invoke(app, ["erase", "--tenant", "acme", "--conversation", "c-1",
+                                      "--lake", str(lake)])
+    assert erased.exit_code == 0, erased.output
+    assert LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 0
+    assert not spool.path.exists()
+
+    LiveWriter(hashing_settings, embed=False).ingest([orjson.dumps(turn_record(3)).decode()])
+    spool = Spool.create(lake)
+    spool.append(_group(2, 4))
+    _die(spool)
+    changed = turn_record(3, marker="changed")
+    (tmp_path / "changed.jsonl").write_bytes(orjson.dumps(changed) + b"\n")
+    replaced = CliRunner().invoke(app, ["ingest", str(tmp_path / "changed.jsonl"), "--replace",
+                                        "--no-embed", "--no-index", "--lake", str(lake)])
+    assert replaced.exit_code == 0, replaced.output
+    assert "replaced 1 stored turn(s)" in " ".join(replaced.output.split())
+    logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
+    assert sorted(logs["turn_id"].to_pylist()) == ["t-0003", "t-0004"]
+    assert not spool.path.exists()
