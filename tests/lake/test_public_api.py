@@ -44,20 +44,6 @@ def test_no_public_name_outside_the_api() -> None:
     assert public - NOT_API == EXPECTED
 
 
-def test_lake_never_imports_app_or_pipeline() -> None:
-    import ast
-    from pathlib import Path
-
-    root = Path(lake.__file__).parent
-    for path in root.rglob("*.py"):
-        # The imported modules, not the text: "import append_partition" names no package.
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            for name in names:
-                assert name.split(".")[0] not in ("app", "pipeline"), (path, name)
-
-
 def test_importing_the_library_changes_no_environment_variable() -> None:
     # polars sets its allocator's variable on import: the dependencies load first.
     code = ("import os, json, polars, deltalake, pyarrow.dataset, faiss, tantivy\n"
