@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 from lake.addresses import parse_address, row_address_of_id
 from lake.deletion.target import ErasureTarget
@@ -20,6 +19,7 @@ from pipeline.ingest import Ingestor
 from pipeline.jobs import run_ingest
 from pipeline.maintain import maintain
 from pipeline.retention import erase
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 BEN = Principal("acme", "u-ben")

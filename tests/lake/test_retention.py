@@ -13,7 +13,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, rich_record, write_jsonl
 
 from lake.deletion.audit import AuditEntry, read_audit, write_audit
 from lake.deletion.plan import DeletionPlan, plan_erase, plan_purge
@@ -31,6 +30,7 @@ from lake.settings import RetentionRule, Settings
 from lake.store import CHECKPOINT_INTERVAL, LakeStore, Partition
 from lake.tables import Table
 from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
+from tests.factories import make_record, rich_record, write_jsonl
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from lake.timelines import (
 )
 from pipeline.ingest import Ingestor
 from pipeline.live import LiveWriter
+from tests.factories import make_record, rich_record, write_jsonl
 
 
 def _timelines(store: LakeStore) -> dict[tuple[str, str], dict[str, object]]:

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 AS_OF = "2026-03-11T00:00:00+00:00"
 FIXTURES = Path(__file__).parent / "importers" / "fixtures"

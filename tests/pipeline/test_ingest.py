@@ -8,7 +8,6 @@ import duckdb
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, rich_record, write_jsonl
 
 from lake.faults import Faults
 from lake.filestore import FileStore
@@ -20,6 +19,7 @@ from lake.tables import TURN_LOG_INDEX_COLUMNS, Table
 from pipeline.ingest import Ingestor
 from pipeline.jobs import run_ingest
 from pipeline.supersede import supersede
+from tests.factories import make_record, rich_record, write_jsonl
 
 
 def _count(store: LakeStore, table: Table) -> int:

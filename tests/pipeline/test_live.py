@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from factories import BASE_TIME, make_record
-
 from lake.embedding.hashing import HashingEmbedder
 from lake.index.manifest import read_current
 from lake.search.access import Principal
@@ -16,6 +14,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.live import LIBRARY_ADVICE, LiveWriter
+from tests.factories import BASE_TIME, make_record
 
 
 class CountingEmbedder(HashingEmbedder):

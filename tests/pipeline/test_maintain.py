@@ -16,8 +16,6 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, write_jsonl
-from s3_server import bucket_objects, new_bucket, s3_config, s3_endpoint
 from typer.testing import CliRunner
 
 from lake.deletion.target import ErasureTarget
@@ -36,7 +34,9 @@ from pipeline.cli import app
 from pipeline.jobs import run_ingest
 from pipeline.maintain import maintain
 from pipeline.retention import erase
+from tests.factories import make_record, write_jsonl
 from tests.pipeline.test_retention_jobs import _marked, traces
+from tests.s3_server import bucket_objects, new_bucket, s3_config, s3_endpoint
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 

@@ -18,7 +18,6 @@ from typing import Any
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from lake.deletion.audit import read_audit
@@ -40,6 +39,7 @@ from pipeline.cli import app
 from pipeline.commands.retention import erasure_target
 from pipeline.jobs import run_ingest
 from pipeline.retention import apply_policy, erase, purge
+from tests.factories import make_record, write_jsonl
 
 ERASED = "QZXERASEDMARKQZX"
 EXPIRED = "QZXEXPIREDMARKQZX"

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import make_record, write_jsonl
-from s3_server import aws_env, bucket_objects, cache_files, new_bucket, s3_config, s3_endpoint
 from typer.testing import CliRunner
 
 from lake.deletion.target import ErasureTarget
@@ -35,6 +33,8 @@ from pipeline.cli import app
 from pipeline.index_build import build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.retention import erase, purge
+from tests.factories import make_record, write_jsonl
+from tests.s3_server import aws_env, bucket_objects, cache_files, new_bucket, s3_config, s3_endpoint
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 

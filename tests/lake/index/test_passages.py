@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record, passage_hashing_embedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, passage_hashing_embedder
 
 DIM = 8
 

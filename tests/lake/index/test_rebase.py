@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record
 
 from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
@@ -28,6 +27,7 @@ from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.live import LiveWriter
 from pipeline.retention import erase
+from tests.factories import BASE_TIME, make_record
 
 MODEL = "hashing-64"
 AS_OF = BASE_TIME + timedelta(days=30)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import make_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from lake.search.when import TimeRange
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, write_jsonl
 
 AS_OF = datetime(2023, 10, 20, 15, 30, tzinfo=UTC)
 

@@ -5,14 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import (
-    BASE_TIME,
-    garden_notes,
-    make_record,
-    passage_hashing_embedder,
-    rich_record,
-    write_jsonl,
-)
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import AccessDenied, QueryError
@@ -23,6 +15,14 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.jobs import run_ingest
+from tests.factories import (
+    BASE_TIME,
+    garden_notes,
+    make_record,
+    passage_hashing_embedder,
+    rich_record,
+    write_jsonl,
+)
 
 AS_OF = BASE_TIME + timedelta(days=1)
 ANA = Principal("acme", "u-ana")

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import make_record, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
