@@ -23,7 +23,7 @@ from lake.deletion.policy import policy_expiry, with_record_ttl
 from lake.deletion.runner import DeletionOutcome, DeletionRunner, StepProgress
 from lake.deletion.target import ErasureTarget
 from lake.embedding.factory import embedding_identity
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.index.manifest import read_current
@@ -86,7 +86,7 @@ def index_rebuilder(store: LakeStore, settings: Settings,
         for part in partitions:
             try:
                 current = read_current(store.root, *part)
-            except IndexError_:
+            except IndexUnavailable:
                 # An unreadable index is rebuilt from the tables, with the configured model.
                 by_model.setdefault(default, set()).add(part)
                 continue

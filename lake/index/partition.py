@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 
 from lake.embedding.passages import column_passages
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
 from lake.index.passages import PassageIndex
@@ -299,8 +299,8 @@ class PartitionIndex:
         try:
             return self.segments.layout.rows
         except OSError as exc:  # a newer build replaced this one while it was being opened
-            raise IndexError_(f"index rows at {self.folder} are unreadable: {exc}; "
-                              "search again") from exc
+            raise IndexUnavailable(f"index rows at {self.folder} are unreadable: {exc}; "
+                                   "search again") from exc
 
     @cached_property
     def text_bytes_before(self) -> np.ndarray:

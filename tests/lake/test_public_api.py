@@ -11,7 +11,7 @@ import lake
 
 EXPECTED = {
     "AccessDenied", "ConcurrentWriteError", "EmbeddingError", "FusionSettings", "Hit",
-    "IndexError_", "IndexStaleError", "LakeError", "LakeStore", "Principal", "QueryError",
+    "IndexUnavailable", "IndexStaleError", "LakeError", "LakeStore", "Principal", "QueryError",
     "RecordError", "Ref", "RefError", "RefExpired", "RefNotFound", "RetentionRule",
     "SearchRequest", "SearchResult", "SearchService", "Settings", "Table", "TurnCatalog",
     "TurnMaterializer", "TurnRecord", "TurnlakeError", "file_ref", "format_ref", "json_schema",

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
-from lake.errors import ConcurrentWriteError, IndexError_, RefError
+from lake.errors import ConcurrentWriteError, IndexUnavailable, RefError
 from lake.faults import Faults
 from lake.index.status import partition_statuses
 from lake.search.access import Principal
@@ -400,7 +400,7 @@ def test_searches_and_replays_during_maintenance_never_fail(settings: Settings) 
                 seen.append([(h.conversation_id, h.turn_id) for h in hits])
                 TurnMaterializer(store).turn(ANALYST, hits[0].conversation_id,
                                              hits[0].turn_id)
-            except IndexError_:
+            except IndexUnavailable:
                 pass  # a search racing the build that replaces its index: documented, retry
             except Exception as exc:  # any other failure of a reader is the finding
                 errors.append(repr(exc))

@@ -17,7 +17,7 @@ import pytest
 
 from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
-from lake.errors import ConcurrentWriteError, IndexError_, TurnlakeError
+from lake.errors import ConcurrentWriteError, IndexUnavailable, TurnlakeError
 from lake.faults import Faults
 from lake.index.manifest import read_current
 from lake.locks import index_lock, writer_lock
@@ -214,7 +214,7 @@ def test_a_vanished_index_is_a_clear_error_then_reported_and_rebuilt(tmp_path: P
     query = SearchRequest("forecast", ANALYST, scope="tenant")
     # A reader that resolved the live build just before a newer build removed it.
     (folder / "rows.arrow").unlink()
-    with pytest.raises(IndexError_, match="search again"):
+    with pytest.raises(IndexUnavailable, match="search again"):
         service.search(query)
     # A pointer naming no build is reported as unindexed, and a build repairs it.
     shutil.rmtree(folder)
