@@ -28,7 +28,7 @@ from lake.embedding.passages import column_passages
 from lake.errors import IndexUnavailable
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
-from lake.index.passages import PassageIndex
+from lake.index.passage_index import PassageIndex
 from lake.index.segments import (
     PASSAGES_FOLDER,
     ROWS_FILE,
@@ -213,7 +213,7 @@ def write_segment(folder: Path, live: LiveRows, *, doc_offset: int, lexical_from
     """Write one segment's artifacts for ``live.rows`` (sorted) into a new ``folder``.
 
     The passage vectors of its long rows, when it has any, go to a passage index
-    (lake.index.passages) beside the semantic index. The lexical index gets
+    (lake.index.passage_index) beside the semantic index. The lexical index gets
     doc ids from ``doc_offset`` on, added to a hard-linked copy of ``lexical_from`` (the
     previous segment's lexical folder, which covers every earlier row) when given."""
     seconds: dict[str, float] = {}

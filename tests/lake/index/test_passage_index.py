@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lake.index.passages as passages_module
+import lake.index.passage_index as passages_module
 from lake.errors import IndexUnavailable
 from lake.index.manifest import local_build
 from lake.index.partition import PartitionIndex
-from lake.index.passages import PassageIndex, raised_by_passages
+from lake.index.passage_index import PassageIndex, raised_by_passages
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
