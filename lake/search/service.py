@@ -378,7 +378,7 @@ class SearchService:
             tenant=part.manifest.tenant, user_id=cols.users[cols.user_codes[doc]],
             conversation_id=turn_key[0], turn_id=turn_key[1], turn_at=turn_at,
             role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
-            row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
+            row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, fused=rrf, lift=lift,
             score=final, relevance=relevance, snippets=self._snippets(part, doc, request, query))
 
     def _snippets(self, part: PartitionIndex, doc: int, request: SearchRequest,

@@ -96,14 +96,14 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
         assert rank is not None
         assert by[generator].rank == str(rank.rank)
         assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
-    assert float(by["rrf"].score) == pytest.approx(expected.rrf, rel=1e-9)
+    assert float(by["fused"].score) == pytest.approx(expected.fused, rel=1e-9)
     # The app searched a moment earlier: the recency lift differs by that moment only.
     assert float(by["lift"].score) == pytest.approx(expected.lift, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(
-        float(by["rrf"].score) * float(by["lift"].score))
+        float(by["fused"].score) * float(by["lift"].score))
     assert "None" not in set(table["rank"]) | set(table["score"])
-    assert by["rrf"].rank == by["lift"].rank == ""  # fused figures have no rank
+    assert by["fused"].rank == by["lift"].rank == ""  # fused figures have no rank
 
 
 def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,

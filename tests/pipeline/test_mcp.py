@@ -183,7 +183,7 @@ def test_scoring_is_in_hits_only_when_asked(lake: Settings) -> None:
             "search_conversations", {"query": "ERR_CONNECTION_RESET"}))
         hit = plain["hits"][0]
         assert "scoring" not in hit or hit["scoring"] is None
-        assert not {"ranks", "rrf", "lift", "score", "row_id"} & set(hit)
+        assert not {"ranks", "fused", "lift", "score", "row_id"} & set(hit)
         explained = _structured(await session.call_tool(
             "search_conversations", {"query": "ERR_CONNECTION_RESET", "explain": True}))
         scoring = explained["hits"][0]["scoring"]

@@ -169,7 +169,7 @@ def test_turns_in_the_named_time_rank_first(tmp_path: Path) -> None:
         timedelta(days=1)
     assert hits[0].lift == pytest.approx(5.0)
     assert hits[1].lift == pytest.approx(1.0 + 4.0 * 0.5 ** (outside / 3), rel=1e-9)
-    assert hits[0].score == pytest.approx(hits[0].rrf * 5.0)
+    assert hits[0].score == pytest.approx(hits[0].fused * 5.0)
 
 
 def test_time_weight_must_be_a_finite_non_negative_number(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_recency_lift_and_score_breakdown(service: SearchService) -> None:
     hit = result.hits[0]
     age_days = (AS_OF - hit.turn_at).total_seconds() / 86400
     assert hit.lift == pytest.approx(1 + 0.5 ** (age_days / 7))
-    assert hit.score == pytest.approx(hit.rrf * hit.lift)
+    assert hit.score == pytest.approx(hit.fused * hit.lift)
     off = service.search(SearchRequest("deploy", ANA, as_of=AS_OF, recency_weight=0))
     assert off.hits[0].lift == 1.0
 
