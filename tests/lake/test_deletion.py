@@ -1,5 +1,5 @@
-"""The retention policy pieces (targets, expiry, redaction, quarantine rules, audit), deletion
-plans and their runner, and the store operations purges rely on."""
+"""lake/deletion/: erasure targets, expiry under the policy, redaction, quarantine rules, the
+audit, deletion plans and their runner, and the store operations purges rely on."""
 
 from __future__ import annotations
 
