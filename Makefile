@@ -38,6 +38,7 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check lake pipeline app turnlake tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The docs site (mkdocs.yml): strict, so a broken link or a page left out of the nav fails.
 docs: install

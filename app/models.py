@@ -138,13 +138,13 @@ class HitView:
     def breakdown(self) -> list[ScoreLine]:
         """Rank and score per generator (None when it did not find the turn), then the RRF
         fusion, the lift (recency times a named time's, lake.search.named_time), the final
-        score (``rrf × lift``) and the relevance."""
+        score (``fused × lift``) and the relevance."""
         lines = []
         for name in GENERATORS:
             rank = self.hit.ranks.get(name)
             lines.append(ScoreLine(name, rank.rank if rank else None,
                                    rank.score if rank else None))
-        lines += [ScoreLine("rrf", None, self.hit.rrf), ScoreLine("lift", None, self.hit.lift),
+        lines += [ScoreLine("fused", None, self.hit.fused), ScoreLine("lift", None, self.hit.lift),
                   ScoreLine("final", None, self.hit.score),
                   ScoreLine("relevance", None, self.hit.relevance)]
         return lines

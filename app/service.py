@@ -35,11 +35,11 @@ from app.models import (
     mentioned_refs,
 )
 from lake import analytics
+from lake.deletion.audit import AuditEntry, read_audit
 from lake.embedding.factory import embedder_from, embedding_identity
 from lake.errors import AccessDenied, QueryError, RefError
 from lake.mentions import Mention
 from lake.resolver import RefResolver, ResolvedRecord
-from lake.retention import AuditEntry, read_audit
 from lake.search.access import Principal
 from lake.search.catalog import (
     CatalogTurn,

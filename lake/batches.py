@@ -134,7 +134,7 @@ class BatchCommitter:
         if grow:
             rows = pa.concat_tables([rows, appended_timelines(
                 rows_of_conversations(stored, grow), rows_of_conversations(sources, grow))])
-        return TimelineUpdate(rows, update.live | grow, update.gone, set(counts))
+        return TimelineUpdate(rows, update.live | grow, update.gone, frozenset(counts))
 
     def _store_bytes(self, pending_files: Sequence[PendingFile]) -> None:
         """Move a batch's hosted bytes into place and flush them to disk."""

@@ -11,7 +11,7 @@
     ├── Unauthenticated        no API key, or one the lake does not know (or revoked)
     ├── LakeError              the lake (Delta tables, file store) failed or is inconsistent
     │   └── ConcurrentWriteError   another writer committed first; safe to re-run
-    ├── IndexError_            a partition index is missing or unusable
+    ├── IndexUnavailable       a partition index is missing or unusable
     │   └── IndexStaleError    the index is older than its table and cannot answer alone
     ├── EmbeddingError         the embedding provider failed (searches fall back to text)
     ├── WorkspaceError         a pull workspace is unusable or would be written unsafely
@@ -63,11 +63,11 @@ class ConcurrentWriteError(LakeError):
     """Another writer committed a conflicting change first; re-running the job is safe."""
 
 
-class IndexError_(TurnlakeError):
+class IndexUnavailable(TurnlakeError):
     """A partition index is missing or cannot be used."""
 
 
-class IndexStaleError(IndexError_):
+class IndexStaleError(IndexUnavailable):
     """The index was built from an older table version than the one being read."""
 
 

@@ -7,6 +7,7 @@ a crash between the TurnLog commit and the timeline commit is repaired by refres
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -55,21 +56,22 @@ class TimelineUpdate:
     """Recomputed timeline rows of some conversations, to be written (see compute_timelines)."""
 
     rows: pa.Table
-    live: set[tuple[str, str]]  # the conversations of the rows
-    gone: list[tuple[str, str]]  # conversations left without a live TurnLog
+    live: frozenset[tuple[str, str]]  # the conversations of the rows
+    gone: tuple[tuple[str, str], ...]  # conversations left without a live TurnLog
     # Those of the conversations that have a timeline row, when the caller has read them
     # already (None: looked up on writing).
-    present: set[tuple[str, str]] | None = None
+    present: frozenset[tuple[str, str]] | None = None
 
     def write(self, store: LakeStore) -> int:
         """Replace the conversations' timeline rows; returns the number of rows written."""
         if self.gone:
             store.delete(Table.TIMELINES, sql_conversations(self.gone))
         if self.rows.num_rows:
+            # A new set: the update is shared with its caller and stays as it was given.
             present = (self.present if self.present is not None
                        else _pairs(stored_timelines(store, self.live,
-                                                    columns=["tenant", "conversation_id"])))
-            present &= self.live
+                                                    columns=["tenant", "conversation_id"]))
+                       ) & self.live
             _write_rows(store, self.rows, self.live, present)
         return int(self.rows.num_rows)
 
@@ -86,13 +88,13 @@ def compute_timelines(store: LakeStore, conversations: Iterable[tuple[str, str]]
     """
     wanted = sorted(set(conversations))
     if not wanted:
-        return TimelineUpdate(TIMELINES.empty_table(), set(), [])
+        return TimelineUpdate(TIMELINES.empty_table(), frozenset(), ())
     logs = _live_logs(store, wanted, complete, pending)
     if as_of is not None:
         logs = logs.filter(pl.col("expires_at") > as_of)
     rows = _timeline_rows(logs)
-    live = _pairs(rows)
-    return TimelineUpdate(rows, live, [pair for pair in wanted if pair not in live])
+    live = frozenset(_pairs(rows))
+    return TimelineUpdate(rows, live, tuple(pair for pair in wanted if pair not in live))
 
 
 def rows_of_conversations(table: pa.Table,
@@ -131,8 +133,8 @@ def _live_logs(store: LakeStore, wanted: list[tuple[str, str]],
     return logs
 
 
-def _write_rows(store: LakeStore, rows: pa.Table, live: set[tuple[str, str]],
-                present: set[tuple[str, str]]) -> None:
+def _write_rows(store: LakeStore, rows: pa.Table, live: AbstractSet[tuple[str, str]],
+                present: AbstractSet[tuple[str, str]]) -> None:
     """Replace the timeline rows of conversations that have one (``present``) and append the
     others.
 

@@ -36,7 +36,7 @@ from lake.search.materialize import TurnMaterializer
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import QUARANTINE, TURN_LOGS, Table
-from pipeline.conflicts import Candidate, Conflict, find_conflicts, supersede
+from pipeline.conflicts import Candidate, Conflict, find_conflicts
 from pipeline.known_turns import KnownTurns
 from pipeline.prepare import (
     PackedLines,
@@ -87,8 +87,11 @@ class IngestReport:
     partitions: set[tuple[str, str]] = field(default_factory=set)
     recovered: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    # Turns stored with other content: quarantined (and in ``quarantined``) unless replacing.
+    # Turns stored with other content: quarantined (and in ``quarantined``), or, when the
+    # run holds them, in ``held`` for the job that supersedes (pipeline/supersede.py), which
+    # counts the turns it superseded in ``replaced``.
     conflicts: list[Quarantined] = field(default_factory=list)
+    held: list[Conflict] = field(default_factory=list)
     replaced: int = 0
     # conv:* refs the accepted turns' completions or summaries name that lead nowhere.
     unresolved_refs: list[UnresolvedMention] = field(default_factory=list)
@@ -140,19 +143,17 @@ class Ingestor:
     With ``workers`` > 1, large inputs (``PARALLEL_MIN_LINES`` lines or more) are prepared by
     that many worker processes (see :func:`pipeline.workers.worker_context`); the calling
     script must then guard its entry point (``if __name__ == "__main__":``), as the CLI does.
-    The default, 1, stays in-process. With ``replace``, a turn stored with other content is
-    superseded by the new record rather than quarantined as a conflict (see
-    :mod:`pipeline.conflicts`).
+    The default, 1, stays in-process. A turn stored with other content is a conflict
+    (:mod:`pipeline.conflicts`): quarantined, or with ``hold_conflicts`` left out of the run
+    and reported in ``IngestReport.held`` for the job that supersedes the stored turn
+    (:mod:`pipeline.supersede`).
     """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
                  rows_hook: RowsHook | None = None,
                  progress: Callable[[int], None] | None = None,
-                 workers: int | None = None, replace: bool = False,
-                 store: LakeStore | None = None) -> None:
+                 workers: int | None = None, store: LakeStore | None = None) -> None:
         self._settings = settings
-        self._replace = replace
-        self._superseding: list[Conflict] = []
         self._workers = workers or 1
         self._store = store or LakeStore(settings.lake)
         self._materializer = TurnMaterializer(self._store)
@@ -162,15 +163,16 @@ class Ingestor:
         self._rows_hook = rows_hook
         self._progress = progress
 
-    def ingest_paths(self, paths: Sequence[Path]) -> IngestReport:
+    def ingest_paths(self, paths: Sequence[Path], *,
+                     hold_conflicts: bool = False) -> IngestReport:
         """Ingest every record file under the given files and folders."""
         files = discover(paths)
-        return self._ingest_chunks(_packed_runs(files, self._chunk_lines()))
+        return self._ingest_chunks(_packed_runs(files, self._chunk_lines()), hold_conflicts)
 
-    def ingest_records(self, records: Iterable[TurnRecord | str], *,
-                       source: str = "<api>") -> IngestReport:
+    def ingest_records(self, records: Iterable[TurnRecord | str], *, source: str = "<api>",
+                       hold_conflicts: bool = False) -> IngestReport:
         """Ingest records given in memory (models or JSON strings), e.g. from the recorder."""
-        return self.ingest_lines(_memory_lines(records, source))
+        return self.ingest_lines(_memory_lines(records, source), hold_conflicts=hold_conflicts)
 
     def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestReport:
         """Ingest several groups of JSON lines given in memory, each with its own source name
@@ -192,7 +194,7 @@ class Ingestor:
         decided but not committed yet). Nothing is written, and no lock is taken.
 
         Decided as one batch: a turn kept earlier in ``records`` counts as an earlier batch's
-        would, so the answer is an ingest's of the same lines (without ``replace``)."""
+        would, so the answer is an ingest's of the same lines."""
         pending = pending or PendingTurns.empty()
         prepared = [_Prepared.of(lines, chunk) for lines, chunk in self._prepare_here(
             PackedLines.of(c) for c in _chunked(_memory_lines(records, source),
@@ -216,18 +218,22 @@ class Ingestor:
                             if key not in drop)
         return Decision(sorted(refused, key=lambda q: q.line), sifted.kept, payloads)
 
-    def ingest_lines(self, lines: Iterable[Item]) -> IngestReport:
+    def ingest_lines(self, lines: Iterable[Item], *,
+                     hold_conflicts: bool = False) -> IngestReport:
         """Ingest raw lines; commits every ``ingest_batch_turns`` accepted turns."""
         return self._ingest_chunks(
-            PackedLines.of(chunk) for chunk in _chunked(lines, self._chunk_lines()))
+            (PackedLines.of(chunk) for chunk in _chunked(lines, self._chunk_lines())),
+            hold_conflicts)
 
     def _chunk_lines(self) -> int:
         # A chunk never holds more turns than a batch.
         return min(CHUNK_LINES, self._settings.ingest_batch_turns)
 
-    def _ingest_chunks(self, chunks: Iterator[PackedLines]) -> IngestReport:
+    def _ingest_chunks(self, chunks: Iterator[PackedLines],
+                       hold_conflicts: bool = False) -> IngestReport:
         started = datetime.now(UTC)
         report = IngestReport()
+        held = report.held if hold_conflicts else None
         with writer_lock(self._store.root, timeout_s=self._settings.lock_timeout_s,
                          job="turnlake ingest"), cyclic_gc_paused():
             recovery = self._committer.recover()
@@ -235,14 +241,12 @@ class Ingestor:
             # Opened after recovery, which sweeps what crashed runs staged; closed after the
             # last batch has moved its files out.
             with self._files.staging() as staging:
-                self._ingest(chunks, staging, report)
-        if self._superseding:
-            self._supersede(report)
+                self._ingest(chunks, staging, report, held)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
     def _ingest(self, chunks: Iterator[PackedLines], staging: str | None,
-                report: IngestReport) -> None:
+                report: IngestReport, held: list[Conflict] | None) -> None:
         seen: set[str] = set()  # keys of the turns this run kept
         waiting: list[_Prepared] = []
         turns = 0
@@ -255,10 +259,10 @@ class Ingestor:
                 waiting.append(_Prepared.of(lines, chunk))
                 turns += chunk.turns
                 if turns >= self._settings.ingest_batch_turns:
-                    self._flush(waiting, seen, report)
+                    self._flush(waiting, seen, report, held)
                     waiting, turns = [], 0
         if waiting:
-            self._flush(waiting, seen, report)
+            self._flush(waiting, seen, report, held)
 
     def _prepared(self, chunks: Iterator[PackedLines], staging: str | None
                   ) -> Generator[tuple[PackedLines, PreparedChunk], None, None]:
@@ -311,8 +315,10 @@ class Ingestor:
             # for the chunks still queued ahead, which nobody will commit.
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _flush(self, chunks: list[_Prepared], seen: set[str],
-               report: IngestReport) -> None:
+    def _flush(self, chunks: list[_Prepared], seen: set[str], report: IngestReport,
+               held: list[Conflict] | None) -> None:
+        """Commit one batch; conflicts go to ``held`` when it is given, else to the
+        quarantine."""
         batch_id = f"b{datetime.now(UTC):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:12]}"
         quarantine = [q for c in chunks for q in c.chunk.quarantined]
         report.duplicates += sum(c.chunk.duplicates for c in chunks)
@@ -327,7 +333,7 @@ class Ingestor:
         kept, pending = sifted.kept, sifted.pending
         report.duplicates += sifted.duplicates
         if sifted.duplicates:
-            self._conflicts(chunks, sifted.drops, existing, report, batch_id)
+            self._conflicts(chunks, sifted.drops, existing, report, batch_id, held)
         if sifted.foreign:
             report.quarantined.extend(sifted.foreign)
             new = self._not_yet_quarantined(sifted.foreign)
@@ -358,14 +364,14 @@ class Ingestor:
         report.rows_written += tables[Table.CONTENT_ROWS].num_rows
 
     def _conflicts(self, chunks: list[_Prepared], drops: list[set[str]], existing: _Existing,
-                   report: IngestReport, batch_id: str) -> None:
+                   report: IngestReport, batch_id: str, held: list[Conflict] | None) -> None:
         """Tell the dropped turns whose key is stored, or kept earlier in this batch, apart:
-        the same content stays a duplicate, other content is a conflict, quarantined, or kept
-        for superseding."""
+        the same content stays a duplicate, other content is a conflict, quarantined, or
+        held (``held``) for the job that supersedes."""
         conflicts = self._conflicting(chunks, drops, existing.keys, {})
         report.duplicates -= len(conflicts)
-        if self._replace:
-            self._superseding.extend(conflicts)
+        if held is not None:
+            held.extend(conflicts)
             return
         entries = [c.entry for c in conflicts]
         report.conflicts.extend(entries)
@@ -400,26 +406,6 @@ class Ingestor:
                     earlier.append(Conflict(candidate, differences(
                         orjson.loads(kept[key]), orjson.loads(candidate.payload))))
         return find_conflicts(self._store, candidates) + earlier
-
-    def _supersede(self, report: IngestReport) -> None:
-        """Erase the stored versions of the conflicting turns, then ingest the new ones."""
-        conflicts, self._superseding = self._superseding, []
-
-        def ingest(lines: list[SourceLine]) -> None:
-            replace, self._replace = self._replace, False
-            try:
-                again = self._ingest_chunks(
-                    PackedLines.of(chunk) for chunk in _chunked(lines, self._chunk_lines()))
-            finally:
-                self._replace = replace
-            report.accepted += again.accepted
-            report.files_stored += again.files_stored
-            report.batches += again.batches
-            report.rows_written += again.rows_written
-            report.partitions |= again.partitions
-            report.quarantined.extend(again.quarantined)
-
-        report.replaced = supersede(self._settings, conflicts, ingest)
 
     def quarantine(self, items: Sequence[Quarantined]) -> int:
         """Record problems found outside ingest (e.g. by an importer) in the quarantine table;

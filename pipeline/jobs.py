@@ -17,6 +17,8 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.index_build import BuildReport, Compaction, build_indexes, stale_partitions
 from pipeline.ingest import Ingestor, IngestReport
+from pipeline.retention import Settle
+from pipeline.supersede import supersede
 
 
 @dataclass
@@ -44,22 +46,26 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
                faults: Faults = NO_FAULTS, on_line: Callable[[int], None] | None = None,
                on_embedded: Callable[[int], None] | None = None,
                on_partition: Callable[[str, int, int], None] | None = None,
-               workers: int = 1, replace: bool = False) -> IngestJobReport:
+               workers: int = 1, replace: bool = False,
+               settle: Settle | None = None) -> IngestJobReport:
     """Ingest files (or in-memory records), embedding new rows and building touched partitions.
 
     Embedding is best effort: when the provider fails the rows are written with status
     ``failed`` and the run goes on; ``turnlake embed --backfill`` retries them later.
-    With ``replace``, turns stored with other content are superseded (see ``Ingestor``).
+    With ``replace``, turns stored with other content are superseded
+    (:func:`pipeline.supersede.supersede`, whose erasures run ``settle`` first).
     """
     tally = EmbedTally()
     provider = (embedder or embedder_from(settings)) if embed else None
     hook = embedding_hook(provider, settings, lambda: tally, on_embedded) if provider else None
     ingestor = Ingestor(settings, faults=faults, rows_hook=hook, progress=on_line,
-                        workers=workers, replace=replace)
+                        workers=workers)
     if records is not None:
-        report = ingestor.ingest_records(records)  # type: ignore[arg-type]
+        report = ingestor.ingest_records(records, hold_conflicts=replace)  # type: ignore[arg-type]
     else:
-        report = ingestor.ingest_paths(list(paths or []))
+        report = ingestor.ingest_paths(list(paths or []), hold_conflicts=replace)
+    if replace:
+        supersede(settings, ingestor, report, settle=settle)
     build = None
     store = LakeStore(settings.lake)
     touched = set(report.partitions)

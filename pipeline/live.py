@@ -26,7 +26,7 @@ from lake.faults import NO_FAULTS, Faults
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
-from pipeline.conflicts import LIBRARY_ADVICE, with_advice
+from pipeline.conflicts import advised
 from pipeline.index_build import (
     BackgroundRebases,
     BuildReport,
@@ -37,6 +37,11 @@ from pipeline.index_build import (
 )
 from pipeline.ingest import Ingestor
 from pipeline.jobs import EmbedTally, IngestJobReport, embedding_hook
+
+# What record() advises on a conflict: LiveWriter has no replace option, but a turn erased is
+# recorded anew.
+LIBRARY_ADVICE = ("; LiveWriter does not replace a recorded turn: erase it first "
+                  "(pipeline.retention.erase) to record this version")
 
 
 class LiveWriter:
@@ -57,10 +62,9 @@ class LiveWriter:
     * Bad records are quarantined and reported in ``report.ingest.quarantined``, as by
       ``turnlake ingest``. A record of a turn stored with other content is a conflict
       (also in ``report.ingest.conflicts``): LiveWriter does not replace a recorded turn, so
-      ``record`` says to erase it first (:data:`pipeline.conflicts.LIBRARY_ADVICE`), where
-      :meth:`ingest` leaves the CLI's ``--replace`` advice (``REPLACE_ADVICE``) for its
-      host to swap for its own (the HTTP service does). An embedding failure leaves rows for
-      text search (``report.embedding``); lake errors raise
+      ``record`` says to erase it first (:data:`LIBRARY_ADVICE`), where :meth:`ingest`
+      leaves the advice to its host (the HTTP service gives its own). An embedding failure
+      leaves rows for text search (``report.embedding``); lake errors raise
       :class:`lake.errors.TurnlakeError`.
     * Other processes may write the same lake: the locks order them.
     * With ``background_rebase``, a partition whose delta segments outgrew its base is
@@ -102,16 +106,16 @@ class LiveWriter:
         """Ingest, embed and index ``records``; see the class notes for the contract."""
         ingested = self.ingest(records)
         report = ingested.ingest
-        report.conflicts = [with_advice(q, LIBRARY_ADVICE) for q in report.conflicts]
-        report.quarantined = [with_advice(q, LIBRARY_ADVICE) for q in report.quarantined]
+        report.conflicts = [advised(q, LIBRARY_ADVICE) for q in report.conflicts]
+        report.quarantined = [advised(q, LIBRARY_ADVICE) for q in report.quarantined]
         build = self.index(report.partitions) if report.partitions else None
         return IngestJobReport(report, ingested.embedding, build)
 
     def ingest(self, records: Sequence[TurnRecord | str | dict[str, Any]], *,
                source: str = "<live>") -> IngestJobReport:
         """Ingest and embed ``records`` as one batch, without indexing them (``build`` is
-        None); the turns are durable when it returns. Conflicts keep the CLI's advice
-        (see the class notes)."""
+        None); the turns are durable when it returns. Conflicts carry no advice (see the
+        class notes)."""
         lines = [r if isinstance(r, TurnRecord | str) else json.dumps(r) for r in records]
         with self._ingest_lock:
             self._tally = EmbedTally()

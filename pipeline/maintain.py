@@ -32,15 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lake.batches import BatchCommitter, RecoveryReport
+from lake.deletion.plan import DeletionPlan
+from lake.deletion.runner import DeletionOutcome, DeletionRunner
 from lake.embedding.factory import embedding_identity
-from lake.erasure import DeletionOutcome, DeletionRunner
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.index.status import partition_statuses
 from lake.location import LakeLocation
 from lake.locks import Waiting, index_lock, writer_lock
 from lake.refs import validate_id
-from lake.retention import DeletionPlan
 from lake.settings import Settings
 from lake.store import COMPACT_TARGET_BYTES, FileStats, LakeStore, Partition
 from lake.tables import PARTITIONS, Table
@@ -249,7 +249,7 @@ def _clean_up(store: LakeStore, tables: list[TableUpkeep], grace_s: float, fault
             if waited > 0:
                 sleep(waited)
         for i, upkeep in enumerate(tables, start=1):
-            # The same vacuum and log truncation an erasure ends with (lake.erasure): files
+            # The same vacuum and log truncation an erasure ends with (lake.deletion.runner): files
             # holding erased or purged rows that are still on disk go here as well.
             upkeep.vacuumable = len(store.vacuumable(upkeep.table))
             store.vacuum(upkeep.table, full=True)

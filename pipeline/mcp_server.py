@@ -72,7 +72,7 @@ class Scoring(BaseModel):
 
     row_id: str
     ranks: Mapping[str, GeneratorRank | None]
-    rrf: float
+    fused: float
     lift: float
     score: float
 
@@ -105,7 +105,7 @@ class FoundTurn(BaseModel):
                    relevance=hit.relevance, snippets=hit.snippets, address=hit.address,
                    turn_address=hit.turn_address, agent=hit.agent, app=hit.app,
                    scoring=Scoring(
-                       row_id=hit.row_id, ranks=hit.ranks, rrf=hit.rrf, lift=hit.lift,
+                       row_id=hit.row_id, ranks=hit.ranks, fused=hit.fused, lift=hit.lift,
                        score=hit.score) if explain else None)
 
 

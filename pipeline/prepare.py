@@ -49,6 +49,9 @@ class Quarantined:
     reason: str
     raw: str
     field: str | None = None  # the record field at fault, when there is one
+    # A turn stored with other content (pipeline/conflicts.py): the one refusal a front end
+    # has a way out of to advise (the CLI's --replace), each its own.
+    conflict: bool = False
 
 
 @dataclass

@@ -19,6 +19,7 @@ from pipeline.embed import backfill
 from pipeline.index_build import build_indexes
 from pipeline.jobs import EmbedTally, IngestJobReport, run_ingest
 from pipeline.ray_jobs import EmbedOnRay, build_on_ray, ray_session
+from pipeline.retention import Settle
 
 
 def ingest_job(settings: Settings, paths: Sequence[Path] | None = None, *,
@@ -28,18 +29,19 @@ def ingest_job(settings: Settings, paths: Sequence[Path] | None = None, *,
                on_embedded: Callable[[int], None] | None = None,
                on_partition: Callable[[str, int, int], None] | None = None,
                on_embedded_partition: Callable[[str, int, int], None] | None = None,
-               replace: bool = False) -> IngestJobReport:
+               replace: bool = False, settle: Settle | None = None) -> IngestJobReport:
     """:func:`pipeline.jobs.run_ingest`, or with ``ray`` (an address, ``local`` for a private
     instance of ``ray_cpus`` CPUs) the same job with embedding and index builds on Ray.
     ``on_embedded_partition(name, done, total)`` reports partitions embedded on Ray; ``replace``
-    supersedes stored turns whose content changed (see :func:`pipeline.jobs.run_ingest`)."""
+    supersedes stored turns whose content changed, their erasures run ``settle`` first (see
+    :func:`pipeline.jobs.run_ingest`)."""
     if ray is None:
         return run_ingest(settings, paths, records=records, embed=embed, index=index,
                           workers=workers, on_line=on_line, on_embedded=on_embedded,
-                          on_partition=on_partition, replace=replace)
+                          on_partition=on_partition, replace=replace, settle=settle)
     with ray_session(ray, num_cpus=ray_cpus):
         job = run_ingest(settings, paths, records=records, embed=False, index=False,
-                         workers=workers, on_line=on_line, replace=replace)
+                         workers=workers, on_line=on_line, replace=replace, settle=settle)
         tally = EmbedTally()
         touched = set(job.ingest.partitions)
         if embed and job.ingest.partitions:

@@ -17,23 +17,18 @@ import polars as pl
 import pyarrow.dataset as ds
 
 from lake.batches import BatchCommitter
+from lake.deletion.audit import AuditEntry, write_audit
+from lake.deletion.plan import DeletionPlan, in_chunks, plan_erase, plan_purge
+from lake.deletion.policy import policy_expiry, with_record_ttl
+from lake.deletion.runner import DeletionOutcome, DeletionRunner, StepProgress
+from lake.deletion.target import ErasureTarget
 from lake.embedding.factory import embedding_identity
-from lake.erasure import DeletionOutcome, DeletionRunner, StepProgress, plan_erase, plan_purge
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
 from lake.index.manifest import read_current
 from lake.index.status import partition_statuses
 from lake.locks import writer_lock
-from lake.retention import (
-    AuditEntry,
-    DeletionPlan,
-    ErasureTarget,
-    in_chunks,
-    policy_expiry,
-    with_record_ttl,
-    write_audit,
-)
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from lake.tables import Table
@@ -41,6 +36,10 @@ from lake.timelines import refresh_timelines
 from pipeline.index_build import build_indexes
 
 PartitionProgress = Callable[[str, int, int], None]
+# The step an erasure runs before it reads the tables, given by its front end: commit every
+# recording a server already acknowledged (pipeline.service.spool.settler), so that none is
+# committed after the erasure and outlives it.
+Settle = Callable[[], None]
 _ROW_TABLES = (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
 _TURN = ("conversation_id", "turn_id")
 
@@ -87,7 +86,7 @@ def index_rebuilder(store: LakeStore, settings: Settings,
         for part in partitions:
             try:
                 current = read_current(store.root, *part)
-            except IndexError_:
+            except IndexUnavailable:
                 # An unreadable index is rebuilt from the tables, with the configured model.
                 by_model.setdefault(default, set()).add(part)
                 continue
@@ -128,10 +127,14 @@ def purge(settings: Settings, *, as_of: datetime | None = None, tenant: str | No
     return RetentionJobReport(plan, outcome, resumed, seconds=time.perf_counter() - started)
 
 
-def erase(settings: Settings, target: ErasureTarget, *, actor: str, dry_run: bool = False,
-          faults: Faults = NO_FAULTS, on_step: StepProgress | None = None,
+def erase(settings: Settings, target: ErasureTarget, *, actor: str, settle: Settle | None,
+          dry_run: bool = False, faults: Faults = NO_FAULTS, on_step: StepProgress | None = None,
           on_partition: PartitionProgress | None = None) -> RetentionJobReport:
-    """Delete everything of one user, conversation or turn now, whatever its TTL."""
+    """Delete everything of one user, conversation or turn now, whatever its TTL.
+
+    ``settle`` runs first (not for a dry run): the front end's way of making the recordings
+    its servers acknowledged part of the tables (:data:`Settle`); None where nothing records
+    into the lake but through its writer lock."""
     started = time.perf_counter()
     store = LakeStore(settings.lake)
     runner = _runner(store, settings, faults, on_step, on_partition)
@@ -139,13 +142,8 @@ def erase(settings: Settings, target: ErasureTarget, *, actor: str, dry_run: boo
         plan = plan_erase(store, settings, target, actor=actor)
         return RetentionJobReport(plan, None, pending=runner.pending(),
                                   seconds=time.perf_counter() - started)
-    if not store.root.remote:  # servers' spools: see pipeline/service/spool.py
-        from pipeline.live import LiveWriter
-        from pipeline.service.spool import settle_spools
-
-        # Embedded as maintain and a starting server commit them; the model loads only when
-        # a dead server's spool holds turns.
-        settle_spools(LiveWriter(settings), timeout_s=settings.lock_timeout_s)
+    if settle is not None:
+        settle()
     with writer_lock(store.root, timeout_s=settings.lock_timeout_s, job="turnlake erase"):
         BatchCommitter(store, FileStore(store.root)).recover()
         resumed = runner.resume()

@@ -23,7 +23,7 @@ def breakdown_frame(view: HitView) -> pl.DataFrame:
     """The score breakdown as a table: component, rank (generators only: "not found" when
     the generator did not return the turn, blank for the fused figures), score."""
     lines = view.breakdown()
-    generators = len(GENERATORS)  # the fused figures (rrf, lift, final, relevance) follow
+    generators = len(GENERATORS)  # the fused figures (fused, lift, final, relevance) follow
     return pl.DataFrame({
         "component": [line.component for line in lines],
         "rank": [str(line.rank) if line.rank is not None else
@@ -105,7 +105,7 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
                 st.markdown(f"*{role}:* " + highlight_markdown(snippet, query, limit=300))
         with st.expander("Score breakdown and addresses"):
             st.dataframe(breakdown_frame(view), hide_index=True)
-            st.caption(f"final = rrf × lift = {hit.rrf:.5f} × {hit.lift:.4f} = "
+            st.caption(f"final = fused × lift = {hit.fused:.5f} × {hit.lift:.4f} = "
                        f"{hit.score:.5f}")
             # st.code carries a copy button: an agent or a colleague resolves these with
             # get_ref, GET /v1/refs or `turnlake ref resolve`.

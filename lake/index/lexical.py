@@ -36,7 +36,7 @@ from tantivy import (
     Tokenizer,
 )
 
-from lake.errors import IndexError_, QueryError, RecordError
+from lake.errors import IndexUnavailable, QueryError, RecordError
 from lake.index.codes import spellings
 from lake.tables import EXCHANGE_ROLES
 from lake.tables import ROLES as ROLE_ORDER
@@ -430,7 +430,7 @@ class LexicalIndex:
             raise ValueError(f"heap_bytes must be at least 15_000_000, got {heap_bytes}")
         directory = Path(directory)
         if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-            raise IndexError_(f"lexical index directory {directory} exists and is not empty")
+            raise IndexUnavailable(f"lexical index directory {directory} exists and is not empty")
         directory.mkdir(parents=True, exist_ok=True)
         analyzers = _Analyzers.create()
         index = Index(_schema(), path=str(directory), reuse=False)
@@ -473,9 +473,9 @@ class LexicalIndex:
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"no complete lexical index at {directory}: {exc}") from exc
+            raise IndexUnavailable(f"no complete lexical index at {directory}: {exc}") from exc
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
-            raise IndexError_(f"lexical index at {directory} has unsupported format {meta!r}")
+            raise IndexUnavailable(f"lexical index at {directory} has unsupported format {meta!r}")
         try:
             index = Index.open(str(directory))
             analyzers = _Analyzers.create()
@@ -484,7 +484,7 @@ class LexicalIndex:
             # meanwhile (a compaction replaced it) fails here, not at the open above.
             index.reload()
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"cannot open lexical index at {directory}: {exc}") from exc
+            raise IndexUnavailable(f"cannot open lexical index at {directory}: {exc}") from exc
         return cls(index, analyzers)
 
     def __len__(self) -> int:
@@ -550,7 +550,7 @@ class LexicalIndex:
         results: list[tuple[int, float]] = []
         for (score, _), doc in zip(hits, ids, strict=True):
             if not isinstance(doc, int):
-                raise IndexError_("lexical index returned a hit without a doc id")
+                raise IndexUnavailable("lexical index returned a hit without a doc id")
             results.append((doc, float(score)))
         return results
 

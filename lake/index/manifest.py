@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.location import Blobs, LakeLocation
 
 MANIFEST_FILE = "manifest.json"
@@ -117,7 +117,7 @@ def read_current(root: Path | str | LakeLocation, tenant: str,
         manifest = PartitionManifest.from_json(
             blobs.read_bytes(f"{base}/{build_id}/{MANIFEST_FILE}").decode())
     except (OSError, KeyError, ValueError, TypeError) as exc:
-        raise IndexError_(f"index of partition {tenant}/{month} is unreadable: {exc}") from exc
+        raise IndexUnavailable(f"index of partition {tenant}/{month} is unreadable: {exc}") from exc
     return partition_dir(location, tenant, month) / build_id, manifest
 
 

@@ -25,10 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 
 from lake.embedding.passages import column_passages
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
-from lake.index.passages import PassageIndex
+from lake.index.passage_index import PassageIndex
 from lake.index.segments import (
     PASSAGES_FOLDER,
     ROWS_FILE,
@@ -213,7 +213,7 @@ def write_segment(folder: Path, live: LiveRows, *, doc_offset: int, lexical_from
     """Write one segment's artifacts for ``live.rows`` (sorted) into a new ``folder``.
 
     The passage vectors of its long rows, when it has any, go to a passage index
-    (lake.index.passages) beside the semantic index. The lexical index gets
+    (lake.index.passage_index) beside the semantic index. The lexical index gets
     doc ids from ``doc_offset`` on, added to a hard-linked copy of ``lexical_from`` (the
     previous segment's lexical folder, which covers every earlier row) when given."""
     seconds: dict[str, float] = {}
@@ -299,8 +299,8 @@ class PartitionIndex:
         try:
             return self.segments.layout.rows
         except OSError as exc:  # a newer build replaced this one while it was being opened
-            raise IndexError_(f"index rows at {self.folder} are unreadable: {exc}; "
-                              "search again") from exc
+            raise IndexUnavailable(f"index rows at {self.folder} are unreadable: {exc}; "
+                                   "search again") from exc
 
     @cached_property
     def text_bytes_before(self) -> np.ndarray:

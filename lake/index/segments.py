@@ -38,11 +38,11 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from lake.index.lexical import LexicalIndex
-from lake.index.passages import PassageIndex, RowPassages
+from lake.index.passage_index import PassageIndex, RowPassages
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
 
-PASSAGES_FOLDER = "passages"  # a segment's lake.index.passages index, when it has long rows
+PASSAGES_FOLDER = "passages"  # a segment's passage index (lake.index.passage_index), if any
 ROWS_FILE = "rows.arrow"
 SORT_KEY = ["user_id", "conversation_id", "turn_id", "_role_order", "seq"]
 _LOCK_SUFFIX = ".lock"  # tantivy's lock files belong to one index folder, never shared

@@ -49,7 +49,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from lake.errors import IndexError_, QueryError
+from lake.errors import IndexUnavailable, QueryError
 
 EXACT_MAX_ROWS: int = 50_000  # above this many valid rows an approximate index is chosen
 FORMAT_VERSION: int = 1
@@ -122,10 +122,11 @@ class SemanticIndex:
         nprobe: int = 1,
     ) -> None:
         if kind not in _KINDS:
-            raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
+            raise IndexUnavailable(
+                f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
         if (kind != "flat") != (graph is not None):
-            raise IndexError_(f"a {kind!r} semantic index {'needs' if graph is None else 'has no'}"
-                              " FAISS index")
+            raise IndexUnavailable(
+                f"a {kind!r} semantic index {'needs' if graph is None else 'has no'} FAISS index")
         self.kind: str = kind
         self._vectors = vectors
         self._valid = valid
@@ -140,7 +141,7 @@ class SemanticIndex:
         self._stored = int(vectors.shape[0])
         self._identity = doc_ids is None or self._stored == self._rows
         self.ef_search = ef_search
-        self.nprobe = _positive_int(nprobe, "nprobe", IndexError_)
+        self.nprobe = _positive_int(nprobe, "nprobe", IndexUnavailable)
         self.calibrated_recall = calibrated_recall
         self.note = note  # why a large partition ended up exact, for the manifest
         # Scopes up to this many rows (or under SMALL_SCOPE_FRACTION) are scored exactly.
@@ -215,18 +216,18 @@ class SemanticIndex:
         ``threads`` caps FAISS's OpenMP threads during the build (default: the CPUs this process
         may use); the previous setting is restored afterwards.
         """
-        _positive_int(exact_max_rows, "exact_max_rows", IndexError_, minimum=0)
+        _positive_int(exact_max_rows, "exact_max_rows", IndexUnavailable, minimum=0)
         if ef_search is not None:
-            _positive_int(ef_search, "ef_search", IndexError_)
+            _positive_int(ef_search, "ef_search", IndexUnavailable)
         matrix, valid = _clean_vectors(vectors)
         docs = (np.arange(matrix.shape[0], dtype=np.int64) if doc_ids is None
                 else np.asarray(doc_ids, dtype=np.int64))
         if docs.shape != (matrix.shape[0],) or (docs.size > 1 and bool((docs[1:] <= docs[:-1])
                                                                      .any())):
-            raise IndexError_("doc_ids must be ascending, one per vector")
+            raise IndexUnavailable("doc_ids must be ascending, one per vector")
         total = matrix.shape[0] if rows is None else rows
         if docs.size and (int(docs[0]) < 0 or int(docs[-1]) >= total):
-            raise IndexError_(f"doc_ids must lie in 0..{total - 1}")
+            raise IndexUnavailable(f"doc_ids must lie in 0..{total - 1}")
         if not valid.all():  # a zero or broken vector is a row without an embedding
             matrix, docs = np.ascontiguousarray(matrix[valid]), docs[valid]
             valid = np.ones(matrix.shape[0], dtype=np.bool_)
@@ -234,7 +235,7 @@ class SemanticIndex:
             return cls(kind="flat", vectors=matrix, valid=valid, graph=None, doc_ids=docs,
                        rows=total)
         if approximate not in ("ivf", "hnsw"):
-            raise IndexError_(f"approximate must be 'ivf' or 'hnsw', not {approximate!r}")
+            raise IndexUnavailable(f"approximate must be 'ivf' or 'hnsw', not {approximate!r}")
         if approximate == "ivf" and ef_search is None:
             return cls._build_ivf(matrix, valid, docs, total, threads)
         graph = faiss.IndexHNSWFlat(matrix.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
@@ -309,12 +310,13 @@ class SemanticIndex:
         try:
             meta = json.loads(meta_path.read_text())
         except FileNotFoundError as exc:
-            raise IndexError_(f"no semantic index at {directory} (missing {_META})") from exc
+            raise IndexUnavailable(f"no semantic index at {directory} (missing {_META})") from exc
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"unreadable semantic index metadata {meta_path}: {exc}") from exc
+            raise IndexUnavailable(
+                f"unreadable semantic index metadata {meta_path}: {exc}") from exc
         if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
-            raise IndexError_(f"semantic index at {directory} has unsupported format "
-                              f"{meta.get('format') if isinstance(meta, dict) else meta!r}")
+            raise IndexUnavailable(f"semantic index at {directory} has unsupported format "
+                                   f"{meta.get('format') if isinstance(meta, dict) else meta!r}")
         kind = meta.get("kind")
         try:
             # a plain ndarray over the map: np.memmap's indexing hooks cost more than a
@@ -325,7 +327,7 @@ class SemanticIndex:
             graph = (faiss.read_index(str(directory / _GRAPH)) if kind in ("hnsw", "ivf")
                      else None)
         except (OSError, ValueError, RuntimeError) as exc:
-            raise IndexError_(f"semantic index at {directory} is damaged: {exc}") from exc
+            raise IndexUnavailable(f"semantic index at {directory} is damaged: {exc}") from exc
         ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
               and valid.shape == (vectors.shape[0],)
               and meta.get("stored_rows", meta.get("rows")) == vectors.shape[0]
@@ -334,7 +336,7 @@ class SemanticIndex:
         if ok and graph is not None:
             ok = graph.ntotal == int(valid.sum()) and graph.d == vectors.shape[1]
         if not ok:
-            raise IndexError_(f"semantic index at {directory} has inconsistent parts")
+            raise IndexUnavailable(f"semantic index at {directory} has inconsistent parts")
         recall = meta.get("calibrated_recall")
         return cls(kind=str(kind), vectors=vectors, valid=valid, graph=graph,
                    ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
@@ -694,9 +696,10 @@ def _ivf_params(nprobe: int, selector: Any = None) -> Any:
 def _clean_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 or vectors.shape[1] < 1:
         shape = getattr(vectors, "shape", type(vectors).__name__)
-        raise IndexError_(f"vectors must be a 2-D (rows, dim) array with dim >= 1, got {shape}")
+        raise IndexUnavailable(
+            f"vectors must be a 2-D (rows, dim) array with dim >= 1, got {shape}")
     if not (np.issubdtype(vectors.dtype, np.floating) or np.issubdtype(vectors.dtype, np.integer)):
-        raise IndexError_(f"vectors must be numeric, got dtype {vectors.dtype}")
+        raise IndexUnavailable(f"vectors must be numeric, got dtype {vectors.dtype}")
     matrix = np.array(vectors, dtype=np.float32, order="C", copy=True)
     finite = np.isfinite(matrix).all(axis=1)
     matrix[~finite] = 0.0
@@ -751,7 +754,7 @@ def _atomic_write(path: Path, write: Callable[[Path], object]) -> None:
 @contextmanager
 def _omp_threads(threads: int | None) -> Iterator[None]:
     wanted = len(os.sched_getaffinity(0)) if threads is None else \
-        _positive_int(threads, "threads", IndexError_)
+        _positive_int(threads, "threads", IndexUnavailable)
     previous = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(wanted)
     try:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from lake.errors import IndexError_, LakeError
+from lake.errors import IndexUnavailable, LakeError
 from lake.index.manifest import (
     PartitionManifest,
     list_partitions,
@@ -205,7 +205,7 @@ def _read_manifest(store: LakeStore, part: Partition) -> PartitionManifest | Non
     every reader and builder failing on the unreadable pointer."""
     try:
         current = read_current(store.root, *part)
-    except IndexError_:
+    except IndexUnavailable:
         return None
     return current[1] if current else None
 

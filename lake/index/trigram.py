@@ -51,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from lake.errors import IndexError_, QueryError
+from lake.errors import IndexUnavailable, QueryError
 
 __all__ = [
     "EXACT_BUDGET",
@@ -609,10 +609,10 @@ class TrigramIndex:
         """Index ``texts``; the doc id of ``texts[i]`` is ``i``."""
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise IndexError_(f"trigram index: texts[{i}] is {type(t).__name__}, not str")
+                raise IndexUnavailable(f"trigram index: texts[{i}] is {type(t).__name__}, not str")
         n = len(texts)
         if n >= 1 << 31:
-            raise IndexError_(f"trigram index: {n} texts exceed the int32 doc id range")
+            raise IndexUnavailable(f"trigram index: {n} texts exceed the int32 doc id range")
         ends = np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1)
         cuts = np.searchsorted(
             ends, np.arange(_CHUNK_CHARS, int(ends[-1]) if n else 0, _CHUNK_CHARS)
@@ -664,9 +664,9 @@ class TrigramIndex:
                 for name, _ in _FILES
             }
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"trigram index at {directory} is unreadable: {exc}") from exc
+            raise IndexUnavailable(f"trigram index at {directory} is unreadable: {exc}") from exc
         if not isinstance(meta, dict) or (meta.get("format"), meta.get("version")) != _FORMAT:
-            raise IndexError_(f"trigram index at {directory} has an unknown format: {meta!r}")
+            raise IndexUnavailable(f"trigram index at {directory} has an unknown format: {meta!r}")
         bad = [k for k, dt in _FILES if a[k].dtype != dt or a[k].ndim != 1]
         n = a["doc_ntrgm"].size
         if (
@@ -677,7 +677,7 @@ class TrigramIndex:
             or a["text_offsets"].size != n + 1
             or int(a["text_offsets"][-1]) != a["text_bytes"].size
         ):
-            raise IndexError_(
+            raise IndexUnavailable(
                 f"trigram index at {directory} is inconsistent (check {bad or 'sizes'})"
             )
         return cls(a)

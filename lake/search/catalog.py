@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lake.answers import ConversationEntry as ConversationEntry
+from lake.deletion.plan import pending_manifests
 from lake.errors import AccessDenied, QueryError
 from lake.refs import validate_id
-from lake.retention import pending_manifests
 from lake.search.access import Principal
 from lake.search.when import OrdinalLookup, TimeRange, resolve_when
 from lake.store import LakeStore

@@ -9,7 +9,7 @@ unit vectors, ``(Σ v_i · q) / ‖Σ v_i‖``, rewards a turn whose rows agree 
 (for one row it is that row's cosine). Rows of the other roles (summary, anchor, note,
 attachment text) were written to stand alone and keep their own cosine; so does a row longer
 than the model reads, whose cosine is its best passage's when that is nearer
-(lake.index.passages): a long answer says many things, and the one the query asks about is
+(lake.index.passage_index): a long answer says many things, and the one the query asks about is
 better read alone than summed with the rest. A turn's value is the larger of the two. Only rows
 of the searched roles the request may see take part.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems
 from lake.index.partition import PartitionIndex
-from lake.index.passages import raised_by_passages
+from lake.index.passage_index import raised_by_passages
 from lake.index.segments import merge_top
 from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope
@@ -106,7 +106,7 @@ def lexical_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: Resol
 def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
                   query_vector: np.ndarray | None, depth: int) -> list[PartHits]:
     """The nearest rows of every partition, a long row scored by its best passage when that is
-    nearer (lake.index.passages, among the ``depth`` nearest passages); the turns of the
+    nearer (lake.index.passage_index, among the ``depth`` nearest passages); the turns of the
     ``2 × depth`` nearest of them all, valued by their exchange (lake.search.exchange), where a
     long row stands alone. Valuing every partition's ``depth`` candidates cost ~0.2 ms a
     partition; on LoCoMo's tune split the cut left recall at every k as it was (``depth`` alone

@@ -18,12 +18,12 @@ from lake.addresses import (
     row_address,
     step_address,
 )
+from lake.deletion.policy import redact_payload
 from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
 from lake.filestore import FileStore
 from lake.mentions import Mention
 from lake.records import Attachment, Citation, Feedback, Step, Submission, Usage
 from lake.refs import parse_ref, validate_id
-from lake.retention import redact_payload
 from lake.search.access import Principal
 from lake.store import LakeStore
 from lake.tables import ROLES, Table

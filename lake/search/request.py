@@ -8,7 +8,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, PlainSerializer, TypeAdapter
+from pydantic import AliasChoices, Field, PlainSerializer, TypeAdapter
 
 from lake.search.access import Principal, Scope
 from lake.search.defaults import (
@@ -120,7 +120,12 @@ class Hit:
     text: str
     row_id: str
     ranks: Mapping[str, GeneratorRank | None]
-    rrf: float
+    # Named "rrf" until 2026-12: a hit written so then still reads (CHANGELOG).
+    fused: Annotated[float, Field(
+        validation_alias=AliasChoices("fused", "rrf"),
+        description="The turn's fused score: reciprocal-rank fusion of the arms' rankings, "
+                    "with rrf_score's bonus when the request fuses so (the default); "
+                    "score = fused × lift.")]
     lift: float
     score: float
     relevance: Annotated[float, Field(

@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 
 from lake.embedding.base import Embedder
 from lake.embedding.passages import splitter_of
-from lake.errors import EmbeddingError, IndexError_, QueryError
+from lake.errors import EmbeddingError, IndexUnavailable, QueryError
 from lake.index.codes import holding_codes
 from lake.index.manifest import PartitionManifest, local_build
 from lake.index.partition import PartitionIndex
@@ -108,14 +108,14 @@ class SearchService:
         _validate(request)
         try:
             return self._search(request, fresh=False)
-        except (FileNotFoundError, IndexError_):
+        except (FileNotFoundError, IndexUnavailable):
             # A build was superseded and removed after the statuses named it (by this lake's
             # indexer, or another server's over an object-store lake): look again, once.
             try:
                 return self._search(request, fresh=True)
             except FileNotFoundError as exc:
-                raise IndexError_(f"an index build went away while it was being read ({exc}); "
-                                  "search again") from exc
+                raise IndexUnavailable(f"an index build went away while it was being read ({exc}); "
+                                       "search again") from exc
 
     def _search(self, request: SearchRequest, *, fresh: bool) -> SearchResult:
         timings: dict[str, float] = {}
@@ -378,7 +378,7 @@ class SearchService:
             tenant=part.manifest.tenant, user_id=cols.users[cols.user_codes[doc]],
             conversation_id=turn_key[0], turn_id=turn_key[1], turn_at=turn_at,
             role=cols.roles[cols.role_codes[doc]], text=part.rows.column("text")[doc].as_py(),
-            row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, rrf=rrf, lift=lift,
+            row_id=part.rows.column("row_id")[doc].as_py(), ranks=ranks, fused=rrf, lift=lift,
             score=final, relevance=relevance, snippets=self._snippets(part, doc, request, query))
 
     def _snippets(self, part: PartitionIndex, doc: int, request: SearchRequest,

@@ -3,7 +3,7 @@ snippet was found by one of its passages, that passage.
 
 A long answer found by what its third passage says used to show its opening, which says
 something else, so a reader (a person, or an agent reading its own history) could not tell why
-the turn was found. A row with passages (lake.index.passages) is shown by the passage nearest
+the turn was found. A row with passages (lake.index.passage_index) is shown by the passage nearest
 the query, cut again from its text by the same splitter that embedded it, and marked with a
 leading "…" when it is not the text's first. Without a query vector, a splitter, or passages
 (or when the splitter now cuts the text otherwise than when it was embedded), the snippet is the

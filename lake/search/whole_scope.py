@@ -11,7 +11,7 @@ When every searched partition scores its scope exactly anyway (a flat index, or 
 the graph's exact-search bound: :meth:`SemanticIndex.scores_exactly`) and the scope is at most
 :data:`WHOLE_SCOPE_ROWS` rows in all, the same answer comes from one pass: every visible row's
 vector is read once, scored exactly (:func:`lake.index.semantic.exact_cosines`, as a search
-scores it), a long row is raised by its best passage (lake.index.passages) and each
+scores it), a long row is raised by its best passage (lake.index.passage_index) and each
 partition's ``depth`` best rows and the cut across partitions are taken as the general path
 takes them, and the exchange rows are the scope's own rows of the found turns. The answer is
 the general path's, row for row and value for value (its tests hold the two together); the
@@ -108,7 +108,7 @@ def _raised_by_passages(searched: Sequence[tuple[PartitionIndex, np.ndarray]],
                         query: np.ndarray, depth: int, docs: np.ndarray, sizes: np.ndarray,
                         top: np.ndarray, scores: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each row's score as :func:`lake.index.passages.raised_by_passages` gives it (-inf for a
+    """Each row's score as :func:`lake.index.passage_index.raised_by_passages` gives it (-inf for a
     row neither among its partition's ``top`` rows nor among the rows its passages found), and
     which rows the passages found (long rows stand alone); None when a row the passages found
     has no vector of its own here."""

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lake.errors import TurnlakeError
-from pipeline.commands.common import LakeOption, console, fail, literal, out, settings_from, styled
+from pipeline.commands.common import (
+    LakeOption,
+    console,
+    erase_settler,
+    fail,
+    literal,
+    out,
+    settings_from,
+    styled,
+)
 from pipeline.commands.embedding_opts import RuntimeOption
 from pipeline.commands.importers import (
     HookKeyOpt,
@@ -117,7 +126,8 @@ def _watch(agent: str, folder: Path, stream_of: StreamFactory, matches: Callable
         watch_sessions(settings, folder, lambda f: find_files([f], matches, agent),
                        lambda files: stream_of(files, tenant=tenant, user_id=user,
                                                app=app_name, agent=agent),
-                       interval_s=interval, server=target, on_capture=captured, on_error=failed)
+                       interval_s=interval, server=target, settle=erase_settler(settings),
+                       on_capture=captured, on_error=failed)
     except KeyboardInterrupt:
         console.print("stopped")
 
@@ -203,7 +213,8 @@ def hook_codex(
         target = _server(server, key if server is not None else None)
         settings = None if target is not None else _hook_lake(lake)
         identity = Identity(tenant=tenant, user_id=user, app=app_name, agent="codex")
-        report = capture_thread(settings, thread, identity, server=target)
+        report = capture_thread(settings, thread, identity, server=target,
+                                settle=erase_settler(settings) if settings else None)
         if index and report.partitions and settings is not None:
             from pipeline.live import LiveWriter
 
@@ -243,8 +254,9 @@ def hook_gemini_cli(
         stream = iter_gemini_cli([hook.transcript_path], tenant=tenant, user_id=user,
                                  app=app_name)
         target = _server(server, key if server is not None else None)
-        report = record_stream(None if target is not None else _hook_lake(lake), stream,
-                               server=target)
+        settings = None if target is not None else _hook_lake(lake)
+        report = record_stream(settings, stream, server=target,
+                               settle=erase_settler(settings) if settings else None)
         _log(log_path, f"session {session}: {_summary(report)}"
              + "".join(f"\n  problem {p}" for p in report.problems))
     except Exception as exc:

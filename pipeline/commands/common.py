@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -19,6 +19,10 @@ from rich.text import Text
 
 from lake.errors import LakeError, TurnlakeError
 from lake.settings import DEFAULT_LAKE, Settings
+
+if TYPE_CHECKING:
+    from pipeline.prepare import Quarantined
+    from pipeline.retention import Settle
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="turnlake: a conversation context database that builds itself.")
@@ -88,6 +92,26 @@ def existing_lake(lake: str | Path | None) -> Settings:
         raise fail(LakeError(f"no lake at {root} (the folder does not exist; check --lake or "
                              "$TURNLAKE_LAKE, or write one with `turnlake ingest`)"))
     return settings
+
+
+# The CLI's way out of a conflict (a turn stored with other content), told with each one.
+REPLACE_ADVICE = "; re-run with --replace to supersede it"
+
+
+def advised_reason(entry: Quarantined) -> str:
+    """Why a line was refused, as the CLI says it: a conflict with :data:`REPLACE_ADVICE`."""
+    return entry.reason + REPLACE_ADVICE if entry.conflict else entry.reason
+
+
+def erase_settler(settings: Settings) -> Settle:
+    """What an erasure run from the CLI first settles: the recordings this lake's servers
+    acknowledged (:func:`pipeline.service.spool.settler`). The service package loads only
+    when an erasure runs (a hook that supersedes nothing never pays for it)."""
+    def settle() -> None:
+        from pipeline.service.spool import settler
+
+        settler(settings)()
+    return settle
 
 
 def fail(exc: TurnlakeError) -> typer.Exit:

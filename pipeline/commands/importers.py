@@ -17,8 +17,10 @@ from lake.errors import TurnlakeError
 from lake.settings import Settings
 from pipeline.commands.common import (
     LakeOption,
+    advised_reason,
     app,
     console,
+    erase_settler,
     fail,
     literal,
     out,
@@ -82,6 +84,7 @@ def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
         with job_progress() as progress:
             job = ingest_job(settings, records=stream, embed=embed, index=index,  # type: ignore[arg-type]
                              replace=replace, ray=ray, ray_cpus=ray_cpus,
+                             settle=erase_settler(settings) if replace else None,
                              on_line=progress.counter("importing turns"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"),
@@ -95,7 +98,7 @@ def _run(stream: ImportStream, lake: str | None, embed: bool, index: bool, *,
     for p in stream.problems[:20]:
         console.print(styled(("quarantined", "yellow"), f" {p.source} {p.location}: {p.reason}"))
     for q in job.ingest.conflicts[:20]:
-        console.print(styled(("conflict", "yellow"), f" {q.reason}"))
+        console.print(styled(("conflict", "yellow"), f" {advised_reason(q)}"))
     skipped = ", ".join(f"{n} {reason}" for reason, n in stream.skipped.most_common())
     counted = ", ".join(f"{n} {what}" for what, n in stream.counted.most_common())
     report = job.ingest

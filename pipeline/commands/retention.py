@@ -9,14 +9,15 @@ from typing import Annotated
 import typer
 
 from lake.analytics import lake_tenants
+from lake.deletion.target import ErasureTarget
 from lake.errors import QueryError, TurnlakeError
-from lake.retention import ErasureTarget
 from lake.settings import RetentionRule, Settings, save_policy
 from lake.store import LakeStore
 from pipeline.commands.common import (
     LakeOption,
     app,
     console,
+    erase_settler,
     existing_lake,
     fail,
     literal,
@@ -178,6 +179,23 @@ def retention_purge(
     _print_job(report, "purge")
 
 
+def erasure_target(tenant: str, *, user: str | None = None, conversation: str | None = None,
+                   turn: str | None = None) -> ErasureTarget:
+    """The target ``erase``'s options name (``--turn`` is ``C/T``), or a QueryError in their
+    words."""
+    given = [name for name, v in (("--user", user), ("--conversation", conversation),
+                                  ("--turn", turn)) if v is not None]
+    if len(given) != 1:
+        raise QueryError("erase exactly one of --user U, --conversation C or --turn C/T "
+                         f"(got {', '.join(given) or 'none'})")
+    if turn is not None:
+        cid, sep, tid = turn.partition("/")
+        if not sep or not cid or not tid:
+            raise QueryError(f"--turn must be CONVERSATION/TURN, not {turn!r}")
+        return ErasureTarget(tenant, conversation_id=cid, turn_id=tid)
+    return ErasureTarget(tenant, user_id=user, conversation_id=conversation)
+
+
 @app.command("erase")
 def erase_command(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant of the data to erase.")],
@@ -191,10 +209,11 @@ def erase_command(
 ) -> None:
     """Erase a user, conversation or turn now, whatever its TTL (right to be forgotten)."""
     try:
-        target = ErasureTarget.parse(tenant, user=user, conversation=conversation, turn=turn)
+        target = erasure_target(tenant, user=user, conversation=conversation, turn=turn)
         settings = existing_lake(lake)
         with job_progress() as progress:
-            report = erase(settings, target, actor=_actor(actor), dry_run=dry_run,
+            report = erase(settings, target, actor=_actor(actor),
+                           settle=erase_settler(settings), dry_run=dry_run,
                            on_step=progress.partitions("erasing"),
                            on_partition=progress.partitions("rebuilding indexes"))
     except TurnlakeError as exc:

@@ -14,8 +14,10 @@ from lake.errors import TurnlakeError
 from lake.records import json_schema
 from pipeline.commands.common import (
     LakeOption,
+    advised_reason,
     app,
     console,
+    erase_settler,
     existing_lake,
     fail,
     literal,
@@ -61,7 +63,7 @@ def ingest(
         with job_progress() as progress:
             job = ingest_job(settings, paths, embed=embed, index=index, ray=ray,
                              ray_cpus=ray_cpus, workers=workers or min(4, os.cpu_count() or 1),
-                             replace=replace,
+                             replace=replace, settle=erase_settler(settings) if replace else None,
                              on_line=progress.counter("reading records"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"),
@@ -70,7 +72,8 @@ def ingest(
         raise fail(exc) from exc
     report = job.ingest
     for q in report.quarantined[:20]:
-        console.print(styled(("quarantined", "yellow"), f" {q.source_file}:{q.line}: {q.reason}"))
+        console.print(styled(("quarantined", "yellow"),
+                             f" {q.source_file}:{q.line}: {advised_reason(q)}"))
     if len(report.quarantined) > 20:
         console.print(styled((f"... and {len(report.quarantined) - 20} more quarantined lines",
                               "yellow")))

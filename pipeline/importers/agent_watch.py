@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lake.errors import TurnlakeError
 from lake.records import TurnRecord
@@ -23,14 +24,19 @@ from pipeline.importers.common import ImportStream
 from pipeline.importers.live import CaptureReport, ServerTarget, post_turns
 from pipeline.prepare import Quarantined
 
+if TYPE_CHECKING:
+    from pipeline.retention import Settle
+
 CAPTURE_LOCK_TIMEOUT_S = 20.0
 StreamOf = Callable[[Sequence[Path]], ImportStream]
 
 
 def record_stream(settings: Settings | None, stream: ImportStream, *,
-                  server: ServerTarget | None = None) -> CaptureReport:
+                  server: ServerTarget | None = None,
+                  settle: Settle | None = None) -> CaptureReport:
     """Consume ``stream`` and store its turns in the lake of ``settings`` (or post them to
-    ``server``, when no lake is needed); what happened."""
+    ``server``, when no lake is needed); what happened. A turn that changed supersedes the
+    stored one, whose erasure runs ``settle`` first (:func:`pipeline.retention.erase`)."""
     started = time.perf_counter()
     report = CaptureReport()
     records: list[TurnRecord] = list(stream)
@@ -52,13 +58,17 @@ def record_stream(settings: Settings | None, stream: ImportStream, *,
                                 f"{t.reason}" for t in answer.turns if t.status == "rejected"]
     else:
         from pipeline.ingest import Ingestor
+        from pipeline.supersede import supersede
 
         if settings is None:
             raise TurnlakeError("recording needs a lake or a server")
-        ingestor = Ingestor(replace(settings, lock_timeout_s=min(
-            settings.lock_timeout_s, CAPTURE_LOCK_TIMEOUT_S)), replace=True)
+        capture_settings = replace(settings, lock_timeout_s=min(
+            settings.lock_timeout_s, CAPTURE_LOCK_TIMEOUT_S))
+        ingestor = Ingestor(capture_settings)
         if records:
-            result = ingestor.ingest_records(records)
+            result = supersede(capture_settings, ingestor,
+                               ingestor.ingest_records(records, hold_conflicts=True),
+                               settle=settle)
             report.accepted, report.duplicates = result.accepted, result.duplicates
             report.replaced, report.partitions = result.replaced, result.partitions
         damaged = [p for p in stream.problems if p.reason != TRUNCATED]
@@ -71,12 +81,13 @@ def record_stream(settings: Settings | None, stream: ImportStream, *,
 
 def watch_sessions(settings: Settings, folder: Path, find: Callable[[Path], list[Path]],
                    stream_of: StreamOf, *, interval_s: float = 2.0, rounds: int | None = None,
-                   server: ServerTarget | None = None,
+                   server: ServerTarget | None = None, settle: Settle | None = None,
                    on_capture: Callable[[Path, CaptureReport], None] | None = None,
                    on_error: Callable[[Path, Exception], None] | None = None) -> int:
     """Record every session file ``find`` lists under ``folder`` whenever it changes (size or
     modification time, looked at every ``interval_s``), ``rounds`` times or until interrupted;
-    returns how many captures ran. A failing file is reported and retried next round."""
+    returns how many captures ran. A failing file is reported and retried next round.
+    ``settle``: as :func:`record_stream`'s."""
     seen: dict[Path, tuple[int, int]] = {}
     captures = 0
     done = 0
@@ -90,7 +101,8 @@ def watch_sessions(settings: Settings, folder: Path, find: Callable[[Path], list
             if seen.get(path) == mark:
                 continue
             try:
-                report = record_stream(settings, stream_of([path]), server=server)
+                report = record_stream(settings, stream_of([path]), server=server,
+                                       settle=settle)
             except (TurnlakeError, OSError) as exc:
                 if on_error is not None:
                     on_error(path, exc)

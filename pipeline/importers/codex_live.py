@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -33,6 +33,9 @@ from pipeline.importers.codex import RolloutImport
 from pipeline.importers.codex_turns import Resume
 from pipeline.importers.common import Identity, ImportStream, stable_id
 from pipeline.importers.live import CaptureReport, ServerTarget
+
+if TYPE_CHECKING:
+    from pipeline.retention import Settle
 
 CODEX_HOME_ENV = "CODEX_HOME"
 TURN_COMPLETE = "agent-turn-complete"
@@ -86,9 +89,11 @@ def find_rollout(thread_id: str, home: Path, known: str | None = None) -> Path:
 
 def capture_thread(settings: Settings | None, thread_id: str, identity: Identity, *,
                    home: Path | None = None, server: ServerTarget | None = None,
-                   state_dir: Path | None = None) -> CaptureReport:
+                   state_dir: Path | None = None,
+                   settle: Settle | None = None) -> CaptureReport:
     """Record what is new in a thread's rollout since the last capture of the thread, into
-    the lake of ``settings`` or to ``server``."""
+    the lake of ``settings`` or to ``server``; ``settle`` as
+    :func:`pipeline.importers.agent_watch.record_stream`'s."""
     started = time.perf_counter()
     if server is None and settings is None:
         raise TurnlakeError("live capture needs a lake or a server")
@@ -101,7 +106,7 @@ def capture_thread(settings: Settings | None, thread_id: str, identity: Identity
     stream = ImportStream(lambda _s: iter(()))
     reader = RolloutImport(rollout, identity, stream, resume=resume)
     records = list(reader.records())
-    report = record_stream(settings, _Consumed(records, stream), server=server)
+    report = record_stream(settings, _Consumed(records, stream), server=server, settle=settle)
     report.resumed = resume is not None
     if reader.last_start is not None and reader.session_id is not None:
         start = reader.last_start

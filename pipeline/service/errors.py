@@ -70,7 +70,7 @@ STATUS: tuple[tuple[type[lake_errors.TurnlakeError], int, str], ...] = (
     (lake_errors.WorkspaceError, 400, "invalid_workspace"),
     # what the service cannot do now
     (lake_errors.LakeError, 503, "lake_unavailable"),
-    (lake_errors.IndexError_, 503, "index_unavailable"),
+    (lake_errors.IndexUnavailable, 503, "index_unavailable"),
     (lake_errors.EmbeddingError, 503, "embedding_unavailable"),
     (lake_errors.TurnlakeError, 500, "internal"),
 )

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lake.errors import LakeError
-from pipeline.conflicts import with_advice
+from pipeline.conflicts import advised
 from pipeline.contract import TurnStatus
 from pipeline.prepare import Quarantined
 from pipeline.service.steps import TurnKey
 
-# A conflict's advice is the CLI's (``--replace``); over HTTP a recorded turn cannot be replaced.
+# The HTTP API's advice on a conflict: over HTTP a recorded turn cannot be replaced.
 _NO_REPLACE = "; the HTTP API cannot replace a recorded turn"
 
 
@@ -57,4 +57,4 @@ def line_outcomes(keys: list[list[TurnKey | None]], lines: int, accepted: int,
 def rejected(refused: Quarantined) -> LineOutcome:
     """A rejected line's outcome: the ingest's reason, with the HTTP API's advice for a
     conflict, and the field it names."""
-    return LineOutcome("rejected", with_advice(refused, _NO_REPLACE).reason, refused.field)
+    return LineOutcome("rejected", advised(refused, _NO_REPLACE).reason, refused.field)

@@ -27,7 +27,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -36,6 +36,7 @@ from lake.errors import LakeError
 from lake.location import LakeLocation
 
 if TYPE_CHECKING:
+    from lake.settings import Settings
     from lake.store import Partition
     from pipeline.live import LiveWriter
 
@@ -232,6 +233,20 @@ def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:
                         f"committed within {timeout_s:.0f} s (see {lake / SPOOL_DIR}); "
                         "erase again once it caught up")
     recover_orphans(live)  # a server that died meanwhile
+
+
+def settler(settings: Settings) -> Callable[[], None]:
+    """The step an erasure is given to run first (``settle`` of
+    :func:`pipeline.retention.erase`): :func:`settle_spools` through a writer of
+    ``settings``, whose model loads only when a dead server's spool holds turns (as maintain
+    and a starting server commit them); nothing on an object-store lake, which has no spool."""
+    def settle() -> None:
+        if LakeLocation.of(settings.lake).remote:
+            return
+        from pipeline.live import LiveWriter
+
+        settle_spools(LiveWriter(settings), timeout_s=settings.lock_timeout_s)
+    return settle
 
 
 def wait_for_answered(lake: Path, *, before: float, timeout_s: float) -> bool:

@@ -96,14 +96,14 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
         assert rank is not None
         assert by[generator].rank == str(rank.rank)
         assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
-    assert float(by["rrf"].score) == pytest.approx(expected.rrf, rel=1e-9)
+    assert float(by["fused"].score) == pytest.approx(expected.fused, rel=1e-9)
     # The app searched a moment earlier: the recency lift differs by that moment only.
     assert float(by["lift"].score) == pytest.approx(expected.lift, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
     assert float(by["final"].score) == pytest.approx(
-        float(by["rrf"].score) * float(by["lift"].score))
+        float(by["fused"].score) * float(by["lift"].score))
     assert "None" not in set(table["rank"]) | set(table["score"])
-    assert by["rrf"].rank == by["lift"].rank == ""  # fused figures have no rank
+    assert by["fused"].rank == by["lift"].rank == ""  # fused figures have no rank
 
 
 def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,
@@ -300,9 +300,8 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from factories import make_record, write_jsonl
-
     from pipeline.jobs import run_ingest
+    from tests.factories import make_record, write_jsonl
 
     settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
     old = datetime.now(UTC) - timedelta(days=10)
@@ -316,7 +315,7 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     next(b for b in at.button if b.label == "Purge expired rows").click().run()
     assert any("Purged" in s.value for s in at.success)
     assert not at.exception
-    from lake.retention import read_audit
+    from lake.deletion.audit import read_audit
     from lake.store import LakeStore
 
     assert [e.action for e in read_audit(LakeStore(settings.lake))] == ["purge"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from s3_server import aws_env, new_bucket, s3_endpoint
 from streamlit.testing.v1 import AppTest
 
 from lake.keys import KeyStore
 from tests.app.test_pages import MAIN, TIMEOUT, assert_every_page_renders
 from tests.app.workbench_lake import QUERY, TENANT, seed
+from tests.s3_server import aws_env, new_bucket, s3_endpoint
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 

@@ -77,7 +77,7 @@ def test_search_and_replay_through_the_service(seeded: SeededLake) -> None:
     assert (top.hit.conversation_id, top.hit.turn_id, top.title) == (
         KNOWN_CONVERSATION, "t-0001", "Quokka workbook")
     lines = {line.component: line for line in top.breakdown()}
-    assert lines["final"].score == pytest.approx(lines["rrf"].score * lines["lift"].score)  # type: ignore[operator]
+    assert lines["final"].score == pytest.approx(lines["fused"].score * lines["lift"].score)  # type: ignore[operator]
     assert not outcome.warnings and outcome.viewer == ANALYST
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
     assert [s.event_type for s in turn.parts.submissions] == ["prompt", "steer"]

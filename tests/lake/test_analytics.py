@@ -8,7 +8,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from factories import BASE_TIME, make_record, rich_record
 
 from lake import analytics
 from lake.index.status import partition_statuses
@@ -16,6 +15,7 @@ from lake.search.access import Principal
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, rich_record
 
 AS_OF = BASE_TIME + timedelta(days=2)  # 2026-03-12 09:00 UTC
 ACME = Principal("acme", analyst=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from factories import make_record
-
 from lake.batches import indexable_versions
 from lake.embedding.hashing import HashingEmbedder
 from lake.faults import Faults
@@ -15,6 +13,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.ingest import Ingestor
 from pipeline.live import LiveWriter
+from tests.factories import make_record
 
 
 def _versions(store: LakeStore) -> tuple[int | None, int | None]:

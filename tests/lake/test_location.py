@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from s3_server import new_bucket, s3_config, s3_endpoint
 
 from lake.errors import ConcurrentWriteError, LakeError
 from lake.location import Blobs, LakeLocation, S3Blobs
 from lake.locks import writer_lock
+from tests.s3_server import new_bucket, s3_config, s3_endpoint
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 

@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 import pyarrow.compute as pc
 import pytest
-from factories import make_record, rich_record
 
 from lake.projection import StoredFile, TurnProjector, month_of, row_id
 from lake.records import TurnRecord
 from lake.settings import RetentionRule, Settings
 from lake.tables import CONTENT_ROWS, EVENTS, FILES, TURN_LOGS, Table
+from tests.factories import make_record, rich_record
 
 NOW = datetime(2026, 4, 1, tzinfo=UTC)
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from factories import make_record, rich_record
 
 from lake.errors import RecordError
 from lake.records import json_schema, parse_record
+from tests.factories import make_record, rich_record
 
 
 def test_valid_minimal_and_rich_records_parse() -> None:

@@ -6,19 +6,20 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 from lake.addresses import parse_address, row_address_of_id
+from lake.deletion.target import ErasureTarget
 from lake.errors import AccessDenied, RefError, RefExpired, RefNotFound
 from lake.resolver import RefResolver, ResolvedFile, ResolvedRecord
-from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.materialize import MaterializedTurn, TurnMaterializer
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.ingest import Ingestor
+from pipeline.jobs import run_ingest
 from pipeline.maintain import maintain
 from pipeline.retention import erase
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 BEN = Principal("acme", "u-ben")
@@ -161,7 +162,7 @@ def test_addresses_survive_maintain_and_erasure_makes_them_missing(
     for address in (after.addresses.record, after.addresses.rows[0]):
         assert _resolve(store, address).address == address
     erase(settings, ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002"),
-          actor="test")
+          actor="test", settle=None)
     resolver = RefResolver(TurnMaterializer(store))
     every = [before.addresses.record, before.addresses.completion, *before.addresses.steps,
              *before.addresses.events, *before.addresses.rows, FILE]
@@ -177,8 +178,8 @@ def test_a_superseded_edition_does_not_lead_to_its_successor(
     old = _turn(store)
     assert old.addresses is not None
     changed = _rich(summary="Goal: a different summary entirely.")
-    Ingestor(settings, replace=True).ingest_paths([write_jsonl(tmp_path / "again.jsonl",
-                                                               [changed])])
+    run_ingest(settings, [write_jsonl(tmp_path / "again.jsonl", [changed])], embed=False,
+               index=False, replace=True)
     new = _turn(store)
     assert new.addresses is not None and new.edition != old.edition
     resolver = RefResolver(TurnMaterializer(store))

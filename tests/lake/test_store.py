@@ -7,7 +7,6 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from factories import make_record, rich_record, write_jsonl
 
 from lake.errors import LakeError
 from lake.settings import Settings
@@ -15,6 +14,7 @@ from lake.store import CHECKPOINT_INTERVAL, LakeStore
 from lake.tables import Table
 from lake.timelines import conversation_filter
 from pipeline.ingest import Ingestor
+from tests.factories import make_record, rich_record, write_jsonl
 
 FREE_TEXT = {"payload", "blocks", "text", "data"}
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,7 @@ from lake.store import LakeStore
 from lake.tables import TURN_LOGS, Table
 from lake.timelines import (
     TIMELINE_SOURCE_COLUMNS,
+    TimelineUpdate,
     appended_timelines,
     compute_timelines,
     refresh_timelines,
@@ -23,6 +23,7 @@ from lake.timelines import (
 )
 from pipeline.ingest import Ingestor
 from pipeline.live import LiveWriter
+from tests.factories import make_record, rich_record, write_jsonl
 
 
 def _timelines(store: LakeStore) -> dict[tuple[str, str], dict[str, object]]:
@@ -51,6 +52,23 @@ def test_a_refresh_mixing_known_and_new_conversations_keeps_one_row_each(
     again = _timelines(store)
     for key, row in timelines.items():
         assert {**again[key], "updated_at": None} == {**row, "updated_at": None}
+
+
+def test_writing_an_update_leaves_it_as_it_was_given(settings: Settings,
+                                                      tmp_path: Path) -> None:
+    """An update is a value: writing it narrows what it was given to a new set, so the same
+    update written again (or read by its caller) still names every conversation it had."""
+    records = [make_record(0, conversation="c-1"), make_record(1, conversation="c-2")]
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "a.jsonl", records)])
+    store = LakeStore(settings.lake)
+    computed = compute_timelines(store, [("acme", "c-1")])
+    present = {("acme", "c-1"), ("acme", "c-2")}  # a caller's set: not changed either
+    update = TimelineUpdate(computed.rows, computed.live, computed.gone,
+                            present)  # type: ignore[arg-type]
+    assert update.write(store) == update.write(store) == 1
+    assert update.present == present == {("acme", "c-1"), ("acme", "c-2")}
+    assert update.live == {("acme", "c-1")}
+    assert set(_timelines(store)) == {("acme", "c-1"), ("acme", "c-2")}
 
 
 def test_a_conversation_without_turn_logs_loses_its_timeline(settings: Settings,

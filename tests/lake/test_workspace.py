@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 from lake.errors import QueryError, WorkspaceError
 from lake.search.access import Principal
@@ -18,6 +17,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.workspace import MANIFEST, PullReport, WorkspacePuller, clean
 from pipeline.ingest import Ingestor
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 BEN = Principal("acme", "u-ben")

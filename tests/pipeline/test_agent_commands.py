@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import make_record, write_jsonl
 
 REF = "conv:fi:conv_c-1.turn_t-0001.files/forecast.csv"
 CSV = b"month,hours\n3,12\n"

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 AS_OF = "2026-03-11T00:00:00+00:00"
 FIXTURES = Path(__file__).parent / "importers" / "fixtures"
@@ -46,7 +46,7 @@ def test_search_json_contract(runner: CliRunner, ingested: Path) -> None:
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)["hits"]
     assert hits[0]["conversation_id"] == "c-1" and hits[0]["turn_id"] == "t-0001"
-    for field in ("tenant", "user_id", "turn_at", "role", "text", "ranks", "rrf", "lift",
+    for field in ("tenant", "user_id", "turn_at", "role", "text", "ranks", "fused", "lift",
                   "score", "relevance", "snippets"):
         assert field in hits[0]
     assert 0.5 <= hits[0]["relevance"] <= 1.0
@@ -109,9 +109,9 @@ def test_search_neighbour_weight(runner: CliRunner, ingested: Path) -> None:
     assert off and {(h["conversation_id"], h["turn_id"]) for h in on} == \
         {(h["conversation_id"], h["turn_id"]) for h in off}
     # a turn never loses from its neighbours, and in this lake some gain
-    before = {(h["conversation_id"], h["turn_id"]): h["rrf"] for h in off}
-    assert all(h["rrf"] >= before[(h["conversation_id"], h["turn_id"])] for h in on)
-    assert any(h["rrf"] > before[(h["conversation_id"], h["turn_id"])] for h in on)
+    before = {(h["conversation_id"], h["turn_id"]): h["fused"] for h in off}
+    assert all(h["fused"] >= before[(h["conversation_id"], h["turn_id"])] for h in on)
+    assert any(h["fused"] > before[(h["conversation_id"], h["turn_id"])] for h in on)
     bad = runner.invoke(app, [*base, "--neighbour-weight", "-1"])
     assert bad.exit_code == 2 and "neighbour_weight" in bad.output
 
@@ -124,7 +124,7 @@ def test_search_coverage_gain(runner: CliRunner, ingested: Path) -> None:
     adapted = json.loads(runner.invoke(app, base).stdout)["hits"]
     assert fixed and adapted
     # the best lexical turn holds every query word here: its arm votes twice as much
-    assert {h["rrf"] for h in adapted} != {h["rrf"] for h in fixed}
+    assert {h["fused"] for h in adapted} != {h["fused"] for h in fixed}
     bad = runner.invoke(app, [*base, "--coverage-gain", "-1"])
     assert bad.exit_code == 2 and "coverage_gain" in bad.output
 

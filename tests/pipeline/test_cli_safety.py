@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from pipeline import sources
 from pipeline.cli import app
 from pipeline.commands import common
 from pipeline.sources import BOM, FileSpan, SourceLine, discover, read_lines, read_spans
+from tests.factories import make_record, write_jsonl
 
 AS_OF = "2026-03-11T00:00:00+00:00"
 # Rich tags that do not match (a crash when read as markup), ones that do (a silent change)

@@ -19,8 +19,16 @@ HIT = Hit(tenant="acme", user_id="u-ana", conversation_id="c-1", turn_id="t-0001
           text="restarted the ingress", row_id="r-1",
           ranks={"semantic": GeneratorRank(2, 0.61), "lexical": GeneratorRank(1, 7.5),
                  "trigram": None},
-          rrf=0.032, lift=1.4, score=0.0448, relevance=0.97,
+          fused=0.032, lift=1.4, score=0.0448, relevance=0.97,
           snippets={"user": "deploy failed", "assistant": "restarted the ingress"})
+
+
+def test_a_hit_written_before_fused_was_named_so_still_reads() -> None:
+    """Until 2026-12 the fused value was spelled ``rrf``: a client reading an older server's
+    answer still gets it, as ``fused``."""
+    older = {**HIT.to_json()}
+    older["rrf"] = older.pop("fused")
+    assert SearchAnswer.model_validate({"hits": [older]}).hits[0].fused == 0.032
 
 
 def test_a_hit_in_json_is_pinned() -> None:
@@ -31,7 +39,7 @@ def test_a_hit_in_json_is_pinned() -> None:
         "text": "restarted the ingress", "row_id": "r-1",
         "ranks": {"semantic": {"rank": 2, "score": 0.61}, "lexical": {"rank": 1, "score": 7.5},
                   "trigram": None},
-        "rrf": 0.032, "lift": 1.4, "score": 0.0448, "relevance": 0.97,
+        "fused": 0.032, "lift": 1.4, "score": 0.0448, "relevance": 0.97,
         "snippets": {"user": "deploy failed", "assistant": "restarted the ingress"},
         "address": None, "turn_address": None, "agent": None, "app": None}],
         "warnings": [], "named_times": []}

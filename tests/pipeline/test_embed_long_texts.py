@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import make_record
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
@@ -21,6 +20,7 @@ from lake.tables import Table
 from pipeline.cli import app
 from pipeline.embed import refresh_long_texts
 from pipeline.jobs import run_ingest
+from tests.factories import make_record
 
 LONG = " ".join(f"Step {i}: the nightly export of ledger-{i}.csv finished after {i * 3} minutes."
                 for i in range(80))

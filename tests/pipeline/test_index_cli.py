@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from lake.faults import Faults
@@ -17,6 +16,7 @@ from lake.store import LakeStore
 from pipeline.cli import app
 from pipeline.index_build import recover_if_idle
 from pipeline.ingest import Ingestor
+from tests.factories import make_record, write_jsonl
 
 
 @pytest.fixture

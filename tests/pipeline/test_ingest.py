@@ -8,7 +8,6 @@ import duckdb
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, rich_record, write_jsonl
 
 from lake.faults import Faults
 from lake.filestore import FileStore
@@ -19,6 +18,8 @@ from lake.store import LakeStore
 from lake.tables import TURN_LOG_INDEX_COLUMNS, Table
 from pipeline.ingest import Ingestor
 from pipeline.jobs import run_ingest
+from pipeline.supersede import supersede
+from tests.factories import make_record, rich_record, write_jsonl
 
 
 def _count(store: LakeStore, table: Table) -> int:
@@ -343,9 +344,12 @@ def test_replace_supersedes_the_stored_turn_as_an_erase_would(
     new = make_record(1, answer="the new answer")
     path = write_jsonl(tmp_path / "b.jsonl", [new])
     assert len(Ingestor(settings).ingest_paths([path]).conflicts) == 1
-    report = Ingestor(settings, replace=True).ingest_paths([path])
-    assert (report.accepted, report.duplicates, report.replaced, report.conflicts) == (
-        1, 0, 1, [])
+    ingestor = Ingestor(settings)
+    held = ingestor.ingest_paths([path], hold_conflicts=True)
+    assert (held.accepted, held.duplicates, held.conflicts, len(held.held)) == (0, 0, [], 1)
+    report = supersede(settings, ingestor, held, settle=None)
+    assert (report.accepted, report.duplicates, report.replaced, report.conflicts,
+            report.held) == (1, 0, 1, [], [])
     store = LakeStore(settings.lake)
     rows = store.read(Table.CONTENT_ROWS, columns=["turn_id", "role", "text"]).to_pylist()
     assert sorted((r["turn_id"], r["text"]) for r in rows if r["role"] == "assistant") == [
@@ -357,7 +361,7 @@ def test_replace_supersedes_the_stored_turn_as_an_erase_would(
     assert _count(store, Table.QUARANTINE) == 0  # the erase took the conflict line with it
     audit = store.read(Table.AUDIT).to_pylist()
     assert [(a["action"], a["actor"]) for a in audit] == [("erase", "turnlake ingest --replace")]
-    again = Ingestor(settings, replace=True).ingest_paths([path])
+    again = run_ingest(settings, [path], embed=False, index=False, replace=True).ingest
     assert (again.accepted, again.duplicates, again.replaced) == (0, 1, 0)
 
 

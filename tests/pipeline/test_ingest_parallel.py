@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, write_jsonl
 
 from lake.errors import LakeError
 from lake.filestore import PACKED_FILE_BYTES, FileStore
@@ -23,6 +22,7 @@ from lake.tables import Table
 from pipeline.ingest import CHUNK_LINES, PARALLEL_MIN_LINES, Ingestor
 from pipeline.prepare import PackedLines, prepare_packed
 from pipeline.sources import SourceLine, SourceProblem
+from tests.factories import make_record, write_jsonl
 
 
 def _hosted(text: str) -> list[dict[str, str]]:

@@ -9,7 +9,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
-from factories import BASE_TIME, make_record
 
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -17,6 +16,7 @@ from lake.tables import Table
 from lake.timelines import conversation_filter
 from pipeline.ingest import Ingestor
 from pipeline.known_turns import COLUMNS, KnownTurns
+from tests.factories import BASE_TIME, make_record
 
 CONVERSATIONS = [("acme", f"c-{i}") for i in range(6)]
 

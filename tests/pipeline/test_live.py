@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from factories import BASE_TIME, make_record
-
 from lake.embedding.hashing import HashingEmbedder
 from lake.index.manifest import read_current
 from lake.search.access import Principal
@@ -14,8 +12,9 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
-from pipeline.conflicts import LIBRARY_ADVICE, REPLACE_ADVICE
-from pipeline.live import LiveWriter
+from lake.tables import Table
+from pipeline.live import LIBRARY_ADVICE, LiveWriter
+from tests.factories import BASE_TIME, make_record
 
 
 class CountingEmbedder(HashingEmbedder):
@@ -68,6 +67,10 @@ def test_a_conflict_recorded_by_live_writer_gives_library_advice(
         assert "--replace" not in entry.reason, entry.reason
         assert entry.reason.endswith(LIBRARY_ADVICE), entry.reason
         assert entry.field == "completion.text"
-    # ingest() keeps the CLI's advice for its host to swap (the HTTP service does)
+    # ingest() leaves the advice to its host (the HTTP service gives its own), and so does
+    # the quarantine table: each front end says what it offers
     raw = writer.ingest([make_record(0, answer="a third answer")]).ingest
-    assert [q.reason.endswith(REPLACE_ADVICE) for q in raw.conflicts] == [True]
+    assert [(q.conflict, q.reason.endswith("(differs in: completion.text)"))
+            for q in raw.conflicts] == [(True, True)]
+    stored = LakeStore(hashing_settings.lake).read(Table.QUARANTINE)["reason"].to_pylist()
+    assert stored and all(r.endswith("(differs in: completion.text)") for r in stored), stored

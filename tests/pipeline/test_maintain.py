@@ -16,15 +16,13 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, write_jsonl
-from s3_server import bucket_objects, new_bucket, s3_config, s3_endpoint
 from typer.testing import CliRunner
 
+from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
-from lake.errors import ConcurrentWriteError, IndexError_, RefError
+from lake.errors import ConcurrentWriteError, IndexUnavailable, RefError
 from lake.faults import Faults
 from lake.index.status import partition_statuses
-from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.materialize import TurnMaterializer
 from lake.search.request import GENERATORS, SearchRequest
@@ -36,7 +34,9 @@ from pipeline.cli import app
 from pipeline.jobs import run_ingest
 from pipeline.maintain import maintain
 from pipeline.retention import erase
+from tests.factories import make_record, write_jsonl
 from tests.pipeline.test_retention_jobs import _marked, traces
+from tests.s3_server import bucket_objects, new_bucket, s3_config, s3_endpoint
 
 __all__ = ["s3_endpoint"]  # the fixture, imported for pytest
 
@@ -191,14 +191,14 @@ def test_tenant_run_compacts_only_that_tenants_partitions(settings: Settings) ->
 
 def test_no_erased_byte_survives_maintenance(settings: Settings) -> None:
     assert traces(settings.lake, MARK)
-    target = ErasureTarget.parse("acme", conversation="c-mark")
+    target = ErasureTarget("acme", conversation_id="c-mark")
 
     def crash(point: str) -> None:
         if point == "erase.after_content_rows":
             raise Killed(point)
 
     with pytest.raises(Killed):  # the erase dies before its vacuum: old files still hold MARK
-        erase(settings, target, actor="dpo", faults=Faults(crash))
+        erase(settings, target, actor="dpo", settle=None, faults=Faults(crash))
     assert traces(settings.lake, MARK)
 
     report = maintain(settings, grace_s=0)
@@ -349,7 +349,7 @@ def test_cli_dry_run_then_run_then_waiting(settings: Settings, tmp_path: Path,
 
 def test_erase_and_maintain_share_one_vacuum(settings: Settings) -> None:
     """An erase then a maintenance: the tables' folders hold only live files afterwards."""
-    erase(settings, ErasureTarget.parse("acme", conversation="c-mark"), actor="dpo")
+    erase(settings, ErasureTarget("acme", conversation_id="c-mark"), actor="dpo", settle=None)
     maintain(settings, grace_s=0)
     store = LakeStore(settings.lake)
     assert traces(settings.lake, MARK) == []
@@ -400,7 +400,7 @@ def test_searches_and_replays_during_maintenance_never_fail(settings: Settings) 
                 seen.append([(h.conversation_id, h.turn_id) for h in hits])
                 TurnMaterializer(store).turn(ANALYST, hits[0].conversation_id,
                                              hits[0].turn_id)
-            except IndexError_:
+            except IndexUnavailable:
                 pass  # a search racing the build that replaces its index: documented, retry
             except Exception as exc:  # any other failure of a reader is the finding
                 errors.append(repr(exc))

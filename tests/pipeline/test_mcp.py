@@ -20,7 +20,6 @@ import anyio
 import httpx
 import pytest
 import uvicorn
-from factories import make_record, write_jsonl
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -33,6 +32,7 @@ from lake.search.access import Principal
 from lake.settings import Settings
 from pipeline.jobs import run_ingest
 from pipeline.mcp_server import create_mcp_server, mcp_http_app, resolve_key, turnlake_version
+from tests.factories import make_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 ANALYST = Principal("acme", analyst=True)
@@ -183,7 +183,7 @@ def test_scoring_is_in_hits_only_when_asked(lake: Settings) -> None:
             "search_conversations", {"query": "ERR_CONNECTION_RESET"}))
         hit = plain["hits"][0]
         assert "scoring" not in hit or hit["scoring"] is None
-        assert not {"ranks", "rrf", "lift", "score", "row_id"} & set(hit)
+        assert not {"ranks", "fused", "lift", "score", "row_id"} & set(hit)
         explained = _structured(await session.call_tool(
             "search_conversations", {"query": "ERR_CONNECTION_RESET", "explain": True}))
         scoring = explained["hits"][0]["scoring"]

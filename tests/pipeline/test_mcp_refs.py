@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from mcp import ClientSession
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult, TextContent
@@ -17,6 +16,7 @@ from lake.search.access import Principal
 from lake.settings import Settings
 from pipeline.jobs import run_ingest
 from pipeline.mcp_server import create_mcp_server
+from tests.factories import make_record, rich_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 BEN = Principal("acme", "u-ben")

@@ -7,7 +7,6 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from lake.index.status import partition_statuses
@@ -15,6 +14,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 from pipeline import ray_ingest
 from pipeline.cli import app
+from tests.factories import make_record, write_jsonl
 
 pytest.importorskip("ray")
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record
 from typer.testing import CliRunner
 
 from lake.embedding.factory import embedder_for
@@ -42,6 +41,7 @@ from pipeline.embed import backfill
 from pipeline.index_build import build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.ray_jobs import EmbedOnRay, RayJobError, build_on_ray, ray_session
+from tests.factories import BASE_TIME, make_record, rich_record
 
 MODEL = "hashing-64"
 TENANTS = ("acme", "globex")

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import make_record, rich_record, write_jsonl
 
 ANA = ["--tenant", "acme", "--user", "u-ana"]
 BEN = ["--tenant", "acme", "--user", "u-ben"]

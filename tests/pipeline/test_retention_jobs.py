@@ -18,15 +18,15 @@ from typing import Any
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
+from lake.deletion.audit import read_audit
+from lake.deletion.runner import STEPS
+from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
-from lake.erasure import STEPS
 from lake.errors import QueryError, RefExpired, RefNotFound
 from lake.faults import Faults
 from lake.index.status import partition_statuses
-from lake.retention import ErasureTarget, read_audit
 from lake.search.access import Principal, Scope
 from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
@@ -36,8 +36,10 @@ from lake.settings import RetentionRule, Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.cli import app
+from pipeline.commands.retention import erasure_target
 from pipeline.jobs import run_ingest
 from pipeline.retention import apply_policy, erase, purge
+from tests.factories import make_record, write_jsonl
 
 ERASED = "QZXERASEDMARKQZX"
 EXPIRED = "QZXEXPIREDMARKQZX"
@@ -184,7 +186,8 @@ def test_erased_turn_leaves_no_trace_and_nothing_else_changes(settings: Settings
     ben_before = {g: _search(settings, "ben tundra deploy", g, BEN) for g in GENERATORS}
     turns_before = _turns(settings)
 
-    report = erase(settings, ErasureTarget.parse("acme", turn="c-1/t-0002"), actor="dpo")
+    report = erase(settings, ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002"),
+                   actor="dpo", settle=None)
 
     assert report.outcome is not None
     assert report.plan.counts["turn_logs"] == 1 and report.plan.counts["quarantine"] == 2
@@ -209,7 +212,7 @@ def test_erased_turn_leaves_no_trace_and_nothing_else_changes(settings: Settings
 def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) -> None:
     quarantined = LakeStore(settings.lake).read(Table.QUARANTINE).num_rows
     ben = _search(settings, "ben tundra deploy", "lexical", BEN)
-    erase(settings, ErasureTarget.parse("acme", user="u-ana"), actor="dpo")
+    erase(settings, ErasureTarget("acme", user_id="u-ana"), actor="dpo", settle=None)
     store = LakeStore(settings.lake)
     assert _turns(settings) == {"u-ben": 2}
     for table in (Table.CONTENT_ROWS, Table.EVENTS, Table.FILES, Table.TIMELINES):
@@ -224,23 +227,29 @@ def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) ->
 
 
 def test_erase_conversation_and_clear_input_errors(settings: Settings, tmp_path: Path) -> None:
-    report = erase(settings, ErasureTarget.parse("acme", conversation="c-1"), actor="dpo",
-                   dry_run=True)
+    report = erase(settings, ErasureTarget("acme", conversation_id="c-1"), actor="dpo",
+                   settle=None, dry_run=True)
     assert report.plan.counts["turn_logs"] == 4 and report.outcome is None
-    erase(settings, ErasureTarget.parse("acme", conversation="c-1"), actor="dpo")
+    erase(settings, ErasureTarget("acme", conversation_id="c-1"), actor="dpo", settle=None)
     assert _turns(settings) == {"u-ana": 2, "u-ben": 2}
     assert not (settings.lake / "objects" / "acme" / "c-1").exists()
     # A partition left without rows loses its index instead of keeping the erased rows.
     run_ingest(settings, [write_jsonl(tmp_path / "globex.jsonl", [
         _turn(50, tenant="globex", conversation="c-g", prompt="globex only")])])
     assert (settings.lake / "indexes" / "globex").exists()
-    erase(settings, ErasureTarget.parse("globex", conversation="c-g"), actor="dpo")
+    erase(settings, ErasureTarget("globex", conversation_id="c-g"), actor="dpo", settle=None)
     assert list((settings.lake / "indexes" / "globex").rglob("*")) == []
     assert "globex" not in {p[0] for p in partition_statuses(LakeStore(settings.lake))}
-    with pytest.raises(QueryError, match="exactly one"):
-        ErasureTarget.parse("acme", user="u-ana", turn="c-1/t-0001")
-    with pytest.raises(QueryError, match="CONVERSATION/TURN"):
-        ErasureTarget.parse("acme", turn="t-0001")
+    # The CLI's words for its options (pipeline/commands/retention.py)
+    with pytest.raises(QueryError, match="exactly one of --user U, --conversation C or "
+                                         r"--turn C/T \(got --user, --turn\)"):
+        erasure_target("acme", user="u-ana", turn="c-1/t-0001")
+    with pytest.raises(QueryError, match="--turn must be CONVERSATION/TURN"):
+        erasure_target("acme", turn="t-0001")
+    with pytest.raises(QueryError, match=r"\(got none\)"):
+        erasure_target("acme")
+    assert erasure_target("acme", turn="c-1/t-0001") == ErasureTarget(
+        "acme", conversation_id="c-1", turn_id="t-0001")
 
 
 # -- purge ------------------------------------------------------------------------------
@@ -288,7 +297,7 @@ class Crash(Exception):
 
 
 def test_crash_at_every_step_is_finished_by_the_next_run(settings: Settings) -> None:
-    target = ErasureTarget.parse("acme", turn="c-1/t-0002")
+    target = ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002")
     points = ["erase.after_manifest", *(f"erase.after_{s}" for s in STEPS)]
     for point in points:
         def crash(at: str, point: str = point) -> None:
@@ -297,12 +306,12 @@ def test_crash_at_every_step_is_finished_by_the_next_run(settings: Settings) -> 
 
         # Each run first resumes the interrupted job, so every step is crashed in turn.
         with pytest.raises(Crash):
-            erase(settings, target, actor="dpo", faults=Faults(crash))
+            erase(settings, target, actor="dpo", settle=None, faults=Faults(crash))
         store = LakeStore(settings.lake)  # the lake stays readable
         assert [t.turn_id for t in TurnCatalog(store).turns(BEN, "c-ben")] == [
             "t-0020", "t-0021"]
         assert _search(settings, "ben tundra deploy", "lexical", BEN)
-    report = erase(settings, target, actor="dpo")
+    report = erase(settings, target, actor="dpo", settle=None)
     assert len(report.resumed) == 1
     assert traces(settings.lake, ERASED) == []
     _assert_turn_gone(settings, "c-1", "t-0002", ERASED, ERASED_REF)
@@ -335,7 +344,7 @@ def test_dry_runs_change_nothing(settings: Settings) -> None:
     planned = purge(settings, dry_run=True).plan
     assert planned.counts["turn_logs"] == 1 and planned.turn_dirs == [("acme", "c-old",
                                                                         "t-0030")]
-    assert erase(settings, ErasureTarget.parse("acme", user="u-ben"), actor="x",
+    assert erase(settings, ErasureTarget("acme", user_id="u-ben"), actor="x", settle=None,
                  dry_run=True).plan.counts["turn_logs"] == 2
     assert apply_policy(settings.with_(default_ttl_days=1), dry_run=True).changed
     assert _snapshot(settings.lake) == before

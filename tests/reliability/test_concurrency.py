@@ -15,12 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
-from lake.errors import ConcurrentWriteError, IndexError_, TurnlakeError
+from lake.errors import ConcurrentWriteError, IndexUnavailable, TurnlakeError
 from lake.faults import Faults
 from lake.index.manifest import read_current
 from lake.locks import index_lock, writer_lock
-from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.catalog import TurnCatalog
 from lake.search.request import SearchRequest
@@ -198,7 +198,7 @@ def test_readers_between_the_steps_of_an_erase_see_nothing_of_it(tmp_path: Path)
         if point in ("erase.after_turn_logs", "erase.after_content_rows"):
             seen[point] = visible()
 
-    erase(settings, ErasureTarget.parse("acme", conversation="c-3"), actor="t",
+    erase(settings, ErasureTarget("acme", conversation_id="c-3"), actor="t", settle=None,
           faults=Faults(reader_between_steps))
     after: tuple[set[tuple[str, str]], set[str]] = (set(), {"c-0", "c-1", "c-2", "c-4"})
     assert seen == {"erase.after_turn_logs": after, "erase.after_content_rows": after}
@@ -214,7 +214,7 @@ def test_a_vanished_index_is_a_clear_error_then_reported_and_rebuilt(tmp_path: P
     query = SearchRequest("forecast", ANALYST, scope="tenant")
     # A reader that resolved the live build just before a newer build removed it.
     (folder / "rows.arrow").unlink()
-    with pytest.raises(IndexError_, match="search again"):
+    with pytest.raises(IndexUnavailable, match="search again"):
         service.search(query)
     # A pointer naming no build is reported as unindexed, and a build repairs it.
     shutil.rmtree(folder)

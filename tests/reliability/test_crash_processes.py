@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from lake.erasure import STEPS
+from lake.deletion.audit import read_audit
+from lake.deletion.runner import STEPS
 from lake.index.manifest import read_current
-from lake.retention import read_audit
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table

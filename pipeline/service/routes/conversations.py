@@ -13,8 +13,8 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import TypeAdapter
 
 from lake.answers import ConversationEntry
+from lake.deletion.target import ErasureTarget
 from lake.errors import AccessDenied, QueryError, RefNotFound
-from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.catalog import CatalogTurn
 from lake.search.materialize import MaterializedTurn
@@ -30,6 +30,7 @@ from pipeline.service.auth import Eraser, Reader
 from pipeline.service.context import ServiceContext, committed_context, context_of
 from pipeline.service.errors import error_responses
 from pipeline.service.paging import DEFAULT_LIMIT, Cursor, Limit, page
+from pipeline.service.spool import settler
 
 router = APIRouter(tags=["conversations"])
 _TURN_JSON: TypeAdapter[MaterializedTurn] = TypeAdapter(MaterializedTurn)
@@ -149,7 +150,8 @@ def erase_user(user: str, request: Request, key: Eraser) -> ErasureAnswer:
 
 def _erase(request: Request, target: ErasureTarget, actor: str) -> ErasureAnswer:
     # No wait here: the erasure itself waits for what any server answered before it.
-    report = erase(context_of(request).settings, target, actor=actor)
+    settings = context_of(request).settings
+    report = erase(settings, target, actor=actor, settle=settler(settings))
     assert report.outcome is not None  # not a dry run
     return ErasureAnswer(job_id=report.plan.job_id, counts=dict(report.plan.counts),
                          deleted=dict(report.outcome.deleted))

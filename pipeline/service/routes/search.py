@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from lake.errors import IndexError_, IndexStaleError
+from lake.errors import IndexStaleError, IndexUnavailable
 from pipeline.contract import QueryOptions, SearchAnswer
 from pipeline.service.auth import Reader
 from pipeline.service.context import context_of
@@ -27,7 +27,7 @@ def search(options: QueryOptions, request: Request, principal: Reader) -> Search
             break
         except IndexStaleError:
             raise
-        except IndexError_:
+        except IndexUnavailable:
             # A build another server published replaced the one being opened; the search
             # service opens the newer one on the next try.
             if attempt == _ATTEMPTS - 1:

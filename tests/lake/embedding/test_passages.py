@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from factories import TRIP_SENTENCES, garden_notes, make_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +30,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import TRIP_SENTENCES, garden_notes, make_record
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,7 +12,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, passage_hashing_embedder
 from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
@@ -26,6 +25,7 @@ from lake.tables import Table
 from pipeline.cli import app
 from pipeline.embed import backfill
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, passage_hashing_embedder
 
 MODEL = "hashing-64"
 

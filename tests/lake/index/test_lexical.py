@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lake.errors import IndexError_, QueryError, RecordError
+from lake.errors import IndexUnavailable, QueryError, RecordError
 from lake.index.lexical import (
     DEFAULT_ROLE_WEIGHTS,
     MAX_QUERY_TERMS,
@@ -212,13 +212,13 @@ def test_open_round_trip(index: LexicalIndex, tmp_path: Path) -> None:
 
 
 def test_open_missing_or_incomplete_index(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnavailable):
         LexicalIndex.open(tmp_path / "absent")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("x")
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnavailable):
         LexicalIndex.open(tmp_path / "junk")
-    with pytest.raises(IndexError_):
+    with pytest.raises(IndexUnavailable):
         LexicalIndex.build(tmp_path / "junk", ROWS)
 
 
@@ -305,7 +305,7 @@ def test_word_weights_must_be_positive_numbers(index: LexicalIndex, weight: obje
 def test_an_index_removed_while_it_opens_is_an_index_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A compaction in another process may remove a build between the open of its folder and
-    its reader's lock file: an IndexError_ (which search answers by looking again), not the
+    its reader's lock file: an IndexUnavailable (which search answers by looking again), not the
     tantivy ValueError that reached a served search as an internal error."""
     import shutil
 
@@ -324,7 +324,7 @@ def test_an_index_removed_while_it_opens_is_an_index_error(
             return opened
 
     monkeypatch.setattr(lexical, "Index", Removed)
-    with pytest.raises(IndexError_, match="cannot open lexical index"):
+    with pytest.raises(IndexUnavailable, match="cannot open lexical index"):
         LexicalIndex.open(folder)
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, rich_record, write_jsonl
 
 
 @pytest.fixture

@@ -10,14 +10,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record
 
+from lake.deletion.target import ErasureTarget
 from lake.embedding.hashing import HashingEmbedder
 from lake.faults import Faults
 from lake.index.manifest import PartitionManifest, partition_dir, read_current
 from lake.index.rebase import HIDDEN_PREFIX, publish_base, write_base
 from lake.locks import index_lock
-from lake.retention import ErasureTarget
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
 from lake.search.service import SearchService
@@ -28,6 +27,7 @@ from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.live import LiveWriter
 from pipeline.retention import erase
+from tests.factories import BASE_TIME, make_record
 
 MODEL = "hashing-64"
 AS_OF = BASE_TIME + timedelta(days=30)
@@ -133,7 +133,7 @@ def test_a_base_is_discarded_when_another_build_replaced_the_live_base(
 def test_a_base_written_before_an_erase_never_goes_live(hashing_settings: Settings) -> None:
     lake = Path(hashing_settings.lake)
     begun, base = _begin(hashing_settings)
-    erase(hashing_settings, ErasureTarget("acme", conversation_id="c-1"), actor="test")
+    erase(hashing_settings, ErasureTarget("acme", conversation_id="c-1"), actor="test", settle=None)
     before = _live(lake)
     assert _publish(hashing_settings, begun, base) is None
     assert _live(lake) == before

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.index_build import Compaction, build_indexes, compact_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record
 
 AS_OF = BASE_TIME + timedelta(days=30)
 WORDS = ["deploy", "ingress", "invoice", "forecast", "timezone", "pods", "budget", "vault",

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lake.errors import IndexError_, QueryError
+from lake.errors import IndexUnavailable, QueryError
 from lake.index.semantic import (
     SMALL_SCOPE_ROWS,
     SemanticIndex,
@@ -237,15 +237,15 @@ def test_save_load_round_trip(
 
 
 def test_load_refuses_missing_or_damaged_index(tmp_path: Path, flat: SemanticIndex) -> None:
-    with pytest.raises(IndexError_, match=r"missing semantic\.json"):
+    with pytest.raises(IndexUnavailable, match=r"missing semantic\.json"):
         SemanticIndex.load(tmp_path / "nothing")
     flat.save(tmp_path / "sem")
     (tmp_path / "sem" / "valid.npy").unlink()
-    with pytest.raises(IndexError_, match="damaged"):
+    with pytest.raises(IndexUnavailable, match="damaged"):
         SemanticIndex.load(tmp_path / "sem")
     flat.save(tmp_path / "sem2")
     np.save(tmp_path / "sem2" / "valid.npy", np.ones(3, dtype=bool))
-    with pytest.raises(IndexError_, match="inconsistent"):
+    with pytest.raises(IndexUnavailable, match="inconsistent"):
         SemanticIndex.load(tmp_path / "sem2")
 
 
@@ -264,9 +264,9 @@ def test_bad_requests_raise_query_errors(flat: SemanticIndex) -> None:
 
 
 def test_bad_build_input_raises_index_errors() -> None:
-    with pytest.raises(IndexError_, match="2-D"):
+    with pytest.raises(IndexUnavailable, match="2-D"):
         SemanticIndex.build(np.ones(DIM, dtype=np.float32))
-    with pytest.raises(IndexError_, match="exact_max_rows"):
+    with pytest.raises(IndexUnavailable, match="exact_max_rows"):
         SemanticIndex.build(np.ones((2, DIM), dtype=np.float32), exact_max_rows=-1)
 
 
@@ -287,7 +287,7 @@ def test_only_embedded_rows_are_stored_and_doc_ids_survive_a_reload(tmp_path: Pa
     assert [d for d, _ in loaded.search(query, allowed=np.arange(0, 30), limit=10)] \
         == sorted([2, 5, 6], key=lambda d: -cosine[d])
     assert loaded.search(query, allowed=np.array([0, 1, 3]), limit=10) == []
-    with pytest.raises(IndexError_, match="ascending"):
+    with pytest.raises(IndexUnavailable, match="ascending"):
         SemanticIndex.build(vectors, doc_ids=docs[::-1], rows=100)
 
 

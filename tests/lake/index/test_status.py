@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, write_jsonl
 
 import lake.index.status as status_module
 from lake.errors import RefError
@@ -20,6 +19,7 @@ from lake.store import LakeStore, Partition
 from lake.tables import Table
 from pipeline.index_build import build_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, write_jsonl
 
 NEXT_MONTH = BASE_TIME + timedelta(days=40)
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lake.index.trigram as trigram_module
-from lake.errors import IndexError_, QueryError
+from lake.errors import IndexUnavailable, QueryError
 from lake.index.trigram import (
     TrigramIndex,
     similarity,
@@ -365,15 +365,15 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
 
 
 def test_load_errors(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match="unreadable"):
+    with pytest.raises(IndexUnavailable, match="unreadable"):
         TrigramIndex.load(tmp_path / "missing")
     TrigramIndex.build(["a b", "c"]).save(tmp_path / "idx")
     meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
     (tmp_path / "idx" / "meta.json").write_text(json.dumps({**meta, "docs": 5}))
-    with pytest.raises(IndexError_, match="inconsistent"):
+    with pytest.raises(IndexUnavailable, match="inconsistent"):
         TrigramIndex.load(tmp_path / "idx")
     (tmp_path / "idx" / "meta.json").write_text(json.dumps({**meta, "version": 99}))
-    with pytest.raises(IndexError_, match="unknown format"):
+    with pytest.raises(IndexUnavailable, match="unknown format"):
         TrigramIndex.load(tmp_path / "idx")
 
 
@@ -400,7 +400,7 @@ def test_bad_input_raises() -> None:
         index.search("a", allowed=np.array([0.5]))
     with pytest.raises(QueryError, match="query"):
         index.search(None)  # type: ignore[arg-type]
-    with pytest.raises(IndexError_, match=r"texts\[1\]"):
+    with pytest.raises(IndexUnavailable, match=r"texts\[1\]"):
         TrigramIndex.build(["ok", 3])  # type: ignore[list-item]
 
 

@@ -4,7 +4,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 from lake.errors import AccessDenied, QueryError, RefError, RefExpired, RefNotFound
 from lake.records import Submission
@@ -14,6 +13,7 @@ from lake.search.materialize import TurnMaterializer
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.ingest import Ingestor
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 BEN = Principal("acme", "u-ben")

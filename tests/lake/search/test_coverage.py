@@ -9,7 +9,6 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, write_jsonl
 
 idfs = st.dictionaries(st.sampled_from("abcdefgh"), st.floats(0.0, 20.0), max_size=8)
 

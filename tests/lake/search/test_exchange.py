@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import make_record, rich_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -21,6 +20,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import EXCHANGE_ROLES
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, rich_record, write_jsonl
 
 DIM = 8
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from factories import BASE_TIME, make_record, rich_record, write_jsonl
-
 from lake.addresses import parse_address
 from lake.embedding.hashing import HashingEmbedder
 from lake.resolver import RefResolver, ResolvedRecord
@@ -17,6 +15,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
 AS_OF = BASE_TIME + timedelta(days=1)
 ANA = Principal("acme", "u-ana")

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import make_record, write_jsonl
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from lake.search.when import TimeRange
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, write_jsonl
 
 AS_OF = datetime(2023, 10, 20, 15, 30, tzinfo=UTC)
 
@@ -169,7 +169,7 @@ def test_turns_in_the_named_time_rank_first(tmp_path: Path) -> None:
         timedelta(days=1)
     assert hits[0].lift == pytest.approx(5.0)
     assert hits[1].lift == pytest.approx(1.0 + 4.0 * 0.5 ** (outside / 3), rel=1e-9)
-    assert hits[0].score == pytest.approx(hits[0].rrf * 5.0)
+    assert hits[0].score == pytest.approx(hits[0].fused * 5.0)
 
 
 def test_time_weight_must_be_a_finite_non_negative_number(tmp_path: Path) -> None:

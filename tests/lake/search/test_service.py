@@ -5,14 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import (
-    BASE_TIME,
-    garden_notes,
-    make_record,
-    passage_hashing_embedder,
-    rich_record,
-    write_jsonl,
-)
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import AccessDenied, QueryError
@@ -23,6 +15,14 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.jobs import run_ingest
+from tests.factories import (
+    BASE_TIME,
+    garden_notes,
+    make_record,
+    passage_hashing_embedder,
+    rich_record,
+    write_jsonl,
+)
 
 AS_OF = BASE_TIME + timedelta(days=1)
 ANA = Principal("acme", "u-ana")
@@ -115,7 +115,7 @@ def test_recency_lift_and_score_breakdown(service: SearchService) -> None:
     hit = result.hits[0]
     age_days = (AS_OF - hit.turn_at).total_seconds() / 86400
     assert hit.lift == pytest.approx(1 + 0.5 ** (age_days / 7))
-    assert hit.score == pytest.approx(hit.rrf * hit.lift)
+    assert hit.score == pytest.approx(hit.fused * hit.lift)
     off = service.search(SearchRequest("deploy", ANA, as_of=AS_OF, recency_weight=0))
     assert off.hits[0].lift == 1.0
 

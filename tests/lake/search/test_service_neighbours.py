@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, write_jsonl
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import QueryError
@@ -17,6 +16,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, write_jsonl
 
 ANA = Principal("acme", "u-ana")
 MATCH = ("the quokka costume for the parade", "sewn and ready")

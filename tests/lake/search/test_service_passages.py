@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import TRIP_SENTENCES, garden_notes, make_record
 
 from lake.embedding.passages import pooled
 from lake.embedding.sentence import SentenceTransformerEmbedder
@@ -18,6 +17,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import TRIP_SENTENCES, garden_notes, make_record
 
 GARDEN = garden_notes(8)
 BREAD = " ".join(f"Batch {i}: knead the dough for ten minutes, let it rise under a damp "

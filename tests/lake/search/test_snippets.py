@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import make_record, passage_hashing_embedder
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.search.access import Principal
@@ -17,6 +16,7 @@ from lake.search.snippets import passage_snippet
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import make_record, passage_hashing_embedder
 
 # passages of 12 word pieces at most: a few sentences make a text of many
 SENTENCES = [f"Sentence {i} tells of the {w} that happened on day {i}." for i, w in

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record, rich_record
 
 import lake.search.generators as generators
 from bench.scale import NOW, bench_embedder, build_scale_lake, make_queries
@@ -25,6 +24,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, rich_record
 
 AS_OF = BASE_TIME + timedelta(days=120)
 QUERIES = ["budget plan", "tuesday forecast", "the hiring plan moved", "openpyxl workbook",

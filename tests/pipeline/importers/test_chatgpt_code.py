@@ -17,6 +17,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.importers import ImportResult, iter_chatgpt
 from pipeline.ingest import Ingestor
+from pipeline.jobs import run_ingest
 
 FOLDER = Path(__file__).parent / "fixtures" / "chatgpt_code"
 REVENUE = "67a0c3d1-5e2f-800c-9a1b-2c3d4e5f6a70"
@@ -140,8 +141,9 @@ def test_a_re_export_that_changed_a_turn_supersedes_it(settings: Settings, tmp_p
             data = data.replace(b"in which the GIL can be disabled",
                                 b"where the GIL is optional")
         (changed / member.name).write_bytes(data)
-    report = Ingestor(settings, replace=True).ingest_records(
-        iter_chatgpt(changed / "conversations-001.json", tenant="acme", user_id="u-ana"))
+    report = run_ingest(settings, records=iter_chatgpt(  # type: ignore[arg-type]
+        changed / "conversations-001.json", tenant="acme", user_id="u-ana"),
+        embed=False, index=False, replace=True).ingest
     assert (report.accepted, report.replaced) == (1, 1)
     turn = TurnMaterializer(LakeStore(settings.lake)).turn(
         Principal(tenant="acme", user_id="u-ana"), GIL, "u-b1", as_of=AS_OF)

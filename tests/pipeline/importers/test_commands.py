@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from factories import make_record, write_jsonl
 from typer.testing import CliRunner
 
 from pipeline.cli import app
+from tests.factories import make_record, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -36,7 +36,8 @@ def test_ingest_reports_conflicts_exits_1_under_strict_and_replace_supersedes(
     assert strict.exit_code == 1, strict.output
     assert "accepted 0, duplicate 0, quarantined 1" in _said(strict.output)
     assert "conflict 1: stored turns with other content" in _said(strict.output)
-    assert "differs in: completion.text" in _said(strict.output)
+    assert "(differs in: completion.text); re-run with --replace" in _said(strict.output), \
+        strict.output
     replaced = runner.invoke(app, ["ingest", str(changed), "--replace", "--strict",
                                    "--no-index"])
     assert replaced.exit_code == 0, replaced.output

@@ -8,7 +8,6 @@ from typing import Any
 import orjson
 
 from lake.settings import Settings
-from pipeline.conflicts import REPLACE_ADVICE
 from pipeline.ingest import Ingestor
 from pipeline.prepare import Quarantined, differing_field
 from pipeline.service.outcomes import LineOutcome, rejected
@@ -45,10 +44,10 @@ def test_rejections_name_their_own_field(served: Served) -> None:
     assert "different content" in conflict and "differs in: submissions" in conflict
 
 
-def test_a_conflicts_cli_advice_becomes_the_apis() -> None:
+def test_a_conflict_gets_the_apis_advice() -> None:
     stored = ("conflict: turn t-1 of conversation c (tenant a) is stored with different "
               "content (differs in: completion.text, steps)")
-    outcome = rejected(Quarantined("<api>", 1, stored + REPLACE_ADVICE, "{}", "completion.text"))
+    outcome = rejected(Quarantined("<api>", 1, stored, "{}", "completion.text", conflict=True))
     assert outcome == LineOutcome(
         "rejected", f"{stored}; the HTTP API cannot replace a recorded turn", "completion.text")
     earlier = stored.replace("is stored", "comes earlier in this input (line 1)")

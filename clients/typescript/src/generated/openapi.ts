@@ -441,8 +441,11 @@ export interface components {
             ranks: {
                 [key: string]: components["schemas"]["GeneratorRank"] | null;
             };
-            /** Rrf */
-            rrf: number;
+            /**
+             * Fused
+             * @description The turn's fused score: reciprocal-rank fusion of the arms' rankings, with rrf_score's bonus when the request fuses so (the default); score = fused × lift.
+             */
+            fused: number;
             /** Lift */
             lift: number;
             /** Score */

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lake.errors import IndexError_
+from lake.errors import IndexUnavailable
 from lake.index.semantic import SemanticIndex
 from lake.location import atomic_write
 
@@ -54,10 +54,10 @@ class PassageIndex:
     def __init__(self, index: SemanticIndex, rows: np.ndarray) -> None:
         rows = np.asarray(rows, np.int64)
         if rows.shape != (len(index),):
-            raise IndexError_(f"passage index needs one doc id per passage, not {rows.shape} "
-                              f"for {len(index)}")
+            raise IndexUnavailable(f"passage index needs one doc id per passage, not {rows.shape} "
+                                   f"for {len(index)}")
         if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
-            raise IndexError_("passage doc ids must be ascending")
+            raise IndexUnavailable("passage doc ids must be ascending")
         self._index = index
         self._rows = rows
 
@@ -69,8 +69,8 @@ class PassageIndex:
         :meth:`SemanticIndex.build`."""
         rows = np.asarray(rows, np.int64)
         if rows.shape != (np.asarray(vectors).shape[0],):
-            raise IndexError_(f"passage index needs one doc id per passage, not {rows.shape} "
-                              f"for {np.asarray(vectors).shape[0]}")
+            raise IndexUnavailable(f"passage index needs one doc id per passage, not {rows.shape} "
+                                   f"for {np.asarray(vectors).shape[0]}")
         index = (SemanticIndex.build(vectors) if exact_max_rows is None
                  else SemanticIndex.build(vectors, exact_max_rows=exact_max_rows))
         return cls(index, rows)
@@ -107,11 +107,11 @@ class PassageIndex:
             meta = json.loads((directory / _META).read_text())
             rows = np.load(directory / _ROWS)
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"passage index at {directory} is missing or damaged: "
-                              f"{exc}") from exc
+            raise IndexUnavailable(f"passage index at {directory} is missing or damaged: "
+                                   f"{exc}") from exc
         if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION \
                 or meta.get("passages") != rows.size:
-            raise IndexError_(f"passage index at {directory} has inconsistent parts")
+            raise IndexUnavailable(f"passage index at {directory} has inconsistent parts")
         return cls(SemanticIndex.load(directory), rows)
 
     def best(self, query: np.ndarray, allowed: np.ndarray | None = None, *, limit: int = 50

@@ -1,5 +1,5 @@
-"""The retention policy pieces (targets, expiry, redaction, quarantine rules, audit), deletion
-plans and their runner, and the store operations purges rely on."""
+"""lake/deletion/: erasure targets, expiry under the policy, redaction, quarantine rules, the
+audit, deletion plans and their runner, and the store operations purges rely on."""
 
 from __future__ import annotations
 
@@ -13,56 +13,56 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from factories import make_record, rich_record, write_jsonl
 
-from lake.erasure import DeletionRunner, plan_erase, plan_purge
-from lake.errors import QueryError, RefError
-from lake.filestore import FileStore
-from lake.retention import (
-    AuditEntry,
-    DeletionPlan,
-    ErasureTarget,
+from lake.deletion.audit import AuditEntry, read_audit, write_audit
+from lake.deletion.plan import DeletionPlan, plan_erase, plan_purge
+from lake.deletion.policy import (
     policy_expiry,
     quarantine_expiry,
     quarantine_matches,
-    read_audit,
     redact_payload,
-    write_audit,
 )
+from lake.deletion.runner import DeletionRunner
+from lake.deletion.target import ErasureTarget
+from lake.errors import QueryError, RefError
+from lake.filestore import FileStore
 from lake.settings import RetentionRule, Settings
 from lake.store import CHECKPOINT_INTERVAL, LakeStore, Partition
 from lake.tables import Table
 from pipeline.ingest import PARALLEL_MIN_LINES, Ingestor
+from tests.factories import make_record, rich_record, write_jsonl
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 # -- erasure targets --------------------------------------------------------------------------
 
-def test_targets_parse_describe_and_select() -> None:
-    turn = ErasureTarget.parse("acme", turn="c-1/t-0002")
+def test_targets_describe_and_select() -> None:
+    turn = ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002")
     assert (turn.kind, turn.describe()) == ("turn", "turn c-1/t-0002")
     assert turn.sql() == "tenant = 'acme' AND conversation_id = 'c-1' AND turn_id = 't-0002'"
     assert turn.matches("acme", "anyone", "c-1", "t-0002")
     assert not turn.matches("acme", "anyone", "c-1", "t-0003")
-    user = ErasureTarget.parse("acme", user="u-ana")
+    user = ErasureTarget("acme", user_id="u-ana")
     assert (user.kind, user.describe()) == ("user", "user u-ana")
     assert user.matches("acme", "u-ana", "c-9", "t-1") and not user.matches("other", "u-ana",
                                                                              "c-9", "t-1")
-    conv = ErasureTarget.parse("acme", conversation="c-1")
+    conv = ErasureTarget("acme", conversation_id="c-1")
     assert ErasureTarget.from_json(conv.to_json()) == conv
-    with pytest.raises(QueryError, match="exactly one"):
-        ErasureTarget.parse("acme")
-    with pytest.raises(QueryError, match="CONVERSATION/TURN"):
-        ErasureTarget.parse("acme", turn="c-1/")
+    with pytest.raises(QueryError, match="exactly one user, conversation or turn"):
+        ErasureTarget("acme")
+    with pytest.raises(QueryError, match="exactly one user, conversation or turn"):
+        ErasureTarget("acme", user_id="u-ana", conversation_id="c-1")
+    with pytest.raises(QueryError, match="needs its conversation"):
+        ErasureTarget("acme", user_id="u-ana", turn_id="t-1")
     with pytest.raises(RefError, match="user_id"):
-        ErasureTarget.parse("acme", user="u' OR 1=1 --")
+        ErasureTarget("acme", user_id="u' OR 1=1 --")
 
 
 # -- quarantined lines -----------------------------------------------------------------------
 
 def test_quarantine_lines_match_by_json_or_by_id_pairs() -> None:
-    target = ErasureTarget.parse("acme", turn="c-1/t-0002")
+    target = ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002")
     line = {"tenant": "acme", "user_id": "u-ana", "conversation_id": "c-1",
             "turn_id": "t-0002", "bogus": "x"}
     assert quarantine_matches(json.dumps(line), target)
@@ -70,8 +70,8 @@ def test_quarantine_lines_match_by_json_or_by_id_pairs() -> None:
     assert not quarantine_matches(json.dumps({**line, "tenant": "globex"}), target)
     broken = '{"tenant": "acme", "conversation_id": "c-1", "turn_id": "t-0002", "text": "unterm'
     assert quarantine_matches(broken, target)
-    assert quarantine_matches(broken, ErasureTarget.parse("acme", conversation="c-1"))
-    assert not quarantine_matches(broken, ErasureTarget.parse("acme", user="u-ana"))
+    assert quarantine_matches(broken, ErasureTarget("acme", conversation_id="c-1"))
+    assert not quarantine_matches(broken, ErasureTarget("acme", user_id="u-ana"))
     for raw in ("", None, "[1, 2]", '{"conversation_id": "c-1", "turn_id": "t-0002"}'):
         assert not quarantine_matches(raw, target)
 
@@ -207,7 +207,7 @@ def test_plan_round_trips_and_builds_predicates() -> None:
     again.extra_turns = [("acme", f"c-{i}", "t-1") for i in range(2500)]
     assert len(again.predicates(Table.CONTENT_ROWS)) == 4  # long id lists go in chunks
     erase = DeletionPlan(job_id="e", kind="erase", actor="dpo", created_at=NOW.isoformat(),
-                         target=ErasureTarget.parse("acme", user="u-ana"))
+                         target=ErasureTarget("acme", user_id="u-ana"))
     assert DeletionPlan.from_json(erase.to_json()).predicates(Table.EVENTS) == [
         "tenant = 'acme' AND user_id = 'u-ana'"]
 
@@ -232,7 +232,7 @@ def test_rows_outliving_their_turn_are_purged_with_it(tmp_path: Path) -> None:
     assert set(left["conversation_id"].to_pylist()) == {"c-new"}
     assert store.read(Table.TIMELINES, columns=["conversation_id"])[
         "conversation_id"].to_pylist() == ["c-new"]
-    assert plan_erase(store, settings, ErasureTarget.parse("acme", conversation="c-old"),
+    assert plan_erase(store, settings, ErasureTarget("acme", conversation_id="c-old"),
                       actor="dpo").is_empty
 
 
@@ -286,7 +286,7 @@ def test_erasing_packed_files_blanks_their_bytes_and_drops_emptied_packs(
     [pack] = packs.iterdir()
 
     def erase(conversation: str) -> None:
-        plan = plan_erase(store, settings, ErasureTarget.parse("acme", conversation=conversation),
+        plan = plan_erase(store, settings, ErasureTarget("acme", conversation_id=conversation),
                           actor="dpo")
         DeletionRunner(store, settings, rebuild=lambda _: None).run(plan)
 

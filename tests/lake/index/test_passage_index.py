@@ -9,20 +9,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories import BASE_TIME, make_record, passage_hashing_embedder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lake.index.passages as passages_module
-from lake.errors import IndexError_
+import lake.index.passage_index as passages_module
+from lake.errors import IndexUnavailable
 from lake.index.manifest import local_build
 from lake.index.partition import PartitionIndex
-from lake.index.passages import PassageIndex, raised_by_passages
+from lake.index.passage_index import PassageIndex, raised_by_passages
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, passage_hashing_embedder
 
 DIM = 8
 
@@ -90,11 +90,11 @@ def test_an_index_is_saved_and_loaded_and_a_damaged_one_refused(tmp_path: Path) 
     assert [a.tolist() for a in loaded.best(query)] == [a.tolist() for a in index.best(query)]
     assert len(loaded) == 5 and loaded.kind == "flat"
     (tmp_path / "passages" / "passages.json").unlink()
-    with pytest.raises(IndexError_, match="missing or damaged"):
+    with pytest.raises(IndexUnavailable, match="missing or damaged"):
         PassageIndex.load(tmp_path / "passages")
-    with pytest.raises(IndexError_, match="ascending"):
+    with pytest.raises(IndexUnavailable, match="ascending"):
         PassageIndex.build(_unit(rng, 2), np.array([3, 1]))
-    with pytest.raises(IndexError_, match="one doc id per passage"):
+    with pytest.raises(IndexUnavailable, match="one doc id per passage"):
         PassageIndex.build(_unit(rng, 2), np.array([3]))
 
 
