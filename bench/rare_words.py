@@ -16,10 +16,11 @@ their stems. The LoCoMo data is read from ../shared at run time and never copied
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -134,8 +135,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ingested_lake(root, records, embedder)
     embedder.save()
     service = SearchService(LakeStore(root), embedder=embedder)
-    print(json.dumps(measure(service, probes, last), indent=1))
+    out = {"rule": measure(service, probes, last)}
+    from lake.search import relevance
+    from lake.search import service as search_service
+
+    # the rule before: a list found by any evidence judges every turn leniently
+    with _patched(relevance, "found_by_meaning", lambda *_: True), \
+            _patched(search_service, "found_by_meaning", lambda *_: True):
+        out["before"] = measure(service, probes, last)
+    out["no floor"] = measure(service, probes, last, min_relevance=0.0)
+    print(json.dumps(out, indent=1))
     return 0
+
+
+@contextlib.contextmanager
+def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    original = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
 
 
 if __name__ == "__main__":

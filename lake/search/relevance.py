@@ -116,13 +116,28 @@ def relevance(semantic: np.ndarray | None, lexical: np.ndarray, trigram: np.ndar
     them reaches :data:`FOUND_RELEVANCE`, every turn's cosine is judged ``model.found_shift``
     nearer the boundary. A list that found nothing is scored turn by turn, unchanged.
     ``meaning`` False: the query holds no word (:func:`reads_as_meaning`), and its turns are
-    judged by :func:`literal_relevance` alone."""
+    judged by :func:`literal_relevance` alone. The shift needs a list
+    :func:`found_by_meaning`."""
     if not meaning:
         return literal_relevance(trigram)
     sem, lex, tri = features(semantic, lexical, trigram)
     if sem is None:
         return model(np.full_like(lex, model.boundary_cosine), lex, tri)
     own = model(sem, lex, tri)
-    if model.found_shift > 0 and own.size and own.max() >= FOUND_RELEVANCE:
+    if model.found_shift > 0 and own.size and own.max() >= FOUND_RELEVANCE \
+            and found_by_meaning(semantic, model):
         return model(sem + model.found_shift, lex, tri)
     return own
+
+
+def found_by_meaning(semantic: np.ndarray | None, model: RelevanceModel = MODEL) -> bool:
+    """Whether the semantic arm on its own reaches the model's boundary for a turn of the
+    list (``semantic``: cosines per turn, NaN where the arm did not find it): the model read
+    the query as something the history holds. A query whose only match is a word the model
+    does not know (a made-up product name, a rare surname) finds its turn by its text, and
+    every other turn's cosine to it is noise: such a list earns no leniency, neither the
+    found shift nor its neighbours' relevance (lake.search.neighbours)."""
+    if semantic is None:
+        return False
+    found = semantic[~np.isnan(semantic)]
+    return bool(found.size) and float(found.max()) >= model.boundary_cosine

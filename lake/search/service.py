@@ -51,7 +51,13 @@ from lake.search.neighbours import (
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import code_terms, literal_relevance, reads_as_meaning, relevance
+from lake.search.relevance import (
+    code_terms,
+    found_by_meaning,
+    literal_relevance,
+    reads_as_meaning,
+    relevance,
+)
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -280,8 +286,9 @@ class SearchService:
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances = _relevances(fused, ranked, semantic_ran, request.query.strip(), parts)
-        if smooth:
+        relevances, lenient = _relevances(fused, ranked, semantic_ran, request.query.strip(),
+                                          parts)
+        if smooth and lenient:
             relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
         as_of_us = int(as_of.timestamp() * _US)
@@ -396,10 +403,11 @@ class SearchService:
 
 
 def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
-                parts: _Parts) -> np.ndarray:
-    """Each fused turn's relevance (lake.search.relevance), in fused order; a query without a
-    word (:func:`lake.search.relevance.reads_as_meaning`) by how much of it a turn holds
-    literally (:func:`_literal_similarities`)."""
+                parts: _Parts) -> tuple[np.ndarray, bool]:
+    """Each fused turn's relevance (lake.search.relevance), in fused order, and whether the
+    list was :func:`~lake.search.relevance.found_by_meaning`; a query without a word
+    (:func:`lake.search.relevance.reads_as_meaning`) by how much of it a turn holds literally
+    (:func:`_literal_similarities`), never found by meaning."""
     def scores(name: str) -> np.ndarray:
         out = np.full(fused.turns.shape, np.nan)
         if name in fused.names:
@@ -410,9 +418,10 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
 
     if not reads_as_meaning(query):
         return literal_relevance(
-            _literal_similarities(fused, ranked, query, parts, scores("trigram")))
-    return relevance(scores("semantic") if semantic_ran else None, scores("lexical"),
-                     scores("trigram"))
+            _literal_similarities(fused, ranked, query, parts, scores("trigram"))), True
+    semantic = scores("semantic") if semantic_ran else None
+    return (relevance(semantic, scores("lexical"), scores("trigram")),
+            semantic is None or found_by_meaning(semantic))
 
 
 def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,

@@ -15,6 +15,7 @@ from lake.search.relevance import (
     RelevanceModel,
     code_terms,
     features,
+    found_by_meaning,
     literal_relevance,
     reads_as_meaning,
     relevance,
@@ -77,14 +78,43 @@ def test_a_list_that_found_a_turn_judges_every_turn_nearer_the_boundary(
     sem, lx, tr = features(cos, lex, tri)
     assert sem is not None
     own = MODEL(sem, lx, tr)
-    if own.max() >= FOUND_RELEVANCE:
+    if own.max() >= FOUND_RELEVANCE and cos.max() >= MODEL.boundary_cosine:
         # every turn as if its cosine were found_shift higher: never lower than its own
         assert got.tolist() == pytest.approx(MODEL(sem + MODEL.found_shift, lx, tr).tolist())
         assert (got >= own).all()
     else:
-        # a list that found nothing is scored turn by turn: the floor still leaves it empty
+        # a list that found nothing, or found it by text alone, is scored turn by turn
         assert got.tolist() == own.tolist()
-        assert (got < DEFAULT_MIN_RELEVANCE).all()
+        if own.max() < FOUND_RELEVANCE:  # the floor still leaves a list of nothing empty
+            assert (got < DEFAULT_MIN_RELEVANCE).all()
+
+
+def test_a_rare_word_held_by_one_turn_lets_no_unrelated_turn_through() -> None:
+    # "zanzibarite": one turn holds the word (a strong BM25 match, a cosine the model cannot
+    # make sense of); the others are the dense arm's nearest rows to a vector of no meaning
+    c = MODEL.boundary_cosine
+    cos = np.array([0.22, 0.27, 0.24, 0.21, c - 0.01])
+    lex = np.array([14.0, np.nan, np.nan, np.nan, np.nan])
+    tri = np.array([1.0, np.nan, np.nan, np.nan, np.nan])
+    got = relevance(cos, lex, tri)
+    assert got[0] >= DEFAULT_MIN_RELEVANCE
+    assert (got[1:] < DEFAULT_MIN_RELEVANCE).all()
+    assert not found_by_meaning(cos)
+    # a dense match truly close in meaning still passes on its own
+    close = relevance(np.append(cos, c + 0.05), np.append(lex, np.nan), np.append(tri, np.nan))
+    assert close[-1] >= DEFAULT_MIN_RELEVANCE and found_by_meaning(np.append(cos, c + 0.05))
+    # once the model reads the query as meaning something, the found list is judged leniently
+    meant = relevance(np.array([c + 0.2, c - 0.1]), np.array([14.0, np.nan]),
+                      np.array([1.0, np.nan]))
+    assert (meant >= DEFAULT_MIN_RELEVANCE).all()
+
+
+def test_found_by_meaning_reads_only_the_cosines_the_arm_found() -> None:
+    c = MODEL.boundary_cosine
+    assert not found_by_meaning(None)
+    assert not found_by_meaning(np.array([np.nan, np.nan]))
+    assert found_by_meaning(np.array([np.nan, c]))
+    assert not found_by_meaning(np.array([np.nan, c - 1e-9]))
 
 
 def test_a_weak_turn_passes_the_floor_only_beside_a_found_one() -> None:
