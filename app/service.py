@@ -91,9 +91,10 @@ PurgeRunner = Callable[[Viewer, datetime], list[analytics.PurgeCount]]
 class Warmup:
     """Loads a service's model, tables and indexes in a background thread.
 
-    Started when the service is built (the app's first run), so that the first search does
-    not pay for loading the embedding model; pages show :meth:`describe` until it is done,
-    and a search that comes earlier waits on :meth:`wait` behind a visible spinner.
+    Started once the app's first page is drawn (app/main.py; loading the model beside that
+    run slowed it by as much), so that the first search does not pay for loading it; pages
+    show :meth:`describe` until it is done, and a search that comes earlier waits on
+    :meth:`wait` behind a visible spinner.
     """
 
     def __init__(self, load: Callable[[], str]) -> None:
@@ -358,11 +359,10 @@ def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _workbench(settings: Settings) -> Workbench:
-    workbench = Workbench(settings)
-    workbench.warmup.start()
-    return workbench
+    return Workbench(settings)
 
 
 def cached_workbench(settings: Settings) -> Workbench:
-    """The shared read-only service of the lake, made (and warmed) on the app's first run."""
+    """The shared read-only service of the lake, made on the app's first run (its warm-up
+    starts once that run's page is drawn: :meth:`Warmup.start`)."""
     return _workbench(settings)

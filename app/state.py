@@ -59,6 +59,9 @@ class ReplaySelection:
     conversation_id: str
     turn_id: str | None = None
     user_id: str | None = None  # the conversation's user, once Replay has read it
+    # False for the conversation Replay opens by default (the list's first), which the URL
+    # does not name until the person picks something (a history entry for nothing else).
+    chosen: bool = True
 
     def belongs_to(self, viewer: Viewer) -> bool:
         """Whether ``viewer`` may keep this selection: same tenant, and for a user view the
@@ -310,12 +313,21 @@ class WorkbenchState:
         self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id)
         self._s[_APPLIED_LINK] = link
 
-    def open_conversation(self, conversation_id: str, turn_id: str | None = None) -> None:
-        """Open a conversation (at its first turn unless ``turn_id`` is given)."""
+    def open_conversation(self, conversation_id: str, turn_id: str | None = None, *,
+                          chosen: bool = True) -> None:
+        """Open a conversation (at its first turn unless ``turn_id`` is given); ``chosen``
+        False: opened by default, not picked by the person."""
         viewer = self.viewer
         if viewer is None:
             return
-        self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id)
+        self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id, chosen=chosen)
+
+    @property
+    def replay_chosen(self) -> bool:
+        """Whether the open conversation was picked (a link, the list, a turn), not opened
+        by default."""
+        selection = self.replay
+        return selection is not None and selection.chosen
 
     def link_params(self) -> dict[str, str]:
         """The open turn's URL parameters, recorded as the applied link."""
@@ -332,17 +344,19 @@ class WorkbenchState:
             return
         current = selection.turn_id
         index = turn_ids.index(current) if current in turn_ids else 0
-        self.select_turn(turn_ids[max(0, min(len(turn_ids) - 1, index + delta))])
+        self.select_turn(turn_ids[max(0, min(len(turn_ids) - 1, index + delta))], chosen=True)
 
     def forget_turn(self) -> None:
         """Drop the open turn (Replay opens the conversation's first)."""
         self.select_turn(None)
 
-    def select_turn(self, turn_id: str | None) -> None:
-        """Open a turn of the current conversation."""
+    def select_turn(self, turn_id: str | None, *, chosen: bool | None = None) -> None:
+        """Open a turn of the current conversation; ``chosen`` True: the person picked it
+        (None keeps what the selection says)."""
         selection = self.replay
         if selection is not None:
-            self._s[_REPLAY] = replace(selection, turn_id=turn_id)
+            self._s[_REPLAY] = replace(selection, turn_id=turn_id,
+                                       chosen=selection.chosen if chosen is None else chosen)
 
     def claim(self, user_id: str) -> None:
         """Record whose conversation is open (Replay read its turns)."""

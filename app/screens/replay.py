@@ -16,6 +16,7 @@ from app.components.conversation import TURNS_PER_PAGE, conversation_view, page_
 from app.components.identity import page_context
 from app.components.text import shorten
 from app.components.turn import turn_view
+from app.components.url import want_query_params
 from app.state import URL_CONVERSATION, URL_TURN, identity_params
 from lake.errors import TurnlakeError
 from lake.search.catalog import ConversationQuery, SortColumn
@@ -94,7 +95,8 @@ cid = st.selectbox("Conversation", options,
                    format_func=lambda c: f"{labels.get(c) or '(untitled)'} · {c}")
 assert cid is not None
 if cid != current:
-    state.open_conversation(cid)
+    # Nothing open yet: the list's first conversation, opened by default.
+    state.open_conversation(cid, chosen=current is not None)
 try:
     turns = wb.turns(viewer, cid)
 except TurnlakeError as exc:
@@ -122,16 +124,13 @@ forward.button("Next ▶", on_click=state.step_turn, args=(turn_ids, 1),
                disabled=state.replay_turn == turn_ids[-1])
 assert tid is not None
 if tid != state.replay_turn:
-    state.select_turn(tid)
-for key, value in state.link_params().items():
-    st.query_params[key] = value
-
+    state.select_turn(tid, chosen=True)
 whole = st.radio("Show", VIEWS, horizontal=True,
                  index=1 if st.query_params.get(URL_VIEW) == WHOLE else 0) == VIEWS[1]
-if whole:
-    st.query_params[URL_VIEW] = WHOLE
-elif URL_VIEW in st.query_params:
-    del st.query_params[URL_VIEW]
+# The open turn and the view go into the URL with the identity, one history entry a change;
+# not a conversation opened by default (the list's first), which would add one for nothing.
+if state.replay_chosen or URL_CONVERSATION in st.query_params or whole:
+    want_query_params({**state.link_params(), URL_VIEW: WHOLE if whole else None})
 from_search = st.query_params.get(URL_FROM) == "search"
 if from_search and state.last_search is not None:
     st.page_link("screens/search.py", label="Back to the results",

@@ -35,15 +35,19 @@ ctx = page_context()
 wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Search")
 
-scopes: list[Scope] = ["tenant", "user", "conversation"] if viewer.is_analyst else [
-    "user", "conversation"]
-users = [ANY, *wb.users(viewer)] if viewer.is_analyst else [viewer.as_user or ANY]
+# The same choices in every view: a choice that disappears when "view as user" is switched
+# is reset by Streamlit, which rewrites the URL in one more history entry per widget. In a
+# user view both are fixed: the user's own turns (one conversation's when its id is given).
+scopes: list[Scope] = ["tenant", "user", "conversation"]
+users = [ANY, *wb.users(viewer)]
+scope_labels = {} if viewer.is_analyst else dict.fromkeys(scopes, "own turns")
 
 with st.form("search-form"):
     query = st.text_input("Query", placeholder="e.g. spreadsheet shows wrong hours", key="q",
                           **BOUND)
     c1, c2, c3 = st.columns(3)
-    scope = c1.selectbox("Scope", scopes, key="scope", **BOUND)
+    scope = c1.selectbox("Scope", scopes, key="scope", disabled=not viewer.is_analyst,
+                         format_func=lambda s: scope_labels.get(s, s), **BOUND)
     user = c2.selectbox("User", users, disabled=not viewer.is_analyst, key="user", **BOUND)
     conversation = c3.text_input(
         "Conversation id", help="Only this conversation's turns; empty = any.", key="conv",
@@ -101,7 +105,9 @@ with st.form("search-form"):
     submitted = st.form_submit_button("Search", type="primary")
 
 form = SearchForm(
-    query=query, scope=scope or scopes[0], user_id=None if user in (None, ANY) else user,
+    query=query, scope=(scope or scopes[0]) if viewer.is_analyst else (
+        "conversation" if conversation.strip() else "user"),
+    user_id=None if user in (None, ANY) or not viewer.is_analyst else user,
     conversation_id=conversation.strip() or None, roles=tuple(roles),
     when=when, semantic=semantic, lexical=lexical, trigram=trigram,
     semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),

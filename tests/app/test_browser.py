@@ -173,6 +173,44 @@ def test_view_as_survives_navigating_every_page(server: str) -> None:
         assert page.get_by_text("may not read").count() == 0
 
 
+def _settled(page: Any) -> None:
+    """Until Streamlit has finished the run (and the URL write that ends it)."""
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+    page.wait_for_timeout(700)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+
+
+def test_each_sidebar_change_is_one_history_entry(server: str) -> None:
+    with _browser() as page:
+        page.goto(server)
+        page.get_by_role("heading", name="Search").wait_for()
+        _settled(page)
+        length = page.evaluate("history.length")  # a first visit names no identity: none
+        sidebar = page.locator("[data-testid='stSidebar']")
+
+        def one_more(reading: str, path: str) -> None:
+            nonlocal length
+            page.get_by_text(reading).wait_for()
+            _settled(page)
+            length += 1
+            assert page.evaluate("history.length") == length, (reading, page.url)
+            assert re.search(path, page.url), page.url
+
+        sidebar.get_by_text("View as user").click()
+        one_more("Reading as user", r"/\?tenant=acme&as_user=")
+        sidebar.locator("[data-testid='stSelectbox']").nth(1).click()
+        page.get_by_role("option", name=ANA).click()
+        one_more(f"Reading as user {ANA}", rf"as_user={ANA}")
+        for title, path in (("Overview", "/overview"), ("Conversations & Replay", "/replay")):
+            sidebar.get_by_role("link", name=title).click()
+            page.get_by_role("heading", name=title).wait_for()
+            one_more(f"Reading as user {ANA}", rf"{path}\?tenant=acme&as_user={ANA}$")
+        sidebar.get_by_text("View as user").click()
+        one_more(f"Reading as analyst of {TENANT}", r"/replay\?tenant=acme$")
+        page.go_back()  # one step back: the user view again
+        page.get_by_text(f"Reading as user {ANA}").wait_for()
+
+
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
     with _browser() as page:
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
