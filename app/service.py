@@ -69,6 +69,9 @@ class OverviewData:
     roles: pl.DataFrame
     writers: pl.DataFrame
     feedback: pl.DataFrame
+    top_users: pl.DataFrame
+    top_apps: pl.DataFrame
+    failures: pl.DataFrame  # failed steps or negative feedback (analytics.failure_review)
 
 
 @dataclass(frozen=True)
@@ -273,16 +276,28 @@ class Workbench:
 
     def overview(self, viewer: Viewer, *, since: datetime | None, by: str,
                  until: datetime | None = None) -> OverviewData:
-        """Activity in [since, until) (None: open-ended), turns per day split by app or
-        agent, and the daily trends of tokens, cost, duration and feedback."""
+        """Activity in [since, until) (None: open-ended), turns per day split by app, agent
+        or user_id, the daily trends of tokens, cost, duration and feedback, the top users
+        and apps, and the turns that went wrong."""
         p = viewer.principal
         return OverviewData(
+            top_users=analytics.top_groups(self.store, p, by="user_id", since=since,
+                                           until=until),
+            top_apps=analytics.top_groups(self.store, p, by="app", since=since, until=until),
+            failures=analytics.failure_review(self.store, p, since=since, until=until),
             totals=analytics.activity_totals(self.store, p, since=since, until=until),
             per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until),
             trends=analytics.daily_trends(self.store, p, since=since, until=until),
             roles=analytics.role_mix(self.store, p, since=since, until=until),
             writers=analytics.writer_mix(self.store, p, since=since, until=until),
             feedback=analytics.feedback_mix(self.store, p, since=since, until=until))
+
+    def window_turns(self, viewer: Viewer, *, since: datetime | None,
+                     until: datetime | None, by: str | None = None,
+                     group: str | None = None) -> pl.DataFrame:
+        """The viewer's turns in [since, until), one group's when given, newest first."""
+        return analytics.window_turns(self.store, viewer.principal, since=since, until=until,
+                                      by=by, group=group)
 
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:

@@ -27,6 +27,8 @@ _RESULTS = "wb_results_"
 _ACTIONS = "wb_actions"
 _LAST_SEARCH = "wb_last_search"
 _SHOWN_HITS = "wb_shown_hits"
+_OPEN_HIT = "wb_open_hit"
+_TABLE_EPOCH = "wb_hits_table_epoch"
 _REPLAY = "wb_replay"
 _APPLIED_LINK = "wb_applied_link"
 _CONVERSATION_PAGE = "wb_conversation_page"
@@ -253,6 +255,25 @@ class WorkbenchState:
     def show_hits(self, count: int) -> None:
         """Have ``count`` hits on show (fewer when the search has fewer)."""
         self._s[_SHOWN_HITS] = max(1, count)
+
+    def request_open(self, index: int) -> None:
+        """A hit of the last search picked in the results table, to open in Replay on this
+        run; the table is drawn afresh (unselected) after, so that coming back from Replay
+        does not open it again."""
+        self._s[_OPEN_HIT] = index
+        self._s[_TABLE_EPOCH] = self.table_epoch + 1
+
+    def take_open(self) -> int | None:
+        """The hit picked in the table (its place in the last search's hits), once."""
+        value = self._s.get(_OPEN_HIT, None)
+        self._s[_OPEN_HIT] = None
+        return value if isinstance(value, int) else None
+
+    @property
+    def table_epoch(self) -> int:
+        """Part of the results table's key: a new one clears its row selection."""
+        value = self._s.get(_TABLE_EPOCH, None)
+        return value if isinstance(value, int) else 0
 
     # -- conversations list --------------------------------------------------------------
 

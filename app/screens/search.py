@@ -10,8 +10,9 @@ import streamlit as st
 
 from app.components.hits import export_bytes, export_frame, hit_card
 from app.components.identity import page_context
+from app.components.results import draw_hit_counts, draw_hits_table
 from app.components.text import shorten
-from app.models import SearchForm
+from app.models import HitView, SearchForm
 from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
@@ -28,6 +29,7 @@ ECHO_CHARS = 80
 # Every setting lives in the URL (a link or a reload reproduces the search) and in the
 # session (it is still there after a visit to Replay).
 BOUND: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
+LAYOUTS = ("table", "cards")
 EXPORTS = {"csv": "text/csv", "jsonl": "application/jsonl",
            "parquet": "application/vnd.apache.parquet"}
 
@@ -132,7 +134,18 @@ if submitted or linked:
         st.error(f"Search refused: {exc}")
 
 outcome = state.last_search
+
+
+def open_in_replay(view: HitView) -> None:
+    st.switch_page("screens/replay.py", query_params={
+        **identity_params(viewer), "conversation": view.hit.conversation_id,
+        "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
+
+
 if outcome is not None and outcome.viewer == viewer:
+    picked = state.take_open()
+    if picked is not None and picked < len(outcome.hits):
+        open_in_replay(outcome.hits[picked])
     echo = shorten(outcome.query, ECHO_CHARS)
     for warning in outcome.warnings:
         st.warning(warning)
@@ -144,24 +157,36 @@ if outcome is not None and outcome.viewer == viewer:
         if outcome.form.generators_on():
             st.info(outcome.empty_state(echo))
     else:
-        shown = outcome.hits[:state.shown_hits]
-        st.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
-                   + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
+        left, *exports = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
+        layout = left.segmented_control(
+            "Show as", LAYOUTS, default=LAYOUTS[0], required=True, key="layout",
+            format_func=str.capitalize, help="A sortable table (a row opens its turn) or a "
+            "card a hit with its highlighted text.", **BOUND)
+        cards = layout == "cards"
+        shown = outcome.hits[:state.shown_hits] if cards else outcome.hits
+        left.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
+                     + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
         # The export holds every hit up to k, not only those on show.
         table = export_frame(outcome.hits)
-        columns = st.columns([1, 1, 1, 3])
-        for column, (fmt, mime) in zip(columns, EXPORTS.items(), strict=False):
+        for column, (fmt, mime) in zip(exports, EXPORTS.items(), strict=True):
             column.download_button(
                 f"Export {fmt.upper() if fmt != 'parquet' else 'Parquet'}",
                 partial(export_bytes, table, fmt), file_name=f"hits.{fmt}", mime=mime,
-                on_click="ignore", icon=":material/download:",
-                help=f"All {len(outcome.hits)} hits with ids, tenant, times, relevance, "
-                     "per-generator ranks and snippets.")
-        for i, view in enumerate(shown, start=1):
-            if hit_card(view, outcome.query, i):
-                st.switch_page("screens/replay.py", query_params={
-                    **identity_params(viewer), "conversation": view.hit.conversation_id,
-                    "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
+                on_click="ignore", icon=":material/download:", width="stretch",
+                help=f"Export all {len(outcome.hits)} hits with ids, tenant, times, "
+                     "relevance, per-generator ranks and snippets.")
+        if cards:
+            for i, view in enumerate(shown, start=1):
+                if hit_card(view, outcome.query, i):
+                    open_in_replay(view)
+        else:
+            st.caption("Click a column's header to sort; select a row (its left edge) to "
+                       "open the turn in its conversation.")
+            draw_hits_table(outcome.hits, f"hits-table-{state.table_epoch}",
+                            state.request_open)
+        with st.expander(f"Counts of these {len(outcome.hits)} hits by user, app, agent, "
+                         "role and month", expanded=not cards):
+            draw_hit_counts(outcome.hits)
         # More exist on the page already, or the service filled k and may have more.
         more = len(outcome.hits) > len(shown) or (
             len(outcome.hits) == outcome.form.k and outcome.form.k < MAX_K)

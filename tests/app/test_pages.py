@@ -47,7 +47,10 @@ def _app(lake: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     monkeypatch.setenv("TURNLAKE_WORKBENCH_AUTH", "local")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
-    return AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    # Search shows its hits as cards (the table is the default; see test_the_results_table).
+    at.session_state["layout"] = "cards"
+    return at
 
 
 def _texts(at: AppTest) -> str:
@@ -90,20 +93,17 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
     expected = service.search(SearchRequest(QUERY, Principal(TENANT, analyst=True),
                                             scope="tenant")).hits[0]
     assert (expected.conversation_id, expected.turn_id) == (KNOWN_CONVERSATION, "t-0001")
-    table = at.dataframe[0].value
-    by = dict(zip(table["component"], table.itertuples(index=False), strict=True))
+    table = at.dataframe[0].value  # the first card's ranks per generator
+    by = dict(zip(table["generator"], table.itertuples(index=False), strict=True))
     for generator, rank in expected.ranks.items():
         assert rank is not None
         assert by[generator].rank == str(rank.rank)
-        assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
-    assert float(by["rrf"].score) == pytest.approx(expected.rrf, rel=1e-9)
-    # The app searched a moment earlier: the recency lift differs by that moment only.
-    assert float(by["lift"].score) == pytest.approx(expected.lift, rel=1e-4)
-    assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
-    assert float(by["final"].score) == pytest.approx(
-        float(by["rrf"].score) * float(by["lift"].score))
+        # rounded to 3 significant digits, never a 16-digit float
+        assert by[generator].score == f"{rank.score:.3g}"
     assert "None" not in set(table["rank"]) | set(table["score"])
-    assert by["rrf"].rank == by["lift"].rank == ""  # fused figures have no rank
+    fused = next(c.value for c in at.caption if c.value.startswith("relevance "))
+    assert f"fused {expected.rrf:.4f}" in fused and f"relevance {expected.relevance:.2f}" in fused
+    assert len(at.get("vega_lite_chart")) >= 1  # the ranks' chart
 
 
 def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,
@@ -280,6 +280,35 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
     )["started_at"].to_pylist()
     expected = sum(1 for t in in_range if t.astimezone(UTC).date() == day)
     assert {m.label: m.value for m in at.metric}["Turns"] == f"{expected:,}"
+
+
+def test_overview_splits_by_user_and_opens_top_users_and_failed_turns(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/overview.py").run()
+    next(s for s in at.selectbox if s.label == "Window").select("all time").run()
+    next(r for r in at.radio if r.label == "Split turns by").set_value("user").run()
+    assert not at.exception and not at.error
+    assert any(s.value == "Turns per day by user" for s in at.subheader)
+    tables = [d.value for d in at.dataframe]
+    users = next(t for t in tables if "user" in t.columns and "negative" in t.columns)
+    stored = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["user_id"], filter=ds.field("tenant") == TENANT)
+    top = pl.from_arrow(stored)["user_id"].value_counts().sort("count", descending=True)
+    assert users["turns"].iloc[0] == top["count"][0]
+    assert set(users["user"]) <= set(top["user_id"])
+    failures = next(t for t in tables if "failed_steps" in t.columns)
+    assert len(failures) > 0 and all((failures["failed_steps"] != "")
+                                     | (failures["feedback_rating"] < 0))
+    # A failure's row picked: its turn in the whole conversation, with a way back.
+    row = failures.iloc[0]
+    at.session_state["wb_open_turn"] = (row["conversation_id"], row["turn_id"])
+    at.run()
+    assert not at.exception
+    assert [t.value for t in at.title] == ["Conversations & Replay"]
+    assert at.query_params["turn"] == row["turn_id"] and at.query_params["from"] == "overview"
+    assert any(p.label == "Back to the Overview" for p in at.get("page_link"))
+    assert any("from the overview" in s.value for s in at.subheader)
 
 
 def test_tenants_come_from_the_setting(seeded: SeededLake,
