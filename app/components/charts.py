@@ -152,7 +152,8 @@ def generator_ranks(frame: pl.DataFrame) -> alt.Chart:
     base = alt.Chart(found).encode(
         y=alt.Y("generator:N", sort=frame["generator"].to_list(), title=None),
         x=alt.X("rank:Q", title="rank (1 = best, log scale)",
-                scale=alt.Scale(type="log", domain=[1, top]), axis=alt.Axis(format="d")),
+                scale=alt.Scale(type="log", domain=[1, top], nice=False),
+                axis=alt.Axis(format="d")),
         tooltip=["generator:N", "rank:Q"])
     stem = base.mark_rule(color=SERIES_COLOR).encode(x="best:Q", x2="rank:Q")
     dots = base.mark_circle(size=90, color=SERIES_COLOR, opacity=1)
