@@ -193,16 +193,20 @@ class Workbench:
         and QueryError for a query without a word (spaces or punctuation only)."""
         if not form.has_words():
             raise QueryError("the query has no words to search")
-        request = form.request(viewer.principal, as_of or datetime.now(UTC))
+        now = as_of or datetime.now(UTC)
+        request = form.request(viewer.principal, now)
         result = self.search_service.search(request)
         titles = self.titles(viewer, list(dict.fromkeys(h.conversation_id
                                                         for h in result.hits)))
         hits = [HitView(h, titles.get(h.conversation_id)) for h in result.hits]
         # The page explains an answer emptied by the relevance floor itself.
         warnings = [w for w in result.warnings if w != result.floor_note]
+        when = form.when_range(now)
+        span = (analytics.turn_span(self.store, viewer.principal) if when is not None
+                else None)
         return SearchOutcome(viewer, form, hits, warnings,
                              float(result.timings_ms.get("total", 0.0)), result.below_floor,
-                             tuple(result.named_times))
+                             tuple(result.named_times), when, span)
 
     def titles(self, viewer: Viewer, conversation_ids: list[str]) -> dict[str, str]:
         """Titles of the named conversations; an untitled one is named by its first prompt."""

@@ -69,6 +69,14 @@ def tenant_users(store: LakeStore, principal: Principal) -> list[str]:
     return sorted(frame["user_id"].to_list())
 
 
+def turn_span(store: LakeStore, principal: Principal) -> tuple[datetime, datetime] | None:
+    """The principal's first and last turn's ``started_at``; None before any turn."""
+    row = (_scan(store, Table.TURN_LOGS, principal)
+           .select(pl.col("started_at").min().alias("first"),
+                   pl.col("started_at").max().alias("last")).collect().row(0))
+    return None if row[0] is None else (row[0], row[1])
+
+
 @dataclass(frozen=True)
 class ActivityTotals:
     """Headline counts over a time window."""

@@ -151,7 +151,7 @@ if outcome is not None and outcome.viewer == viewer:
         st.warning(warning)
     for note in outcome.notes():
         st.info(note)
-    for note in outcome.time_notes():
+    for note in [*outcome.when_notes(), *outcome.time_notes()]:
         st.caption(note)
     if not outcome.hits:
         if outcome.form.generators_on():

@@ -136,6 +136,28 @@ def test_search_says_how_it_read_a_named_time(seeded: SeededLake,
     assert not any("Read “" in c.value for c in at.caption)
 
 
+def test_the_when_filter_says_how_it_read_the_phrase_and_where_the_data_starts(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    when = next(t for t in at.text_input if t.label == "When")
+    when.input("in March 2020")
+    _search(at, QUERY)
+    assert not at.exception and not at.error
+    captions = [c.value for c in at.caption]
+    assert "When “in March 2020” read as 2020-03-01 to 2020-03-31 (UTC days, both included)." \
+        in captions
+    first = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["started_at"], filter=ds.field("tenant") == TENANT
+    )["started_at"].to_pylist()
+    assert any(c.startswith(f"This view's turns start on {min(first):%Y-%m-%d}, after that")
+               for c in captions)
+    next(t for t in at.text_input if t.label == "When").input("last 30 days")
+    at.form_submit_button[0].click().run()
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("When “last 30 days” read as ") for c in captions)
+    assert not any(c.startswith("This view's") for c in captions)  # the data is in range
+
+
 def test_a_hit_opens_in_replay_with_its_file_card(
         seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
     at = _search(_app(seeded.settings.lake, monkeypatch).run(), QUERY)
