@@ -119,6 +119,13 @@ def test_the_failure_review_lists_failed_steps_and_negative_feedback(tmp_path: P
     assert analytics.failure_review(LakeStore(settings.lake), BEN).is_empty()
 
 
+def test_turn_span_is_the_first_and_last_turn(store: LakeStore) -> None:
+    assert analytics.turn_span(store, BEN) == (BASE_TIME, BASE_TIME)
+    assert analytics.turn_span(store, ACME) == (BASE_TIME - timedelta(days=10),
+                                                BASE_TIME + timedelta(days=23))
+    assert analytics.turn_span(store, Principal("acme", "u-nobody")) is None
+
+
 def test_a_user_sees_only_their_rows(store: LakeStore) -> None:
     assert _rows(analytics.turns_per_day(store, BEN), "group", "turns") == [
         ("data-copilot", 1)]
