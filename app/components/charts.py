@@ -9,6 +9,8 @@ import polars as pl
 
 # The colour of a chart that draws one series.
 SERIES_COLOR = "#1c7ed6"
+# Pixels of a daily trend chart, axes included (a chart's height is its whole element's).
+TREND_HEIGHT = 220
 
 
 # The name of the per-day chart's click selection (Overview reads it back).
@@ -122,7 +124,7 @@ def daily_metric(frame: pl.DataFrame, column: str, title: str, fmt: str) -> alt.
         y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),
         tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"),
                  alt.Tooltip(f"{column}:Q", title=title, format=fmt)],
-    ).properties(height=180, title=title)
+    ).properties(height=TREND_HEIGHT)  # no chart title: Streamlit counts it in the height
     return chart
 
 
@@ -134,11 +136,11 @@ def duration_percentiles(frame: pl.DataFrame) -> alt.Chart:
     chart: alt.Chart = alt.Chart(long).mark_line(point=True).encode(
         x=alt.X("yearmonthdate(day):T", title="day",
                 axis=alt.Axis(format="%b %d", labelOverlap=True)),
-        y=alt.Y("seconds:Q", title="turn duration (s)", axis=alt.Axis(format=".1f")),
+        y=alt.Y("seconds:Q", title="turn duration p50 / p95 (s)", axis=alt.Axis(format=".1f")),
         color=alt.Color("percentile:N", title=None),
         tooltip=[alt.Tooltip("day:T", format="%Y-%m-%d"), "percentile:N",
                  alt.Tooltip("seconds:Q", format=".1f")],
-    ).properties(height=180, title="turn duration p50 / p95 (s)")
+    ).properties(height=TREND_HEIGHT)
     return chart
 
 

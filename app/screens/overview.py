@@ -111,7 +111,7 @@ a, b = st.columns(2)
 a.altair_chart(charts.daily_metric(tr, "tokens", "tokens (in + out)", ",d"))
 b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
 a.altair_chart(charts.duration_percentiles(tr))
-b.altair_chart(charts.daily_metric(tr, "feedback_rate", "share of turns with feedback",
+b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback",
                                    ".0%"))
 
 st.subheader("Top users and apps")

@@ -211,6 +211,25 @@ def test_each_sidebar_change_is_one_history_entry(server: str) -> None:
         page.get_by_text(f"Reading as user {ANA}").wait_for()
 
 
+def test_a_results_table_row_opens_its_turn(server: str) -> None:
+    with _browser() as page:
+        page.goto(f"{server}/?q={QUERY.replace(' ', '+')}&scope=tenant")
+        page.get_by_text("turns for").wait_for()
+        _settled(page)
+        grid = page.locator("[data-testid='stDataFrame']").first
+        grid.scroll_into_view_if_needed()
+        table = grid.bounding_box()
+        assert table is not None
+        # The first row's selection box, at the table's left edge under its header.
+        page.mouse.click(table["x"] + 12, table["y"] + 38 + 17)
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.wait_for_url(re.compile(rf"conversation={KNOWN_CONVERSATION}&turn=t-0001"))
+        page.get_by_role("link", name="Back to the results").click()
+        page.get_by_text("turns for").wait_for()
+        _settled(page)
+        assert "/replay" not in page.url  # the table opened nothing again
+
+
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
     with _browser() as page:
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
