@@ -51,11 +51,10 @@ def hits_table(hits: list[HitView]) -> pl.DataFrame:
         "turn_id": [v.hit.turn_id for v in hits],
     }
     return pl.DataFrame(columns, schema_overrides={
-                         "#": pl.Int64, "relevance": pl.Float64, "user": pl.String,
-                         "agent": pl.String, "app": pl.String, "role": pl.String,
-                         "month": pl.String, "conversation": pl.String, "snippet": pl.String,
-                         "conversation_id": pl.String, "turn_id": pl.String,
-                         **{g: pl.Int64 for g in GENERATORS}})
+        "#": pl.Int64, "relevance": pl.Float64, "user": pl.String, "agent": pl.String,
+        "app": pl.String, "role": pl.String, "month": pl.String, "conversation": pl.String,
+        "snippet": pl.String, "conversation_id": pl.String, "turn_id": pl.String,
+        **{g: pl.Int64 for g in GENERATORS}})
 
 
 def hit_counts(hits: list[HitView], by: str) -> pl.DataFrame:
