@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+import polars as pl
 import streamlit as st
 
 from app.components import charts
@@ -61,6 +62,15 @@ if t.turns == 0:
     st.stop()
 
 
+def readable(turns: pl.DataFrame) -> pl.DataFrame:
+    """Empty cells blank rather than "None": feedback as a word, no title or comment as ""."""
+    rating = pl.col("feedback_rating")
+    return turns.with_columns(
+        pl.when(rating > 0).then(pl.lit("positive")).when(rating < 0).then(pl.lit("negative"))
+        .when(rating == 0).then(pl.lit("neutral")).otherwise(pl.lit("")).alias("feedback"),
+        *(pl.col(c).fill_null("") for c in ("title", "comment") if c in turns.columns))
+
+
 def picked_bar(event: Any) -> tuple[date, str] | None:
     """The (day, group) of the bar clicked in the per-day chart, if one is."""
     points = (event or {}).get("selection", {}).get(charts.PICK) or []
@@ -97,13 +107,12 @@ if bar is not None:
                             group=group)
     st.markdown(f"**{turns.height:,} turn{'' if turns.height == 1 else 's'} on "
                 f"{day:%Y-%m-%d} · {split} {group}** (select a row to open it)")
-    turn_table(turns, f"day-{by}", column_order=[
+    turn_table(readable(turns), f"day-{by}", column_order=[
         "started_at", "user_id", "app", "agent", "title", "tokens_in", "tokens_out",
-        "cost_usd", "feedback_rating"], column_config={
+        "cost_usd", "feedback"], column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)",
                                                       format="YYYY-MM-DD HH:mm"),
-        "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f"),
-        "feedback_rating": st.column_config.NumberColumn("feedback")})
+        "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f")})
 
 st.subheader("Daily trends")
 tr = data.trends
@@ -136,13 +145,12 @@ if failures.is_empty():
 else:
     st.caption(f"{failures.height:,} turns with a failed step or negative feedback (newest "
                "first); select a row to open the turn in its conversation.")
-    turn_table(failures, "failures", column_order=[
-        "started_at", "user_id", "app", "title", "failed_steps", "feedback_rating",
-        "comment"], column_config={
+    turn_table(readable(failures), "failures", column_order=[
+        "started_at", "user_id", "app", "title", "failed_steps", "feedback", "comment"],
+        column_config={
         "started_at": st.column_config.DatetimeColumn("started (UTC)",
                                                       format="YYYY-MM-DD HH:mm"),
         "failed_steps": st.column_config.TextColumn("failed steps"),
-        "feedback_rating": st.column_config.NumberColumn("feedback"),
         "comment": st.column_config.TextColumn("comment", width="large")})
 
 left, right = st.columns(2)

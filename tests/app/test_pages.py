@@ -321,7 +321,7 @@ def test_overview_splits_by_user_and_opens_top_users_and_failed_turns(
     assert set(users["user"]) <= set(top["user_id"])
     failures = next(t for t in tables if "failed_steps" in t.columns)
     assert len(failures) > 0 and all((failures["failed_steps"] != "")
-                                     | (failures["feedback_rating"] < 0))
+                                     | (failures["feedback"] == "negative"))
     # A failure's row picked: its turn in the whole conversation, with a way back.
     row = failures.iloc[0]
     at.session_state["wb_open_turn"] = (row["conversation_id"], row["turn_id"])
@@ -384,6 +384,10 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     assert list(audit["action"]) == ["purge"]
     at.switch_page("screens/index_health.py").run()
     assert not at.exception and not at.error
+    # Compact enough for a 1,400 px window: both versions in one column, one model said once.
+    columns = list(at.dataframe[0].value.columns)
+    assert "versions" in columns and "model" not in columns and "index version" not in columns
+    assert any(c.value.startswith("Every index holds vectors of the model") for c in at.caption)
 
 
 def test_view_as_from_the_url_survives_every_page(seeded: SeededLake,
