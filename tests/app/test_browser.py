@@ -92,6 +92,13 @@ def _search(page: Any, query: str) -> None:
     page.get_by_role("button", name="Search", exact=True).click()
 
 
+def _as_cards(page: Any, timeout: float = WAIT_MS) -> None:
+    """Show the hits as cards (the table draws its cells on a canvas, out of a locator's
+    reach); the choice stays in the URL and the session."""
+    page.get_by_test_id("stButtonGroup").get_by_text("Cards", exact=True).click(
+        timeout=timeout)
+
+
 def _wait_for_input(page: Any, value: str) -> None:
     """Until an input holds ``value`` (a bound widget gets its value a moment after the
     results are drawn)."""
@@ -105,6 +112,7 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         page.goto(server)
         page.get_by_role("heading", name="Search").wait_for()
         _search(page, QUERY)
+        _as_cards(page)
         page.get_by_text("1. Quokka workbook").wait_for()
         page.screenshot(path=tmp_path / "search.png")
         # The settings are in the URL: a reload (a new session) reproduces the search.
@@ -281,6 +289,7 @@ def test_a_cold_start_shows_the_loading_state_and_the_first_search_answers(
         page.get_by_role("heading", name="Search").wait_for()
         page.get_by_text("Loading the model, tables and indexes in the background").wait_for()
         _search(page, QUERY)  # asked while the model loads: answered once it has
+        _as_cards(page, timeout=MODEL_WAIT_MS)
         page.get_by_text("1. Quokka workbook").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Service ready").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Loading the model, tables and indexes").wait_for(state="detached")
@@ -316,6 +325,7 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
             assert not [t for t in others if t in body], title
             assert "Purge expired rows" not in body and "Rebuild" not in body, title
         _search(page, QUERY)
+        _as_cards(page)
         page.get_by_text("1. Quokka workbook").wait_for()
         assert not [t for t in others if t in page.locator("body").inner_text()]
         page.screenshot(path=tmp_path / "signed-in.png")
