@@ -61,17 +61,12 @@ EAGER_FILE_BYTES = 5 * 1024 * 1024
 
 @dataclass(frozen=True)
 class OverviewData:
-    """The Overview page's figures for one window."""
+    """The Overview page's headline figures for one window (each tab below them reads its
+    own: :meth:`Workbench.trends`, :meth:`Workbench.tops`, :meth:`Workbench.failures`,
+    :meth:`Workbench.mixes`)."""
 
     totals: analytics.ActivityTotals
     per_day: pl.DataFrame
-    trends: pl.DataFrame
-    roles: pl.DataFrame
-    writers: pl.DataFrame
-    feedback: pl.DataFrame
-    top_users: pl.DataFrame
-    top_apps: pl.DataFrame
-    failures: pl.DataFrame  # failed steps or negative feedback (analytics.failure_review)
 
 
 @dataclass(frozen=True)
@@ -280,21 +275,38 @@ class Workbench:
 
     def overview(self, viewer: Viewer, *, since: datetime | None, by: str,
                  until: datetime | None = None) -> OverviewData:
-        """Activity in [since, until) (None: open-ended), turns per day split by app, agent
-        or user_id, the daily trends of tokens, cost, duration and feedback, the top users
-        and apps, and the turns that went wrong."""
+        """Activity in [since, until) (None: open-ended): totals and turns per day split by
+        app, agent or user_id."""
         p = viewer.principal
         return OverviewData(
-            top_users=analytics.top_groups(self.store, p, by="user_id", since=since,
-                                           until=until),
-            top_apps=analytics.top_groups(self.store, p, by="app", since=since, until=until),
-            failures=analytics.failure_review(self.store, p, since=since, until=until),
             totals=analytics.activity_totals(self.store, p, since=since, until=until),
-            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until),
-            trends=analytics.daily_trends(self.store, p, since=since, until=until),
-            roles=analytics.role_mix(self.store, p, since=since, until=until),
-            writers=analytics.writer_mix(self.store, p, since=since, until=until),
-            feedback=analytics.feedback_mix(self.store, p, since=since, until=until))
+            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until))
+
+    def trends(self, viewer: Viewer, *, since: datetime | None,
+               until: datetime | None = None) -> pl.DataFrame:
+        """The daily tokens, cost, duration percentiles and feedback rate in the window."""
+        return analytics.daily_trends(self.store, viewer.principal, since=since, until=until)
+
+    def tops(self, viewer: Viewer, *, since: datetime | None,
+             until: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The busiest users and apps in the window."""
+        p = viewer.principal
+        return (analytics.top_groups(self.store, p, by="user_id", since=since, until=until),
+                analytics.top_groups(self.store, p, by="app", since=since, until=until))
+
+    def failures(self, viewer: Viewer, *, since: datetime | None,
+                 until: datetime | None = None) -> pl.DataFrame:
+        """The turns in the window with a failed step or negative feedback."""
+        return analytics.failure_review(self.store, viewer.principal, since=since,
+                                        until=until)
+
+    def mixes(self, viewer: Viewer, *, since: datetime | None, until: datetime | None = None
+              ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """Search rows per role, turns per writer and per feedback outcome in the window."""
+        p = viewer.principal
+        return (analytics.role_mix(self.store, p, since=since, until=until),
+                analytics.writer_mix(self.store, p, since=since, until=until),
+                analytics.feedback_mix(self.store, p, since=since, until=until))
 
     def window_turns(self, viewer: Viewer, *, since: datetime | None,
                      until: datetime | None, by: str | None = None,

@@ -1,7 +1,7 @@
 """Overview: a window or date range; turns per day by app, agent or user (a bar opens its
-turns), daily tokens, cost, duration percentiles and feedback rate, the top users and apps (a
-row opens their conversations), a failure review (a row opens the turn), role mix, writers
-and feedback."""
+turns); then a tab at a time (only the open one is read and drawn): daily tokens, cost,
+duration percentiles and feedback rate; the top users and apps (a row opens their
+conversations); a failure review (a row opens the turn); role mix, writers and feedback."""
 
 from __future__ import annotations
 
@@ -114,52 +114,60 @@ if bar is not None:
                                                       format="YYYY-MM-DD HH:mm"),
         "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f")})
 
-st.subheader("Daily trends")
-tr = data.trends
-a, b = st.columns(2)
-a.altair_chart(charts.daily_metric(tr, "tokens", "tokens (in + out)", ",d"))
-b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
-a.altair_chart(charts.duration_percentiles(tr))
-b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback",
-                                   ".0%"))
-
-st.subheader("Top users and apps")
-st.caption("Select a row to list its conversations in Conversations & Replay.")
-top_config = {"cost_usd": st.column_config.NumberColumn("cost", format="$%.2f"),
-              "tokens": st.column_config.NumberColumn("tokens", format="localized"),
-              "negative": st.column_config.NumberColumn(
-                  "negative", help="Turns with negative feedback")}
-left, right = st.columns(2)
-for column, frame, place, label in (("user_id", data.top_users, left, "user"),
-                                    ("app", data.top_apps, right, "app")):
-    key = f"top-{column}"
-    groups = frame["group"].to_list()
-    place.dataframe(frame.rename({"group": label}), key=key, hide_index=True,
-                    on_select=lambda c=column, k=key, g=groups: open_conversations(c, k, g),
-                    selection_mode="single-row", column_config=top_config)
-
-st.subheader("Failure review")
-failures = data.failures
-if failures.is_empty():
-    st.caption(f"No failed step and no negative feedback in the {window}.")
-else:
-    st.caption(f"{failures.height:,} turns with a failed step or negative feedback (newest "
-               "first); select a row to open the turn in its conversation.")
-    turn_table(readable(failures), "failures", column_order=[
-        "started_at", "user_id", "app", "title", "failed_steps", "feedback", "comment"],
-        column_config={
-        "started_at": st.column_config.DatetimeColumn("started (UTC)",
-                                                      format="YYYY-MM-DD HH:mm"),
-        "failed_steps": st.column_config.TextColumn("failed steps"),
-        "comment": st.column_config.TextColumn("comment", width="large")})
-
-left, right = st.columns(2)
-with left:
-    st.subheader("Role mix (search rows)")
-    st.altair_chart(charts.counts_bar(data.roles, "role", "rows"))
-    st.subheader("Writers")
-    st.altair_chart(charts.counts_bar(data.writers, "writer", "turns"))
-with right:
-    st.subheader("Feedback")
-    st.altair_chart(charts.counts_bar(data.feedback, "feedback", "turns", FEEDBACK_COLORS))
-    st.dataframe(data.feedback, hide_index=True)
+# Below the daily turns, one tab at a time is read and drawn (the tab is in the URL).
+TABS = ("Daily trends", "Top users and apps", "Failure review", "Roles, writers, feedback")
+trends_tab, tops_tab, failures_tab, mix_tab = st.tabs(
+    TABS, key="overview_tab", on_change="rerun", bind="query-params")
+if trends_tab.open:
+    with trends_tab:
+        tr = wb.trends(viewer, since=since, until=until)
+        a, b = st.columns(2)
+        a.altair_chart(charts.daily_metric(tr, "tokens", "tokens (in + out)", ",d"))
+        b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
+        a.altair_chart(charts.duration_percentiles(tr))
+        b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback", ".0%"))
+if tops_tab.open:
+    with tops_tab:
+        st.caption("Select a row to list its conversations in Conversations & Replay.")
+        top_config = {"cost_usd": st.column_config.NumberColumn("cost", format="$%.2f"),
+                      "tokens": st.column_config.NumberColumn("tokens", format="localized"),
+                      "negative": st.column_config.NumberColumn(
+                          "negative", help="Turns with negative feedback")}
+        top_users, top_apps = wb.tops(viewer, since=since, until=until)
+        left, right = st.columns(2)
+        for column, frame, place, label in (("user_id", top_users, left, "user"),
+                                            ("app", top_apps, right, "app")):
+            key = f"top-{column}"
+            groups = frame["group"].to_list()
+            place.dataframe(
+                frame.rename({"group": label}), key=key, hide_index=True,
+                on_select=lambda c=column, k=key, g=groups: open_conversations(c, k, g),
+                selection_mode="single-row", column_config=top_config)
+if failures_tab.open:
+    with failures_tab:
+        failures = wb.failures(viewer, since=since, until=until)
+        if failures.is_empty():
+            st.caption(f"No failed step and no negative feedback in the {window}.")
+        else:
+            st.caption(f"{failures.height:,} turns with a failed step or negative feedback "
+                       "(newest first); select a row to open the turn in its conversation.")
+            turn_table(readable(failures), "failures", column_order=[
+                "started_at", "user_id", "app", "title", "failed_steps", "feedback",
+                "comment"], column_config={
+                "started_at": st.column_config.DatetimeColumn("started (UTC)",
+                                                              format="YYYY-MM-DD HH:mm"),
+                "failed_steps": st.column_config.TextColumn("failed steps"),
+                "comment": st.column_config.TextColumn("comment", width="large")})
+if mix_tab.open:
+    with mix_tab:
+        roles, writers, feedback = wb.mixes(viewer, since=since, until=until)
+        left, right = st.columns(2)
+        with left:
+            st.markdown("**Role mix (search rows)**")
+            st.altair_chart(charts.counts_bar(roles, "role", "rows"))
+            st.markdown("**Writers**")
+            st.altair_chart(charts.counts_bar(writers, "writer", "turns"))
+        with right:
+            st.markdown("**Feedback**")
+            st.altair_chart(charts.counts_bar(feedback, "feedback", "turns", FEEDBACK_COLORS))
+            st.dataframe(feedback, hide_index=True)

@@ -290,8 +290,11 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
         Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
-    # per day, 4 daily trends (tokens, cost, duration, feedback rate), roles, writers, feedback
-    assert len(at.get("vega_lite_chart")) == 8
+    # per day, then the open tab's 4 daily trends (tokens, cost, duration, feedback rate)
+    assert len(at.get("vega_lite_chart")) == 5
+    at.session_state["overview_tab"] = "Roles, writers, feedback"
+    at.run()
+    assert len(at.get("vega_lite_chart")) == 4  # per day; roles, writers, feedback
     # A date range: only the known turns' days (two and five days before the seeding).
     next(s for s in at.selectbox if s.label == "Window").select("date range").run()
     day = (seeded.now - timedelta(days=2)).date()
@@ -312,6 +315,9 @@ def test_overview_splits_by_user_and_opens_top_users_and_failed_turns(
     next(r for r in at.radio if r.label == "Split turns by").set_value("user").run()
     assert not at.exception and not at.error
     assert any(s.value == "Turns per day by user" for s in at.subheader)
+    assert not at.dataframe  # the daily trends' tab: nothing else is read or drawn
+    at.session_state["overview_tab"] = "Top users and apps"
+    at.run()
     tables = [d.value for d in at.dataframe]
     users = next(t for t in tables if "user" in t.columns and "negative" in t.columns)
     stored = LakeStore(seeded.settings.lake).read(
@@ -319,7 +325,10 @@ def test_overview_splits_by_user_and_opens_top_users_and_failed_turns(
     top = pl.from_arrow(stored)["user_id"].value_counts().sort("count", descending=True)
     assert users["turns"].iloc[0] == top["count"][0]
     assert set(users["user"]) <= set(top["user_id"])
-    failures = next(t for t in tables if "failed_steps" in t.columns)
+    at.session_state["overview_tab"] = "Failure review"
+    at.run()
+    assert not at.exception
+    failures = next(d.value for d in at.dataframe if "failed_steps" in d.value.columns)
     assert len(failures) > 0 and all((failures["failed_steps"] != "")
                                      | (failures["feedback"] == "negative"))
     # A failure's row picked: its turn in the whole conversation, with a way back.
