@@ -114,8 +114,12 @@ def draw_hits_table(hits: list[HitView], key: str, on_open: Callable[[int], None
 
 
 def draw_hit_counts(hits: list[HitView]) -> None:
-    """Counts of the hits by user, app, agent, role and month, one tab each."""
-    for tab, facet in zip(st.tabs([f"by {f}" for f in FACETS]), FACETS, strict=True):
-        with tab:
-            st.altair_chart(charts.counts_bar(hit_counts(hits, facet), facet, "hits",
-                                              sort=None if facet == "month" else "-x"))
+    """Counts of the hits by user, app, agent, role and month, one tab each; only the open
+    tab's chart is drawn (the tab is in the URL as ``counts``)."""
+    tabs = st.tabs([f"by {f}" for f in FACETS], key="counts", on_change="rerun",
+                   bind="query-params")
+    for tab, facet in zip(tabs, FACETS, strict=True):
+        if tab.open:
+            with tab:
+                st.altair_chart(charts.counts_bar(hit_counts(hits, facet), facet, "hits",
+                                                  sort=None if facet == "month" else "-x"))

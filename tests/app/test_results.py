@@ -77,7 +77,10 @@ def test_the_results_table_opens_a_hit_in_replay(seeded: SeededLake,
     assert not [b for b in at.button if b.label == "Open in Replay"]  # no cards
     table = at.dataframe[0].value
     assert table["conversation_id"].iloc[0] == KNOWN_CONVERSATION
-    assert len(at.get("vega_lite_chart")) == len(FACETS)  # the counts, a tab each
+    assert len(at.get("vega_lite_chart")) == 1  # the counts' open tab (by user)
+    at.session_state["counts"] = "by month"
+    at.run()
+    assert len(at.get("vega_lite_chart")) == 1 and not at.exception
     # A row selected in the table: the callback asks for it to be opened on the rerun.
     at.session_state["wb_open_hit"] = 0
     at.run()
