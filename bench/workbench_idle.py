@@ -161,7 +161,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 SHOTS = (("?q=forecast+spreadsheet&scope=tenant&k=12", "Search", 1500),
          ("?q=forecast+spreadsheet&scope=tenant&layout=Cards&k=3", "Search", 1500),
          ("replay?view=conversation&conversation=c-acme-0017&turn=t-0253",
-          "Conversations & Replay", 1700), ("overview", "Overview", 2300),
+          "Conversations & Replay", 1700), ("overview", "Overview", 1300),
          ("retention", "Retention", 1300), ("index-health", "Index health", 1100))
 
 
