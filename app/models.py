@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from lake.errors import QueryError, RefError
 from lake.refs import parse_ref
@@ -93,18 +93,23 @@ class SearchForm:
         return [name for name, (enabled, weight) in zip(GENERATORS, on, strict=True)
                 if enabled and weight > 0]
 
+    def when_range(self, as_of: datetime) -> tuple[datetime | None, datetime | None] | None:
+        """The When phrase's [start, end) (either end None: open), None without a phrase;
+        QueryError for a phrase that names a turn position instead of a time."""
+        if not self.when.strip():
+            return None
+        lookup = resolve_when(self.when, as_of)
+        if isinstance(lookup, OrdinalLookup):
+            raise QueryError(f"{self.when!r} names a turn position, not a time range; "
+                             "open the conversation in Replay instead")
+        return lookup.start, lookup.end
+
     def request(self, principal: Principal, as_of: datetime) -> SearchRequest:
         """The service request; a ``when`` phrase becomes the since/until range.
 
         Raises QueryError for a phrase that names a turn position instead of a time.
         """
-        since = until = None
-        if self.when.strip():
-            lookup = resolve_when(self.when, as_of)
-            if isinstance(lookup, OrdinalLookup):
-                raise QueryError(f"{self.when!r} names a turn position, not a time range; "
-                                 "open the conversation in Replay instead")
-            since, until = lookup.start, lookup.end
+        since, until = self.when_range(as_of) or (None, None)
         enabled = {"semantic": self.semantic, "lexical": self.lexical, "trigram": self.trigram}
         weights = {"semantic": self.semantic_weight, "lexical": self.lexical_weight,
                    "trigram": self.trigram_weight}
@@ -161,6 +166,27 @@ class SearchOutcome:
     total_ms: float
     below_floor: int = 0  # candidates left out for a relevance below the form's floor
     named_times: tuple[NamedTime, ...] = ()  # times the query names, whose turns rank higher
+    when_range: tuple[datetime | None, datetime | None] | None = None  # the When filter's
+    turn_span: tuple[datetime, datetime] | None = None  # the view's first and last turn
+
+    def when_notes(self) -> list[str]:
+        """How the When phrase was read, and whether the view's turns lie outside it."""
+        if self.when_range is None:
+            return []
+        start, end = self.when_range
+        last_day = None if end is None else (end - timedelta(microseconds=1)).date()
+        span = (f"{start:%Y-%m-%d} to {last_day}" if start is not None and last_day else
+                f"from {start:%Y-%m-%d} on" if start is not None else f"up to {last_day}")
+        notes = [f"When “{self.form.when.strip()}” read as {span} (UTC days, both included)."]
+        if self.turn_span is not None:
+            first, last = self.turn_span
+            if end is not None and end <= first:
+                notes.append(f"This view's turns start on {first:%Y-%m-%d}, after that time: "
+                             "nothing in it can match.")
+            elif start is not None and start > last:
+                notes.append(f"This view's last turn is from {last:%Y-%m-%d}, before that "
+                             "time: nothing in it can match.")
+        return notes
 
     @property
     def query(self) -> str:

@@ -61,14 +61,12 @@ EAGER_FILE_BYTES = 5 * 1024 * 1024
 
 @dataclass(frozen=True)
 class OverviewData:
-    """The Overview page's figures for one window."""
+    """The Overview page's headline figures for one window (each tab below them reads its
+    own: :meth:`Workbench.trends`, :meth:`Workbench.tops`, :meth:`Workbench.failures`,
+    :meth:`Workbench.mixes`)."""
 
     totals: analytics.ActivityTotals
     per_day: pl.DataFrame
-    trends: pl.DataFrame
-    roles: pl.DataFrame
-    writers: pl.DataFrame
-    feedback: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -91,9 +89,10 @@ PurgeRunner = Callable[[Viewer, datetime], list[analytics.PurgeCount]]
 class Warmup:
     """Loads a service's model, tables and indexes in a background thread.
 
-    Started when the service is built (the app's first run), so that the first search does
-    not pay for loading the embedding model; pages show :meth:`describe` until it is done,
-    and a search that comes earlier waits on :meth:`wait` behind a visible spinner.
+    Started once the app's first page is drawn (app/main.py; loading the model beside that
+    run slowed it by as much), so that the first search does not pay for loading it; pages
+    show :meth:`describe` until it is done, and a search that comes earlier waits on
+    :meth:`wait` behind a visible spinner.
     """
 
     def __init__(self, load: Callable[[], str]) -> None:
@@ -189,16 +188,20 @@ class Workbench:
         and QueryError for a query without a word (spaces or punctuation only)."""
         if not form.has_words():
             raise QueryError("the query has no words to search")
-        request = form.request(viewer.principal, as_of or datetime.now(UTC))
+        now = as_of or datetime.now(UTC)
+        request = form.request(viewer.principal, now)
         result = self.search_service.search(request)
         titles = self.titles(viewer, list(dict.fromkeys(h.conversation_id
                                                         for h in result.hits)))
         hits = [HitView(h, titles.get(h.conversation_id)) for h in result.hits]
         # The page explains an answer emptied by the relevance floor itself.
         warnings = [w for w in result.warnings if w != result.floor_note]
+        when = form.when_range(now)
+        span = (analytics.turn_span(self.store, viewer.principal) if when is not None
+                else None)
         return SearchOutcome(viewer, form, hits, warnings,
                              float(result.timings_ms.get("total", 0.0)), result.below_floor,
-                             tuple(result.named_times))
+                             tuple(result.named_times), when, span)
 
     def titles(self, viewer: Viewer, conversation_ids: list[str]) -> dict[str, str]:
         """Titles of the named conversations; an untitled one is named by its first prompt."""
@@ -272,16 +275,45 @@ class Workbench:
 
     def overview(self, viewer: Viewer, *, since: datetime | None, by: str,
                  until: datetime | None = None) -> OverviewData:
-        """Activity in [since, until) (None: open-ended), turns per day split by app or
-        agent, and the daily trends of tokens, cost, duration and feedback."""
+        """Activity in [since, until) (None: open-ended): totals and turns per day split by
+        app, agent or user_id."""
         p = viewer.principal
         return OverviewData(
             totals=analytics.activity_totals(self.store, p, since=since, until=until),
-            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until),
-            trends=analytics.daily_trends(self.store, p, since=since, until=until),
-            roles=analytics.role_mix(self.store, p, since=since, until=until),
-            writers=analytics.writer_mix(self.store, p, since=since, until=until),
-            feedback=analytics.feedback_mix(self.store, p, since=since, until=until))
+            per_day=analytics.turns_per_day(self.store, p, by=by, since=since, until=until))
+
+    def trends(self, viewer: Viewer, *, since: datetime | None,
+               until: datetime | None = None) -> pl.DataFrame:
+        """The daily tokens, cost, duration percentiles and feedback rate in the window."""
+        return analytics.daily_trends(self.store, viewer.principal, since=since, until=until)
+
+    def tops(self, viewer: Viewer, *, since: datetime | None,
+             until: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The busiest users and apps in the window."""
+        p = viewer.principal
+        return (analytics.top_groups(self.store, p, by="user_id", since=since, until=until),
+                analytics.top_groups(self.store, p, by="app", since=since, until=until))
+
+    def failures(self, viewer: Viewer, *, since: datetime | None,
+                 until: datetime | None = None) -> pl.DataFrame:
+        """The turns in the window with a failed step or negative feedback."""
+        return analytics.failure_review(self.store, viewer.principal, since=since,
+                                        until=until)
+
+    def mixes(self, viewer: Viewer, *, since: datetime | None, until: datetime | None = None
+              ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """Search rows per role, turns per writer and per feedback outcome in the window."""
+        p = viewer.principal
+        return (analytics.role_mix(self.store, p, since=since, until=until),
+                analytics.writer_mix(self.store, p, since=since, until=until),
+                analytics.feedback_mix(self.store, p, since=since, until=until))
+
+    def window_turns(self, viewer: Viewer, *, since: datetime | None,
+                     until: datetime | None, by: str | None = None,
+                     group: str | None = None) -> pl.DataFrame:
+        """The viewer's turns in [since, until), one group's when given, newest first."""
+        return analytics.window_turns(self.store, viewer.principal, since=since, until=until,
+                                      by=by, group=group)
 
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:
@@ -358,11 +390,10 @@ def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _workbench(settings: Settings) -> Workbench:
-    workbench = Workbench(settings)
-    workbench.warmup.start()
-    return workbench
+    return Workbench(settings)
 
 
 def cached_workbench(settings: Settings) -> Workbench:
-    """The shared read-only service of the lake, made (and warmed) on the app's first run."""
+    """The shared read-only service of the lake, made on the app's first run (its warm-up
+    starts once that run's page is drawn: :meth:`Warmup.start`)."""
     return _workbench(settings)

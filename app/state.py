@@ -27,6 +27,8 @@ _RESULTS = "wb_results_"
 _ACTIONS = "wb_actions"
 _LAST_SEARCH = "wb_last_search"
 _SHOWN_HITS = "wb_shown_hits"
+_OPEN_HIT = "wb_open_hit"
+_TABLE_EPOCH = "wb_hits_table_epoch"
 _REPLAY = "wb_replay"
 _APPLIED_LINK = "wb_applied_link"
 _CONVERSATION_PAGE = "wb_conversation_page"
@@ -59,6 +61,9 @@ class ReplaySelection:
     conversation_id: str
     turn_id: str | None = None
     user_id: str | None = None  # the conversation's user, once Replay has read it
+    # False for the conversation Replay opens by default (the list's first), which the URL
+    # does not name until the person picks something (a history entry for nothing else).
+    chosen: bool = True
 
     def belongs_to(self, viewer: Viewer) -> bool:
         """Whether ``viewer`` may keep this selection: same tenant, and for a user view the
@@ -251,6 +256,25 @@ class WorkbenchState:
         """Have ``count`` hits on show (fewer when the search has fewer)."""
         self._s[_SHOWN_HITS] = max(1, count)
 
+    def request_open(self, index: int) -> None:
+        """A hit of the last search picked in the results table, to open in Replay on this
+        run; the table is drawn afresh (unselected) after, so that coming back from Replay
+        does not open it again."""
+        self._s[_OPEN_HIT] = index
+        self._s[_TABLE_EPOCH] = self.table_epoch + 1
+
+    def take_open(self) -> int | None:
+        """The hit picked in the table (its place in the last search's hits), once."""
+        value = self._s.get(_OPEN_HIT, None)
+        self._s[_OPEN_HIT] = None
+        return value if isinstance(value, int) else None
+
+    @property
+    def table_epoch(self) -> int:
+        """Part of the results table's key: a new one clears its row selection."""
+        value = self._s.get(_TABLE_EPOCH, None)
+        return value if isinstance(value, int) else 0
+
     # -- conversations list --------------------------------------------------------------
 
     @property
@@ -310,12 +334,21 @@ class WorkbenchState:
         self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id)
         self._s[_APPLIED_LINK] = link
 
-    def open_conversation(self, conversation_id: str, turn_id: str | None = None) -> None:
-        """Open a conversation (at its first turn unless ``turn_id`` is given)."""
+    def open_conversation(self, conversation_id: str, turn_id: str | None = None, *,
+                          chosen: bool = True) -> None:
+        """Open a conversation (at its first turn unless ``turn_id`` is given); ``chosen``
+        False: opened by default, not picked by the person."""
         viewer = self.viewer
         if viewer is None:
             return
-        self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id)
+        self._s[_REPLAY] = ReplaySelection(viewer, conversation_id, turn_id, chosen=chosen)
+
+    @property
+    def replay_chosen(self) -> bool:
+        """Whether the open conversation was picked (a link, the list, a turn), not opened
+        by default."""
+        selection = self.replay
+        return selection is not None and selection.chosen
 
     def link_params(self) -> dict[str, str]:
         """The open turn's URL parameters, recorded as the applied link."""
@@ -332,17 +365,19 @@ class WorkbenchState:
             return
         current = selection.turn_id
         index = turn_ids.index(current) if current in turn_ids else 0
-        self.select_turn(turn_ids[max(0, min(len(turn_ids) - 1, index + delta))])
+        self.select_turn(turn_ids[max(0, min(len(turn_ids) - 1, index + delta))], chosen=True)
 
     def forget_turn(self) -> None:
         """Drop the open turn (Replay opens the conversation's first)."""
         self.select_turn(None)
 
-    def select_turn(self, turn_id: str | None) -> None:
-        """Open a turn of the current conversation."""
+    def select_turn(self, turn_id: str | None, *, chosen: bool | None = None) -> None:
+        """Open a turn of the current conversation; ``chosen`` True: the person picked it
+        (None keeps what the selection says)."""
         selection = self.replay
         if selection is not None:
-            self._s[_REPLAY] = replace(selection, turn_id=turn_id)
+            self._s[_REPLAY] = replace(selection, turn_id=turn_id,
+                                       chosen=selection.chosen if chosen is None else chosen)
 
     def claim(self, user_id: str) -> None:
         """Record whose conversation is open (Replay read its turns)."""

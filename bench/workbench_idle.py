@@ -1,14 +1,17 @@
 """Workbench page idle times: how long each page takes, in a real Chromium, until Streamlit has
 finished running it.
 
-Run: ``.venv/bin/python -m bench.workbench_idle [turns ...] [--shots docs]`` (default 600
-and 100000 demo turns; the lakes are written with the dependency-free hashing embedder, so the
-model's load is not what is measured; ``--shots`` saves the first lake's pages there). For
-each lake: ``streamlit run app/main.py`` on a loopback port, the Search page until the
-background warm-up says the service is ready, then every page twice
-(first and second visit), each from navigation until the heading is up and Streamlit's
-"running" indicator has been gone for half a second. Uses Debian's Chromium at
-``/usr/bin/chromium``, never a downloaded browser.
+Run: ``.venv/bin/python -m bench.workbench_idle [turns ...]`` (default 600 and 100000 demo
+turns; the lakes are written with the dependency-free hashing embedder, so the model's load is
+not what is measured). For each lake: a cold start (``streamlit run app/main.py`` on a loopback
+port, the browser sent there as soon as the server answers: seconds until the first page shows
+anything, and until its heading is up), then the Search page until the background warm-up
+says the service is ready, then every page twice (first and second visit), each from
+navigation until the heading is up and Streamlit's "running" indicator has been gone for half
+a second. Uses Debian's Chromium at ``/usr/bin/chromium``, never a downloaded browser.
+
+``--shots docs --shots-lake data/lake`` instead saves the docs' screenshots
+(``workbench-<page>.png``) of an existing lake, read with the lake's own model.
 """
 
 from __future__ import annotations
@@ -102,10 +105,13 @@ def _idle(page: Any) -> None:
     raise RuntimeError("the page never went idle in 120 s")
 
 
-def page_idle_times(lake: Path, log: Path, shots: Path | None = None) -> dict[str, Any]:
-    """Seconds from navigation to idle for every page, first and second visit; with
-    ``shots``, a screenshot of every page (Search after a search) is saved there as
-    ``workbench-<page>.png``."""
+_DRAWN = ("() => { const m = document.querySelector(\"[data-testid='stMain']\"); "
+          "return m !== null && m.innerText.trim().length > 0; }")
+
+
+def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
+    """Seconds of a cold start until the first page shows something and until its heading is
+    up; then from navigation to idle for every page, first and second visit."""
     from playwright.sync_api import sync_playwright
 
     proc, url = start_workbench(lake, log, {"TURNLAKE_EMBEDDING_MODEL": MODEL})
@@ -115,7 +121,11 @@ def page_idle_times(lake: Path, log: Path, shots: Path | None = None) -> dict[st
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(120_000)
             started = time.perf_counter()
-            page.goto(url)
+            page.goto(url)  # the server's first page: nothing imported or read yet
+            page.wait_for_function(_DRAWN, polling=50)
+            drawn_s = time.perf_counter() - started
+            page.get_by_role("heading", name="Search").wait_for()
+            heading_s = time.perf_counter() - started
             page.get_by_text("Service ready").wait_for()
             warm_s = time.perf_counter() - started
             visits: dict[str, list[float]] = {}
@@ -128,59 +138,99 @@ def page_idle_times(lake: Path, log: Path, shots: Path | None = None) -> dict[st
                     # The settling wait is not the page's time.
                     visits.setdefault(title, []).append(
                         round(time.perf_counter() - t - SETTLED_S, 2))
-            if shots is not None:
-                _screenshots(page, url, shots)
             browser.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return {"warm_up_s": round(warm_s, 1),
+        _stop(proc)
+    return {"cold_start_drawn_s": round(drawn_s, 2), "cold_start_heading_s": round(heading_s, 2),
+            "warm_up_s": round(warm_s, 1),
             "pages_s": {title: {"first": v[0], "second": v[1]} for title, v in visits.items()},
             "slowest_s": max(max(v) for v in visits.values())}
 
 
-def _screenshots(page: Any, url: str, folder: Path) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# The docs' screenshots: page path, heading, window height (Streamlit scrolls inside the page,
+# so a screenshot shows the window only) and what to do before the picture.
+SHOTS = (("?q=forecast+spreadsheet&scope=tenant&k=12", "Search", 1500),
+         ("?q=forecast+spreadsheet&scope=tenant&layout=Cards&k=3", "Search", 1500),
+         ("replay?view=conversation&conversation=c-acme-0017&turn=t-0253",
+          "Conversations & Replay", 1700), ("overview", "Overview", 1300),
+         ("retention", "Retention", 1300), ("index-health", "Index health", 1100))
+
+
+def save_screenshots(lake: Path | str, folder: Path, log: Path) -> list[Path]:
+    """``workbench-<page>.png`` of every page of ``lake`` (its own model), in ``folder``:
+    Search as a table and as cards (one breakdown open), Replay's whole conversation (of the
+    600-turn demo lake's c-acme-0017), and the other pages."""
+    from playwright.sync_api import sync_playwright
+
     folder.mkdir(parents=True, exist_ok=True)
-    for path, title in PAGES:
-        page.goto(f"{url}/{path}")
-        page.get_by_role("heading", name=title).wait_for()
-        if title == "Search":
-            page.get_by_label("Query").fill("forecast spreadsheet")
-            page.get_by_role("button", name="Search", exact=True).click()
-            page.get_by_role("button", name="Open in Replay").first.wait_for()
-        _idle(page)
-        slug = path or "search"
-        page.screenshot(path=str(folder / f"workbench-{slug}.png"), full_page=True)
+    saved: list[Path] = []
+    proc, url = start_workbench(lake, log)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(180_000)
+            page.goto(url)
+            page.get_by_text("Service ready").wait_for()
+            for path, title, height in SHOTS:
+                page.set_viewport_size({"width": 1400, "height": height})
+                page.goto(f"{url}/{path}")
+                page.get_by_role("heading", name=title).wait_for()
+                name = path.split("?")[0] or "search"
+                if "layout=Cards" in path:
+                    page.get_by_role("button", name="Open in Replay").first.wait_for()
+                    page.get_by_text("Ranks per generator and addresses").first.click()
+                    name = "search-cards"
+                elif title == "Search":
+                    page.get_by_text("turns for").wait_for()
+                _idle(page)
+                time.sleep(1.0)  # charts finish drawing after the run
+                saved.append(folder / f"workbench-{name}.png")
+                page.screenshot(path=str(saved[-1]))
+            browser.close()
+    finally:
+        _stop(proc)
+    return saved
 
 
-def bench_workbench_idle(sizes: tuple[int, ...] = (600, 100_000),
-                         shots: Path | None = None) -> dict[str, Any]:
-    """Page idle times on demo lakes of each size, in a temporary folder; screenshots of the
-    first lake's pages into ``shots`` when given."""
+def bench_workbench_idle(sizes: tuple[int, ...] = (600, 100_000)) -> dict[str, Any]:
+    """Cold start and page idle times on demo lakes of each size, in a temporary folder."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="turnlake-idle-") as tmp:
         for turns in sizes:
             lake = Path(tmp) / f"lake-{turns}"
             built = build_lake(lake, turns)
             out[f"{turns}_turns"] = {"lake_build_s": round(built, 1),
-                                     **page_idle_times(lake, Path(tmp) / f"st-{turns}.log",
-                                                       shots if turns == sizes[0] else None)}
+                                     **page_idle_times(lake, Path(tmp) / f"st-{turns}.log")}
             print(json.dumps({f"{turns}_turns": out[f"{turns}_turns"]}), flush=True)
     return out
 
 
 def main() -> None:
-    """Print the figures for the sizes named on the command line."""
+    """Print the figures for the sizes named on the command line, or save screenshots."""
     parser = argparse.ArgumentParser(description="Workbench page idle times in Chromium.")
     parser.add_argument("turns", nargs="*", type=int, default=[600, 100_000],
                         help="demo turns of each lake (default 600 and 100000)")
     parser.add_argument("--shots", type=Path, default=None,
-                        help="save the first lake's pages as workbench-<page>.png here")
+                        help="save workbench-<page>.png of --shots-lake here (no timings)")
+    parser.add_argument("--shots-lake", default="data/lake",
+                        help="the lake the screenshots show (default data/lake)")
     args = parser.parse_args()
-    print(json.dumps(bench_workbench_idle(tuple(args.turns), args.shots), indent=2))
+    if args.shots is not None:
+        with tempfile.TemporaryDirectory(prefix="turnlake-shots-") as tmp:
+            for path in save_screenshots(args.shots_lake, args.shots, Path(tmp) / "st.log"):
+                print(path)
+        return
+    print(json.dumps(bench_workbench_idle(tuple(args.turns)), indent=2))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,14 @@ def tenant_users(store: LakeStore, principal: Principal) -> list[str]:
     return sorted(frame["user_id"].to_list())
 
 
+def turn_span(store: LakeStore, principal: Principal) -> tuple[datetime, datetime] | None:
+    """The principal's first and last turn's ``started_at``; None before any turn."""
+    row = (_scan(store, Table.TURN_LOGS, principal)
+           .select(pl.col("started_at").min().alias("first"),
+                   pl.col("started_at").max().alias("last")).collect().row(0))
+    return None if row[0] is None else (row[0], row[1])
+
+
 @dataclass(frozen=True)
 class ActivityTotals:
     """Headline counts over a time window."""
@@ -99,14 +107,25 @@ def activity_totals(store: LakeStore, principal: Principal, *, since: datetime |
                           cost_usd=float(row["cost_usd"] or 0.0))
 
 
+# What activity can be split by: a column of turn_logs.
+GROUP_COLUMNS = ("app", "agent", "user_id")
+
+
+def _group_column(by: str, caller: str) -> str:
+    if by not in GROUP_COLUMNS:
+        raise ValueError(f"{caller}: by must be one of {', '.join(map(repr, GROUP_COLUMNS))}, "
+                         f"not {by!r}")
+    return by
+
+
 def turns_per_day(store: LakeStore, principal: Principal, *, by: str = "app",
                   since: datetime | None = None, until: datetime | None = None) -> pl.DataFrame:
-    """Turns per UTC day of ``started_at``, split by ``app`` or ``agent``.
+    """Turns per UTC day of ``started_at``, split by ``app``, ``agent`` or ``user_id``.
 
-    Columns: ``day`` (date), ``group`` (the app or agent), ``turns``; sorted by day, group.
+    Columns: ``day`` (date), ``group`` (the app, agent or user), ``turns``; sorted by day,
+    group.
     """
-    if by not in ("app", "agent"):
-        raise ValueError(f"turns_per_day: by must be 'app' or 'agent', not {by!r}")
+    _group_column(by, "turns_per_day")
     return (_window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
             .select(pl.col("started_at").dt.convert_time_zone("UTC").dt.date().alias("day"),
                     pl.col(by).alias("group"))
@@ -172,6 +191,80 @@ def feedback_mix(store: LakeStore, principal: Principal, *, since: datetime | No
             .agg(pl.len().cast(pl.Int64).alias("turns"),
                  pl.col("comment").sum().cast(pl.Int64).alias("with_comment"))
             .sort("feedback").collect())
+
+
+def top_groups(store: LakeStore, principal: Principal, *, by: str,
+               since: datetime | None = None, until: datetime | None = None,
+               limit: int = 10) -> pl.DataFrame:
+    """The busiest apps, agents or users (``by``) of the turns started in [since, until).
+
+    Columns: ``group``, ``turns``, ``conversations``, ``tokens`` (in + out), ``cost_usd``,
+    ``negative`` (turns with negative feedback); most turns first, at most ``limit`` rows.
+    """
+    column = _group_column(by, "top_groups")
+    return (_window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
+            .group_by(pl.col(column).alias("group"))
+            .agg(pl.len().cast(pl.Int64).alias("turns"),
+                 pl.col("conversation_id").n_unique().cast(pl.Int64).alias("conversations"),
+                 (pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0))
+                 .sum().cast(pl.Int64).alias("tokens"),
+                 pl.col("cost_usd").fill_null(0.0).sum().alias("cost_usd"),
+                 (pl.col("feedback_rating") < 0).fill_null(False).sum().cast(pl.Int64)
+                 .alias("negative"))
+            .sort(["turns", "group"], descending=[True, False]).head(limit).collect())
+
+
+# The columns a list of turns shows (turn_logs' accounting, never the payload).
+_TURN_LIST = ("conversation_id", "turn_id", "user_id", "app", "agent", "started_at", "title",
+              "tokens_in", "tokens_out", "cost_usd", "feedback_rating")
+
+
+def window_turns(store: LakeStore, principal: Principal, *, since: datetime | None = None,
+                 until: datetime | None = None, by: str | None = None,
+                 group: str | None = None, limit: int = 200) -> pl.DataFrame:
+    """The turns started in [since, until), newest first, at most ``limit``; only the ``by``
+    (app, agent or user_id) ``group`` when both are given. Columns: ``conversation_id``,
+    ``turn_id``, ``user_id``, ``app``, ``agent``, ``started_at``, ``title``, ``tokens_in``,
+    ``tokens_out``, ``cost_usd``, ``feedback_rating``."""
+    frame = _window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
+    if by is not None and group is not None:
+        frame = frame.filter(pl.col(_group_column(by, "window_turns")) == group)
+    return (frame.select(_TURN_LIST).sort("started_at", descending=True).head(limit)
+            .collect())
+
+
+def failure_review(store: LakeStore, principal: Principal, *, since: datetime | None = None,
+                   until: datetime | None = None, limit: int = 100) -> pl.DataFrame:
+    """The turns started in [since, until) that went wrong: a step that failed, or negative
+    feedback; newest first, at most ``limit``.
+
+    Columns: the turn's (as :func:`window_turns`), then ``failed_steps`` (the failed steps'
+    names, comma-joined; empty when none failed) and ``comment`` (the feedback's comment,
+    read from the payload of these turns only). Steps are read from the events table, where
+    each recorded step is a ``chat.step`` row.
+    """
+    turns = _window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
+    failed = (_window(_scan(store, Table.EVENTS, principal), "at", since, until)
+              .filter((pl.col("source") == "step")
+                      & pl.col("data").str.contains('"status":"failed"', literal=True))
+              .group_by("conversation_id", "turn_id")
+              .agg(pl.col("data").str.json_path_match("$.name").unique(maintain_order=True)
+                   .str.join(", ").alias("failed_steps")))
+    picked = (turns.join(failed, on=["conversation_id", "turn_id"], how="left")
+              .filter(pl.col("failed_steps").is_not_null()
+                      | (pl.col("feedback_rating") < 0).fill_null(False))
+              .select(*_TURN_LIST, pl.col("failed_steps").fill_null(""))
+              .sort("started_at", descending=True).head(limit).collect())
+    unhappy = picked.filter(pl.col("feedback_rating") < 0)
+    if unhappy.is_empty():
+        return picked.with_columns(comment=pl.lit(None, pl.String))
+    comments = (turns.filter(pl.col("turn_id").is_in(unhappy["turn_id"].implode())
+                             & pl.col("conversation_id").is_in(
+                                 unhappy["conversation_id"].implode()))
+                .select("conversation_id", "turn_id",
+                        pl.col("payload").str.json_path_match("$.feedback.comment")
+                        .alias("comment")).collect())
+    return picked.join(comments, on=["conversation_id", "turn_id"], how="left")
 
 
 def table_sizes(store: LakeStore, principal: Principal) -> pl.DataFrame:

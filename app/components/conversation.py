@@ -50,13 +50,13 @@ def step_frame(steps: list[Step], ended_at: datetime) -> pl.DataFrame:
 
 def conversation_view(turns: list[CatalogTurn], page: int,
                       replay: Callable[[str], ReplayTurn], load_file: FileLoader, *,
-                      focus: str | None = None) -> None:
+                      focus: str | None = None, focus_label: str = "from the search") -> None:
     """Draw one page of a conversation's turns, ``replay`` rebuilding each; scrolls to
-    ``focus`` (a turn id on this page) once drawn."""
+    ``focus`` (a turn id on this page) once drawn and marks it with ``focus_label``."""
     chunk = turns[page * TURNS_PER_PAGE:(page + 1) * TURNS_PER_PAGE]
     for turn in chunk:
         view = replay(turn.turn_id)
-        marker = " :orange-badge[from the search]" if turn.turn_id == focus else ""
+        marker = f" :orange-badge[{focus_label}]" if turn.turn_id == focus else ""
         st.subheader(f"#{turn.ordinal} · {turn.started_at:%Y-%m-%d %H:%M}{marker}",
                      anchor=turn_anchor(turn.turn_id))
         turn_view(view, load_file, key=f"{turn.turn_id}-")

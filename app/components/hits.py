@@ -8,6 +8,7 @@ import io
 import polars as pl
 import streamlit as st
 
+from app.components import charts
 from app.components.events import refs_as_names
 from app.components.text import (
     ROLE_COLORS,
@@ -19,17 +20,19 @@ from app.models import HitView
 from lake.search.request import GENERATORS
 
 
-def breakdown_frame(view: HitView) -> pl.DataFrame:
-    """The score breakdown as a table: component, rank (generators only: "not found" when
-    the generator did not return the turn, blank for the fused figures), score."""
-    lines = view.breakdown()
-    generators = len(GENERATORS)  # the fused figures (fused, lift, final, relevance) follow
+def rank_frame(view: HitView) -> pl.DataFrame:
+    """The score breakdown as ranks: per generator, the rank of the turn's best row (null when
+    the generator did not return the turn) and its score rounded to 3 significant digits
+    (a generator's raw scores are on its own scale: only the rank enters the fusion)."""
+    lines = view.breakdown()[:len(GENERATORS)]
     return pl.DataFrame({
-        "component": [line.component for line in lines],
-        "rank": [str(line.rank) if line.rank is not None else
-                 ("not found" if i < generators else "") for i, line in enumerate(lines)],
-        "score": ["" if line.score is None else repr(line.score) for line in lines],
-    }, schema={"component": pl.String, "rank": pl.String, "score": pl.String})
+        "generator": [line.component for line in lines],
+        "rank": [line.rank for line in lines],
+        "found": ["yes" if line.rank is not None else "not found" for line in lines],
+        "score": [None if line.score is None else float(f"{line.score:.3g}")
+                  for line in lines],
+    }, schema={"generator": pl.String, "rank": pl.Int64, "found": pl.String,
+               "score": pl.Float64})
 
 
 def export_frame(hits: list[HitView]) -> pl.DataFrame:
@@ -103,10 +106,21 @@ def hit_card(view: HitView, query: str, index: int) -> bool:
             # The hit's own role is its text already: its snippet would repeat it.
             if snippet and role != hit.role and snippet not in text:
                 st.markdown(f"*{role}:* " + highlight_markdown(snippet, query, limit=300))
-        with st.expander("Score breakdown and addresses"):
-            st.dataframe(breakdown_frame(view), hide_index=True)
-            st.caption(f"final = fused × lift = {hit.fused:.5f} × {hit.lift:.4f} = "
-                       f"{hit.score:.5f}")
+        with st.expander("Ranks per generator and addresses"):
+            ranks = rank_frame(view)
+            left, right = st.columns([2, 3])
+            left.dataframe(ranks.select(
+                "generator",
+                pl.col("rank").cast(pl.String).fill_null("not found"),
+                pl.col("score").map_elements(lambda v: f"{v:.3g}", pl.String).fill_null("")),
+                hide_index=True, column_config={
+                    "rank": st.column_config.TextColumn("rank", help="1 = its best"),
+                    "score": st.column_config.TextColumn(
+                        "score", help="The generator's own score, on its own scale")})
+            if ranks["rank"].null_count() < ranks.height:
+                right.altair_chart(charts.generator_ranks(ranks))
+            st.caption(f"relevance {hit.relevance:.2f} · fused {hit.fused:.4f} × lift "
+                       f"{hit.lift:.3f} = score {hit.score:.4f}")
             # st.code carries a copy button: an agent or a colleague resolves these with
             # get_ref, GET /v1/refs or `turnlake ref resolve`.
             for label, address in (("matched row", hit.address), ("turn", hit.turn_address)):

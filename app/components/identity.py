@@ -11,13 +11,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 from streamlit.navigation.page import StreamlitPage
 
 from app.access import Access
 from app.components.signin import sign_out_button
+from app.components.url import want_query_params
 from app.models import Viewer
 from app.service import Warmup, Workbench, cached_workbench
-from app.state import TENANT_KEY, VIEW_AS_ON_KEY, VIEW_AS_USER_KEY, WorkbenchState
+from app.state import (
+    TENANT_KEY,
+    URL_AS_USER,
+    URL_TENANT,
+    VIEW_AS_ON_KEY,
+    VIEW_AS_USER_KEY,
+    WorkbenchState,
+)
 from lake.errors import TurnlakeError
 from lake.refs import validate_id
 from lake.settings import Settings
@@ -45,9 +54,10 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage], access: Access) 
     except TurnlakeError as exc:
         st.error(f"Cannot read the lake at `{settings.lake}`: {exc}")
         st.stop()
+    # The page links go first, but carry the identity chosen below: a link that names it
+    # needs no second history entry to put it back into the URL.
+    nav = st.sidebar.container()
     with st.sidebar:
-        for link in links:
-            st.page_link(link)
         st.divider()
         if access.method == "local":
             st.warning("**Local demo mode**: no sign-in; whoever reaches this address acts as "
@@ -57,6 +67,7 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage], access: Access) 
             st.markdown(f"**Signed in** as {access.describe()}")
         st.caption(f"Lake: `{settings.lake}`")
     if not tenants:
+        _links(nav, links, {})
         st.sidebar.info("No tenants yet.")
         st.info(f"The lake at `{settings.lake}` holds no conversations yet. Seed a demo with "
                 f"`turnlake demo --lake {settings.lake}` or load turns with "
@@ -79,12 +90,22 @@ def sidebar(settings: Settings, links: Sequence[StreamlitPage], access: Access) 
         _service_state(workbench.warmup)
         sign_out_button(access)
     params = state.enter(viewer)
-    # Page links drop the query string: put the identity back (keeping a page's own keys).
-    for key, value in params.items():
-        if st.query_params.get(key) != value:
-            st.query_params[key] = value
-    if viewer.as_user is None and "as_user" in st.query_params:
-        del st.query_params["as_user"]
+    _links(nav, links, params)
+    # The identity into the URL in one message (keeping a page's own keys), but not on a
+    # first visit whose URL names none and whose view is the default one: that would add a
+    # history entry (Back) for nothing.
+    default = Viewer(tenants[0], None if access.may_view_as else access.user_id,
+                     admin=access.may_admin)
+    if URL_TENANT in st.query_params or viewer != default:
+        want_query_params({URL_TENANT: params[URL_TENANT],
+                           URL_AS_USER: params.get(URL_AS_USER)})
+
+
+def _links(nav: DeltaGenerator, links: Sequence[StreamlitPage],
+           params: dict[str, str]) -> None:
+    with nav:
+        for link in links:
+            st.page_link(link, query_params=params or None)
 
 
 def _choose_viewer(workbench: Workbench, state: WorkbenchState, tenants: list[str],
@@ -124,6 +145,11 @@ def _loading(warmup: Warmup) -> None:
     if warmup.ready:
         st.rerun()  # the whole app: the page drops its loading state
     st.info(f":material/hourglass_top: {warmup.describe()}")
+
+
+def start_warmup(settings: Settings) -> None:
+    """Start loading the model, tables and indexes in the background (once per service)."""
+    cached_workbench(settings).warmup.start()
 
 
 def page_context() -> PageContext:

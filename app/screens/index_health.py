@@ -61,8 +61,8 @@ elif todo:
     st.caption("Rebuilding is for admins of the tenant (not viewing as a user); this view "
                "shows the state and the commands only.")
 
-st.caption("*Index version* is the content-rows table version the index was built from; "
-           "*table version* is that table's version now. Every commit to any partition "
+st.caption("*Versions*: the content-rows table version the index was built from, then "
+           "that table's version now. Every commit to any partition "
            "raises the table version, so an index stays **fresh** while its own partition's "
            "data files (content rows and turn logs) are unchanged, even when the numbers "
            "differ.")
@@ -74,22 +74,29 @@ frame = pl.DataFrame({
     "index size": [human_bytes(h.index_bytes) for h in health],
     "built at": [(h.built_at or "-")[:16].replace("T", " ") for h in health],
     "build s": [h.build_seconds for h in health],
-    "index version": [h.index_content_version for h in health],
-    "table version": [h.table_version for h in health],
+    # One column for both versions: the table fits a 1,400 px window without scrolling.
+    "versions": [f"{'-' if h.index_content_version is None else h.index_content_version} / "
+                 f"{h.table_version}" for h in health],
     "model": [h.model or "-" for h in health],
-}, schema_overrides={"index rows": pl.Int64, "index version": pl.Int64,
-                     "table version": pl.Int64, "model": pl.String, "built at": pl.String,
-                     "build s": pl.Float64})
+}, schema_overrides={"index rows": pl.Int64, "versions": pl.String, "model": pl.String,
+                     "built at": pl.String, "build s": pl.Float64})
 if not viewer.is_analyst:
     # An index serves the whole tenant: its rows, size and versions are not a user's figures.
-    frame = frame.drop("index rows", "index size", "index version", "table version")
+    frame = frame.drop("index rows", "index size", "versions")
     st.caption("A user view shows the user's own rows; index sizes are the tenant's and are "
                "shown to analysts only.")
+models = set(frame["model"])
+if len(models) == 1:  # the usual case: one model, said once rather than in a column
+    st.caption(f"Every index holds vectors of the model **{models.pop()}**.")
+    frame = frame.drop("model")
+small = {name: st.column_config.NumberColumn(name, format="%d", width=70)
+         for name in ("rows", "embedded", "pending", "failed", "index rows")}
 st.dataframe(health_table(frame), hide_index=True, width="stretch", column_config={
-    "build s": st.column_config.NumberColumn(format="%.2f"),
-    "index version": st.column_config.NumberColumn(format="%d"),
-    "table version": st.column_config.NumberColumn(format="%d"),
-    "index rows": st.column_config.NumberColumn(format="%d")})
+    **small, "state": st.column_config.TextColumn("state", width=70),
+    "build s": st.column_config.NumberColumn("build s", format="%.2f", width=70),
+    "versions": st.column_config.TextColumn(
+        "versions", width=80, help="The content-rows table version the index was built from "
+                                   "/ that table's version now")})
 
 st.subheader("Embedding coverage")
 total = sum(h.rows for h in health)

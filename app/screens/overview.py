@@ -1,27 +1,38 @@
-"""Overview: a window or date range; turns per day by app or agent, daily tokens, cost,
-duration percentiles and feedback rate, role mix, writers and feedback."""
+"""Overview: a window or date range; turns per day by app, agent or user (a bar opens its
+turns); then a tab at a time (only the open one is read and drawn): daily tokens, cost,
+duration percentiles and feedback rate; the top users and apps (a row opens their
+conversations); a failure review (a row opens the turn); role mix, writers and feedback."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
+import polars as pl
 import streamlit as st
 
 from app.components import charts
+from app.components.drill import open_picked_turn, turn_table
 from app.components.identity import page_context
 from app.components.text import compact_number
+from app.state import identity_params
 
 WINDOWS = {"last 7 days": 7, "last 30 days": 30, "last 90 days": 90, "last year": 365,
            "all time": None, "date range": -1}
+SPLITS = {"app": "app", "agent": "agent", "user": "user_id"}
 FEEDBACK_COLORS = {"positive": "#2b8a3e", "negative": "#c92a2a", "neutral": "#868e96",
                    "none": "#ced4da"}
+# Replay's conversation-list filters, by the column a top table groups on.
+LIST_FILTERS = {"user_id": "conv_user", "app": "conv_app"}
 
 ctx = page_context()
 wb, viewer = ctx.workbench, ctx.viewer
+open_picked_turn(viewer)
 st.title("Overview")
 c1, c2 = st.columns(2)
 window = c1.selectbox("Window", list(WINDOWS), index=2)
-by = c2.radio("Split turns by", ["app", "agent"], horizontal=True)
+split = c2.radio("Split turns by", list(SPLITS), horizontal=True) or "app"
+by = SPLITS[split]
 days = WINDOWS[window]
 since: datetime | None
 until: datetime | None = None
@@ -50,23 +61,113 @@ if t.turns == 0:
     st.info(f"No turns in the {window} for {viewer.describe()}.")
     st.stop()
 
-st.subheader(f"Turns per day by {by}")
-st.altair_chart(charts.turns_per_day(data.per_day, by))
-st.subheader("Daily trends")
-tr = data.trends
-a, b = st.columns(2)
-a.altair_chart(charts.daily_metric(tr, "tokens", "tokens (in + out)", ",d"))
-b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
-a.altair_chart(charts.duration_percentiles(tr))
-b.altair_chart(charts.daily_metric(tr, "feedback_rate", "share of turns with feedback",
-                                   ".0%"))
-left, right = st.columns(2)
-with left:
-    st.subheader("Role mix (search rows)")
-    st.altair_chart(charts.counts_bar(data.roles, "role", "rows"))
-    st.subheader("Writers")
-    st.altair_chart(charts.counts_bar(data.writers, "writer", "turns"))
-with right:
-    st.subheader("Feedback")
-    st.altair_chart(charts.counts_bar(data.feedback, "feedback", "turns", FEEDBACK_COLORS))
-    st.dataframe(data.feedback, hide_index=True)
+
+def readable(turns: pl.DataFrame) -> pl.DataFrame:
+    """Empty cells blank rather than "None": feedback as a word, no title or comment as ""."""
+    rating = pl.col("feedback_rating")
+    return turns.with_columns(
+        pl.when(rating > 0).then(pl.lit("positive")).when(rating < 0).then(pl.lit("negative"))
+        .when(rating == 0).then(pl.lit("neutral")).otherwise(pl.lit("")).alias("feedback"),
+        *(pl.col(c).fill_null("") for c in ("title", "comment") if c in turns.columns))
+
+
+def picked_bar(event: Any) -> tuple[date, str] | None:
+    """The (day, group) of the bar clicked in the per-day chart, if one is."""
+    points = (event or {}).get("selection", {}).get(charts.PICK) or []
+    if not points:
+        return None
+    point = points[0]
+    try:
+        return date.fromisoformat(str(point["day_key"])), str(point["group"])
+    except (KeyError, ValueError):
+        return None
+
+
+def open_conversations(column: str, frame_key: str, frame_groups: list[str]) -> None:
+    """A row of a top table picked: Replay's conversation list, filtered to that group."""
+    rows = st.session_state[frame_key].selection.rows
+    if rows and rows[0] < len(frame_groups):
+        st.session_state[LIST_FILTERS[column]] = frame_groups[rows[0]]
+        ctx.state.reset_conversation_page()  # the list's first page, open
+        st.session_state["wb_overview_open_list"] = True
+
+
+if st.session_state.pop("wb_overview_open_list", False):
+    st.switch_page("screens/replay.py", query_params=identity_params(viewer))
+
+st.subheader(f"Turns per day by {split}")
+st.caption("Click a bar for its turns; each opens in its conversation.")
+event = st.altair_chart(charts.turns_per_day(data.per_day, split), on_select="rerun",
+                        key=f"per-day-{by}")
+bar = picked_bar(event)
+if bar is not None:
+    day, group = bar
+    start = datetime.combine(day, time.min, UTC)
+    turns = wb.window_turns(viewer, since=start, until=start + timedelta(days=1), by=by,
+                            group=group)
+    st.markdown(f"**{turns.height:,} turn{'' if turns.height == 1 else 's'} on "
+                f"{day:%Y-%m-%d} · {split} {group}** (select a row to open it)")
+    turn_table(readable(turns), f"day-{by}", column_order=[
+        "started_at", "user_id", "app", "agent", "title", "tokens_in", "tokens_out",
+        "cost_usd", "feedback"], column_config={
+        "started_at": st.column_config.DatetimeColumn("started (UTC)",
+                                                      format="YYYY-MM-DD HH:mm"),
+        "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f")})
+
+# Below the daily turns, one tab at a time is read and drawn (the tab is in the URL).
+TABS = ("Daily trends", "Top users and apps", "Failure review", "Roles, writers, feedback")
+trends_tab, tops_tab, failures_tab, mix_tab = st.tabs(
+    TABS, key="overview_tab", on_change="rerun", bind="query-params")
+if trends_tab.open:
+    with trends_tab:
+        tr = wb.trends(viewer, since=since, until=until)
+        a, b = st.columns(2)
+        a.altair_chart(charts.daily_metric(tr, "tokens", "tokens (in + out)", ",d"))
+        b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
+        a.altair_chart(charts.duration_percentiles(tr))
+        b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback", ".0%"))
+if tops_tab.open:
+    with tops_tab:
+        st.caption("Select a row to list its conversations in Conversations & Replay.")
+        top_config = {"cost_usd": st.column_config.NumberColumn("cost", format="$%.2f"),
+                      "tokens": st.column_config.NumberColumn("tokens", format="localized"),
+                      "negative": st.column_config.NumberColumn(
+                          "negative", help="Turns with negative feedback")}
+        top_users, top_apps = wb.tops(viewer, since=since, until=until)
+        left, right = st.columns(2)
+        for column, frame, place, label in (("user_id", top_users, left, "user"),
+                                            ("app", top_apps, right, "app")):
+            key = f"top-{column}"
+            groups = frame["group"].to_list()
+            place.dataframe(
+                frame.rename({"group": label}), key=key, hide_index=True,
+                on_select=lambda c=column, k=key, g=groups: open_conversations(c, k, g),
+                selection_mode="single-row", column_config=top_config)
+if failures_tab.open:
+    with failures_tab:
+        failures = wb.failures(viewer, since=since, until=until)
+        if failures.is_empty():
+            st.caption(f"No failed step and no negative feedback in the {window}.")
+        else:
+            st.caption(f"{failures.height:,} turns with a failed step or negative feedback "
+                       "(newest first); select a row to open the turn in its conversation.")
+            turn_table(readable(failures), "failures", column_order=[
+                "started_at", "user_id", "app", "title", "failed_steps", "feedback",
+                "comment"], column_config={
+                "started_at": st.column_config.DatetimeColumn("started (UTC)",
+                                                              format="YYYY-MM-DD HH:mm"),
+                "failed_steps": st.column_config.TextColumn("failed steps"),
+                "comment": st.column_config.TextColumn("comment", width="large")})
+if mix_tab.open:
+    with mix_tab:
+        roles, writers, feedback = wb.mixes(viewer, since=since, until=until)
+        left, right = st.columns(2)
+        with left:
+            st.markdown("**Role mix (search rows)**")
+            st.altair_chart(charts.counts_bar(roles, "role", "rows"))
+            st.markdown("**Writers**")
+            st.altair_chart(charts.counts_bar(writers, "writer", "turns"))
+        with right:
+            st.markdown("**Feedback**")
+            st.altair_chart(charts.counts_bar(feedback, "feedback", "turns", FEEDBACK_COLORS))
+            st.dataframe(feedback, hide_index=True)

@@ -2,7 +2,7 @@
 the whole conversation in one scroll.
 
 A deep link ``?conversation=C&turn=T`` opens that turn (``&view=conversation``: in the whole
-conversation, ``&from=search``: scrolled to it, with a link back to the results).
+conversation, ``&from=search`` or ``&from=overview``: scrolled to it, with a link back).
 Selections are ids held by the workbench state (never a widget's display label), owned by the
 view they were made in.
 """
@@ -16,6 +16,7 @@ from app.components.conversation import TURNS_PER_PAGE, conversation_view, page_
 from app.components.identity import page_context
 from app.components.text import shorten
 from app.components.turn import turn_view
+from app.components.url import want_query_params
 from app.state import URL_CONVERSATION, URL_TURN, identity_params
 from lake.errors import TurnlakeError
 from lake.search.catalog import ConversationQuery, SortColumn
@@ -38,10 +39,12 @@ with st.expander("Conversations", expanded=state.replay_conversation is None
                  or state.conversation_list_in_use):
     f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2])
     text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
-    app_pick = f2.selectbox("App", [ANY, *facets["app"]], on_change=state.reset_conversation_page)
+    # Keyed: Overview's top tables open this list filtered to a user or an app.
+    app_pick = f2.selectbox("App", [ANY, *facets["app"]], key="conv_app",
+                            on_change=state.reset_conversation_page)
     agent_pick = f3.selectbox("Agent", [ANY, *facets["agent"]],
                               on_change=state.reset_conversation_page)
-    user_pick = f4.selectbox("User", [ANY, *facets["user_id"]],
+    user_pick = f4.selectbox("User", [ANY, *facets["user_id"]], key="conv_user",
                              on_change=state.reset_conversation_page)
     sort = f5.selectbox("Sort by", list(SORTS), on_change=state.reset_conversation_page)
     query = ConversationQuery(
@@ -94,7 +97,8 @@ cid = st.selectbox("Conversation", options,
                    format_func=lambda c: f"{labels.get(c) or '(untitled)'} · {c}")
 assert cid is not None
 if cid != current:
-    state.open_conversation(cid)
+    # Nothing open yet: the list's first conversation, opened by default.
+    state.open_conversation(cid, chosen=current is not None)
 try:
     turns = wb.turns(viewer, cid)
 except TurnlakeError as exc:
@@ -122,19 +126,19 @@ forward.button("Next ▶", on_click=state.step_turn, args=(turn_ids, 1),
                disabled=state.replay_turn == turn_ids[-1])
 assert tid is not None
 if tid != state.replay_turn:
-    state.select_turn(tid)
-for key, value in state.link_params().items():
-    st.query_params[key] = value
-
+    state.select_turn(tid, chosen=True)
 whole = st.radio("Show", VIEWS, horizontal=True,
                  index=1 if st.query_params.get(URL_VIEW) == WHOLE else 0) == VIEWS[1]
-if whole:
-    st.query_params[URL_VIEW] = WHOLE
-elif URL_VIEW in st.query_params:
-    del st.query_params[URL_VIEW]
-from_search = st.query_params.get(URL_FROM) == "search"
-if from_search and state.last_search is not None:
+# The open turn and the view go into the URL with the identity, one history entry a change;
+# not a conversation opened by default (the list's first), which would add one for nothing.
+if state.replay_chosen or URL_CONVERSATION in st.query_params or whole:
+    want_query_params({**state.link_params(), URL_VIEW: WHOLE if whole else None})
+came_from = st.query_params.get(URL_FROM)  # "search" or "overview": scroll to the turn
+if came_from == "search" and state.last_search is not None:
     st.page_link("screens/search.py", label="Back to the results",
+                 icon=":material/arrow_back:", query_params=identity_params(viewer))
+elif came_from == "overview":
+    st.page_link("screens/overview.py", label="Back to the Overview",
                  icon=":material/arrow_back:", query_params=identity_params(viewer))
 
 
@@ -155,7 +159,8 @@ try:
                                       f"of {len(turns)}") or 0
         st.caption(f"{len(turns)} turns · user {turns[0].user_id}")
         conversation_view(turns, turn_page, lambda t: wb.replay(viewer, cid, t), load_file,
-                          focus=tid if from_search else None)
+                          focus=tid if came_from in ("search", "overview") else None,
+                          focus_label=f"from the {came_from or 'search'}")
     else:
         turn = wb.replay(viewer, cid, tid)
         st.subheader(turn.turn.title or labels.get(cid) or cid)

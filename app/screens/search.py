@@ -10,8 +10,9 @@ import streamlit as st
 
 from app.components.hits import export_bytes, export_frame, hit_card
 from app.components.identity import page_context
+from app.components.results import draw_hit_counts, draw_hits_table
 from app.components.text import shorten
-from app.models import SearchForm
+from app.models import HitView, SearchForm
 from app.state import HITS_STEP, identity_params
 from lake.errors import TurnlakeError
 from lake.search.access import Scope
@@ -28,6 +29,7 @@ ECHO_CHARS = 80
 # Every setting lives in the URL (a link or a reload reproduces the search) and in the
 # session (it is still there after a visit to Replay).
 BOUND: dict[str, Any] = {"bind": "query-params", "persist_state": "session"}
+LAYOUTS = ("table", "cards")
 EXPORTS = {"csv": "text/csv", "jsonl": "application/jsonl",
            "parquet": "application/vnd.apache.parquet"}
 
@@ -35,15 +37,19 @@ ctx = page_context()
 wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Search")
 
-scopes: list[Scope] = ["tenant", "user", "conversation"] if viewer.is_analyst else [
-    "user", "conversation"]
-users = [ANY, *wb.users(viewer)] if viewer.is_analyst else [viewer.as_user or ANY]
+# The same choices in every view: a choice that disappears when "view as user" is switched
+# is reset by Streamlit, which rewrites the URL in one more history entry per widget. In a
+# user view both are fixed: the user's own turns (one conversation's when its id is given).
+scopes: list[Scope] = ["tenant", "user", "conversation"]
+users = [ANY, *wb.users(viewer)]
+scope_labels = {} if viewer.is_analyst else dict.fromkeys(scopes, "own turns")
 
 with st.form("search-form"):
     query = st.text_input("Query", placeholder="e.g. spreadsheet shows wrong hours", key="q",
                           **BOUND)
     c1, c2, c3 = st.columns(3)
-    scope = c1.selectbox("Scope", scopes, key="scope", **BOUND)
+    scope = c1.selectbox("Scope", scopes, key="scope", disabled=not viewer.is_analyst,
+                         format_func=lambda s: scope_labels.get(s, s), **BOUND)
     user = c2.selectbox("User", users, disabled=not viewer.is_analyst, key="user", **BOUND)
     conversation = c3.text_input(
         "Conversation id", help="Only this conversation's turns; empty = any.", key="conv",
@@ -101,7 +107,9 @@ with st.form("search-form"):
     submitted = st.form_submit_button("Search", type="primary")
 
 form = SearchForm(
-    query=query, scope=scope or scopes[0], user_id=None if user in (None, ANY) else user,
+    query=query, scope=(scope or scopes[0]) if viewer.is_analyst else (
+        "conversation" if conversation.strip() else "user"),
+    user_id=None if user in (None, ANY) or not viewer.is_analyst else user,
     conversation_id=conversation.strip() or None, roles=tuple(roles),
     when=when, semantic=semantic, lexical=lexical, trigram=trigram,
     semantic_weight=float(semantic_w), lexical_weight=float(lexical_w),
@@ -126,36 +134,59 @@ if submitted or linked:
         st.error(f"Search refused: {exc}")
 
 outcome = state.last_search
+
+
+def open_in_replay(view: HitView) -> None:
+    st.switch_page("screens/replay.py", query_params={
+        **identity_params(viewer), "conversation": view.hit.conversation_id,
+        "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
+
+
 if outcome is not None and outcome.viewer == viewer:
+    picked = state.take_open()
+    if picked is not None and picked < len(outcome.hits):
+        open_in_replay(outcome.hits[picked])
     echo = shorten(outcome.query, ECHO_CHARS)
     for warning in outcome.warnings:
         st.warning(warning)
     for note in outcome.notes():
         st.info(note)
-    for note in outcome.time_notes():
+    for note in [*outcome.when_notes(), *outcome.time_notes()]:
         st.caption(note)
     if not outcome.hits:
         if outcome.form.generators_on():
             st.info(outcome.empty_state(echo))
     else:
-        shown = outcome.hits[:state.shown_hits]
-        st.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
-                   + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
+        left, *exports = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
+        layout = left.segmented_control(
+            "Show as", LAYOUTS, default=LAYOUTS[0], required=True, key="layout",
+            format_func=str.capitalize, help="A sortable table (a row opens its turn) or a "
+            "card a hit with its highlighted text.", **BOUND)
+        cards = layout == "cards"
+        shown = outcome.hits[:state.shown_hits] if cards else outcome.hits
+        left.caption(f"{len(outcome.hits)} turns for “{echo}” in {outcome.total_ms:.0f} ms"
+                     + (f" · showing {len(shown)}" if len(shown) < len(outcome.hits) else ""))
         # The export holds every hit up to k, not only those on show.
         table = export_frame(outcome.hits)
-        columns = st.columns([1, 1, 1, 3])
-        for column, (fmt, mime) in zip(columns, EXPORTS.items(), strict=False):
+        for column, (fmt, mime) in zip(exports, EXPORTS.items(), strict=True):
             column.download_button(
                 f"Export {fmt.upper() if fmt != 'parquet' else 'Parquet'}",
                 partial(export_bytes, table, fmt), file_name=f"hits.{fmt}", mime=mime,
-                on_click="ignore", icon=":material/download:",
-                help=f"All {len(outcome.hits)} hits with ids, tenant, times, relevance, "
-                     "per-generator ranks and snippets.")
-        for i, view in enumerate(shown, start=1):
-            if hit_card(view, outcome.query, i):
-                st.switch_page("screens/replay.py", query_params={
-                    **identity_params(viewer), "conversation": view.hit.conversation_id,
-                    "turn": view.hit.turn_id, "view": "conversation", "from": "search"})
+                on_click="ignore", icon=":material/download:", width="stretch",
+                help=f"Export all {len(outcome.hits)} hits with ids, tenant, times, "
+                     "relevance, per-generator ranks and snippets.")
+        if cards:
+            for i, view in enumerate(shown, start=1):
+                if hit_card(view, outcome.query, i):
+                    open_in_replay(view)
+        else:
+            st.caption("Click a column's header to sort; select a row (its left edge) to "
+                       "open the turn in its conversation.")
+            draw_hits_table(outcome.hits, f"hits-table-{state.table_epoch}",
+                            state.request_open)
+        with st.expander(f"Counts of these {len(outcome.hits)} hits by user, app, agent, "
+                         "role and month", expanded=not cards):
+            draw_hit_counts(outcome.hits)
         # More exist on the page already, or the service filled k and may have more.
         more = len(outcome.hits) > len(shown) or (
             len(outcome.hits) == outcome.form.k and outcome.form.k < MAX_K)

@@ -92,6 +92,13 @@ def _search(page: Any, query: str) -> None:
     page.get_by_role("button", name="Search", exact=True).click()
 
 
+def _as_cards(page: Any, timeout: float = WAIT_MS) -> None:
+    """Show the hits as cards (the table draws its cells on a canvas, out of a locator's
+    reach); the choice stays in the URL and the session."""
+    page.get_by_test_id("stButtonGroup").get_by_text("Cards", exact=True).click(
+        timeout=timeout)
+
+
 def _wait_for_input(page: Any, value: str) -> None:
     """Until an input holds ``value`` (a bound widget gets its value a moment after the
     results are drawn)."""
@@ -105,6 +112,7 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         page.goto(server)
         page.get_by_role("heading", name="Search").wait_for()
         _search(page, QUERY)
+        _as_cards(page)
         page.get_by_text("1. Quokka workbook").wait_for()
         page.screenshot(path=tmp_path / "search.png")
         # The settings are in the URL: a reload (a new session) reproduces the search.
@@ -173,6 +181,63 @@ def test_view_as_survives_navigating_every_page(server: str) -> None:
         assert page.get_by_text("may not read").count() == 0
 
 
+def _settled(page: Any) -> None:
+    """Until Streamlit has finished the run (and the URL write that ends it)."""
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+    page.wait_for_timeout(700)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+
+
+def test_each_sidebar_change_is_one_history_entry(server: str) -> None:
+    with _browser() as page:
+        page.goto(server)
+        page.get_by_role("heading", name="Search").wait_for()
+        _settled(page)
+        length = page.evaluate("history.length")  # a first visit names no identity: none
+        sidebar = page.locator("[data-testid='stSidebar']")
+
+        def one_more(reading: str, path: str) -> None:
+            nonlocal length
+            page.get_by_text(reading).wait_for()
+            _settled(page)
+            length += 1
+            assert page.evaluate("history.length") == length, (reading, page.url)
+            assert re.search(path, page.url), page.url
+
+        sidebar.get_by_text("View as user").click()
+        one_more("Reading as user", r"/\?tenant=acme&as_user=")
+        sidebar.locator("[data-testid='stSelectbox']").nth(1).click()
+        page.get_by_role("option", name=ANA).click()
+        one_more(f"Reading as user {ANA}", rf"as_user={ANA}")
+        for title, path in (("Overview", "/overview"), ("Conversations & Replay", "/replay")):
+            sidebar.get_by_role("link", name=title).click()
+            page.get_by_role("heading", name=title).wait_for()
+            one_more(f"Reading as user {ANA}", rf"{path}\?tenant=acme&as_user={ANA}$")
+        sidebar.get_by_text("View as user").click()
+        one_more(f"Reading as analyst of {TENANT}", r"/replay\?tenant=acme$")
+        page.go_back()  # one step back: the user view again
+        page.get_by_text(f"Reading as user {ANA}").wait_for()
+
+
+def test_a_results_table_row_opens_its_turn(server: str) -> None:
+    with _browser() as page:
+        page.goto(f"{server}/?q={QUERY.replace(' ', '+')}&scope=tenant")
+        page.get_by_text("turns for").wait_for()
+        _settled(page)
+        grid = page.locator("[data-testid='stDataFrame']").first
+        grid.scroll_into_view_if_needed()
+        table = grid.bounding_box()
+        assert table is not None
+        # The first row's selection box, at the table's left edge under its header.
+        page.mouse.click(table["x"] + 12, table["y"] + 38 + 17)
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.wait_for_url(re.compile(rf"conversation={KNOWN_CONVERSATION}&turn=t-0001"))
+        page.get_by_role("link", name="Back to the results").click()
+        page.get_by_text("turns for").wait_for()
+        _settled(page)
+        assert "/replay" not in page.url  # the table opened nothing again
+
+
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
     with _browser() as page:
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
@@ -224,6 +289,7 @@ def test_a_cold_start_shows_the_loading_state_and_the_first_search_answers(
         page.get_by_role("heading", name="Search").wait_for()
         page.get_by_text("Loading the model, tables and indexes in the background").wait_for()
         _search(page, QUERY)  # asked while the model loads: answered once it has
+        _as_cards(page, timeout=MODEL_WAIT_MS)
         page.get_by_text("1. Quokka workbook").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Service ready").wait_for(timeout=MODEL_WAIT_MS)
         page.get_by_text("Loading the model, tables and indexes").wait_for(state="detached")
@@ -259,6 +325,7 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
             assert not [t for t in others if t in body], title
             assert "Purge expired rows" not in body and "Rebuild" not in body, title
         _search(page, QUERY)
+        _as_cards(page)
         page.get_by_text("1. Quokka workbook").wait_for()
         assert not [t for t in others if t in page.locator("body").inner_text()]
         page.screenshot(path=tmp_path / "signed-in.png")

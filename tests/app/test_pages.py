@@ -47,7 +47,10 @@ def _app(lake: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
     monkeypatch.setenv("TURNLAKE_WORKBENCH_AUTH", "local")
     monkeypatch.delenv("TURNLAKE_TENANTS", raising=False)
-    return AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    at = AppTest.from_file(MAIN, default_timeout=TIMEOUT)
+    # Search shows its hits as cards (the table is the default; see test_the_results_table).
+    at.session_state["layout"] = "cards"
+    return at
 
 
 def _texts(at: AppTest) -> str:
@@ -90,20 +93,17 @@ def test_search_finds_the_turn_and_shows_the_services_scores(
     expected = service.search(SearchRequest(QUERY, Principal(TENANT, analyst=True),
                                             scope="tenant")).hits[0]
     assert (expected.conversation_id, expected.turn_id) == (KNOWN_CONVERSATION, "t-0001")
-    table = at.dataframe[0].value
-    by = dict(zip(table["component"], table.itertuples(index=False), strict=True))
+    table = at.dataframe[0].value  # the first card's ranks per generator
+    by = dict(zip(table["generator"], table.itertuples(index=False), strict=True))
     for generator, rank in expected.ranks.items():
         assert rank is not None
         assert by[generator].rank == str(rank.rank)
-        assert float(by[generator].score) == pytest.approx(rank.score, rel=1e-9)
-    assert float(by["fused"].score) == pytest.approx(expected.fused, rel=1e-9)
-    # The app searched a moment earlier: the recency lift differs by that moment only.
-    assert float(by["lift"].score) == pytest.approx(expected.lift, rel=1e-4)
-    assert float(by["final"].score) == pytest.approx(expected.score, rel=1e-4)
-    assert float(by["final"].score) == pytest.approx(
-        float(by["fused"].score) * float(by["lift"].score))
+        # rounded to 3 significant digits, never a 16-digit float
+        assert by[generator].score == f"{rank.score:.3g}"
     assert "None" not in set(table["rank"]) | set(table["score"])
-    assert by["fused"].rank == by["lift"].rank == ""  # fused figures have no rank
+    fused = next(c.value for c in at.caption if c.value.startswith("relevance "))
+    assert f"fused {expected.fused:.4f}" in fused and f"relevance {expected.relevance:.2f}" in fused
+    assert len(at.get("vega_lite_chart")) >= 1  # the ranks' chart
 
 
 def test_search_keeps_to_the_agent_asked_for(seeded: SeededLake,
@@ -134,6 +134,28 @@ def test_search_says_how_it_read_a_named_time(seeded: SeededLake,
     next(n for n in at.number_input if n.label == "Named-time weight").set_value(0.0)
     at.form_submit_button[0].click().run()
     assert not any("Read “" in c.value for c in at.caption)
+
+
+def test_the_when_filter_says_how_it_read_the_phrase_and_where_the_data_starts(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    when = next(t for t in at.text_input if t.label == "When")
+    when.input("in March 2020")
+    _search(at, QUERY)
+    assert not at.exception and not at.error
+    captions = [c.value for c in at.caption]
+    assert "When “in March 2020” read as 2020-03-01 to 2020-03-31 (UTC days, both included)." \
+        in captions
+    first = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["started_at"], filter=ds.field("tenant") == TENANT
+    )["started_at"].to_pylist()
+    assert any(c.startswith(f"This view's turns start on {min(first):%Y-%m-%d}, after that")
+               for c in captions)
+    next(t for t in at.text_input if t.label == "When").input("last 30 days")
+    at.form_submit_button[0].click().run()
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("When “last 30 days” read as ") for c in captions)
+    assert not any(c.startswith("This view's") for c in captions)  # the data is in range
 
 
 def test_a_hit_opens_in_replay_with_its_file_card(
@@ -196,8 +218,10 @@ def test_view_as_user_cannot_reach_another_users_conversation(
     assert set(listing["user_id"]) == {ANA}
 
     at.switch_page("screens/search.py").run()
+    # No tenant scope for an end user: the scope is fixed to the user's own turns (the same
+    # options as an analyst's, so that switching the view resets no widget).
     scope = next(s for s in at.selectbox if s.label == "Scope")
-    assert scope.options == ["user", "conversation"]  # no tenant scope for an end user
+    assert scope.disabled and set(scope.options) == {"own turns"}
     _search(at, "zanzibar budget secret")
     assert not at.exception
     assert PRIVATE_CONVERSATION not in _texts(at)
@@ -266,8 +290,11 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
         Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
-    # per day, 4 daily trends (tokens, cost, duration, feedback rate), roles, writers, feedback
-    assert len(at.get("vega_lite_chart")) == 8
+    # per day, then the open tab's 4 daily trends (tokens, cost, duration, feedback rate)
+    assert len(at.get("vega_lite_chart")) == 5
+    at.session_state["overview_tab"] = "Roles, writers, feedback"
+    at.run()
+    assert len(at.get("vega_lite_chart")) == 4  # per day; roles, writers, feedback
     # A date range: only the known turns' days (two and five days before the seeding).
     next(s for s in at.selectbox if s.label == "Window").select("date range").run()
     day = (seeded.now - timedelta(days=2)).date()
@@ -278,6 +305,41 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
     )["started_at"].to_pylist()
     expected = sum(1 for t in in_range if t.astimezone(UTC).date() == day)
     assert {m.label: m.value for m in at.metric}["Turns"] == f"{expected:,}"
+
+
+def test_overview_splits_by_user_and_opens_top_users_and_failed_turns(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    at.switch_page("screens/overview.py").run()
+    next(s for s in at.selectbox if s.label == "Window").select("all time").run()
+    next(r for r in at.radio if r.label == "Split turns by").set_value("user").run()
+    assert not at.exception and not at.error
+    assert any(s.value == "Turns per day by user" for s in at.subheader)
+    assert not at.dataframe  # the daily trends' tab: nothing else is read or drawn
+    at.session_state["overview_tab"] = "Top users and apps"
+    at.run()
+    tables = [d.value for d in at.dataframe]
+    users = next(t for t in tables if "user" in t.columns and "negative" in t.columns)
+    stored = LakeStore(seeded.settings.lake).read(
+        Table.TURN_LOGS, columns=["user_id"], filter=ds.field("tenant") == TENANT)
+    top = pl.from_arrow(stored)["user_id"].value_counts().sort("count", descending=True)
+    assert users["turns"].iloc[0] == top["count"][0]
+    assert set(users["user"]) <= set(top["user_id"])
+    at.session_state["overview_tab"] = "Failure review"
+    at.run()
+    assert not at.exception
+    failures = next(d.value for d in at.dataframe if "failed_steps" in d.value.columns)
+    assert len(failures) > 0 and all((failures["failed_steps"] != "")
+                                     | (failures["feedback"] == "negative"))
+    # A failure's row picked: its turn in the whole conversation, with a way back.
+    row = failures.iloc[0]
+    at.session_state["wb_open_turn"] = (row["conversation_id"], row["turn_id"])
+    at.run()
+    assert not at.exception
+    assert [t.value for t in at.title] == ["Conversations & Replay"]
+    assert at.query_params["turn"] == row["turn_id"] and at.query_params["from"] == "overview"
+    assert any(p.label == "Back to the Overview" for p in at.get("page_link"))
+    assert any("from the overview" in s.value for s in at.subheader)
 
 
 def test_tenants_come_from_the_setting(seeded: SeededLake,
@@ -300,8 +362,9 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime, timedelta
 
+    from factories import make_record, write_jsonl
+
     from pipeline.jobs import run_ingest
-    from tests.factories import make_record, write_jsonl
 
     settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
     old = datetime.now(UTC) - timedelta(days=10)
@@ -315,7 +378,7 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     next(b for b in at.button if b.label == "Purge expired rows").click().run()
     assert any("Purged" in s.value for s in at.success)
     assert not at.exception
-    from lake.deletion.audit import read_audit
+    from lake.retention import read_audit
     from lake.store import LakeStore
 
     assert [e.action for e in read_audit(LakeStore(settings.lake))] == ["purge"]
@@ -330,6 +393,10 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     assert list(audit["action"]) == ["purge"]
     at.switch_page("screens/index_health.py").run()
     assert not at.exception and not at.error
+    # Compact enough for a 1,400 px window: both versions in one column, one model said once.
+    columns = list(at.dataframe[0].value.columns)
+    assert "versions" in columns and "model" not in columns and "index version" not in columns
+    assert any(c.value.startswith("Every index holds vectors of the model") for c in at.caption)
 
 
 def test_view_as_from_the_url_survives_every_page(seeded: SeededLake,

@@ -38,4 +38,4 @@ def test_every_page_renders_and_search_works_on_an_s3_lake(
     at.text_input[0].input(QUERY)
     at = at.form_submit_button[0].click().run()
     assert not at.exception and not at.error
-    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.dataframe[0].value["conversation"].iloc[0] == "Quokka workbook"  # the table

@@ -115,7 +115,7 @@ def test_an_analyst_key_reads_only_its_tenant_and_may_not_purge(
     next(s for s in at.selectbox if s.label == "Scope").select("tenant")
     at.text_input[0].input(QUERY)
     at = at.form_submit_button[0].click().run()
-    assert at.markdown[0].value == "**1. Quokka workbook**"
+    assert at.dataframe[0].value["conversation"].iloc[0] == "Quokka workbook"  # the table
     assert not [t for t in OTHER_TENANTS if t in _everything(at)]
     # "view as user" is offered inside the tenant
     assert [t.label for t in at.sidebar.toggle] == ["View as user"]

@@ -74,8 +74,56 @@ def test_turns_per_day_by_app_and_agent(store: LakeStore) -> None:
         (date(2026, 3, 11), "react-agent", 1)]
     everything = analytics.turns_per_day(store, ACME)
     assert everything["turns"].sum() == 7  # c-old (February) and c-apr (April) included
-    with pytest.raises(ValueError, match="by must be 'app' or 'agent'"):
+    per_user = analytics.turns_per_day(store, ACME, by="user_id", since=MARCH, until=AS_OF)
+    assert _rows(per_user, "day", "group", "turns") == [
+        (date(2026, 3, 10), "u-ana", 3), (date(2026, 3, 10), "u-ben", 1),
+        (date(2026, 3, 11), "u-ana", 1)]
+    with pytest.raises(ValueError, match="by must be one of 'app', 'agent', 'user_id'"):
         analytics.turns_per_day(store, ACME, by="user")
+
+
+def test_top_groups_and_the_turns_of_one(store: LakeStore) -> None:
+    users = analytics.top_groups(store, ACME, by="user_id", since=MARCH, until=AS_OF)
+    assert _rows(users, "group", "turns", "conversations", "negative") == [
+        ("u-ana", 4, 3, 1), ("u-ben", 1, 1, 0)]
+    assert users["tokens"][0] == 10 + 5 + 120 + 80
+    apps = analytics.top_groups(store, ACME, by="app", limit=1)
+    assert _rows(apps, "group", "turns") == [("support-desk", 6)]
+    assert analytics.top_groups(store, BEN, by="user_id")["group"].to_list() == ["u-ben"]
+    turns = analytics.window_turns(store, ACME, since=MARCH, until=AS_OF, by="user_id",
+                                   group="u-ben")
+    assert _rows(turns, "conversation_id", "turn_id") == [("c-2", "t-0002")]
+    newest_first = analytics.window_turns(store, ACME)["started_at"].to_list()
+    assert newest_first == sorted(newest_first, reverse=True) and len(newest_first) == 7
+    assert "payload" not in turns.columns
+
+
+def test_the_failure_review_lists_failed_steps_and_negative_feedback(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    at = BASE_TIME.isoformat()
+    failed_step = [{"name": "run_python", "status": "started", "at": at},
+                   {"name": "run_python", "status": "failed", "at": at, "detail": "boom"},
+                   {"name": "read_file", "status": "completed", "at": at}]
+    run_ingest(settings, records=_lines([
+        make_record(0, conversation="c-ok", feedback={"rating": 1, "comment": "fine"}),
+        make_record(1, conversation="c-step", writer="rich", steps=failed_step),
+        make_record(2, conversation="c-sad", feedback={"rating": -1, "comment": "wrong sum"}),
+        make_record(3, conversation="c-both", writer="rich", steps=failed_step,
+                    feedback={"rating": -1}),
+        make_record(4, tenant="globex", conversation="c-g", writer="rich", steps=failed_step),
+    ]), embed=False, index=False)
+    review = analytics.failure_review(LakeStore(settings.lake), ACME)
+    assert _rows(review, "conversation_id", "failed_steps", "feedback_rating", "comment") == [
+        ("c-both", "run_python", -1, None), ("c-sad", "", -1, "wrong sum"),
+        ("c-step", "run_python", None, None)]
+    assert analytics.failure_review(LakeStore(settings.lake), BEN).is_empty()
+
+
+def test_turn_span_is_the_first_and_last_turn(store: LakeStore) -> None:
+    assert analytics.turn_span(store, BEN) == (BASE_TIME, BASE_TIME)
+    assert analytics.turn_span(store, ACME) == (BASE_TIME - timedelta(days=10),
+                                                BASE_TIME + timedelta(days=23))
+    assert analytics.turn_span(store, Principal("acme", "u-nobody")) is None
 
 
 def test_a_user_sees_only_their_rows(store: LakeStore) -> None:
