@@ -378,7 +378,7 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
     next(b for b in at.button if b.label == "Purge expired rows").click().run()
     assert any("Purged" in s.value for s in at.success)
     assert not at.exception
-    from lake.retention import read_audit
+    from lake.deletion.audit import read_audit
     from lake.store import LakeStore
 
     assert [e.action for e in read_audit(LakeStore(settings.lake))] == ["purge"]
