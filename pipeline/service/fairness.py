@@ -2,21 +2,25 @@
 other keys' recordings.
 
 The writer is one line of work (decide and spool, commit, index), so whatever one key sends
-delays what the others send after it. Three rules bound that delay (``FairShare.admits``):
+delays what the others send after it. Three rules bound that delay (:meth:`FairShare.held`):
 
 * **A large request goes alone.** A request of more than ``record_fair_share_bytes`` forms a
   group of its own, and a group takes at most that many bytes of one key's requests (the key's
   first request always fits): the turns of other keys are never decided, committed and
   indexed in the same step as a key's maximum-size request.
 * **A key late to be searchable waits alone.** A key whose own answered group has waited more
-  than ``record_max_lag_s`` to become searchable has its next requests held until it is (at
-  most ``most_hold_s``, and never while the index step is failing) — the lag bound of
-  pipeline/service/writer.py, kept per key: other keys' requests are decided meanwhile.
-* **A key that used the writer waits as long.** When one of a key's groups became searchable
-  after more than ``record_max_lag_s``, the key's share of that time (the group's bytes that
-  were the key's) is charged to it: its next requests wait that long while another key has
-  recorded within the last ``active_s`` seconds. A key sending maximum-size requests back to
-  back then gets about half of the writer while another key records, and all of it alone.
+  than ``record_max_lag_s`` to become searchable, or whose large request is not searchable
+  yet, has its next requests held until it is (at most ``most_hold_s``, and never while the
+  index step is failing) — the lag bound of pipeline/service/writer.py, kept per key: other
+  keys' requests are decided meanwhile, and a key has one large request in flight at most.
+* **A key that used the writer waits as long.** The seconds the writer's steps spent on a
+  group (deciding it, and its share by bytes of each commit and index step it was in) are
+  charged to its keys by their share of its bytes once it is searchable; a key charged more
+  than ``record_max_lag_s`` waits that long before its next requests are decided, while
+  another key has a request waiting or was answered within the last ``active_s`` seconds.
+  Time a group spent waiting behind others is charged to nobody. A key sending
+  maximum-size requests back to back then gets about half of the writer while another key
+  records, and all of it alone.
 
 Within one key requests stay in the order they arrived: a held request holds the key's later
 ones too.
@@ -29,11 +33,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
+@dataclass(frozen=True)
+class _Answered:
+    acked: float  # time.monotonic() of its answer
+    large: bool  # it held a request past the share
+
+
 @dataclass
 class _Key:
     seen: float = 0.0  # time.monotonic() of its last request
+    waiting: int = 0  # its requests not decided yet
     busy_until: float = 0.0  # paused until then (while others record)
-    late: dict[int, float] = field(default_factory=dict)  # unsearchable groups: their answer
+    late: dict[int, _Answered] = field(default_factory=dict)  # its unsearchable groups
 
 
 class FairShare:
@@ -49,23 +60,35 @@ class FairShare:
 
     def seen(self, sharer: str, now: float) -> None:
         """A request of ``sharer`` arrived."""
-        self._key(sharer).seen = now
+        key = self._key(sharer)
+        key.seen = now
+        key.waiting += 1
 
-    def answered(self, number: int, sharers: Iterable[str], acked: float) -> None:
-        """Group ``number`` holding requests of ``sharers`` was answered at ``acked``."""
+    def decided(self, sharer: str) -> None:
+        """A request of ``sharer`` went into a group (or was refused)."""
+        key = self._key(sharer)
+        key.waiting = max(0, key.waiting - 1)
+        key.seen = time.monotonic()  # it records still: its host sends the next one soon
+
+    def answered(self, number: int, sharers: Iterable[str], *, acked: float,
+                 large: bool) -> None:
+        """Group ``number`` holding requests of ``sharers`` (``large``: one past the share)
+        was answered at ``acked``."""
         for sharer in set(sharers):
-            self._key(sharer).late[number] = acked
+            self._key(sharer).late[number] = _Answered(acked, large)
 
-    def searchable(self, number: int, shares: dict[str, int], now: float) -> None:
-        """Group ``number`` is searchable; ``shares`` are its bytes per key. Charges each key
-        its share of the time the group took beyond the lag bound."""
+    def searchable(self, number: int, shares: dict[str, int], cost: float, now: float
+                   ) -> None:
+        """Group ``number`` is searchable; ``shares`` are its bytes per key, ``cost`` the
+        seconds the writer's steps spent on it (deciding, its share of the commits and index
+        steps it was in). Charges each key its share of that time, when more than the lag
+        bound."""
         total = sum(shares.values()) or 1
         for sharer, size in shares.items():
             key = self._key(sharer)
-            acked = key.late.pop(number, None)
-            if acked is None:
+            if key.late.pop(number, None) is None:
                 continue
-            took = (now - acked) * size / total
+            took = cost * size / total
             if self._lag_s > 0 and took > self._lag_s:
                 key.busy_until = max(key.busy_until, now + took)
 
@@ -80,8 +103,9 @@ class FairShare:
         if key is None:
             return None
         if self._lag_s > 0 and not index_failing and any(
-                self._lag_s < now - acked < self._lag_s + self._most_hold_s
-                for acked in key.late.values()):
+                (a.large or self._lag_s < now - a.acked)
+                and now - a.acked < self._lag_s + self._most_hold_s
+                for a in key.late.values()):
             return "late"
         if key.busy_until > now and self._others_active(sharer, now):
             return "paused"
@@ -99,8 +123,8 @@ class FairShare:
                    if k.busy_until > now and self._others_active(sharer, now))
 
     def _others_active(self, sharer: str, now: float) -> bool:
-        return any(now - k.seen <= self._active_s for s, k in self._keys.items()
-                   if s != sharer)
+        return any(k.waiting or now - k.seen <= self._active_s
+                   for s, k in self._keys.items() if s != sharer)
 
     def _key(self, sharer: str) -> _Key:
         key = self._keys.get(sharer)
@@ -109,6 +133,7 @@ class FairShare:
             if len(self._keys) > 10_000:  # forget keys long idle, not the memory
                 cutoff = time.monotonic() - 3600
                 for name in [s for s, k in self._keys.items()
-                             if k.seen < cutoff and not k.late and s != sharer]:
+                             if k.seen < cutoff and not k.late and not k.waiting
+                             and s != sharer]:
                     del self._keys[name]
         return key

@@ -141,6 +141,7 @@ class GroupWriter:
                                lag_s=settings.record_max_lag_s if self._spooling else 0.0,
                                most_hold_s=_MOST_HOLD_S)
         self._shares: dict[int, dict[str, int]] = {}  # answered groups: bytes per key
+        self._costs: dict[int, float] = {}  # answered groups: seconds the steps spent on them
         self._index = index
         # Each commit's partitions, its answer's time and (spooled groups) the group's number.
         self._to_index: queue.Queue[_ToIndex | None] = queue.Queue()
@@ -178,8 +179,8 @@ class GroupWriter:
         self._starter = threading.Thread(target=self._start_up, name="turnlake-start",
                                          daemon=True)
         self._starter.start()
-        if wait:
-            self._starter.join()
+        if wait:  # not join(): the thread stays until close() (see _start_up)
+            self._up.wait()
 
     @property
     def readiness(self) -> Readiness:
@@ -404,6 +405,7 @@ class GroupWriter:
                     keep.append(item)
                     continue
                 group.append(item)
+                self._fair.decided(sharer)
                 turns += len(item.lines)
                 used[sharer] = used.get(sharer, 0) + size
                 closed = heavy
@@ -432,6 +434,7 @@ class GroupWriter:
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
     def _accept(self, group: list[_Submission]) -> None:
+        began = time.monotonic()
         lines = [line for s in group for line in s.lines]
         source = f"<api {uuid.uuid4().hex}>"
         with self._counts:  # the spool holds at most spool_max_turns: beyond, wait for room
@@ -464,7 +467,10 @@ class GroupWriter:
                 for s in group:
                     shares[s.sharer] = shares.get(s.sharer, 0) + s.size
                 self._shares[number] = shares
-                self._fair.answered(number, shares, acked)
+                self._costs[number] = acked - began
+                self._fair.answered(number, shares, acked=acked,
+                                    large=any(s.size > self._fair.share_bytes
+                                              for s in group))
         self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
                                      len(group), acked, number))
         for s, answer in zip(group, outcomes, strict=True):
@@ -505,6 +511,7 @@ class GroupWriter:
                 if last_try or self._closed:
                     return
                 time.sleep(_INDEX_RETRY_S)
+        self._spend([s.number for s in batch], time.perf_counter() - started)
         answered = set().union(*(s.kept for s in batch))
         if kept != answered:
             self._metrics.spool_divergences.inc(len(kept ^ answered))
@@ -554,8 +561,19 @@ class GroupWriter:
         with self._counts:
             for number in numbers:
                 self._unpublished.pop(number, None)
-                self._fair.searchable(number, self._shares.pop(number, {}), now)
+                self._fair.searchable(number, self._shares.pop(number, {}),
+                                      self._costs.pop(number, 0.0), now)
             self._counts.notify_all()
+
+    def _spend(self, numbers: list[int | None], seconds: float) -> None:
+        """A step spent ``seconds`` on the answered groups ``numbers``: each is charged its
+        share by bytes (pipeline/service/fairness.py)."""
+        with self._counts:
+            sizes = {n: sum(self._shares.get(n, {}).values()) for n in numbers if n is not None}
+            total = sum(sizes.values())
+            for n, size in sizes.items():
+                if n in self._costs and total:
+                    self._costs[n] += seconds * size / total
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
                   kept: set[TurnKey], quarantined: dict[int, Quarantined]
@@ -578,6 +596,7 @@ class GroupWriter:
                 waiting.append(item)
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _, _ in waiting))
+            began = time.perf_counter()
             try:
                 indexer.index(partitions)
             except Exception:  # the partitions stay stale (search says so); try again soon
@@ -591,6 +610,7 @@ class GroupWriter:
                 time.sleep(_INDEX_RETRY_S)
                 continue
             published = time.monotonic()
+            self._spend([n for _, _, n in waiting], time.perf_counter() - began)
             for _, acked, _ in waiting:
                 self._metrics.ack_to_searchable.observe(published - acked)
             with self._counts:

@@ -115,10 +115,10 @@ def test_a_key_that_used_the_writer_for_long_waits_while_another_records(
 def test_a_key_alone_is_never_paused() -> None:
     fair = FairShare(share_bytes=100, lag_s=0.5, most_hold_s=60)
     fair.seen("a", 0.0)
-    fair.answered(1, ["a"], 0.0)
+    fair.answered(1, ["a"], acked=0.0, large=False)
     assert fair.held("a", 1.0, index_failing=False) == "late"
     assert fair.held("a", 1.0, index_failing=True) is None  # a failing index step holds none
-    fair.searchable(1, {"a": 10}, 4.0)  # took 4 s: a is charged 4 s
+    fair.searchable(1, {"a": 10}, 4.0, 4.0)  # the steps spent 4 s on it: a is charged 4 s
     assert fair.held("a", 5.0, index_failing=False) is None  # nobody else records
     fair.seen("b", 5.0)
     assert fair.held("a", 5.0, index_failing=False) == "paused"
