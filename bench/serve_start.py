@@ -15,8 +15,10 @@ load, without embeddings). Steps, each against a real ``turnlake serve`` on loop
    (``later_turns_to_searchable_p50_s``).
 3. For ``seconds``, one key sends turns whose answer is as large as the body limit allows
    (9 MB), one after another, while another key records a short turn every half second
-   and search is polled for each: ``other_key_to_searchable_p50_s``/``p95_s``, the search
-   latency meanwhile (``search_during_long_p50_ms``/``p95_ms``) and how many long turns were
+   and search is polled for each: ``other_key_to_searchable_p50_s``/``p95_s`` (from the
+   answer), ``other_key_answer_p50_s``/``p95_s`` (from sending to the answer: the writer's
+   fair share holds no key behind another's backlog) and ``other_key_sent_to_found_*``, the
+   search latency meanwhile (``search_during_long_p50_ms``/``p95_ms``) and how many long turns were
    accepted.
 """
 
@@ -98,11 +100,15 @@ def _found(http: httpx.Client, marker: str) -> bool:
 
 
 def _lag(recorder: httpx.Client, analyst: httpx.Client, n: int, key: str,
-         limit_s: float = 120) -> float | None:
-    """Record one short turn, then poll search: seconds from the answer to found."""
+         limit_s: float = 120, answered: list[float] | None = None) -> float | None:
+    """Record one short turn, then poll search: seconds from the answer to found (and the
+    seconds from sending to the answer appended to ``answered``)."""
+    sent = time.perf_counter()
     answer = recorder.post("/v1/turns", json=_turn(n, key))
     answer.raise_for_status()
     acked = time.perf_counter()
+    if answered is not None:
+        answered.append(acked - sent)
     while time.perf_counter() - acked < limit_s:
         if _found(analyst, f"mk{key}x{n}"):
             return time.perf_counter() - acked
@@ -191,6 +197,7 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
     sender = threading.Thread(target=send_long)
     sender.start()
     lags: list[float] = []
+    answers: list[float] = []  # seconds from sending to the answer
     missed = 0
     searches: list[float] = []
     deadline = time.monotonic() + seconds
@@ -200,7 +207,7 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
                          headers={"Authorization": f"Bearer {recorder}"}) as rec:
         n = 700_000
         while time.monotonic() < deadline:
-            lag = _lag(rec, search, n, "o", limit_s=60)
+            lag = _lag(rec, search, n, "o", limit_s=60, answered=answers)
             if lag is None:
                 missed += 1
             else:
@@ -217,6 +224,12 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
             "other_key_turns": len(lags) + missed, "other_key_missed_60s": missed,
             "other_key_to_searchable_p50_s": _round(_q(lags, 50)),
             "other_key_to_searchable_p95_s": _round(_q(lags, 95)),
+            "other_key_answer_p50_s": _round(_q(answers, 50)),
+            "other_key_answer_p95_s": _round(_q(answers, 95)),
+            "other_key_sent_to_found_p50_s": _round(_q(
+                [a + b for a, b in zip(answers, lags, strict=False)], 50)),
+            "other_key_sent_to_found_p95_s": _round(_q(
+                [a + b for a, b in zip(answers, lags, strict=False)], 95)),
             "search_during_long_p50_ms": _round(_q(searches, 50), 1000),
             "search_during_long_p95_ms": _round(_q(searches, 95), 1000)}
 
