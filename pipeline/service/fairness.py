@@ -13,6 +13,8 @@ delays what the others send after it. Three rules bound that delay (:meth:`FairS
   yet, has its next requests held until it is (at most ``most_hold_s``, and never while the
   index step is failing) — the lag bound of pipeline/service/writer.py, kept per key: other
   keys' requests are decided meanwhile, and a key has one large request in flight at most.
+  A group late only because it waits behind another key's large request holds nobody: the
+  large request's key pays for it (below).
 * **A key that used the writer waits as long.** The seconds the writer's steps spent on a
   group (deciding it, and its share by bytes of each commit and index step it was in) are
   charged to its keys by their share of its bytes once it is searchable; a key charged more
@@ -57,6 +59,7 @@ class FairShare:
         self._most_hold_s = most_hold_s
         self._active_s = active_s
         self._keys: dict[str, _Key] = {}
+        self._large: dict[int, str] = {}  # unsearchable groups holding a large request: key
 
     def seen(self, sharer: str, now: float) -> None:
         """A request of ``sharer`` arrived."""
@@ -76,6 +79,8 @@ class FairShare:
         was answered at ``acked``."""
         for sharer in set(sharers):
             self._key(sharer).late[number] = _Answered(acked, large)
+            if large:
+                self._large[number] = sharer
 
     def searchable(self, number: int, shares: dict[str, int], cost: float, now: float
                    ) -> None:
@@ -83,6 +88,7 @@ class FairShare:
         seconds the writer's steps spent on it (deciding, its share of the commits and index
         steps it was in). Charges each key its share of that time, when more than the lag
         bound."""
+        self._large.pop(number, None)
         total = sum(shares.values()) or 1
         for sharer, size in shares.items():
             key = self._key(sharer)
@@ -94,6 +100,7 @@ class FairShare:
 
     def forget(self, number: int) -> None:
         """Group ``number`` will never be reported searchable (nothing to index)."""
+        self._large.pop(number, None)
         for key in self._keys.values():
             key.late.pop(number, None)
 
@@ -103,13 +110,19 @@ class FairShare:
         if key is None:
             return None
         if self._lag_s > 0 and not index_failing and any(
-                (a.large or self._lag_s < now - a.acked)
+                (a.large or (self._lag_s < now - a.acked
+                             and not self._behind_large(number, sharer)))
                 and now - a.acked < self._lag_s + self._most_hold_s
-                for a in key.late.values()):
+                for number, a in key.late.items()):
             return "late"
         if key.busy_until > now and self._others_active(sharer, now):
             return "paused"
         return None
+
+    def _behind_large(self, number: int, sharer: str) -> bool:
+        """Whether group ``number`` waits behind another key's large request (answered
+        before it, not searchable yet): then that key's, not this one's, is the delay."""
+        return any(m < number and owner != sharer for m, owner in self._large.items())
 
     def next_change(self, now: float) -> float:
         """Seconds until a pause ends or a late group's hold gives up (at most 0.05: holds

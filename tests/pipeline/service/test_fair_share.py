@@ -124,3 +124,15 @@ def test_a_key_alone_is_never_paused() -> None:
     assert fair.held("a", 5.0, index_failing=False) == "paused"
     assert fair.held("a", 8.1, index_failing=False) is None  # 4 s after it became searchable
     assert fair.held("b", 5.0, index_failing=False) is None
+
+
+def test_a_group_late_behind_another_keys_large_request_holds_nobody_but_that_key() -> None:
+    fair = FairShare(share_bytes=100, lag_s=0.5, most_hold_s=60)
+    fair.answered(1, ["big"], acked=0.0, large=True)
+    fair.answered(2, ["small"], acked=0.1, large=False)
+    assert fair.held("big", 0.2, index_failing=False) == "late"  # one large in flight
+    assert fair.held("small", 5.0, index_failing=False) is None  # late behind big's
+    fair.searchable(1, {"big": 1_000}, 5.0, 5.0)
+    assert fair.held("small", 5.1, index_failing=False) == "late"  # now its own delay
+    fair.seen("small", 5.1)
+    assert fair.held("big", 5.1, index_failing=False) == "paused"  # while small records
