@@ -354,6 +354,7 @@ class TurnProjector:
             "embedding_status": _constant("pending", _STRING, count),
             "batch_id": _constant(self._batch_id, _STRING, count),
             "passage_embeddings": pa.nulls(count, CONTENT_ROWS.field("passage_embeddings").type),
+            "embedding_sampled": pa.nulls(count, pa.bool_()),
         }, schema=CONTENT_ROWS)
 
     def _events_table(self, parsed: pa.Table, turn: _Turns, expires_at: pa.Array) -> pa.Table:

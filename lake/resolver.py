@@ -39,7 +39,7 @@ from lake.search.materialize import FileCard, MaterializedTurn, TurnMaterializer
 from lake.tables import Table
 
 _ROW_COLUMNS = ["row_id", "role", "seq", "event_type", "batch", "ts", "turn_at", "text",
-                "expires_at", "embedding_status"]
+                "expires_at", "embedding_status", "embedding_sampled"]
 
 
 class ResolvedRecord(BaseModel):
@@ -203,8 +203,11 @@ class RefResolver:
     def _row(self, principal: Principal, address: Address, turn: _Turn,
              ref: str) -> dict[str, Any]:
         """The search row an address names, in the turn's current edition."""
+        # A lake not written since embedding_sampled was added lacks the column (until its
+        # next write adds it): its rows show none.
+        have = set(self._store.dataset(Table.CONTENT_ROWS).schema.names)
         rows = self._store.read(
-            Table.CONTENT_ROWS, columns=_ROW_COLUMNS,
+            Table.CONTENT_ROWS, columns=[c for c in _ROW_COLUMNS if c in have],
             filter=(ds.field("tenant") == principal.tenant)
             & (ds.field("conversation_id") == address.conversation_id)
             & (ds.field("turn_id") == address.turn_id)

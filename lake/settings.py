@@ -108,6 +108,11 @@ class Settings:
         default=0.5, metadata={"help": "with the spool, the service holds the next recordings "
                                        "while one it answered has waited longer than this to "
                                        "become searchable (0: never)"})
+    record_fair_share_bytes: int = field(
+        default=1024 * 1024,
+        metadata={"help": "a recording request larger than this is decided, committed and "
+                          "indexed in a group of its own, and a group takes at most this "
+                          "much of one key's requests (the service's per-key fair share)"})
     spool_max_turns: int = field(
         default=50_000, metadata={"help": "most turns the service holds acknowledged and not "
                                           "committed; recordings beyond it wait"})

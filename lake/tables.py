@@ -54,6 +54,9 @@ _COLUMN_TYPES: dict[str, pa.DataType] = {
     **dict.fromkeys(("tokens_in", "tokens_out", "duration_ms", "size", "line"), pa.int64()),
     "cost_usd": pa.float64(),
     "feedback_has_comment": pa.bool_(),
+    # the vector stands for the text's opening and an even sample of the rest (a text longer
+    # than embed_max_passages passages); null until embedded (lake.embedding.rows)
+    "embedding_sampled": pa.bool_(),
     "embedding": pa.list_(pa.float32()),
     # a text longer than the model reads: its passages' unit vectors, one after another (null
     # for a text that fits; lake.embedding.passages)
@@ -81,6 +84,7 @@ CONTENT_ROWS = _schema(
     "tenant", "month", "row_id", "app", "agent", "user_id", "conversation_id", "turn_id",
     "role", "seq", "event_type", "batch", "ts", "turn_at", "text", "expires_at", "embedding",
     "embedding_model", "embedding_status", "batch_id", "passage_embeddings",
+    "embedding_sampled",
 )
 
 TIMELINES = _schema(

@@ -38,10 +38,12 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
                reuse: VectorReuse | None = None) -> tuple[pa.Table, EmbedOutcome]:
     """Embed the ``text`` of content rows; on provider failure keep the rows, status ``failed``.
 
-    Returns the rows with ``embedding``, ``embedding_model`` and ``embedding_status`` replaced,
-    and ``passage_embeddings``: a text longer than the model reads is cut into passages by the
-    embedder's splitter (lake.embedding.passages), its vector pooled from theirs, which are
-    kept beside it. Rows stay findable lexically and by trigram whatever happens here.
+    Returns the rows with ``embedding``, ``embedding_model``, ``embedding_status`` and
+    ``embedding_sampled`` replaced, and ``passage_embeddings``: a text longer than the model
+    reads is cut into passages by the embedder's splitter (lake.embedding.passages), its
+    vector pooled from theirs, which are kept beside it; one longer than
+    ``embed_max_passages`` passages is embedded by a sample of them, and says so
+    (``embedding_sampled``). Rows stay findable lexically and by trigram whatever happens here.
     ``reuse`` (for ``embedder.name`` only) supplies vectors the lake already holds and learns
     the new ones; ``on_progress`` counts rows, reused ones included.
     """
@@ -80,6 +82,7 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
             splitter_of(embedder) if order else None)
     except EmbeddingError as exc:
         return with_embeddings(rows, None, None, FAILED), EmbedOutcome(0, n, str(exc))
+    splitter = splitter_of(embedder)
     for key, vector, parts in zip(order, computed, passages, strict=True):
         known[key] = Embedded(vector, parts)
         if reuse is not None:
@@ -91,15 +94,20 @@ def embed_rows(rows: pa.Table, embedder: Embedder, *, batch_size: int = 64,
     if on_progress is not None and not order:
         on_progress(n)
     return (with_embeddings(rows, vectors, embedder.name, DONE,
-                            passages=[known[key].passages for key in keys]),
+                            passages=[known[key].passages for key in keys],
+                            sampled=[splitter is not None and splitter.sampled(text or "")
+                                     for text in texts]),
             EmbedOutcome(n, 0, None, reused=n - len(order)))
 
 
 def with_embeddings(rows: pa.Table, vectors: np.ndarray | None, model: str | None,
-                    status: str, *, passages: Sequence[np.ndarray | None] | None = None
-                    ) -> pa.Table:
+                    status: str, *, passages: Sequence[np.ndarray | None] | None = None,
+                    sampled: Sequence[bool] | None = None) -> pa.Table:
     """Replace the embedding columns of every row: ``passages`` gives each row's passage
-    vectors (None, or omitted for all rows: a text that fits, or no vector)."""
+    vectors (None, or omitted for all rows: a text that fits, or no vector), ``sampled``
+    whether each row's vector stands for a sample of its text (``embedding_sampled``; null
+    for rows without a vector, false for the others when omitted). Rows read from a lake
+    written before ``embedding_sampled`` existed get the column."""
     n = rows.num_rows
     if vectors is None:
         column: pa.Array = pa.nulls(n, type=pa.list_(pa.float32()))
@@ -108,9 +116,13 @@ def with_embeddings(rows: pa.Table, vectors: np.ndarray | None, model: str | Non
         offsets = pa.array(np.arange(0, (n + 1) * vectors.shape[1], vectors.shape[1],
                                      dtype=np.int32))
         column = pa.ListArray.from_arrays(offsets, flat)
+    flags = (pa.nulls(n, pa.bool_()) if vectors is None else
+             pa.array(list(sampled) if sampled is not None else [False] * n, pa.bool_()))
     for name, value in (("embedding", column),
                         ("passage_embeddings", passage_column(passages, n)),
                         ("embedding_model", pa.array([model] * n, type=pa.string())),
-                        ("embedding_status", pa.array([status] * n, type=pa.string()))):
-        rows = rows.set_column(rows.schema.get_field_index(name), name, value)
+                        ("embedding_status", pa.array([status] * n, type=pa.string())),
+                        ("embedding_sampled", flags)):
+        at = rows.schema.get_field_index(name)
+        rows = rows.append_column(name, value) if at < 0 else rows.set_column(at, name, value)
     return rows

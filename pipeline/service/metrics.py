@@ -54,6 +54,9 @@ class ServiceMetrics:
         self.writer_queue = Gauge("turnlake_writer_queued_requests",
                                   "Recording requests waiting for the writer to decide them",
                                   registry=r)
+        self.held_keys = Gauge("turnlake_writer_paused_keys",
+                               "Keys whose recordings wait for their fair share of the writer "
+                               "(they used it for long while other keys record)", registry=r)
         self.index_backlog = Gauge("turnlake_index_backlog_commits",
                                    "Commits whose partitions wait for their index step",
                                    registry=r)

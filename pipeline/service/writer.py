@@ -30,12 +30,15 @@ the load instead of with the number of hosts. :meth:`GroupWriter.flush` waits un
 group answered so far is committed (the service's reads and erasures call it first, so a host
 reads what it recorded); at start, the spools of servers that died are committed first.
 Under more load than the machine commits and indexes within ``record_max_lag_s``, the writer
-holds the next group while an answered one is still not searchable after that long, so hosts
-wait for answers rather than for their turns to be found (``_wait_for_the_index``).
+holds a key's next requests while one of its answered groups is still not searchable after
+that long, so hosts wait for answers rather than for their turns to be found; that and the
+rest of each key's fair share of the writer (a large request goes alone; a key that used the
+writer for long waits while others record) are pipeline/service/fairness.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -54,6 +57,7 @@ from pipeline.ingest import IngestReport
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
+from pipeline.service.fairness import FairShare
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
@@ -69,7 +73,13 @@ _MOST_HOLD_S = 60.0
 class _Submission:
     lines: list[str]
     keys: list[TurnKey | None]  # each line's turn identity, when the line names one
+    sharer: str = ""  # whose fair share it counts against (the API key)
     future: Future[list[LineOutcome]] = field(default_factory=Future)
+
+    @property
+    def size(self) -> int:
+        """Characters of its lines (about their bytes: what deciding and indexing cost)."""
+        return sum(len(line) for line in self.lines)
 
 
 _ToIndex = tuple[set[Partition], float, int | None]
@@ -122,6 +132,16 @@ class GroupWriter:
             self._indexer = self._ingester if index else None
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
+        # Arrived submissions not decided yet, in arrival order (the writer thread's own):
+        # those the fair share holds, and those that start the next group.
+        self._held: list[_Submission] = []
+        self._held_count = 0  # len(self._held), for the other threads
+        self._stopping = False  # close() asked: decide what is held, then stop
+        self._fair = FairShare(share_bytes=settings.record_fair_share_bytes,
+                               lag_s=settings.record_max_lag_s if self._spooling else 0.0,
+                               most_hold_s=_MOST_HOLD_S)
+        self._shares: dict[int, dict[str, int]] = {}  # answered groups: bytes per key
+        self._costs: dict[int, float] = {}  # answered groups: seconds the steps spent on them
         self._index = index
         # Each commit's partitions, its answer's time and (spooled groups) the group's number.
         self._to_index: queue.Queue[_ToIndex | None] = queue.Queue()
@@ -138,7 +158,8 @@ class GroupWriter:
         self._up = threading.Event()  # the start-up finished or gave up
         self._release = threading.Event()  # close() is done with the children
         metrics = self._metrics
-        metrics.writer_queue.set_function(self._queue.qsize)
+        metrics.writer_queue.set_function(lambda: self._queue.qsize() + self._held_count)
+        metrics.held_keys.set_function(self._paused_keys)
         metrics.index_backlog.set_function(self._to_index.qsize)
         metrics.unsearchable_groups.set_function(lambda: len(self._unpublished))
         metrics.startup_seconds.set_function(lambda: self._startup.readiness.seconds)
@@ -158,8 +179,8 @@ class GroupWriter:
         self._starter = threading.Thread(target=self._start_up, name="turnlake-start",
                                          daemon=True)
         self._starter.start()
-        if wait:
-            self._starter.join()
+        if wait:  # not join(): the thread stays until close() (see _start_up)
+            self._up.wait()
 
     @property
     def readiness(self) -> Readiness:
@@ -172,12 +193,17 @@ class GroupWriter:
         the oldest (seconds)."""
         with self._counts:
             oldest = min(self._unpublished.values(), default=None)
-            return {"queued_requests": self._queue.qsize(),
+            return {"queued_requests": self._queue.qsize() + self._held_count,
+                    "paused_keys": self._fair.paused_keys(time.monotonic()),
                     "uncommitted_turns": self._uncommitted_turns,
                     "commits_to_index": self._to_index.qsize(),
                     "unsearchable_groups": len(self._unpublished),
                     "oldest_unsearchable_s": 0.0 if oldest is None
                     else round(time.monotonic() - oldest, 3)}
+
+    def _paused_keys(self) -> int:
+        with self._counts:
+            return self._fair.paused_keys(time.monotonic())
 
     def _start_up(self) -> None:
         try:
@@ -277,11 +303,16 @@ class GroupWriter:
     def _new_acceptor(self) -> Acceptor:
         return ChildAcceptor(self._settings) if self._child else SpoolAcceptor(self._settings)
 
-    def submit(self, lines: list[str], keys: list[TurnKey | None]) -> Future[list[LineOutcome]]:
-        """Queue turns' JSON lines; the future gives one outcome per line once durable."""
+    def submit(self, lines: list[str], keys: list[TurnKey | None], *,
+               sharer: str = "") -> Future[list[LineOutcome]]:
+        """Queue turns' JSON lines; the future gives one outcome per line once durable.
+        ``sharer`` names whose fair share of the writer they count against (the API key:
+        pipeline/service/fairness.py)."""
         if self._closed:
             raise LakeError("the service is shutting down; record again on another server")
-        submission = _Submission(lines, keys)
+        submission = _Submission(lines, keys, sharer)
+        with self._counts:
+            self._fair.seen(sharer, time.monotonic())
         self._queue.put(submission)
         return submission.future
 
@@ -289,44 +320,98 @@ class GroupWriter:
 
     def _write_loop(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            group, stop = self._gather(first)
-            if self._spooling:
-                self._accept(group)
-            else:
-                self._commit(group)
-            if stop:
+            group = self._gather()
+            if group:
+                if self._spooling:
+                    self._accept(group)
+                else:
+                    self._commit(group)
+            if self._stopping and not self._held:
                 return
 
-    def _gather(self, first: _Submission) -> tuple[list[_Submission], bool]:
-        """The first submission plus those arriving within the window, and, until as many
-        submissions as the previous group had are in, up to ``commit_expect_ms`` (bounded by
-        ``commit_max_turns``).
+    def _gather(self) -> list[_Submission]:
+        """The next group: the first submission the fair share admits (pipeline/service/
+        fairness.py), plus those it admits among the arrivals within the window and, until
+        as many submissions as the previous group had are in, up to ``commit_expect_ms``
+        (bounded by ``commit_max_turns``). Empty once close() asked and nothing is held.
 
         Hosts that wait for their answers come back together when a commit answers them, but
         not within a few milliseconds of each other: with 8 such clients recording one turn a
         request, a 5 ms window caught half of them (4 turns a commit, the rest waiting for
         the commit after, 330 ms ack p50, 23 turns/s); waiting for the previous group's
         count caught all 8 (205 ms, 37 turns/s). A lone host adds no wait: its group was 1."""
-        group, turns = [first], len(first.lines)
+        group: list[_Submission] = []
+        turns, closed = 0, False
+        while not group:
+            if not self._held:
+                if self._stopping:
+                    return []
+                self._arrived(self._queue.get())
+            group, turns, closed = self._admit(group, turns)
+            if not group:  # all held: wait for an arrival, a searchable group, a pause's end
+                with self._counts:
+                    wait = self._fair.next_change(time.monotonic())
+                with contextlib.suppress(queue.Empty):
+                    self._arrived(self._queue.get(timeout=wait))
         started = time.monotonic()
         least = started + self._settings.commit_window_ms / 1000
         most = max(least, started + self._settings.commit_expect_ms / 1000)
-        while turns < self._settings.commit_max_turns:
+        while not closed and not self._stopping and turns < self._settings.commit_max_turns:
             deadline = least if len(group) >= self._expected else most
             left = deadline - time.monotonic()
             try:
                 item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is None:
-                return group, True
-            group.append(item)
-            turns += len(item.lines)
+            self._arrived(item)
+            group, turns, closed = self._admit(group, turns)
         self._expected = len(group)
-        return group, False
+        return group
+
+    def _arrived(self, item: _Submission | None) -> None:
+        if item is None:
+            self._stopping = True
+        else:
+            self._held.append(item)
+        self._held_count = len(self._held)
+
+    def _admit(self, group: list[_Submission], turns: int
+               ) -> tuple[list[_Submission], int, bool]:
+        """Move the held submissions the fair share admits into ``group`` (see
+        pipeline/service/fairness.py; at close every one is, a large one still alone):
+        the group, its turns, and whether it is closed (it holds a large request)."""
+        share = self._fair.share_bytes
+        closed = any(s.size > share for s in group)
+        used: dict[str, int] = {}
+        for s in group:
+            used[s.sharer] = used.get(s.sharer, 0) + s.size
+        blocked: set[str] = set()  # a key's held request holds its later ones
+        keep: list[_Submission] = []
+        now = time.monotonic()
+        with self._counts:
+            failing = self._index_failing
+            for item in self._held:
+                size, sharer = item.size, item.sharer
+                heavy = size > share
+                admit = (not closed and sharer not in blocked
+                         and turns < self._settings.commit_max_turns
+                         and not (heavy and group)
+                         and not (not heavy and used.get(sharer, 0) + size > share
+                                  and sharer in used)
+                         and (self._stopping or self._fair.held(
+                             sharer, now, index_failing=failing) is None))
+                if not admit:
+                    blocked.add(sharer)
+                    keep.append(item)
+                    continue
+                group.append(item)
+                self._fair.decided(sharer)
+                turns += len(item.lines)
+                used[sharer] = used.get(sharer, 0) + size
+                closed = heavy
+        self._held = keep
+        self._held_count = len(keep)
+        return group, turns, closed
 
     def _commit(self, group: list[_Submission]) -> None:
         started = time.perf_counter()
@@ -349,13 +434,13 @@ class GroupWriter:
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
     def _accept(self, group: list[_Submission]) -> None:
+        began = time.monotonic()
         lines = [line for s in group for line in s.lines]
         source = f"<api {uuid.uuid4().hex}>"
         with self._counts:  # the spool holds at most spool_max_turns: beyond, wait for room
             self._counts.wait_for(lambda: self._uncommitted_turns == 0 or
                                   self._uncommitted_turns + len(lines)
                                   <= self._settings.spool_max_turns)
-            self._wait_for_the_index()
         acceptor = self._acceptor
         assert acceptor is not None  # made by start()
         try:
@@ -378,6 +463,14 @@ class GroupWriter:
             self._metrics.spool_turns.set(self._uncommitted_turns)
             if self._index:
                 self._unpublished[number] = acked
+                shares: dict[str, int] = {}
+                for s in group:
+                    shares[s.sharer] = shares.get(s.sharer, 0) + s.size
+                self._shares[number] = shares
+                self._costs[number] = acked - began
+                self._fair.answered(number, shares, acked=acked,
+                                    large=any(s.size > self._fair.share_bytes
+                                              for s in group))
         self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
                                      len(group), acked, number))
         for s, answer in zip(group, outcomes, strict=True):
@@ -418,6 +511,7 @@ class GroupWriter:
                 if last_try or self._closed:
                     return
                 time.sleep(_INDEX_RETRY_S)
+        self._spend([s.number for s in batch], time.perf_counter() - started)
         answered = set().union(*(s.kept for s in batch))
         if kept != answered:
             self._metrics.spool_divergences.inc(len(kept ^ answered))
@@ -461,34 +555,25 @@ class GroupWriter:
         m.commit_turns.observe(turns)
         m.commit_requests.observe(requests)
 
-    def _wait_for_the_index(self) -> None:
-        """Hold the next group (under ``_counts``) while the oldest answered group is still
-        not searchable after ``record_max_lag_s``: under more load than the machine commits
-        and indexes within that time, hosts wait for answers rather than for their turns to
-        be found. Not while the index step is failing (the partitions stay stale, and search
-        says so), and never longer than ``_MOST_HOLD_S``, so that a broken index step cannot
-        stop recording.
-
-        Measured and not kept: also holding while more turns wait than the recent pace of
-        publication makes searchable within the bound. Without embeddings it cut turns/s from
-        1.3k to 0.83k for the same time until searchable; with them, answers took 4.8 s
-        again, as without the spool, and turns were searchable 4.9 s after them."""
-        bound = self._settings.record_max_lag_s
-        if bound <= 0:
-            return
-        give_up = time.monotonic() + _MOST_HOLD_S
-        while self._unpublished and not self._index_failing:
-            now = time.monotonic()
-            if now - next(iter(self._unpublished.values())) <= bound or now >= give_up:
-                return
-            self._counts.wait(min(give_up - now, 0.05))
-
     def _searchable(self, numbers: list[int]) -> None:
         """The answered groups ``numbers`` are searchable (or have nothing to index)."""
+        now = time.monotonic()
         with self._counts:
             for number in numbers:
                 self._unpublished.pop(number, None)
+                self._fair.searchable(number, self._shares.pop(number, {}),
+                                      self._costs.pop(number, 0.0), now)
             self._counts.notify_all()
+
+    def _spend(self, numbers: list[int | None], seconds: float) -> None:
+        """A step spent ``seconds`` on the answered groups ``numbers``: each is charged its
+        share by bytes (pipeline/service/fairness.py)."""
+        with self._counts:
+            sizes = {n: sum(self._shares.get(n, {}).values()) for n in numbers if n is not None}
+            total = sum(sizes.values())
+            for n, size in sizes.items():
+                if n in self._costs and total:
+                    self._costs[n] += seconds * size / total
 
     def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
                   kept: set[TurnKey], quarantined: dict[int, Quarantined]
@@ -511,6 +596,7 @@ class GroupWriter:
                 waiting.append(item)
             stop = self._drain(waiting) or stop
             partitions: set[Partition] = set().union(*(p for p, _, _ in waiting))
+            began = time.perf_counter()
             try:
                 indexer.index(partitions)
             except Exception:  # the partitions stay stale (search says so); try again soon
@@ -524,6 +610,7 @@ class GroupWriter:
                 time.sleep(_INDEX_RETRY_S)
                 continue
             published = time.monotonic()
+            self._spend([n for _, _, n in waiting], time.perf_counter() - began)
             for _, acked, _ in waiting:
                 self._metrics.ack_to_searchable.observe(published - acked)
             with self._counts:

@@ -72,7 +72,9 @@ async def record_turns(request: Request, key: Recorder) -> RecordAnswer:
     intake = await run_in_threadpool(split_body, body, kind, key.tenant)
     written: list[LineOutcome] = []
     if intake.lines:
-        written = await asyncio.wrap_future(ctx.writer.submit(intake.lines, intake.keys))
+        submitted = ctx.writer.submit(intake.lines, intake.keys,
+                                      sharer=f"{key.tenant}/{key.name}")
+        written = await asyncio.wrap_future(submitted)
     answer = _answer(intake, written)
     for outcome in ("accepted", "duplicate", "rejected"):
         count = sum(1 for t in answer.turns if t.status == outcome)

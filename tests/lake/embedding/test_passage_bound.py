@@ -6,12 +6,24 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lake.addresses import row_address_of_id
+from lake.embedding.hashing import HashingEmbedder
 from lake.embedding.passages import PassageSplitter, sampled_parts
+from lake.embedding.rows import embed_rows, with_embeddings
 from lake.errors import EmbeddingError
+from lake.resolver import RefResolver, ResolvedRecord
+from lake.search.access import Principal
+from lake.search.materialize import TurnMaterializer
+from lake.settings import Settings
+from lake.store import LakeStore
+from lake.tables import Table
+from pipeline.live import LiveWriter
+from tests.reliability.lake_audit import turn_record
 
 
 @functools.cache
@@ -94,3 +106,43 @@ class _Wrapped:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
+
+
+class _SplittingHasher(HashingEmbedder):
+    """The hashing embedder with a passage splitter (set by the test)."""
+
+    passage_splitter: PassageSplitter | None = None
+
+
+def test_a_sampled_texts_row_says_so_in_the_lake_and_when_resolved(tmp_path: Path) -> None:
+    embedder = _SplittingHasher(64)
+    embedder.passage_splitter = _splitter(8)
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    record = turn_record(1)
+    record["completion"]["text"] = "mk1 " + _words(40_000)  # ~390 KB: past 8 passages
+    LiveWriter(settings, embedder).record([record])
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS,
+                      columns=["row_id", "role", "embedding_status", "embedding_sampled"])
+    flags = {r["role"]: (r["embedding_status"], r["embedding_sampled"])
+             for r in rows.to_pylist()}
+    assert flags == {"user": ("done", False), "assistant": ("done", True)}
+    resolver = RefResolver(TurnMaterializer(store))
+    edition = TurnMaterializer(store).turn(
+        Principal("acme", analyst=True), "c-1", "t-0001").edition
+    for row in rows.to_pylist():
+        got = resolver.resolve(Principal("acme", analyst=True),
+                               row_address_of_id(row["row_id"], row["role"], edition))
+        assert isinstance(got, ResolvedRecord)
+        assert got.value["embedding_sampled"] is (row["role"] == "assistant")
+
+
+def test_rows_read_from_before_the_sampled_flag_get_it_when_embedded() -> None:
+    rows = pa.table({"text": ["short"], "tenant": ["acme"], "embedding": pa.nulls(
+        1, pa.list_(pa.float32())), "passage_embeddings": pa.nulls(1, pa.list_(pa.float32())),
+        "embedding_model": pa.nulls(1, pa.string()), "embedding_status": ["pending"]})
+    embedded, outcome = embed_rows(rows, HashingEmbedder(16))
+    assert outcome.embedded == 1
+    assert embedded.column("embedding_sampled").to_pylist() == [False]
+    failed = with_embeddings(rows, None, None, "failed")
+    assert failed.column("embedding_sampled").to_pylist() == [None]
