@@ -86,6 +86,19 @@ def _no_passages() -> Iterator[None]:
         PartitionIndex.passages = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _lenient_on_any_find() -> Iterator[None]:
+    """The rule before the meaning gate: a list found by any evidence is judged leniently."""
+    from lake.search import relevance, service
+
+    originals = relevance.found_by_meaning, service.found_by_meaning
+    relevance.found_by_meaning = service.found_by_meaning = lambda *_: True  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        relevance.found_by_meaning, service.found_by_meaning = originals  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Stage:
     """How a run switches one stage off."""
@@ -116,6 +129,8 @@ STAGES: dict[str, Stage] = {
                                      patch=_no_passages),
     "relevance floor": Stage("hits under relevance .5 dropped",
                              lambda a: replace(a, min_relevance=0.0)),
+    "meaning gate": Stage("leniency only for a list the dense arm found on its own",
+                          patch=_lenient_on_any_find),
 }
 
 
@@ -181,11 +196,13 @@ def compare(on: Found, off: Found) -> dict[str, Any]:
             "on_minus_off": [[round(lo, 3), round(hi, 3)] for lo, hi in intervals]}
 
 
-def ablate(askers: Mapping[str, Asker], stages: Sequence[str]) -> dict[str, Any]:
-    """Per set and stage, :func:`compare` on each split; also each arm alone per set."""
+def ablate(askers: Mapping[str, Asker], stages: Sequence[str], *, arms: bool = True
+           ) -> dict[str, Any]:
+    """Per set and stage, :func:`compare` on each split; also each arm alone per set (unless
+    ``arms`` is False: the fused list alone, a third of the searches)."""
     out: dict[str, Any] = {}
     for set_name, asker in askers.items():
-        base = asker(Asking(), CONFIGS)
+        base = asker(Asking(), CONFIGS if arms else FUSED)
         out[set_name] = {"arms": {split: {name: _means(f.recall) for name, f in by.items()}
                                   for split, by in base.items()},
                          "all_at_k": {split: _means(by["fused"].every)
@@ -209,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default="locomo,longmemeval")
     parser.add_argument("--lme-limit", type=int, default=None)
     parser.add_argument("--stages", default=",".join(STAGES))
+    parser.add_argument("--no-arms", action="store_true",
+                        help="ask the fused list only, not each generator alone")
     args = parser.parse_args(argv)
     makers: dict[str, Callable[[], Asker]] = {
         "locomo": locomo_asker, "longmemeval": lambda: longmemeval_asker(args.lme_limit)}
@@ -219,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unknown set or stage {', '.join(unknown)}", file=sys.stderr)
         return 2
     result = ablate({s: makers[s]() for s in chosen},
-                    [s for s in args.stages.split(",") if s])
+                    [s for s in args.stages.split(",") if s], arms=not args.no_arms)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -114,8 +114,12 @@ def _haystack(data: dict[str, Any]) -> Haystack:
     records: list[dict[str, Any]] = []
     evidence: set[tuple[str, str]] = set()
     last = _when(data["question_date"])
+    seen: set[str] = set()
     for sid, date, session in zip(data["haystack_session_ids"], data["haystack_dates"],
                                   data["haystack_sessions"], strict=True):
+        if str(sid) in seen:  # a few haystacks hold a session twice, at two dates: keep one
+            continue
+        seen.add(str(sid))
         cid = f"{qid}-{sid}"  # "." is not allowed in conversation ids
         start = _when(date)
         marked: list[str] = []

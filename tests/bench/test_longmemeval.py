@@ -130,3 +130,12 @@ def test_recall_and_all_at_k_on_a_real_lake(folder: Path, tmp_path: Path) -> Non
     figures = longmemeval.figures(found["report"], ["a", "b", "a", "b"])
     assert figures["fused"]["by_type"]["a"]["questions"] == 2
     assert set(figures["fused"]["recall"]) == {str(k) for k in KS}
+
+
+def test_a_session_held_twice_is_kept_once() -> None:
+    data = _question(4)
+    data["haystack_session_ids"].append("other_4")
+    data["haystack_dates"].append("2023/05/25 (Thu) 08:00")
+    data["haystack_sessions"].append(data["haystack_sessions"][0])
+    stack = longmemeval._haystack(data)
+    assert sum(r["conversation_id"] == "q04-other_4" for r in stack.records) == 1
