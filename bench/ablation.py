@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -220,12 +221,39 @@ def ablate(askers: Mapping[str, Asker], stages: Sequence[str], *, arms: bool = T
     return out
 
 
+def plot(result: Mapping[str, Any], path: Path, split: str = "report") -> Path:
+    """Per set of ``result`` (:func:`ablate`'s answer), recall@k of each generator alone and
+    fused on ``split``, one panel a set, saved as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = [name for name in result if "arms" in result[name]]
+    fig, axes = plt.subplots(1, len(sets), figsize=(5 * len(sets), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], sets, strict=True):
+        for arm, recalls in result[name]["arms"][split].items():
+            ax.plot(KS, recalls, marker="o", label=arm, linewidth=2.5 if arm == "fused" else 1)
+        ax.set_title(f"{name}, {split} half")
+        ax.set_xlabel("k")
+        ax.set_ylabel("recall@k")
+        ax.set_xticks(list(KS))
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the ablation as JSON (progress on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m bench.ablation")
     parser.add_argument("--sets", default="locomo,longmemeval")
     parser.add_argument("--lme-limit", type=int, default=None)
     parser.add_argument("--stages", default=",".join(STAGES))
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="also draw each set's recall@k per generator as this PNG")
     parser.add_argument("--no-arms", action="store_true",
                         help="ask the fused list only, not each generator alone")
     args = parser.parse_args(argv)
@@ -240,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = ablate({s: makers[s]() for s in chosen},
                     [s for s in args.stages.split(",") if s], arms=not args.no_arms)
     print(json.dumps(result, indent=1))
+    if args.plot is not None and not args.no_arms:
+        plot(result, args.plot)
     return 0
 
 

@@ -7,7 +7,7 @@ starts. Its vector is the normalized sum of the passages' unit vectors, the same
 semantic arm gives a turn's exchange (lake.search.exchange), so a row still has one vector and
 texts that fit keep the vectors they had. The passages' own vectors are kept beside it
 (``content_rows.passage_embeddings``, :func:`passage_column`), and the index scores a long row
-by its best passage too (lake.index.passages), since the sum blurs a row that says many things:
+by its best passage too (lake.index.passage_index), since the sum blurs a row that says many things:
 the row stands alone as another role's row does, its turn worth the larger of its exchange
 and its best passage. What it measured: docs/design/passages.md.
 """

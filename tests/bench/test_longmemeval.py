@@ -139,3 +139,12 @@ def test_a_session_held_twice_is_kept_once() -> None:
     data["haystack_sessions"].append(data["haystack_sessions"][0])
     stack = longmemeval._haystack(data)
     assert sum(r["conversation_id"] == "q04-other_4" for r in stack.records) == 1
+
+
+def test_the_ablation_plot_draws_one_panel_a_set(tmp_path: Path) -> None:
+    from bench.ablation import plot
+
+    arms = {"report": {"semantic": [0.4, 0.5, 0.7], "lexical": [0.6, 0.7, 0.8],
+                       "trigram": [0.1, 0.1, 0.1], "fused": [0.7, 0.8, 0.9]}}
+    out = plot({"locomo": {"arms": arms}, "longmemeval": {"arms": arms}}, tmp_path / "p.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
