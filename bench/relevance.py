@@ -53,6 +53,7 @@ from lake.search.relevance import (
     MODEL,
     RelevanceModel,
     features,
+    found_by_meaning,
     reads_as_meaning,
     relevance,
 )
@@ -227,11 +228,14 @@ def _scores(hits: Sequence[Hit], name: str) -> np.ndarray:
 
 def _relevance(r: Ranked, model: RelevanceModel | None) -> np.ndarray:
     """The relevance the service served (``model`` None), or what it would serve with
-    ``model``: the model's value of each turn's own evidence, lifted by its neighbours'."""
+    ``model``: the model's value of each turn's own evidence, lifted by its neighbours'
+    when the list was found by meaning (lake.search.relevance.found_by_meaning)."""
     if model is None:
         return r.served
-    own = relevance(r.semantic, r.lexical, r.trigram, model=model,
-                    meaning=reads_as_meaning(r.probe.text))
+    meaning = reads_as_meaning(r.probe.text)
+    own = relevance(r.semantic, r.lexical, r.trigram, model=model, meaning=meaning)
+    if meaning and r.semantic is not None and not found_by_meaning(r.semantic, model):
+        return own  # a list found by a word the model does not know lends nothing
     return neighbour_relevance(own, r.previous, r.following)
 
 
