@@ -26,14 +26,28 @@ the sketch's largest error of the ``limit``-th is re-scored from the float32 vec
 of those is the answer.  No row of the exact top can fall outside that set, so the answer is the
 exact one (scores equal up to float32 rounding).
 
+Compact codes (format 2).  The float32 rows are kept once, in ``vectors.npy``, read through
+a memory map and only for the rows a search scores exactly (a scope's rows, or a few candidates
+per answer); what a wide search scans is 8-bit codes, a quarter of the bytes, themselves
+memory-mapped from the index files (FAISS ``IO_FLAG_MMAP``), so an opened index costs page cache
+for what searches touch, not heap.  A flat index saves its sketch (``codes.faiss``, FAISS
+``IndexScalarQuantizer``) and uses it from the first wide search; an inverted file holds codes,
+not floats (FAISS ``IndexIVFScalarQuantizer``, residuals to the list centroid): its probed lists
+give ``RESCORE_FACTOR`` times the candidates asked for, re-scored exactly from the floats (the
+calibration measures recall after that re-scoring), and searched over every list with the
+codes' largest error as margin it is the inverted file's sketch.  Indexes of format 1 (float
+inverted files, sketch built in memory) still open and search as before; a rebuild
+(``turnlake index --rebuild``) converts them.
+
 On-disk layout of a saved index directory::
 
     semantic.json   kind, sizes and search parameters (written last: its presence = complete)
     vectors.npy     float32 (stored, dim), unit rows of the embedded docs only
     valid.npy       bool (stored,), all true (kept for the format)
     docs.npy        int64 (stored,), ascending doc id of each stored row (absent: 0..stored-1)
-    hnsw.faiss      the FAISS index over the valid rows only: IndexIVFFlat (kind "ivf") or
-                    IndexHNSWFlat (kind "hnsw")
+    hnsw.faiss      the FAISS index over the valid rows only: IndexIVFScalarQuantizer (kind
+                    "ivf"; IndexIVFFlat in format 1) or IndexHNSWFlat (kind "hnsw")
+    codes.faiss     kind "flat" (format 2): the 8-bit sketch of the valid rows
 """
 
 from __future__ import annotations
@@ -52,7 +66,8 @@ import numpy as np
 from lake.errors import IndexError_, QueryError
 
 EXACT_MAX_ROWS: int = 50_000  # above this many valid rows an approximate index is chosen
-FORMAT_VERSION: int = 1
+FORMAT_VERSION: int = 2
+_READABLE_FORMATS = (1, 2)  # format 1: float inverted files, sketches never saved
 HNSW_M: int = 32
 HNSW_EF_CONSTRUCTION: int = 80
 # efSearch is calibrated per index at build time: the smallest rung of _EF_LADDER whose recall@10
@@ -88,12 +103,18 @@ _SKETCH_FIRST_K: int = 2048  # sketch candidates fetched first (more only when n
 # unit vectors of any dimension used here): a wider candidate set, never a wrong answer.
 _SKETCH_SLACK: float = 1e-3
 _SKETCH_CHUNK_ROWS: int = 32_768
+# An inverted file of codes returns this many times the rows asked for (at least
+# _RESCORE_MIN), which are then scored exactly from the float rows: the codes' rounding moves
+# scores by up to ~1e-2, enough to reorder near neighbours, never by a factor-4 depth.
+RESCORE_FACTOR: int = 4
+_RESCORE_MIN: int = 40
 
 _META = "semantic.json"
 _VECTORS = "vectors.npy"
 _VALID = "valid.npy"
 _GRAPH = "hnsw.faiss"
 _DOCS = "docs.npy"
+_CODES = "codes.faiss"
 # Far above the rounding error of a float32 dot product of unit vectors (~1e-6 at 1024-d).
 _RESCORE_SLACK = 1e-4
 _KINDS = ("flat", "hnsw", "ivf")
@@ -120,6 +141,8 @@ class SemanticIndex:
         doc_ids: np.ndarray | None = None,
         rows: int | None = None,
         nprobe: int = 1,
+        codes: faiss.Index | None = None,
+        code_error: float | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
@@ -147,6 +170,12 @@ class SemanticIndex:
         self.small_scope_rows: int = SMALL_SCOPE_ROWS
         self._wide_searches = 0
         self._sketch: _Sketch | None = None
+        # an inverted file of 8-bit codes: its scores are re-scored from the float rows
+        self._coded = graph is not None and isinstance(graph, faiss.IndexIVFScalarQuantizer)
+        if code_error is not None:
+            sketch = graph if self._coded else codes
+            if sketch is not None:
+                self._sketch = _Sketch(sketch, float(code_error), saved=True)
 
     @property
     def dim(self) -> int:
@@ -184,6 +213,8 @@ class SemanticIndex:
             assert self._graph is not None
             info.update(nlist=int(getattr(self._graph, "nlist")), nprobe=self.nprobe,  # noqa: B009
                         calibrated_recall=self.calibrated_recall)
+        if self._sketch is not None and (self._sketch.saved or self._coded):
+            info.update(codes="sq8", code_error=self._sketch.error)
         if self.note:
             info["note"] = self.note
         return info
@@ -231,8 +262,7 @@ class SemanticIndex:
             matrix, docs = np.ascontiguousarray(matrix[valid]), docs[valid]
             valid = np.ones(matrix.shape[0], dtype=np.bool_)
         if int(valid.sum()) <= exact_max_rows:
-            return cls(kind="flat", vectors=matrix, valid=valid, graph=None, doc_ids=docs,
-                       rows=total)
+            return cls._flat(matrix, docs, total)
         if approximate not in ("ivf", "hnsw"):
             raise IndexError_(f"approximate must be 'ivf' or 'hnsw', not {approximate!r}")
         if approximate == "ivf" and ef_search is None:
@@ -255,12 +285,15 @@ class SemanticIndex:
     @classmethod
     def _build_ivf(cls, matrix: np.ndarray, valid: np.ndarray, docs: np.ndarray, total: int,
                    threads: int | None) -> SemanticIndex:
-        """An inverted file over ``matrix`` (unit rows, all valid), or flat when calibration
-        finds it no cheaper than an exact scan."""
+        """An inverted file of 8-bit codes over ``matrix`` (unit rows, all valid), or flat when
+        calibration finds it no cheaper than an exact scan."""
         count, dim = matrix.shape
         nlist = max(1, round(math.sqrt(count)))
         quantizer = faiss.IndexFlatIP(dim)
-        graph = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist,
+                                              faiss.ScalarQuantizer.QT_8bit,
+                                              faiss.METRIC_INNER_PRODUCT, True)
+        graph.referenced_objects = [quantizer]  # type: ignore[attr-defined]  # FAISS keep-alive
         sample = np.random.default_rng(0).choice(count, size=min(count, IVF_TRAIN_PER_LIST * nlist),
                                                  replace=False)
         with _omp_threads(threads):
@@ -268,20 +301,31 @@ class SemanticIndex:
             graph.add(matrix)
             # rungs past the kept share are not tried: such an index would not be kept anyway
             ladder = tuple(r for r in _NPROBE_LADDER if r * IVF_MAX_PROBED_SHARE <= nlist)
-            nprobe, recall = _calibrate(graph, matrix, ladder or (1,), _ivf_params)
+            nprobe, recall = _calibrate(graph, matrix, ladder or (1,), _ivf_params,
+                                        rescore=True)
         if recall < TARGET_RECALL or nprobe * IVF_MAX_PROBED_SHARE > nlist:
             return cls._rejected(matrix, docs, total, f"ivf rejected: nprobe {nprobe} of "
                                  f"{nlist} lists reached recall@10 {recall:.3f}")
         return cls(kind="ivf", vectors=matrix, valid=valid, graph=graph, nprobe=nprobe,
-                   calibrated_recall=recall, doc_ids=docs, rows=total)
+                   calibrated_recall=recall, doc_ids=docs, rows=total,
+                   code_error=_ivf_code_error(graph, matrix))
+
+    @classmethod
+    def _flat(cls, matrix: np.ndarray, docs: np.ndarray, total: int,
+              note: str | None = None) -> SemanticIndex:
+        """An exact index over ``matrix`` (unit rows, all valid), with its 8-bit sketch."""
+        index = cls(kind="flat", vectors=matrix, valid=np.ones(matrix.shape[0], dtype=np.bool_),
+                    graph=None, note=note, doc_ids=docs, rows=total)
+        index.build_sketch()
+        if index._sketch is not None:
+            index._sketch.saved = True  # part of the index from now on: save() writes it
+        return index
 
     @classmethod
     def _rejected(cls, matrix: np.ndarray, docs: np.ndarray, total: int, why: str
                   ) -> SemanticIndex:
         """The exact index a large partition keeps when its approximate index would not pay."""
-        return cls(kind="flat", vectors=matrix, valid=np.ones(matrix.shape[0], dtype=np.bool_),
-                   graph=None, note=f"{why}, no cheaper than an exact scan", doc_ids=docs,
-                   rows=total)
+        return cls._flat(matrix, docs, total, f"{why}, no cheaper than an exact scan")
 
     def save(self, directory: Path) -> None:
         """Write the index into ``directory`` (created if needed), replacing any previous one."""
@@ -298,7 +342,15 @@ class SemanticIndex:
             _atomic_write(directory / _GRAPH, lambda p: faiss.write_index(graph, str(p)))
         else:
             (directory / _GRAPH).unlink(missing_ok=True)
-        meta = {"format": FORMAT_VERSION, **self.describe()}
+        sketch = self._sketch
+        if graph is None and sketch is not None and sketch.saved:
+            _atomic_write(directory / _CODES, lambda p: faiss.write_index(sketch.index, str(p)))
+        else:
+            (directory / _CODES).unlink(missing_ok=True)
+        # an index of float rows only (an old one, saved again) is of the old format
+        fmt = FORMAT_VERSION if "codes" in self.describe() or self.kind == "hnsw" or \
+            not self.valid_rows else 1
+        meta = {"format": fmt, **self.describe()}
         _atomic_write(directory / _META, lambda p: p.write_text(json.dumps(meta, indent=2)))
 
     @classmethod
@@ -312,7 +364,7 @@ class SemanticIndex:
             raise IndexError_(f"no semantic index at {directory} (missing {_META})") from exc
         except (OSError, ValueError) as exc:
             raise IndexError_(f"unreadable semantic index metadata {meta_path}: {exc}") from exc
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or meta.get("format") not in _READABLE_FORMATS:
             raise IndexError_(f"semantic index at {directory} has unsupported format "
                               f"{meta.get('format') if isinstance(meta, dict) else meta!r}")
         kind = meta.get("kind")
@@ -322,8 +374,12 @@ class SemanticIndex:
             vectors = np.asarray(np.load(directory / _VECTORS, mmap_mode="r"))
             valid = np.load(directory / _VALID)
             docs = np.load(directory / _DOCS) if (directory / _DOCS).exists() else None
-            graph = (faiss.read_index(str(directory / _GRAPH)) if kind in ("hnsw", "ivf")
-                     else None)
+            # inverted lists and flat codes are mapped, not read into the heap
+            graph = (faiss.read_index(str(directory / _GRAPH),
+                                      faiss.IO_FLAG_MMAP if kind == "ivf" else 0)
+                     if kind in ("hnsw", "ivf") else None)
+            codes = (faiss.read_index(str(directory / _CODES), faiss.IO_FLAG_MMAP_IFC)
+                     if kind == "flat" and "codes" in meta else None)
         except (OSError, ValueError, RuntimeError) as exc:
             raise IndexError_(f"semantic index at {directory} is damaged: {exc}") from exc
         ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
@@ -333,6 +389,10 @@ class SemanticIndex:
               and meta.get("dim") == vectors.shape[1])
         if ok and graph is not None:
             ok = graph.ntotal == int(valid.sum()) and graph.d == vectors.shape[1]
+        if ok and "codes" in meta:
+            sketch = graph if kind == "ivf" else codes
+            ok = sketch is not None and sketch.ntotal == int(valid.sum()) and \
+                isinstance(meta.get("code_error"), float)
         if not ok:
             raise IndexError_(f"semantic index at {directory} has inconsistent parts")
         recall = meta.get("calibrated_recall")
@@ -340,7 +400,8 @@ class SemanticIndex:
                    ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
                    calibrated_recall=None if recall is None else float(recall),
                    note=meta.get("note"), doc_ids=docs, rows=int(meta["rows"]),
-                   nprobe=int(meta.get("nprobe", 1)))
+                   nprobe=int(meta.get("nprobe", 1)), codes=codes,
+                   code_error=meta.get("code_error"))
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -404,9 +465,10 @@ class SemanticIndex:
         # A wide search reads every row: through the sketch once that pays (a quarter of the
         # bytes), else in one sequential pass, which beats gathering most rows from a memory map.
         if ids.size >= SKETCH_MIN_ROWS:
-            self._wide_searches += 1
-            if self._sketch is None and self._wide_searches >= SKETCH_AFTER:
-                self.build_sketch()
+            if self._sketch is None:  # an index of format 1: sketched once that pays
+                self._wide_searches += 1
+                if self._wide_searches >= SKETCH_AFTER:
+                    self.build_sketch()
             if self._sketch is not None:
                 found = self._sketched(q, ids, limit)
                 if found is not None:
@@ -420,7 +482,11 @@ class SemanticIndex:
         Called by the :data:`SKETCH_AFTER`-th wide exact search; call it up front to keep that
         cost (a few dozen full scans) out of a search."""
         if self._sketch is None and self.valid_rows:
-            self._sketch = _Sketch.build(self._vectors, self._valid_ids)
+            if self._coded:  # the inverted file's own codes, every list searched
+                assert self._graph is not None
+                self._sketch = _Sketch(self._graph, _ivf_code_error(self._graph, self._vectors))
+            else:
+                self._sketch = _Sketch.build(self._vectors, self._valid_ids)
 
     def _sketched(
         self, q: np.ndarray, ids: np.ndarray, limit: int
@@ -430,11 +496,10 @@ class SemanticIndex:
         sketch = self._sketch
         assert sketch is not None
         selector = None  # kept alive through the search calls below
-        params = None
         if ids.size < self.valid_rows:
             # sketch row i is stored row _valid_ids[i], as in the approximate indexes
             selector = self._selector(ids)
-            params = getattr(faiss, "SearchParameters")(sel=selector)  # noqa: B009 (stubs)
+        params = sketch.params(selector)
         k = min(limit, int(ids.size))
         margin = 2.0 * (sketch.error + _SKETCH_SLACK)
         wanted = max(_SKETCH_FIRST_K, 4 * k)
@@ -500,14 +565,27 @@ class SemanticIndex:
         selector = None  # kept alive through the search below
         if scope is not None and scope.size < self.valid_rows:  # (scope: unique valid rows)
             selector = self._selector(scope)
+        fetched = self._candidates(wanted, self.valid_rows if scope is None else int(scope.size))
         with _omp_threads(1):  # one query: OpenMP workers only contend for the cores
-            scores, labels = self._graph.search(q[None, :], wanted,
+            scores, labels = self._graph.search(q[None, :], fetched,
                                                 params=_ivf_params(nprobe, selector))
         found = labels[0] >= 0
-        if scope is not None and int(found.sum()) < wanted:
-            # the probed lists hold too few in-scope rows: answer exactly instead
+        if int(found.sum()) < wanted:
+            # the probed lists hold too few (in-scope) rows: answer exactly instead
             return self._exact(q, scope, limit)
-        return _top(self._valid_ids[labels[0][found]], scores[0][found], limit)
+        rows = self._valid_ids[labels[0][found]]
+        if not self._coded:
+            return _top(rows, scores[0][found], limit)
+        order = np.argsort(rows)  # ascending rows: a sequential read of the memory map
+        rows = rows[order]
+        return _top(rows, exact_cosines(self._vectors[rows], q), limit)
+
+    def _candidates(self, wanted: int, available: int) -> int:
+        """Rows to fetch from the approximate index for a top ``wanted``: more when its scores
+        are codes', re-scored exactly afterwards."""
+        if not self._coded:
+            return wanted
+        return min(available, max(wanted * RESCORE_FACTOR, _RESCORE_MIN))
 
     def _selector(self, scope: np.ndarray) -> Any:
         """A FAISS filter admitting the stored rows ``scope`` (unique, valid); it holds the
@@ -542,20 +620,36 @@ class SemanticIndex:
         if self._graph is not None:
             params = (_hnsw_params(max(self.ef_search, wanted)) if self.kind == "hnsw" else
                       _ivf_params(self._nprobe_for(wanted)))
-            _, labels = self._graph.search(qs, wanted, params=params)
+            _, labels = self._graph.search(qs, self._candidates(wanted, self.valid_rows),
+                                           params=params)
+            if self._coded:
+                return [self._docs[np.array([d for d, _ in _top(
+                    np.sort(self._valid_ids[row[row >= 0]]),
+                    exact_cosines(self._vectors[np.sort(self._valid_ids[row[row >= 0]])], q),
+                    wanted)], dtype=np.int64)] for row, q in zip(labels, qs, strict=True)]
             return [self._docs[self._valid_ids[row[row >= 0]]] for row in labels]
         return [self._docs[np.array([d for d, _ in self._exact(q, None, wanted)],
                                     dtype=np.int64)] for q in qs]
 
 
 class _Sketch:
-    """8-bit copy of an index's valid rows (FAISS scalar quantizer, one range for all values)
-    and ``error``: the largest distance between a row and its copy, so for a unit query the
-    sketch's inner product is within ``error`` of the exact one (Cauchy-Schwarz)."""
+    """8-bit copy of an index's valid rows (FAISS scalar quantizer, one range for all values;
+    or an inverted file of codes, searched over every list) and ``error``: the largest
+    distance between a row and its copy, so for a unit query the sketch's inner product is
+    within ``error`` of the exact one (Cauchy-Schwarz). ``saved``: part of the saved index."""
 
-    def __init__(self, index: faiss.Index, error: float) -> None:
+    def __init__(self, index: faiss.Index, error: float, *, saved: bool = False) -> None:
         self.index = index
         self.error = error
+        self.saved = saved
+        self._lists = int(getattr(index, "nlist", 0))
+
+    def params(self, selector: Any) -> Any:
+        """Search parameters reading every code (admitting ``selector``'s rows when given)."""
+        if self._lists:
+            return _ivf_params(self._lists, selector)
+        factory: Any = getattr(faiss, "SearchParameters")  # noqa: B009 (stubs)
+        return factory() if selector is None else factory(sel=selector)
 
     @classmethod
     def build(cls, vectors: np.ndarray, valid_ids: np.ndarray) -> _Sketch:
@@ -641,12 +735,14 @@ def _calibrate_ef(graph: faiss.Index, rows: np.ndarray) -> tuple[int, float]:
 
 
 def _calibrate(graph: faiss.Index, rows: np.ndarray, ladder: tuple[int, ...],
-               params: Callable[[int], Any]) -> tuple[int, float]:
+               params: Callable[[int], Any], *, rescore: bool = False) -> tuple[int, float]:
     """Smallest rung of ``ladder`` whose search ``params`` reach the target recall@k on
     sample rows (self excluded), and that recall; the last rung when none does.
 
     A hit is any returned row scoring at least the k-th exact score, so duplicate rows (common
-    in chat logs) tie instead of counting as misses.
+    in chat logs) tie instead of counting as misses. ``rescore``: the index's scores are
+    codes', so it is asked for as many candidates as a search asks it and they are scored
+    exactly, as a search does.
     """
     count = rows.shape[0]
     k = min(_CALIBRATION_K, count - 1)
@@ -657,8 +753,12 @@ def _calibrate(graph: faiss.Index, rows: np.ndarray, ladder: tuple[int, ...],
     queries = np.ascontiguousarray(rows[picks])
     kth = _kth_best_excluding_self(rows, queries, picks, k)
     recall = 0.0
+    fetch = min(count, max((k + 1) * RESCORE_FACTOR, _RESCORE_MIN)) if rescore else k + 1
     for rung in ladder:
-        scores, labels = graph.search(queries, k + 1, params=params(rung))
+        scores, labels = graph.search(queries, fetch, params=params(rung))
+        if rescore:
+            scores = np.where(labels >= 0, np.einsum(
+                "qkd,qd->qk", rows[np.maximum(labels, 0)], queries), -np.inf)
         others = np.where(labels == picks[:, None], -np.inf, scores)
         best = -np.sort(-others, axis=1)[:, :k]
         recall = float(np.mean(best >= kth[:, None] - 1e-5))
@@ -678,6 +778,22 @@ def _kth_best_excluding_self(
         merged = np.concatenate([best, block], axis=1)
         best = -np.partition(-merged, k - 1, axis=1)[:, :k]
     return np.asarray(best.min(axis=1))
+
+
+def _ivf_code_error(graph: Any, rows: np.ndarray) -> float:
+    """The largest distance between a row of ``rows`` (the inverted file's rows, in the order
+    added) and its 8-bit code as ``graph`` decodes it (its list's centroid plus the residual)."""
+    graph.make_direct_map()
+    error = 0.0
+    try:
+        for start in range(0, rows.shape[0], _SKETCH_CHUNK_ROWS):
+            block = np.asarray(rows[start : start + _SKETCH_CHUNK_ROWS], dtype=np.float64)
+            decoded = graph.reconstruct_n(start, block.shape[0])
+            error = max(error, float(np.linalg.norm(block - decoded, axis=1).max()))
+    finally:
+        no_map: Any = getattr(faiss, "DirectMap").NoMap  # noqa: B009 (stubs)
+        graph.set_direct_map_type(no_map)  # 8 bytes a row, needed no more
+    return error
 
 
 def _hnsw_params(ef: int, selector: Any = None) -> Any:
