@@ -143,6 +143,7 @@ class SemanticIndex:
         nprobe: int = 1,
         codes: faiss.Index | None = None,
         code_error: float | None = None,
+        row_file: _RowFile | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexError_(f"unknown semantic index kind {kind!r}; expected one of {_KINDS}")
@@ -151,6 +152,10 @@ class SemanticIndex:
                               " FAISS index")
         self.kind: str = kind
         self._vectors = vectors
+        # a saved index reads the rows it scores with pread, not through the memory map: a
+        # mapped file's pages count in the process's RSS, and the kernel maps whole folios
+        # (up to 2 MB) around each row a scope reads
+        self._row_file = row_file
         self._valid = valid
         # Graph label i is doc id _valid_ids[i]: invalid rows never enter the graph.
         self._valid_ids = np.flatnonzero(valid).astype(np.int64)
@@ -290,14 +295,19 @@ class SemanticIndex:
         count, dim = matrix.shape
         nlist = max(1, round(math.sqrt(count)))
         quantizer = faiss.IndexFlatIP(dim)
+        # codes of the rows themselves, not of their residuals to the list centroid: a code's
+        # error is then bounded by its value ranges alone, which cover every row (below)
         graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist,
                                               faiss.ScalarQuantizer.QT_8bit,
-                                              faiss.METRIC_INNER_PRODUCT, True)
+                                              faiss.METRIC_INNER_PRODUCT, False)
         graph.referenced_objects = [quantizer]  # type: ignore[attr-defined]  # FAISS keep-alive
         sample = np.random.default_rng(0).choice(count, size=min(count, IVF_TRAIN_PER_LIST * nlist),
                                                  replace=False)
         with _omp_threads(threads):
             graph.train(np.ascontiguousarray(matrix[np.sort(sample)]))
+            # the sample's value ranges would clip the rows outside them (a residual code
+            # trained on the sample had errors up to 0.11 where the rest have 0.01)
+            faiss.copy_array_to_vector(_trained_ranges(_blocks(matrix)), graph.sq.trained)
             graph.add(matrix)
             # rungs past the kept share are not tried: such an index would not be kept anyway
             ladder = tuple(r for r in _NPROBE_LADDER if r * IVF_MAX_PROBED_SHARE <= nlist)
@@ -382,6 +392,7 @@ class SemanticIndex:
                      if kind == "flat" and "codes" in meta else None)
         except (OSError, ValueError, RuntimeError) as exc:
             raise IndexError_(f"semantic index at {directory} is damaged: {exc}") from exc
+        row_file = _RowFile.of(vectors, directory / _VECTORS)
         ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
               and valid.shape == (vectors.shape[0],)
               and meta.get("stored_rows", meta.get("rows")) == vectors.shape[0]
@@ -401,7 +412,7 @@ class SemanticIndex:
                    calibrated_recall=None if recall is None else float(recall),
                    note=meta.get("note"), doc_ids=docs, rows=int(meta["rows"]),
                    nprobe=int(meta.get("nprobe", 1)), codes=codes,
-                   code_error=meta.get("code_error"))
+                   code_error=meta.get("code_error"), row_file=row_file)
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -437,12 +448,18 @@ class SemanticIndex:
             return docs[:0], np.zeros((0, self.dim), np.float32)
         if self._identity:  # doc i is stored row i
             kept = self._valid[docs]
-            return docs[kept], np.asarray(self._vectors[docs[kept]])
+            return docs[kept], self._rows_of(docs[kept])
         at = np.minimum(np.searchsorted(self._docs, docs), self._stored - 1)
         hit = self._docs[at] == docs
         at = at[hit]
         kept = self._valid[at]
-        return docs[hit][kept], np.asarray(self._vectors[at[kept]])
+        return docs[hit][kept], self._rows_of(at[kept])
+
+    def _rows_of(self, rows: np.ndarray) -> np.ndarray:
+        """The float rows ``rows`` (stored row numbers), read from the file when saved."""
+        if self._row_file is not None:
+            return self._row_file.read(rows)
+        return np.asarray(self._vectors[rows])
 
     def scores_exactly(self, size: int) -> bool:
         """Whether :meth:`search` over ``size`` allowed rows scores every one of them exactly
@@ -459,7 +476,7 @@ class SemanticIndex:
         if ids.size == 0:
             return []
         if ids.size * 4 < self._stored:
-            rows = self._vectors[ids]
+            rows = self._rows_of(ids)
             return _rescored_top(ids, np.asarray(rows @ q, dtype=np.float32),
                                  lambda keep: rows[keep], q, limit)
         # A wide search reads every row: through the sketch once that pays (a quarter of the
@@ -526,7 +543,7 @@ class SemanticIndex:
         # ties stay ties and break by doc id (a float32 BLAS call may round its tail rows
         # differently); other scores equal the float32 ones up to their last bit.  einsum, not
         # BLAS: a BLAS call leaves its worker threads spinning on the cores the scan needs.
-        return _top(cands, exact_cosines(self._vectors[cands], q), limit)
+        return _top(cands, exact_cosines(self._rows_of(cands), q), limit)
 
     def _approximate(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -578,7 +595,7 @@ class SemanticIndex:
             return _top(rows, scores[0][found], limit)
         order = np.argsort(rows)  # ascending rows: a sequential read of the memory map
         rows = rows[order]
-        return _top(rows, exact_cosines(self._vectors[rows], q), limit)
+        return _top(rows, exact_cosines(self._rows_of(rows), q), limit)
 
     def _candidates(self, wanted: int, available: int) -> int:
         """Rows to fetch from the approximate index for a top ``wanted``: more when its scores
@@ -625,11 +642,62 @@ class SemanticIndex:
             if self._coded:
                 return [self._docs[np.array([d for d, _ in _top(
                     np.sort(self._valid_ids[row[row >= 0]]),
-                    exact_cosines(self._vectors[np.sort(self._valid_ids[row[row >= 0]])], q),
+                    exact_cosines(self._rows_of(np.sort(self._valid_ids[row[row >= 0]])), q),
                     wanted)], dtype=np.int64)] for row, q in zip(labels, qs, strict=True)]
             return [self._docs[self._valid_ids[row[row >= 0]]] for row in labels]
         return [self._docs[np.array([d for d, _ in self._exact(q, None, wanted)],
                                     dtype=np.int64)] for q in qs]
+
+
+class _RowFile:
+    """The float rows of a saved ``vectors.npy``, read with ``preadv`` into fresh arrays:
+    each run of consecutive rows asked for is one call."""
+
+    def __init__(self, path: Path, offset: int, rows: int, dim: int) -> None:
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._offset, self._rows, self._dim = offset, rows, dim
+        self._row_bytes = dim * 4
+
+    @classmethod
+    def of(cls, mapped: np.ndarray, path: Path) -> _RowFile | None:
+        """The reader of the file ``mapped`` (its memory map) lies in, or None when it is not
+        a plain float32 row-major map of it."""
+        base = mapped.base if isinstance(mapped.base, np.memmap) else mapped
+        if not isinstance(base, np.memmap) or mapped.dtype != np.float32 or mapped.ndim != 2 \
+                or not mapped.flags.c_contiguous:
+            return None
+        return cls(path, int(base.offset), int(mapped.shape[0]), int(mapped.shape[1]))
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (any order, in range) as a ``(len(rows), dim)`` float32 array."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((rows.size, self._dim), dtype=np.float32)
+        if rows.size == 0:
+            return out
+        order = None
+        if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
+            order = np.argsort(rows, kind="stable")
+            rows = rows[order]
+        raw = out.view(np.uint8).reshape(rows.size, self._row_bytes)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = [0, *breaks.tolist()]
+        ends = [*breaks.tolist(), int(rows.size)]
+        for start, end in zip(starts, ends, strict=True):
+            at = self._offset + int(rows[start]) * self._row_bytes
+            wanted = (end - start) * self._row_bytes
+            got = os.preadv(self._fd, [raw[start:end].data], at)
+            if got != wanted:
+                raise IndexError_(f"vector file ended early: {got} of {wanted} bytes at {at}")
+        if order is not None:
+            unsorted = np.empty_like(out)
+            unsorted[order] = out
+            return unsorted
+        return out
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
 
 
 class _Sketch:
@@ -655,22 +723,14 @@ class _Sketch:
     def build(cls, vectors: np.ndarray, valid_ids: np.ndarray) -> _Sketch:
         """Quantize ``vectors[valid_ids]`` in chunks (the vectors may be a memory map)."""
         dim = int(vectors.shape[1])
-        every = valid_ids.size == vectors.shape[0]
 
         def chunks() -> Iterator[np.ndarray]:
-            for start in range(0, int(valid_ids.size), _SKETCH_CHUNK_ROWS):
-                if every:
-                    block = vectors[start : start + _SKETCH_CHUNK_ROWS]
-                else:
-                    block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
-                yield np.ascontiguousarray(block, dtype=np.float32)
+            return _blocks(vectors, valid_ids)
 
-        low, high = np.inf, -np.inf
-        for block in chunks():
-            low, high = min(low, float(block.min())), max(high, float(block.max()))
-        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit_uniform,
+        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
                                            faiss.METRIC_INNER_PRODUCT)
-        index.train(np.array([[low] * dim, [high] * dim], dtype=np.float32))  # min/max range
+        faiss.copy_array_to_vector(_trained_ranges(chunks()), index.sq.trained)
+        index.is_trained = True
         error = 0.0
         for block in chunks():
             index.add(block)
@@ -678,6 +738,37 @@ class _Sketch:
             error = max(error, float(np.linalg.norm(block.astype(np.float64) - decoded,
                                                     axis=1).max()))
         return cls(index, error)
+
+
+def _blocks(vectors: np.ndarray, valid_ids: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    """``vectors[valid_ids]`` (default: every row) in contiguous float32 blocks (the vectors
+    may be a memory map)."""
+    count = int(vectors.shape[0] if valid_ids is None else valid_ids.size)
+    every = valid_ids is None or count == vectors.shape[0]
+    for start in range(0, count, _SKETCH_CHUNK_ROWS):
+        if every:
+            block = vectors[start : start + _SKETCH_CHUNK_ROWS]
+        else:
+            assert valid_ids is not None
+            block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
+        yield np.ascontiguousarray(block, dtype=np.float32)
+
+
+def _trained_ranges(blocks: Iterator[np.ndarray]) -> np.ndarray:
+    """The trained state of an 8-bit scalar quantizer (one range per dimension) whose ranges
+    are each dimension's least and greatest value over ``blocks``: no row is clipped, so a
+    row's code is within half a step of it in every dimension."""
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    for block in blocks:
+        if block.shape[0]:
+            low = block.min(axis=0) if low is None else np.minimum(low, block.min(axis=0))
+            high = block.max(axis=0) if high is None else np.maximum(high, block.max(axis=0))
+    assert low is not None and high is not None
+    quantizer = faiss.ScalarQuantizer(int(low.size), faiss.ScalarQuantizer.QT_8bit)
+    quantizer.train(np.ascontiguousarray(np.stack([low, high]), dtype=np.float32))
+    trained: np.ndarray = faiss.vector_to_array(quantizer.trained)  # a copy, while it lives
+    return trained
 
 
 def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray, k: int) -> float:
