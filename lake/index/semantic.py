@@ -55,6 +55,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -655,6 +656,7 @@ class _RowFile:
 
     def __init__(self, path: Path, offset: int, rows: int, dim: int) -> None:
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        weakref.finalize(self, os.close, self._fd)  # also at exit, while os is still there
         self._offset, self._rows, self._dim = offset, rows, dim
         self._row_bytes = dim * 4
 
@@ -693,11 +695,6 @@ class _RowFile:
             unsorted[order] = out
             return unsorted
         return out
-
-    def __del__(self) -> None:
-        fd = getattr(self, "_fd", None)
-        if fd is not None:
-            os.close(fd)
 
 
 class _Sketch:
