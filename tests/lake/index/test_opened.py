@@ -105,3 +105,14 @@ def test_bad_budgets_are_refused_by_name(text: str) -> None:
         parse_budget(text)
     with pytest.raises(IndexError_, match="memory budget"):
         OpenedPartitions(0)
+
+
+def test_the_setting_comes_from_the_environment(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TURNLAKE_MEMORY_BUDGET", "1.5GB")
+    assert Settings.from_env(tmp_path / "lake").search_memory_budget == int(1.5 * (1 << 30))
+    monkeypatch.setenv("TURNLAKE_MEMORY_BUDGET", "plenty")
+    with pytest.raises(IndexError_, match="memory budget 'plenty'"):
+        Settings.from_env(tmp_path / "lake")
+    monkeypatch.delenv("TURNLAKE_MEMORY_BUDGET")
+    assert Settings.from_env(tmp_path / "lake").search_memory_budget is None
