@@ -3,41 +3,41 @@
 Doc ids are row positions ``0..n-1`` of the partition. Only rows with an embedding are stored:
 the caller names their doc ids (``doc_ids``), or passes every row and lets all-zero (or
 non-finite) vectors mark the rows without one; either way those rows take no space, never enter
-the FAISS graph and are never returned. The raw vectors are always saved as ``.npy`` and
-memory-mapped on load, so a search scoped to a small set of doc ids (one user's rows) is answered
-exactly from just those rows, whatever the index kind; only wide or unscoped searches on a large
-partition go through the approximate index.
+the FAISS index and are never returned. The float rows are always saved as ``.npy`` and read
+row by row on demand, so a search scoped to a small set of doc ids (one user's rows) is
+answered exactly from just those rows, whatever the index kind; only wide or unscoped searches
+on a large partition go through the approximate index.
 
-The approximate index of a large partition is an inverted file (FAISS ``IndexIVFFlat``, about
-sqrt(rows) lists, k-means trained on a sample): its lists probed per query (``nprobe``) are
-calibrated at build time to :data:`TARGET_RECALL`, and data on which that needs a large share of
-the lists (random vectors) stays exact.  It replaced HNSW as the default because it builds in a
-second or two where the graph took a minute for 160,000 rows (the 1M bench lake: 213 s of 253 s
-of the whole build), at the same calibrated recall, and a filtered search needs no wider beam:
-the lists nearest the query hold its in-scope neighbours too.  HNSW indexes saved before load
-and search as before, and ``build(..., approximate="hnsw")`` still makes one.
+The approximate index of a large partition is an inverted file (FAISS
+``IndexIVFScalarQuantizer``; ``IndexIVFFlat`` in format 1), about sqrt(rows) lists, k-means
+trained on a sample: its lists probed per query (``nprobe``) are calibrated at build time to
+:data:`TARGET_RECALL`, and data on which that needs a large share of the lists (random vectors)
+stays exact.  It replaced HNSW as the default because it builds in a second or two where the
+graph took a minute for 160,000 rows (the 1M bench lake: 213 s of 253 s of the whole build), at
+the same calibrated recall, and a filtered search needs no wider beam: the lists nearest the
+query hold its in-scope neighbours too.  HNSW indexes saved before load and search as before,
+and ``build(..., approximate="hnsw")`` still makes one.
 
 Wide exact searches (a quarter or more of a partition's rows, at least :data:`SKETCH_MIN_ROWS`,
-answered exactly: a flat partition, or a scope the graph cannot serve) read every vector: they are
-bound by memory bandwidth.  From the :data:`SKETCH_AFTER`-th such search on, an index answers
-them through an in-memory 8-bit copy of its rows (a "sketch", 1/4 of the bytes, never saved):
-the sketch ranks every row approximately, every row whose approximate score is within twice
-the sketch's largest error of the ``limit``-th is re-scored from the float32 vectors, and the top
-of those is the answer.  No row of the exact top can fall outside that set, so the answer is the
-exact one (scores equal up to float32 rounding).
+answered exactly: a flat partition, or a scope the approximate index cannot serve) go through
+an 8-bit copy of the rows (a "sketch", 1/4 of the bytes): the sketch ranks every row
+approximately, every row whose approximate score is within twice the sketch's largest error of
+the ``limit``-th is re-scored from the float32 rows, and the top of those is the answer.  No
+row of the exact top can fall outside that set, so the answer is the exact one (scores equal up
+to float32 rounding).
 
-Compact codes (format 2).  The float32 rows are kept once, in ``vectors.npy``, read through
-a memory map and only for the rows a search scores exactly (a scope's rows, or a few candidates
-per answer); what a wide search scans is 8-bit codes, a quarter of the bytes, themselves
-memory-mapped from the index files (FAISS ``IO_FLAG_MMAP``), so an opened index costs page cache
-for what searches touch, not heap.  A flat index saves its sketch (``codes.faiss``, FAISS
-``IndexScalarQuantizer``) and uses it from the first wide search; an inverted file holds codes,
-not floats (FAISS ``IndexIVFScalarQuantizer``, residuals to the list centroid): its probed lists
-give ``RESCORE_FACTOR`` times the candidates asked for, re-scored exactly from the floats (the
-calibration measures recall after that re-scoring), and searched over every list with the
-codes' largest error as margin it is the inverted file's sketch.  Indexes of format 1 (float
-inverted files, sketch built in memory) still open and search as before; a rebuild
-(``turnlake index --rebuild``) converts them.
+Compact codes (format 2).  The float32 rows are kept once, in ``vectors.npy``, read with
+``pread`` only for the rows a search scores exactly (a scope's rows, or a few candidates per
+answer; the memory map serves a full scan, which the codes make rare).  What a wide search
+scans is 8-bit codes (one value range per dimension, covering every row), memory-mapped from
+the index files (FAISS ``IO_FLAG_MMAP``), so an opened index costs page cache for what searches
+touch, not heap.  A flat index saves its sketch (``codes.faiss``, FAISS
+``IndexScalarQuantizer``); an inverted file holds codes, not floats: its probed lists give
+``RESCORE_FACTOR`` times the candidates asked for, re-scored exactly from the floats (the
+calibration measures recall after that re-scoring), and searched over every list, with the
+codes' largest error as margin, it is its own sketch.  Indexes of format 1 (float inverted
+files, a sketch built in memory from the :data:`SKETCH_AFTER`-th wide search on) still open and
+search as before; ``turnlake index build --full`` rebuilds them in format 2.
 
 On-disk layout of a saved index directory::
 
@@ -154,8 +154,8 @@ class SemanticIndex:
         self.kind: str = kind
         self._vectors = vectors
         # a saved index reads the rows it scores with pread, not through the memory map: a
-        # mapped file's pages count in the process's RSS, and the kernel maps whole folios
-        # (up to 2 MB) around each row a scope reads
+        # mapped file's pages count in the process's RSS, and the kernel maps 64 KB around
+        # each page a gather faults in (~6 MB of floats a user-scope query at 1M rows)
         self._row_file = row_file
         self._valid = valid
         # Graph label i is doc id _valid_ids[i]: invalid rows never enter the graph.
