@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lake.index.manifest import list_partitions, read_current
+from lake.index.opened import COLUMN_BYTES_PER_ROW
 from lake.index.semantic import EXACT_MAX_ROWS
 
 BENCH = Path(__file__).resolve().parent
@@ -48,6 +49,9 @@ class Measured:
     user_p95_ms: float
     tenant_p50_ms: float
     ray: dict[str, Any]
+    # the semantic indexes' 8-bit codes (what a search holds in memory of the vectors; 0 for
+    # a lake of float inverted files, which hold all 1,536 bytes)
+    code_bytes_per_row: float = 0.0
 
 
 def _folder_bytes(path: Path) -> int:
@@ -69,6 +73,8 @@ def measure(lake: Path = LAKE_1M, results: Path | dict[str, Any] = RESULTS / "re
         rows += current[1].row_count
         for name, size in current[1].bytes.items():
             index_bytes[name] = index_bytes.get(name, 0) + size
+    codes = sum(p.stat().st_size for p in (lake / "indexes").rglob("semantic/*.faiss")
+                if json.loads((p.parent / "semantic.json").read_text()).get("codes"))
     full = results if isinstance(results, dict) else json.loads(results.read_text())
     scale = full["scale_1m"]
     tenants = {t for t, _ in parts}
@@ -81,11 +87,21 @@ def measure(lake: Path = LAKE_1M, results: Path | dict[str, Any] = RESULTS / "re
         user_p50_ms=float(scale["user/hybrid"]["p50_ms"]),
         user_p95_ms=float(scale["user/hybrid"]["p95_ms"]),
         tenant_p50_ms=float(scale["tenant/hybrid"]["p50_ms"]),
-        ray=full.get("ray_build_1m") or full.get("ray_build_100k") or {})
+        ray=full.get("ray_build_1m") or full.get("ray_build_100k") or {},
+        code_bytes_per_row=codes / rows)
 
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n < 1e12 else f"{n / 1e12:,.2f} TB"
+
+
+def _held(m: Measured, vec: float) -> str:
+    """What a search holds of the vectors, in words."""
+    if not m.code_bytes_per_row:
+        return f"Flat vectors must sit in RAM ({vec:,.0f} B/row)"
+    return (f"Vectors are held as 8-bit codes ({m.code_bytes_per_row:,.0f} B/row, memory-mapped)"
+            ", the float rows read from disk only for the rows a search scores exactly (a "
+            "scope's, or the candidates it re-scores)")
 
 
 def paper(m: Measured) -> str:
@@ -104,7 +120,9 @@ def paper(m: Measured) -> str:
     embed_core_s = n / EMBED_PER_CORE_S
     node_bytes = NODE_RAM_GIB * 2**30 * 0.75  # a quarter left to the OS, Python and caches
     hot_months = 3
-    hot_bytes = per_row * n * hot_months / MONTHS
+    # what a search holds per row: the vectors' codes (or floats) and the row columns
+    ram_per_row = (m.code_bytes_per_row or vec) + COLUMN_BYTES_PER_ROW
+    hot_bytes = ram_per_row * n * hot_months / MONTHS
     ray_line = ""
     if m.ray:
         one = m.ray.get("ray_1_worker", {}).get("build_s")
@@ -133,11 +151,13 @@ def paper(m: Measured) -> str:
         f"{_gb(vec * n)}), plus {_gb(m.table_bytes_per_row * n)} of Delta tables and "
         f"{_gb(m.file_bytes_per_row * n)} of hosted files on the object store. The largest "
         f"partition's build is {big_part:,.0f} × {per_row:,.0f} B ≈ {_gb(big_part * per_row)}.",
-        f"- **Memory per search node.** Flat vectors must sit in RAM ({vec:,.0f} B/row); rows, "
-        f"trigram and tantivy files are memory-mapped and paged on demand. A {NODE_RAM_GIB} GiB "
-        f"node with three quarters usable holds ≈ {node_bytes / per_row / 1e6:,.0f}M rows of "
-        f"artifacts. Keeping the last {hot_months} months hot needs "
-        f"{per_row:,.0f} B × 10^9 × {hot_months}/{MONTHS} ≈ {_gb(hot_bytes)}, i.e. "
+        f"- **Memory per search node.** {_held(m, vec)} plus the row columns "
+        f"({COLUMN_BYTES_PER_ROW} B/row): {ram_per_row:,.0f} B/row; rows, trigram and tantivy "
+        f"files are memory-mapped and paged on demand, and a memory budget closes the least "
+        f"recently used partitions. A {NODE_RAM_GIB} GiB node with three quarters usable holds "
+        f"≈ {node_bytes / ram_per_row / 1e6:,.0f}M rows in memory (its disk holds the "
+        f"{per_row:,.0f} B/row of artifacts). Keeping the last {hot_months} months hot needs "
+        f"{ram_per_row:,.0f} B × 10^9 × {hot_months}/{MONTHS} ≈ {_gb(hot_bytes)}, i.e. "
         f"{math.ceil(hot_bytes / node_bytes)} node(s), sharded by tenant; older "
         "months load from the object store into the build-id cache on first use. Partitions "
         f"past {EXACT_MAX_ROWS:,} rows get an inverted file when its calibrated recall holds "

@@ -119,6 +119,11 @@ class Settings:
     key_cache_s: float = field(
         default=5.0, metadata={"help": "how long the service trusts a key record it read "
                                        "(a revocation takes effect within this)"})
+    search_memory_budget: int | None = field(
+        default=None,
+        metadata={"help": "bytes of partition indexes a search process keeps open (codes, "
+                          "postings, trigrams, row columns); past it the least recently used "
+                          "are closed; None = no limit; TURNLAKE_MEMORY_BUDGET (e.g. 800MB)"})
     s3: S3Config = field(
         default_factory=S3Config,
         metadata={"help": "endpoint, region and credentials of an s3:// lake; unset fields "
@@ -141,8 +146,8 @@ class Settings:
         """Settings from ``--lake`` (if given), else ``TURNLAKE_LAKE``, else ``./data/lake``.
 
         ``TURNLAKE_EMBEDDING_MODEL``, ``TURNLAKE_EMBEDDING_RUNTIME``,
-        ``TURNLAKE_EMBEDDING_PRECISION``, ``TURNLAKE_EMBED_MAX_PASSAGES`` and
-        ``TURNLAKE_TENANTS`` (comma separated) are read too.
+        ``TURNLAKE_EMBEDDING_PRECISION``, ``TURNLAKE_EMBED_MAX_PASSAGES``,
+        ``TURNLAKE_MEMORY_BUDGET`` and ``TURNLAKE_TENANTS`` (comma separated) are read too.
         """
         root = lake if lake is not None else os.environ.get("TURNLAKE_LAKE") or DEFAULT_LAKE
         values: dict[str, Any] = {"lake": root}
@@ -160,6 +165,10 @@ class Settings:
 
                 raise EmbeddingError("TURNLAKE_EMBED_MAX_PASSAGES must be a positive int, got "
                                      f"{most!r}") from None
+        if budget := os.environ.get("TURNLAKE_MEMORY_BUDGET"):
+            from lake.index.opened import parse_budget
+
+            values["search_memory_budget"] = parse_budget(budget)
         if tenants := os.environ.get("TURNLAKE_TENANTS"):
             values["analyst_tenants"] = tuple(t.strip() for t in tenants.split(",") if t.strip())
         given = {k: v for k, v in overrides.items() if v is not None}

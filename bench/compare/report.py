@@ -134,12 +134,17 @@ def plot(results: dict[str, Any], folder: Path) -> list[str]:
 
     from bench.plots import latency_bars
 
-    mode, made = results["mode"], []
-    sets: list[tuple[str, Any, str | None, str]] = [(
-        "scale", results["scale"]["systems"], None, f"{results['scale']['rows']} rows")]
+    mode = results["mode"]
+    made: list[str] = []
+    sets: list[tuple[str, Any, str | None, str]] = []
+    if "scale" in results:
+        sets.append(("scale", results["scale"]["systems"], None,
+                     f"{results['scale']['rows']} rows"))
     if "locomo" in results and "minimal" in results["locomo"]:
         sets.append(("locomo", results["locomo"]["minimal"]["systems"], "latency",
                      "LoCoMo minimal rows"))
+    if not sets:
+        return made
     fig, axes = plt.subplots(len(sets), 1, figsize=(12, 4 * len(sets)), squeeze=False)
     for ax, (_, systems, key, title) in zip(axes[:, 0], sets, strict=True):
         labels, p50, p95 = [], [], []
@@ -183,7 +188,7 @@ def plot(results: dict[str, Any], folder: Path) -> list[str]:
 
 def render(results: dict[str, Any], plots: list[str]) -> str:
     """The Markdown text."""
-    scale = results["scale"]
+    scale = results.get("scale", {})
     m = results["machine"]
     lines = [f"# turnlake vs LanceDB vs Postgres ({results['mode']})", "",
              f"Run {results['started']} UTC, {results.get('wall_s', '?')} s wall. Machine: "
@@ -198,8 +203,27 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
              "own. Query embedding is excluded "
              "everywhere (the same precomputed vector is handed to each system). The scale "
              f"lake's vectors are {scale.get('vectors', 'random')} (bench/scale.py: random, the "
-             "worst case for any vector index, or clustered, with text-like neighbours).", "",
-             f"## Latency at {scale['rows']} rows ({scale['queries']} generated queries × "
+             "worst case for any vector index, or clustered, with text-like neighbours).", ""]
+    if scale:
+        lines += _scale_lines(scale)
+    else:
+        lines += ["## Latency", "", results.get("scale_skipped", "scale section not run") + "."]
+    if "locomo" in results:
+        lines += _locomo_lines(results["locomo"])
+    elif "locomo_skipped" in results:
+        lines += ["", "## LoCoMo quality", "", results["locomo_skipped"] + "."]
+    lines += ["", "## Reference figures (issue 7, measured earlier on this machine)", "",
+              "| figure | reference |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in REFERENCE.items()]
+    lines += ["", "Interpretation and the differences are discussed in "
+              "[compare-notes.md](compare-notes.md).", ""]
+    lines += [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _scale_lines(scale: dict[str, Any]) -> list[str]:
+    """The scale section: latency, ratios, builds, RSS, plans and profile."""
+    lines = [f"## Latency at {scale['rows']} rows ({scale['queries']} generated queries × "
              f"{scale['rounds']} interleaved rounds, pooled)", ""]
     lines += _lat_rows(scale["systems"])
     lines += _failed_rows(scale.get("failed", {}))
@@ -214,28 +238,26 @@ def render(results: dict[str, Any], plots: list[str]) -> str:
     if "profile" in scale["systems"].get("turnlake", {}):
         lines += ["", "### turnlake hybrid profile (cProfile)", ""]
         lines += _profile_rows(scale["systems"]["turnlake"]["profile"])
-    if "locomo" in results:
-        loc = results["locomo"]
-        lines += ["", f"## LoCoMo quality ({loc['questions']} questions, user scope, recency "
-                  "off, identical rows and MiniLM vectors)", ""]
-        lines += _recall_rows(loc)
-        for variant in ("minimal", "rich"):
-            if variant in loc:
-                lines += _failed_rows(loc[variant].get("failed", {}))
-                lines += ["", f"### {variant}: ratios", "", *_ratio_rows(loc[variant]["ratios"])]
-                lines += ["", f"### {variant}: build and size", ""]
-                lines += _build_rows(loc[variant]["build"])
-        first = next(v for v in ("minimal", "rich") if v in loc)
-        if "profile" in loc[first]["systems"].get("turnlake", {}):
-            lines += ["", f"### turnlake hybrid profile on LoCoMo {first} rows", ""]
-            lines += _profile_rows(loc[first]["systems"]["turnlake"]["profile"])
-    lines += ["", "## Reference figures (issue 7, measured earlier on this machine)", "",
-              "| figure | reference |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in REFERENCE.items()]
-    lines += ["", "Interpretation and the differences are discussed in "
-              "[compare-notes.md](compare-notes.md).", ""]
-    lines += [f"![{p}]({p})" for p in plots]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _locomo_lines(loc: dict[str, Any]) -> list[str]:
+    """The LoCoMo section: recall, ratios, builds and profile."""
+    lines: list[str] = []
+    lines += ["", f"## LoCoMo quality ({loc['questions']} questions, user scope, recency "
+              "off, identical rows and MiniLM vectors)", ""]
+    lines += _recall_rows(loc)
+    for variant in ("minimal", "rich"):
+        if variant in loc:
+            lines += _failed_rows(loc[variant].get("failed", {}))
+            lines += ["", f"### {variant}: ratios", "", *_ratio_rows(loc[variant]["ratios"])]
+            lines += ["", f"### {variant}: build and size", ""]
+            lines += _build_rows(loc[variant]["build"])
+    first = next(v for v in ("minimal", "rich") if v in loc)
+    if "profile" in loc[first]["systems"].get("turnlake", {}):
+        lines += ["", f"### turnlake hybrid profile on LoCoMo {first} rows", ""]
+        lines += _profile_rows(loc[first]["systems"]["turnlake"]["profile"])
+    return lines
 
 
 def write_report(results: dict[str, Any], folder: Path) -> Path:

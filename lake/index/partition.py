@@ -318,6 +318,15 @@ class PartitionIndex:
         layout = self.segments.layout
         if earlier is not None and earlier.user_codes.size == int(layout.offsets[-2]):
             return earlier.extended(self.segments.tables[-1], layout.globals_[-1])
+        if len(self.manifest.live_segments) == 1:
+            # read into memory that is freed after the decode: through the memory map, the
+            # pages of these columns would stay in the process's RSS with the partition
+            try:
+                rows = feather.read_table(self.folder / ROWS_FILE, columns=_DECODED,
+                                          memory_map=False)
+            except OSError as exc:  # a newer build replaced this one while it was opened
+                raise IndexUnavailable(f"index rows at {self.folder} are unreadable: {exc}; "
+                                  "search again") from exc
         return RowColumns.from_rows(rows)
 
     @cached_property
@@ -638,6 +647,7 @@ class RowColumns:
 
 
 _CODED = ("user_id", "conversation_id", "role", "turn_id")
+_DECODED = [*_CODED, "turn_at", "expires_at"]  # the columns RowColumns.from_rows reads
 _VISIBLE_KEPT = 8  # tenant-scope selections kept per partition view (8 bytes a row)
 
 

@@ -3,28 +3,41 @@
 Doc ids are row positions ``0..n-1`` of the partition. Only rows with an embedding are stored:
 the caller names their doc ids (``doc_ids``), or passes every row and lets all-zero (or
 non-finite) vectors mark the rows without one; either way those rows take no space, never enter
-the FAISS graph and are never returned. The raw vectors are always saved as ``.npy`` and
-memory-mapped on load, so a search scoped to a small set of doc ids (one user's rows) is answered
-exactly from just those rows, whatever the index kind; only wide or unscoped searches on a large
-partition go through the approximate index.
+the FAISS index and are never returned. The float rows are always saved as ``.npy`` and read
+row by row on demand, so a search scoped to a small set of doc ids (one user's rows) is
+answered exactly from just those rows, whatever the index kind; only wide or unscoped searches
+on a large partition go through the approximate index.
 
-The approximate index of a large partition is an inverted file (FAISS ``IndexIVFFlat``, about
-sqrt(rows) lists, k-means trained on a sample): its lists probed per query (``nprobe``) are
-calibrated at build time to :data:`TARGET_RECALL`, and data on which that needs a large share of
-the lists (random vectors) stays exact.  It replaced HNSW as the default because it builds in a
-second or two where the graph took a minute for 160,000 rows (the 1M bench lake: 213 s of 253 s
-of the whole build), at the same calibrated recall, and a filtered search needs no wider beam:
-the lists nearest the query hold its in-scope neighbours too.  HNSW indexes saved before load
-and search as before, and ``build(..., approximate="hnsw")`` still makes one.
+The approximate index of a large partition is an inverted file (FAISS
+``IndexIVFScalarQuantizer``; ``IndexIVFFlat`` in format 1), about sqrt(rows) lists, k-means
+trained on a sample: its lists probed per query (``nprobe``) are calibrated at build time to
+:data:`TARGET_RECALL`, and data on which that needs a large share of the lists (random vectors)
+stays exact.  It replaced HNSW as the default because it builds in a second or two where the
+graph took a minute for 160,000 rows (the 1M bench lake: 213 s of 253 s of the whole build), at
+the same calibrated recall, and a filtered search needs no wider beam: the lists nearest the
+query hold its in-scope neighbours too.  HNSW indexes saved before load and search as before,
+and ``build(..., approximate="hnsw")`` still makes one.
 
 Wide exact searches (a quarter or more of a partition's rows, at least :data:`SKETCH_MIN_ROWS`,
-answered exactly: a flat partition, or a scope the graph cannot serve) read every vector: they are
-bound by memory bandwidth.  From the :data:`SKETCH_AFTER`-th such search on, an index answers
-them through an in-memory 8-bit copy of its rows (a "sketch", 1/4 of the bytes, never saved):
-the sketch ranks every row approximately, every row whose approximate score is within twice
-the sketch's largest error of the ``limit``-th is re-scored from the float32 vectors, and the top
-of those is the answer.  No row of the exact top can fall outside that set, so the answer is the
-exact one (scores equal up to float32 rounding).
+answered exactly: a flat partition, or a scope the approximate index cannot serve) go through
+an 8-bit copy of the rows (a "sketch", 1/4 of the bytes): the sketch ranks every row
+approximately, every row whose approximate score is within twice the sketch's largest error of
+the ``limit``-th is re-scored from the float32 rows, and the top of those is the answer.  No
+row of the exact top can fall outside that set, so the answer is the exact one (scores equal up
+to float32 rounding).
+
+Compact codes (format 2).  The float32 rows are kept once, in ``vectors.npy``, read with
+``pread`` only for the rows a search scores exactly (a scope's rows, or a few candidates per
+answer; the memory map serves a full scan, which the codes make rare).  What a wide search
+scans is 8-bit codes (one value range per dimension, covering every row), memory-mapped from
+the index files (FAISS ``IO_FLAG_MMAP``), so an opened index costs page cache for what searches
+touch, not heap.  A flat index saves its sketch (``codes.faiss``, FAISS
+``IndexScalarQuantizer``); an inverted file holds codes, not floats: its probed lists give
+``RESCORE_FACTOR`` times the candidates asked for, re-scored exactly from the floats (the
+calibration measures recall after that re-scoring), and searched over every list, with the
+codes' largest error as margin, it is its own sketch.  Indexes of format 1 (float inverted
+files, a sketch built in memory from the :data:`SKETCH_AFTER`-th wide search on) still open and
+search as before; ``turnlake index build --full`` rebuilds them in format 2.
 
 On-disk layout of a saved index directory::
 
@@ -32,8 +45,9 @@ On-disk layout of a saved index directory::
     vectors.npy     float32 (stored, dim), unit rows of the embedded docs only
     valid.npy       bool (stored,), all true (kept for the format)
     docs.npy        int64 (stored,), ascending doc id of each stored row (absent: 0..stored-1)
-    hnsw.faiss      the FAISS index over the valid rows only: IndexIVFFlat (kind "ivf") or
-                    IndexHNSWFlat (kind "hnsw")
+    hnsw.faiss      the FAISS index over the valid rows only: IndexIVFScalarQuantizer (kind
+                    "ivf"; IndexIVFFlat in format 1) or IndexHNSWFlat (kind "hnsw")
+    codes.faiss     kind "flat" (format 2): the 8-bit sketch of the valid rows
 """
 
 from __future__ import annotations
@@ -41,6 +55,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +67,8 @@ import numpy as np
 from lake.errors import IndexUnavailable, QueryError
 
 EXACT_MAX_ROWS: int = 50_000  # above this many valid rows an approximate index is chosen
-FORMAT_VERSION: int = 1
+FORMAT_VERSION: int = 2
+_READABLE_FORMATS = (1, 2)  # format 1: float inverted files, sketches never saved
 HNSW_M: int = 32
 HNSW_EF_CONSTRUCTION: int = 80
 # efSearch is calibrated per index at build time: the smallest rung of _EF_LADDER whose recall@10
@@ -88,12 +104,18 @@ _SKETCH_FIRST_K: int = 2048  # sketch candidates fetched first (more only when n
 # unit vectors of any dimension used here): a wider candidate set, never a wrong answer.
 _SKETCH_SLACK: float = 1e-3
 _SKETCH_CHUNK_ROWS: int = 32_768
+# An inverted file of codes returns this many times the rows asked for (at least
+# _RESCORE_MIN), which are then scored exactly from the float rows: the codes' rounding moves
+# scores by up to ~1e-2, enough to reorder near neighbours, never by a factor-4 depth.
+RESCORE_FACTOR: int = 4
+_RESCORE_MIN: int = 40
 
 _META = "semantic.json"
 _VECTORS = "vectors.npy"
 _VALID = "valid.npy"
 _GRAPH = "hnsw.faiss"
 _DOCS = "docs.npy"
+_CODES = "codes.faiss"
 # Far above the rounding error of a float32 dot product of unit vectors (~1e-6 at 1024-d).
 _RESCORE_SLACK = 1e-4
 _KINDS = ("flat", "hnsw", "ivf")
@@ -120,6 +142,9 @@ class SemanticIndex:
         doc_ids: np.ndarray | None = None,
         rows: int | None = None,
         nprobe: int = 1,
+        codes: faiss.Index | None = None,
+        code_error: float | None = None,
+        row_file: _RowFile | None = None,
     ) -> None:
         if kind not in _KINDS:
             raise IndexUnavailable(
@@ -129,6 +154,10 @@ class SemanticIndex:
                 f"a {kind!r} semantic index {'needs' if graph is None else 'has no'} FAISS index")
         self.kind: str = kind
         self._vectors = vectors
+        # a saved index reads the rows it scores with pread, not through the memory map: a
+        # mapped file's pages count in the process's RSS, and the kernel maps 64 KB around
+        # each page a gather faults in (~6 MB of floats a user-scope query at 1M rows)
+        self._row_file = row_file
         self._valid = valid
         # Graph label i is doc id _valid_ids[i]: invalid rows never enter the graph.
         self._valid_ids = np.flatnonzero(valid).astype(np.int64)
@@ -148,6 +177,12 @@ class SemanticIndex:
         self.small_scope_rows: int = SMALL_SCOPE_ROWS
         self._wide_searches = 0
         self._sketch: _Sketch | None = None
+        # an inverted file of 8-bit codes: its scores are re-scored from the float rows
+        self._coded = graph is not None and isinstance(graph, faiss.IndexIVFScalarQuantizer)
+        if code_error is not None:
+            sketch = graph if self._coded else codes
+            if sketch is not None:
+                self._sketch = _Sketch(sketch, float(code_error), saved=True)
 
     @property
     def dim(self) -> int:
@@ -185,6 +220,8 @@ class SemanticIndex:
             assert self._graph is not None
             info.update(nlist=int(getattr(self._graph, "nlist")), nprobe=self.nprobe,  # noqa: B009
                         calibrated_recall=self.calibrated_recall)
+        if self._sketch is not None and (self._sketch.saved or self._coded):
+            info.update(codes="sq8", code_error=self._sketch.error)
         if self.note:
             info["note"] = self.note
         return info
@@ -232,8 +269,7 @@ class SemanticIndex:
             matrix, docs = np.ascontiguousarray(matrix[valid]), docs[valid]
             valid = np.ones(matrix.shape[0], dtype=np.bool_)
         if int(valid.sum()) <= exact_max_rows:
-            return cls(kind="flat", vectors=matrix, valid=valid, graph=None, doc_ids=docs,
-                       rows=total)
+            return cls._flat(matrix, docs, total)
         if approximate not in ("ivf", "hnsw"):
             raise IndexUnavailable(f"approximate must be 'ivf' or 'hnsw', not {approximate!r}")
         if approximate == "ivf" and ef_search is None:
@@ -256,33 +292,52 @@ class SemanticIndex:
     @classmethod
     def _build_ivf(cls, matrix: np.ndarray, valid: np.ndarray, docs: np.ndarray, total: int,
                    threads: int | None) -> SemanticIndex:
-        """An inverted file over ``matrix`` (unit rows, all valid), or flat when calibration
-        finds it no cheaper than an exact scan."""
+        """An inverted file of 8-bit codes over ``matrix`` (unit rows, all valid), or flat when
+        calibration finds it no cheaper than an exact scan."""
         count, dim = matrix.shape
         nlist = max(1, round(math.sqrt(count)))
         quantizer = faiss.IndexFlatIP(dim)
-        graph = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        # codes of the rows themselves, not of their residuals to the list centroid: a code's
+        # error is then bounded by its value ranges alone, which cover every row (below)
+        graph = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist,
+                                              faiss.ScalarQuantizer.QT_8bit,
+                                              faiss.METRIC_INNER_PRODUCT, False)
+        graph.referenced_objects = [quantizer]  # type: ignore[attr-defined]  # FAISS keep-alive
         sample = np.random.default_rng(0).choice(count, size=min(count, IVF_TRAIN_PER_LIST * nlist),
                                                  replace=False)
         with _omp_threads(threads):
             graph.train(np.ascontiguousarray(matrix[np.sort(sample)]))
+            # the sample's value ranges would clip the rows outside them (a residual code
+            # trained on the sample had errors up to 0.11 where the rest have 0.01)
+            faiss.copy_array_to_vector(_trained_ranges(_blocks(matrix)), graph.sq.trained)
             graph.add(matrix)
             # rungs past the kept share are not tried: such an index would not be kept anyway
             ladder = tuple(r for r in _NPROBE_LADDER if r * IVF_MAX_PROBED_SHARE <= nlist)
-            nprobe, recall = _calibrate(graph, matrix, ladder or (1,), _ivf_params)
+            nprobe, recall = _calibrate(graph, matrix, ladder or (1,), _ivf_params,
+                                        rescore=True)
         if recall < TARGET_RECALL or nprobe * IVF_MAX_PROBED_SHARE > nlist:
             return cls._rejected(matrix, docs, total, f"ivf rejected: nprobe {nprobe} of "
                                  f"{nlist} lists reached recall@10 {recall:.3f}")
         return cls(kind="ivf", vectors=matrix, valid=valid, graph=graph, nprobe=nprobe,
-                   calibrated_recall=recall, doc_ids=docs, rows=total)
+                   calibrated_recall=recall, doc_ids=docs, rows=total,
+                   code_error=_ivf_code_error(graph, matrix))
+
+    @classmethod
+    def _flat(cls, matrix: np.ndarray, docs: np.ndarray, total: int,
+              note: str | None = None) -> SemanticIndex:
+        """An exact index over ``matrix`` (unit rows, all valid), with its 8-bit sketch."""
+        index = cls(kind="flat", vectors=matrix, valid=np.ones(matrix.shape[0], dtype=np.bool_),
+                    graph=None, note=note, doc_ids=docs, rows=total)
+        index.build_sketch()
+        if index._sketch is not None:
+            index._sketch.saved = True  # part of the index from now on: save() writes it
+        return index
 
     @classmethod
     def _rejected(cls, matrix: np.ndarray, docs: np.ndarray, total: int, why: str
                   ) -> SemanticIndex:
         """The exact index a large partition keeps when its approximate index would not pay."""
-        return cls(kind="flat", vectors=matrix, valid=np.ones(matrix.shape[0], dtype=np.bool_),
-                   graph=None, note=f"{why}, no cheaper than an exact scan", doc_ids=docs,
-                   rows=total)
+        return cls._flat(matrix, docs, total, f"{why}, no cheaper than an exact scan")
 
     def save(self, directory: Path) -> None:
         """Write the index into ``directory`` (created if needed), replacing any previous one."""
@@ -299,7 +354,15 @@ class SemanticIndex:
             _atomic_write(directory / _GRAPH, lambda p: faiss.write_index(graph, str(p)))
         else:
             (directory / _GRAPH).unlink(missing_ok=True)
-        meta = {"format": FORMAT_VERSION, **self.describe()}
+        sketch = self._sketch
+        if graph is None and sketch is not None and sketch.saved:
+            _atomic_write(directory / _CODES, lambda p: faiss.write_index(sketch.index, str(p)))
+        else:
+            (directory / _CODES).unlink(missing_ok=True)
+        # an index of float rows only (an old one, saved again) is of the old format
+        fmt = FORMAT_VERSION if "codes" in self.describe() or self.kind == "hnsw" or \
+            not self.valid_rows else 1
+        meta = {"format": fmt, **self.describe()}
         _atomic_write(directory / _META, lambda p: p.write_text(json.dumps(meta, indent=2)))
 
     @classmethod
@@ -314,7 +377,7 @@ class SemanticIndex:
         except (OSError, ValueError) as exc:
             raise IndexUnavailable(
                 f"unreadable semantic index metadata {meta_path}: {exc}") from exc
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        if not isinstance(meta, dict) or meta.get("format") not in _READABLE_FORMATS:
             raise IndexUnavailable(f"semantic index at {directory} has unsupported format "
                                    f"{meta.get('format') if isinstance(meta, dict) else meta!r}")
         kind = meta.get("kind")
@@ -324,10 +387,15 @@ class SemanticIndex:
             vectors = np.asarray(np.load(directory / _VECTORS, mmap_mode="r"))
             valid = np.load(directory / _VALID)
             docs = np.load(directory / _DOCS) if (directory / _DOCS).exists() else None
-            graph = (faiss.read_index(str(directory / _GRAPH)) if kind in ("hnsw", "ivf")
-                     else None)
+            # inverted lists and flat codes are mapped, not read into the heap
+            graph = (faiss.read_index(str(directory / _GRAPH),
+                                      faiss.IO_FLAG_MMAP if kind == "ivf" else 0)
+                     if kind in ("hnsw", "ivf") else None)
+            codes = (faiss.read_index(str(directory / _CODES), faiss.IO_FLAG_MMAP_IFC)
+                     if kind == "flat" and "codes" in meta else None)
         except (OSError, ValueError, RuntimeError) as exc:
             raise IndexUnavailable(f"semantic index at {directory} is damaged: {exc}") from exc
+        row_file = _RowFile.of(vectors, directory / _VECTORS)
         ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
               and valid.shape == (vectors.shape[0],)
               and meta.get("stored_rows", meta.get("rows")) == vectors.shape[0]
@@ -335,6 +403,10 @@ class SemanticIndex:
               and meta.get("dim") == vectors.shape[1])
         if ok and graph is not None:
             ok = graph.ntotal == int(valid.sum()) and graph.d == vectors.shape[1]
+        if ok and "codes" in meta:
+            sketch = graph if kind == "ivf" else codes
+            ok = sketch is not None and sketch.ntotal == int(valid.sum()) and \
+                isinstance(meta.get("code_error"), float)
         if not ok:
             raise IndexUnavailable(f"semantic index at {directory} has inconsistent parts")
         recall = meta.get("calibrated_recall")
@@ -342,7 +414,8 @@ class SemanticIndex:
                    ef_search=int(meta.get("ef_search", DEFAULT_EF_SEARCH)),
                    calibrated_recall=None if recall is None else float(recall),
                    note=meta.get("note"), doc_ids=docs, rows=int(meta["rows"]),
-                   nprobe=int(meta.get("nprobe", 1)))
+                   nprobe=int(meta.get("nprobe", 1)), codes=codes,
+                   code_error=meta.get("code_error"), row_file=row_file)
 
     def search(
         self, query: np.ndarray, *, allowed: np.ndarray | None = None, limit: int = 50
@@ -378,12 +451,18 @@ class SemanticIndex:
             return docs[:0], np.zeros((0, self.dim), np.float32)
         if self._identity:  # doc i is stored row i
             kept = self._valid[docs]
-            return docs[kept], np.asarray(self._vectors[docs[kept]])
+            return docs[kept], self._rows_of(docs[kept])
         at = np.minimum(np.searchsorted(self._docs, docs), self._stored - 1)
         hit = self._docs[at] == docs
         at = at[hit]
         kept = self._valid[at]
-        return docs[hit][kept], np.asarray(self._vectors[at[kept]])
+        return docs[hit][kept], self._rows_of(at[kept])
+
+    def _rows_of(self, rows: np.ndarray) -> np.ndarray:
+        """The float rows ``rows`` (stored row numbers), read from the file when saved."""
+        if self._row_file is not None:
+            return self._row_file.read(rows)
+        return np.asarray(self._vectors[rows])
 
     def scores_exactly(self, size: int) -> bool:
         """Whether :meth:`search` over ``size`` allowed rows scores every one of them exactly
@@ -400,15 +479,16 @@ class SemanticIndex:
         if ids.size == 0:
             return []
         if ids.size * 4 < self._stored:
-            rows = self._vectors[ids]
+            rows = self._rows_of(ids)
             return _rescored_top(ids, np.asarray(rows @ q, dtype=np.float32),
                                  lambda keep: rows[keep], q, limit)
         # A wide search reads every row: through the sketch once that pays (a quarter of the
         # bytes), else in one sequential pass, which beats gathering most rows from a memory map.
         if ids.size >= SKETCH_MIN_ROWS:
-            self._wide_searches += 1
-            if self._sketch is None and self._wide_searches >= SKETCH_AFTER:
-                self.build_sketch()
+            if self._sketch is None:  # an index of format 1: sketched once that pays
+                self._wide_searches += 1
+                if self._wide_searches >= SKETCH_AFTER:
+                    self.build_sketch()
             if self._sketch is not None:
                 found = self._sketched(q, ids, limit)
                 if found is not None:
@@ -422,7 +502,11 @@ class SemanticIndex:
         Called by the :data:`SKETCH_AFTER`-th wide exact search; call it up front to keep that
         cost (a few dozen full scans) out of a search."""
         if self._sketch is None and self.valid_rows:
-            self._sketch = _Sketch.build(self._vectors, self._valid_ids)
+            if self._coded:  # the inverted file's own codes, every list searched
+                assert self._graph is not None
+                self._sketch = _Sketch(self._graph, _ivf_code_error(self._graph, self._vectors))
+            else:
+                self._sketch = _Sketch.build(self._vectors, self._valid_ids)
 
     def _sketched(
         self, q: np.ndarray, ids: np.ndarray, limit: int
@@ -432,11 +516,10 @@ class SemanticIndex:
         sketch = self._sketch
         assert sketch is not None
         selector = None  # kept alive through the search calls below
-        params = None
         if ids.size < self.valid_rows:
             # sketch row i is stored row _valid_ids[i], as in the approximate indexes
             selector = self._selector(ids)
-            params = getattr(faiss, "SearchParameters")(sel=selector)  # noqa: B009 (stubs)
+        params = sketch.params(selector)
         k = min(limit, int(ids.size))
         margin = 2.0 * (sketch.error + _SKETCH_SLACK)
         wanted = max(_SKETCH_FIRST_K, 4 * k)
@@ -463,7 +546,7 @@ class SemanticIndex:
         # ties stay ties and break by doc id (a float32 BLAS call may round its tail rows
         # differently); other scores equal the float32 ones up to their last bit.  einsum, not
         # BLAS: a BLAS call leaves its worker threads spinning on the cores the scan needs.
-        return _top(cands, exact_cosines(self._vectors[cands], q), limit)
+        return _top(cands, exact_cosines(self._rows_of(cands), q), limit)
 
     def _approximate(
         self, q: np.ndarray, scope: np.ndarray | None, limit: int
@@ -502,14 +585,27 @@ class SemanticIndex:
         selector = None  # kept alive through the search below
         if scope is not None and scope.size < self.valid_rows:  # (scope: unique valid rows)
             selector = self._selector(scope)
+        fetched = self._candidates(wanted, self.valid_rows if scope is None else int(scope.size))
         with _omp_threads(1):  # one query: OpenMP workers only contend for the cores
-            scores, labels = self._graph.search(q[None, :], wanted,
+            scores, labels = self._graph.search(q[None, :], fetched,
                                                 params=_ivf_params(nprobe, selector))
         found = labels[0] >= 0
-        if scope is not None and int(found.sum()) < wanted:
-            # the probed lists hold too few in-scope rows: answer exactly instead
+        if int(found.sum()) < wanted:
+            # the probed lists hold too few (in-scope) rows: answer exactly instead
             return self._exact(q, scope, limit)
-        return _top(self._valid_ids[labels[0][found]], scores[0][found], limit)
+        rows = self._valid_ids[labels[0][found]]
+        if not self._coded:
+            return _top(rows, scores[0][found], limit)
+        order = np.argsort(rows)  # ascending rows: a sequential read of the memory map
+        rows = rows[order]
+        return _top(rows, exact_cosines(self._rows_of(rows), q), limit)
+
+    def _candidates(self, wanted: int, available: int) -> int:
+        """Rows to fetch from the approximate index for a top ``wanted``: more when its scores
+        are codes', re-scored exactly afterwards."""
+        if not self._coded:
+            return wanted
+        return min(available, max(wanted * RESCORE_FACTOR, _RESCORE_MIN))
 
     def _selector(self, scope: np.ndarray) -> Any:
         """A FAISS filter admitting the stored rows ``scope`` (unique, valid); it holds the
@@ -544,41 +640,96 @@ class SemanticIndex:
         if self._graph is not None:
             params = (_hnsw_params(max(self.ef_search, wanted)) if self.kind == "hnsw" else
                       _ivf_params(self._nprobe_for(wanted)))
-            _, labels = self._graph.search(qs, wanted, params=params)
+            _, labels = self._graph.search(qs, self._candidates(wanted, self.valid_rows),
+                                           params=params)
+            if self._coded:
+                return [self._docs[np.array([d for d, _ in _top(
+                    np.sort(self._valid_ids[row[row >= 0]]),
+                    exact_cosines(self._rows_of(np.sort(self._valid_ids[row[row >= 0]])), q),
+                    wanted)], dtype=np.int64)] for row, q in zip(labels, qs, strict=True)]
             return [self._docs[self._valid_ids[row[row >= 0]]] for row in labels]
         return [self._docs[np.array([d for d, _ in self._exact(q, None, wanted)],
                                     dtype=np.int64)] for q in qs]
 
 
-class _Sketch:
-    """8-bit copy of an index's valid rows (FAISS scalar quantizer, one range for all values)
-    and ``error``: the largest distance between a row and its copy, so for a unit query the
-    sketch's inner product is within ``error`` of the exact one (Cauchy-Schwarz)."""
+class _RowFile:
+    """The float rows of a saved ``vectors.npy``, read with ``preadv`` into fresh arrays:
+    each run of consecutive rows asked for is one call."""
 
-    def __init__(self, index: faiss.Index, error: float) -> None:
+    def __init__(self, path: Path, offset: int, rows: int, dim: int) -> None:
+        self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        weakref.finalize(self, os.close, self._fd)  # also at exit, while os is still there
+        self._offset, self._rows, self._dim = offset, rows, dim
+        self._row_bytes = dim * 4
+
+    @classmethod
+    def of(cls, mapped: np.ndarray, path: Path) -> _RowFile | None:
+        """The reader of the file ``mapped`` (its memory map) lies in, or None when it is not
+        a plain float32 row-major map of it."""
+        base = mapped.base if isinstance(mapped.base, np.memmap) else mapped
+        if not isinstance(base, np.memmap) or mapped.dtype != np.float32 or mapped.ndim != 2 \
+                or not mapped.flags.c_contiguous:
+            return None
+        return cls(path, int(base.offset), int(mapped.shape[0]), int(mapped.shape[1]))
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (any order, in range) as a ``(len(rows), dim)`` float32 array."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((rows.size, self._dim), dtype=np.float32)
+        if rows.size == 0:
+            return out
+        order = None
+        if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
+            order = np.argsort(rows, kind="stable")
+            rows = rows[order]
+        raw = out.view(np.uint8).reshape(rows.size, self._row_bytes)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = [0, *breaks.tolist()]
+        ends = [*breaks.tolist(), int(rows.size)]
+        for start, end in zip(starts, ends, strict=True):
+            at = self._offset + int(rows[start]) * self._row_bytes
+            wanted = (end - start) * self._row_bytes
+            got = os.preadv(self._fd, [raw[start:end].data], at)
+            if got != wanted:
+                raise IndexUnavailable(f"vector file ended early: {got} of {wanted} bytes at {at}")
+        if order is not None:
+            unsorted = np.empty_like(out)
+            unsorted[order] = out
+            return unsorted
+        return out
+
+
+class _Sketch:
+    """8-bit copy of an index's valid rows (FAISS scalar quantizer, one range for all values;
+    or an inverted file of codes, searched over every list) and ``error``: the largest
+    distance between a row and its copy, so for a unit query the sketch's inner product is
+    within ``error`` of the exact one (Cauchy-Schwarz). ``saved``: part of the saved index."""
+
+    def __init__(self, index: faiss.Index, error: float, *, saved: bool = False) -> None:
         self.index = index
         self.error = error
+        self.saved = saved
+        self._lists = int(getattr(index, "nlist", 0))
+
+    def params(self, selector: Any) -> Any:
+        """Search parameters reading every code (admitting ``selector``'s rows when given)."""
+        if self._lists:
+            return _ivf_params(self._lists, selector)
+        factory: Any = getattr(faiss, "SearchParameters")  # noqa: B009 (stubs)
+        return factory() if selector is None else factory(sel=selector)
 
     @classmethod
     def build(cls, vectors: np.ndarray, valid_ids: np.ndarray) -> _Sketch:
         """Quantize ``vectors[valid_ids]`` in chunks (the vectors may be a memory map)."""
         dim = int(vectors.shape[1])
-        every = valid_ids.size == vectors.shape[0]
 
         def chunks() -> Iterator[np.ndarray]:
-            for start in range(0, int(valid_ids.size), _SKETCH_CHUNK_ROWS):
-                if every:
-                    block = vectors[start : start + _SKETCH_CHUNK_ROWS]
-                else:
-                    block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
-                yield np.ascontiguousarray(block, dtype=np.float32)
+            return _blocks(vectors, valid_ids)
 
-        low, high = np.inf, -np.inf
-        for block in chunks():
-            low, high = min(low, float(block.min())), max(high, float(block.max()))
-        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit_uniform,
+        index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit,
                                            faiss.METRIC_INNER_PRODUCT)
-        index.train(np.array([[low] * dim, [high] * dim], dtype=np.float32))  # min/max range
+        faiss.copy_array_to_vector(_trained_ranges(chunks()), index.sq.trained)
+        index.is_trained = True
         error = 0.0
         for block in chunks():
             index.add(block)
@@ -586,6 +737,37 @@ class _Sketch:
             error = max(error, float(np.linalg.norm(block.astype(np.float64) - decoded,
                                                     axis=1).max()))
         return cls(index, error)
+
+
+def _blocks(vectors: np.ndarray, valid_ids: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    """``vectors[valid_ids]`` (default: every row) in contiguous float32 blocks (the vectors
+    may be a memory map)."""
+    count = int(vectors.shape[0] if valid_ids is None else valid_ids.size)
+    every = valid_ids is None or count == vectors.shape[0]
+    for start in range(0, count, _SKETCH_CHUNK_ROWS):
+        if every:
+            block = vectors[start : start + _SKETCH_CHUNK_ROWS]
+        else:
+            assert valid_ids is not None
+            block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
+        yield np.ascontiguousarray(block, dtype=np.float32)
+
+
+def _trained_ranges(blocks: Iterator[np.ndarray]) -> np.ndarray:
+    """The trained state of an 8-bit scalar quantizer (one range per dimension) whose ranges
+    are each dimension's least and greatest value over ``blocks``: no row is clipped, so a
+    row's code is within half a step of it in every dimension."""
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    for block in blocks:
+        if block.shape[0]:
+            low = block.min(axis=0) if low is None else np.minimum(low, block.min(axis=0))
+            high = block.max(axis=0) if high is None else np.maximum(high, block.max(axis=0))
+    assert low is not None and high is not None
+    quantizer = faiss.ScalarQuantizer(int(low.size), faiss.ScalarQuantizer.QT_8bit)
+    quantizer.train(np.ascontiguousarray(np.stack([low, high]), dtype=np.float32))
+    trained: np.ndarray = faiss.vector_to_array(quantizer.trained)  # a copy, while it lives
+    return trained
 
 
 def recall_at_k(approx: SemanticIndex, exact: SemanticIndex, queries: np.ndarray, k: int) -> float:
@@ -643,12 +825,14 @@ def _calibrate_ef(graph: faiss.Index, rows: np.ndarray) -> tuple[int, float]:
 
 
 def _calibrate(graph: faiss.Index, rows: np.ndarray, ladder: tuple[int, ...],
-               params: Callable[[int], Any]) -> tuple[int, float]:
+               params: Callable[[int], Any], *, rescore: bool = False) -> tuple[int, float]:
     """Smallest rung of ``ladder`` whose search ``params`` reach the target recall@k on
     sample rows (self excluded), and that recall; the last rung when none does.
 
     A hit is any returned row scoring at least the k-th exact score, so duplicate rows (common
-    in chat logs) tie instead of counting as misses.
+    in chat logs) tie instead of counting as misses. ``rescore``: the index's scores are
+    codes', so it is asked for as many candidates as a search asks it and they are scored
+    exactly, as a search does.
     """
     count = rows.shape[0]
     k = min(_CALIBRATION_K, count - 1)
@@ -659,8 +843,12 @@ def _calibrate(graph: faiss.Index, rows: np.ndarray, ladder: tuple[int, ...],
     queries = np.ascontiguousarray(rows[picks])
     kth = _kth_best_excluding_self(rows, queries, picks, k)
     recall = 0.0
+    fetch = min(count, max((k + 1) * RESCORE_FACTOR, _RESCORE_MIN)) if rescore else k + 1
     for rung in ladder:
-        scores, labels = graph.search(queries, k + 1, params=params(rung))
+        scores, labels = graph.search(queries, fetch, params=params(rung))
+        if rescore:
+            scores = np.where(labels >= 0, np.einsum(
+                "qkd,qd->qk", rows[np.maximum(labels, 0)], queries), -np.inf)
         others = np.where(labels == picks[:, None], -np.inf, scores)
         best = -np.sort(-others, axis=1)[:, :k]
         recall = float(np.mean(best >= kth[:, None] - 1e-5))
@@ -680,6 +868,22 @@ def _kth_best_excluding_self(
         merged = np.concatenate([best, block], axis=1)
         best = -np.partition(-merged, k - 1, axis=1)[:, :k]
     return np.asarray(best.min(axis=1))
+
+
+def _ivf_code_error(graph: Any, rows: np.ndarray) -> float:
+    """The largest distance between a row of ``rows`` (the inverted file's rows, in the order
+    added) and its 8-bit code as ``graph`` decodes it (its list's centroid plus the residual)."""
+    graph.make_direct_map()
+    error = 0.0
+    try:
+        for start in range(0, rows.shape[0], _SKETCH_CHUNK_ROWS):
+            block = np.asarray(rows[start : start + _SKETCH_CHUNK_ROWS], dtype=np.float64)
+            decoded = graph.reconstruct_n(start, block.shape[0])
+            error = max(error, float(np.linalg.norm(block - decoded, axis=1).max()))
+    finally:
+        no_map: Any = getattr(faiss, "DirectMap").NoMap  # noqa: B009 (stubs)
+        graph.set_direct_map_type(no_map)  # 8 bytes a row, needed no more
+    return error
 
 
 def _hnsw_params(ef: int, selector: Any = None) -> Any:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -25,6 +26,7 @@ from lake.embedding.passages import splitter_of
 from lake.errors import EmbeddingError, IndexUnavailable, QueryError
 from lake.index.codes import holding_codes
 from lake.index.manifest import PartitionManifest, local_build
+from lake.index.opened import OpenedPartitions, partition_cost
 from lake.index.partition import PartitionIndex
 from lake.index.status import PartitionStatus, StatusCache
 from lake.index.trigram import word_similarities
@@ -99,12 +101,13 @@ class SearchService:
     """Answers SearchRequests over a lake's partition indexes."""
 
     def __init__(self, store: LakeStore, *, embedder: Embedder | EmbedderFactory | None = None,
-                 ) -> None:
+                 memory_budget: int | None = None) -> None:
         self.store = store
         self._embedder_source = embedder
         self._embedder: Embedder | None = None
         self._statuses = StatusCache(store)
-        self._open: dict[str, PartitionIndex] = {}
+        # opened partitions, least recently used closed first past memory_budget bytes
+        self.partitions = OpenedPartitions(memory_budget)
         self._editions = Editions(store)
 
     # -- public -------------------------------------------------------------------------
@@ -228,14 +231,20 @@ class SearchService:
         return parts, stale, unindexed
 
     def _partition(self, manifest: PartitionManifest, *, reopen: bool = False) -> PartitionIndex:
-        key = f"{manifest.tenant}/{manifest.month}"
-        cached = self._open.get(key)
-        if reopen or cached is None or cached.manifest.build_id != manifest.build_id:
-            # a reopened view shares nothing with the one whose files went
-            cached = PartitionIndex(local_build(self.store.root, manifest), manifest,
-                                    None if reopen else cached)
-            self._open[key] = cached
-        return cached
+        # a reopened view shares nothing with the one whose files went (previous: None)
+        folder: Path | None = None
+
+        def opened(previous: PartitionIndex | None) -> PartitionIndex:
+            nonlocal folder
+            folder = local_build(self.store.root, manifest)
+            return PartitionIndex(folder, manifest, previous)
+
+        def cost() -> int:
+            assert folder is not None
+            return partition_cost([folder.parent / name for name in manifest.live_segments],
+                                  manifest.row_count)
+
+        return self.partitions.get(manifest, opened, cost, reopen=reopen)
 
     def _embed_query(self, query: str) -> tuple[np.ndarray | None, str | None]:
         try:

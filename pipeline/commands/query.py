@@ -100,16 +100,27 @@ def search(
              "of the query the turn holds (0 = fixed weights).")] = DEFAULT_COVERAGE_GAIN,
     queries: Annotated[Path | None, typer.Option(
         help="JSON Lines file of queries (id, query and any option).")] = None,
+    memory_budget: Annotated[str | None, typer.Option(
+        help="Bytes of partition indexes kept open (800MB, 2GB): past it the least recently "
+             "used are closed and opened again when needed (default: the lake's "
+             "search_memory_budget, TURNLAKE_MEMORY_BUDGET, else no limit).")] = None,
     as_json: JsonOption = False,
     lake: LakeOption = None,
 ) -> None:
     """Hybrid search (semantic + BM25 + trigram, fused with RRF and a recency lift)."""
     from lake.embedding.factory import embedder_from
+    from lake.index.opened import parse_budget
     from lake.search.service import SearchService
 
     settings = existing_lake(lake)
+    try:
+        budget = parse_budget(memory_budget) if memory_budget is not None else \
+            settings.search_memory_budget
+    except TurnlakeError as exc:
+        raise fail(exc) from None
     service = SearchService(LakeStore(settings.lake),
-                            embedder=lambda: embedder_from(settings, "query"))
+                            embedder=lambda: embedder_from(settings, "query"),
+                            memory_budget=budget)
     if queries is not None:
         _batch_search(service, queries)
         return

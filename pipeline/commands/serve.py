@@ -118,6 +118,10 @@ def serve(
     workspace: Annotated[Path | None, typer.Option(
         help="Folder of this machine that POST /v1/pull and the MCP pull_files tool write "
              "into (relative folders below it); without it, pulls are refused.")] = None,
+    memory_budget: Annotated[str | None, typer.Option(
+        help="Bytes of partition indexes each worker keeps open for search (800MB, 2GB): "
+             "past it the least recently used are closed (search_memory_budget, "
+             "TURNLAKE_MEMORY_BUDGET; default no limit).")] = None,
     lake: LakeOption = None,
 ) -> None:
     """Serve the lake over HTTP: record turns, search, catalog, turns, refs, erase."""
@@ -144,6 +148,14 @@ def serve(
     os.environ[ENV_NO_SPOOL] = "1" if no_spool else ""
     os.environ[ENV_MAX_LAG] = "" if max_lag is None else repr(max_lag)
     os.environ[ENV_WORKSPACE] = str(workspace.resolve()) if workspace else ""
+    if memory_budget is not None:
+        from lake.index.opened import parse_budget
+
+        try:
+            parse_budget(memory_budget)
+        except TurnlakeError as exc:
+            raise fail(exc) from None
+        os.environ["TURNLAKE_MEMORY_BUDGET"] = memory_budget  # read by Settings.from_env
     console.print(literal(f"serving {settings.lake} on http://{host}:{port} "
                           f"({workers} worker{'s' if workers > 1 else ''}); OpenAPI at /docs"))
     if isinstance(settings.lake, Path) and not (settings.lake / "_keys").is_dir():

@@ -64,7 +64,8 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
     provider = embedder or service_embedder(settings)
     metrics = ServiceMetrics()
     store = LakeStore(settings.lake)
-    search_service = SearchService(store, embedder=provider)
+    search_service = SearchService(store, embedder=provider,
+                                   memory_budget=settings.search_memory_budget)
     context = ServiceContext(
         settings=settings,
         keys=KeyStore(settings.lake, s3=settings.s3, cache_s=settings.key_cache_s),
@@ -73,6 +74,7 @@ def create_app(settings: Settings, *, embedder: Embedder | None = None, embed: b
                            metrics=metrics, child=embedder is None),
         metrics=metrics, puller=WorkspacePuller(store), workspace=workspace)
     metrics.watch_stale(lambda: _stale(search_service.statuses().values()))
+    metrics.watch_partitions(search_service.partitions.stats)
     # The agent tools at /mcp: the same keys, search service and identity rules as the routes.
     mcp_server, mcp_app = mcp_http_app(settings, context.keys.authenticate,
                                        service=search_service, path="/", workspace=workspace,

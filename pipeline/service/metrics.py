@@ -7,9 +7,13 @@ answered it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from lake.index.opened import OpenedStats
 
 _LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000)
@@ -83,6 +87,31 @@ class ServiceMetrics:
         """Have the stale-partition gauge computed at each scrape."""
         self.partitions_stale.set_function(count)
 
+    def watch_partitions(self, stats: Callable[[], OpenedStats]) -> None:
+        """Report the search's opened partitions at each scrape: how many it opened and how
+        many the memory budget closed (counters), how many are open and their charged bytes."""
+        self.registry.register(_PartitionsCollector(stats))
+
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _PartitionsCollector(Collector):
+    """The search service's partition counters, read at each scrape."""
+
+    def __init__(self, stats: Callable[[], OpenedStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Metric]:
+        now = self._stats()
+        yield CounterMetricFamily("turnlake_search_partitions_opened",
+                                  "Partition indexes searches had to open", value=now.opened)
+        yield CounterMetricFamily("turnlake_search_partitions_closed",
+                                  "Partition indexes closed to keep within the memory budget",
+                                  value=now.closed)
+        yield GaugeMetricFamily("turnlake_search_partitions_open",
+                                "Partition indexes open for search", value=now.open_partitions)
+        yield GaugeMetricFamily("turnlake_search_open_bytes",
+                                "Bytes the open partition indexes are charged against the "
+                                "memory budget (0 without a budget)", value=now.open_bytes)

@@ -286,7 +286,7 @@ def test_warmup_loads_in_the_background_and_reports_its_state() -> None:
 def test_the_service_warms_its_model_and_indexes(seeded: SeededLake) -> None:
     wb = Workbench(seeded.settings)
     assert "indexes of 3 tenant(s)" in wb.warm()
-    assert wb.search_service._open  # the partitions are open before any search
+    assert wb.search_service.partitions  # the partitions are open before any search
 
 
 def test_search_refuses_a_query_without_words_and_explains_short_answers(

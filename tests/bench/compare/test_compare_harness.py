@@ -240,3 +240,29 @@ def test_postgres_arms_answer_in_scope(pg_root: Path) -> None:
     assert found["kd-lexical"] == [("c-0", "t-0")]
     assert all(t in {"t-0", "t-2", "t-4"} for turns in found.values() for _, t in turns)
     assert not (pg_root / "pg").exists()
+
+
+def test_a_run_whose_sections_cannot_run_still_writes_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `python -m bench.compare --quick` alone: no LoCoMo data here, and a scale section that
+    # stops; the report says both, in a sentence each, and is written
+    import bench.compare.runner as runner
+    import bench.locomo
+    from bench.compare.report import write_report
+
+    monkeypatch.setattr(bench.locomo, "LOCOMO", tmp_path / "absent" / "locomo10.json")
+    monkeypatch.setattr(runner, "_start_postgres", lambda *a, **k: runner.Postgres(
+        None, failed="start: not in this test"))
+
+    def stops(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(runner, "compare_scale", stops)
+    results = runner.run("quick", rounds=1, n_queries=20, variants=["minimal"],
+                         work_dir=tmp_path / "work")
+    assert results["scale_skipped"] == "scale section stopped: RuntimeError: disk full"
+    assert results["locomo_skipped"].startswith("LoCoMo section skipped: no LoCoMo data at ")
+    text = write_report(results, tmp_path).read_text()
+    assert "scale section stopped: RuntimeError: disk full." in text
+    assert "LoCoMo section skipped: no LoCoMo data at" in text

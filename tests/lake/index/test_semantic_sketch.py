@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def _plain(vectors: np.ndarray, query: np.ndarray, limit: int,
            allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
     """The exact answer, from an index that never sketches."""
     index = SemanticIndex.build(vectors)
-    index._wide_searches = -(10**9)  # keep this reference off the sketch
+    index._sketch = None  # keep this reference off the sketch
+    index._wide_searches = -(10**9)
     return index.search(query, allowed=allowed, limit=limit)
 
 
@@ -112,13 +114,18 @@ def test_scope_smaller_than_limit(wide_from: None) -> None:
         _same(got, _plain(vectors, query, 300, scope))
 
 
-def test_sketch_is_built_only_after_repeated_wide_searches(
+def test_an_old_index_sketches_only_after_repeated_wide_searches(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # an index saved without codes (format 1, as the code before compact codes wrote it)
+    # still opens, and builds its sketch in memory once wide searches repeat
     monkeypatch.setattr(semantic_module, "SKETCH_MIN_ROWS", 200)
     monkeypatch.setattr(semantic_module, "SKETCH_AFTER", 3)
     vectors = _unit(1000, seed=14)
-    SemanticIndex.build(vectors).save(tmp_path / "idx")
+    old = SemanticIndex.build(vectors)
+    old._sketch = None
+    old.save(tmp_path / "idx")
+    assert json.loads((tmp_path / "idx" / "semantic.json").read_text())["format"] == 1
     index = SemanticIndex.load(tmp_path / "idx")  # memory-mapped vectors
     queries = _unit(4, seed=15)
     index.search(queries[0], allowed=np.arange(100), limit=5)  # narrow: does not count
@@ -127,4 +134,19 @@ def test_sketch_is_built_only_after_repeated_wide_searches(
         _same(index.search(query, limit=10), _plain(vectors, query, 10))
     assert index._sketch is not None  # built by the third wide search, which used it
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
-        "docs.npy", "semantic.json", "valid.npy", "vectors.npy"]  # the sketch is never saved
+        "docs.npy", "semantic.json", "valid.npy", "vectors.npy"]  # that sketch is not saved
+
+
+def test_a_flat_index_saves_its_codes_and_uses_them_from_the_first_wide_search(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(semantic_module, "SKETCH_MIN_ROWS", 200)
+    vectors = _unit(1000, seed=16)
+    SemanticIndex.build(vectors).save(tmp_path / "idx")
+    meta = json.loads((tmp_path / "idx" / "semantic.json").read_text())
+    assert meta["format"] == 2 and meta["codes"] == "sq8" and 0 < meta["code_error"] < 0.05
+    assert (tmp_path / "idx" / "codes.faiss").stat().st_size < vectors.nbytes / 3
+    index = SemanticIndex.load(tmp_path / "idx")
+    assert index._sketch is not None  # read with the index, not built by searches
+    for query in _unit(3, seed=17):
+        _same(index.search(query, limit=10), _plain(vectors, query, 10))

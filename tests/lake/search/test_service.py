@@ -363,7 +363,7 @@ def test_user_scope_weighs_words_by_the_users_own_history(
     lexical = {"semantic": False, "lexical": True, "trigram": False}
     assert _search(service, "jon turtles", enabled=lexical)[0] == ("c-8", "t-0008")
     # the same index under the partition's statistics: a row naming Jon comes first
-    (part,) = service._open.values()  # the partition the search opened
+    (part,) = service.partitions.views()  # the partition the search opened
     first, _ = part.lexical.search("jon turtles", limit=1, user_id="u-ana")[0]
     assert part.rows.column("conversation_id")[first].as_py() != "c-8"
 
