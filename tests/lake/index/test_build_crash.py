@@ -9,8 +9,6 @@ import textwrap
 from datetime import timedelta
 from pathlib import Path
 
-from factories import BASE_TIME, make_record, write_jsonl
-
 from lake.embedding.hashing import HashingEmbedder
 from lake.index.manifest import partition_dir
 from lake.index.status import partition_statuses
@@ -21,6 +19,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.index_build import build_indexes
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
 # A build that dies (os._exit: no clean-up runs) right after the float rows of its first

@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from factories import BASE_TIME, make_record, write_jsonl
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.errors import IndexUnavailable
@@ -18,6 +17,7 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from pipeline.jobs import run_ingest
+from tests.factories import BASE_TIME, make_record, write_jsonl
 
 MONTHS = 4
 AS_OF = BASE_TIME + timedelta(days=31 * MONTHS)
