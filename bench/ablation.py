@@ -221,6 +221,20 @@ def ablate(askers: Mapping[str, Asker], stages: Sequence[str], *, arms: bool = T
     return out
 
 
+def judge(askers: Mapping[str, Asker], candidate: Asking) -> dict[str, Any]:
+    """A tuned candidate against the ranking as it is, per set and half: :func:`compare` of
+    the candidate ("on") with today's default ("off"). The rule: keep it only when the
+    interval lies wholly below zero on neither report half and wholly above on one."""
+    out: dict[str, Any] = {}
+    for set_name, asker in askers.items():
+        now = asker(Asking(), FUSED)
+        tried = asker(candidate, FUSED)
+        out[set_name] = {split: compare(tried[split]["fused"], now[split]["fused"])
+                         for split in now}
+        print(f"{set_name}: {json.dumps(out[set_name])}", file=sys.stderr, flush=True)
+    return out
+
+
 def plot(result: Mapping[str, Any], path: Path, split: str = "report") -> Path:
     """Per set of ``result`` (:func:`ablate`'s answer), recall@k of each generator alone and
     fused on ``split``, one panel a set, saved as a PNG at ``path``."""
@@ -254,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--plot", type=Path, default=None,
                         help="also draw each set's recall@k per generator as this PNG")
+    parser.add_argument("--judge", default=None,
+                        help="judge this bench.tune candidate against the ranking as it is")
     parser.add_argument("--no-arms", action="store_true",
                         help="ask the fused list only, not each generator alone")
     args = parser.parse_args(argv)
@@ -265,6 +281,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown set or stage {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.judge is not None:
+        from bench.tune import CANDIDATES
+
+        named = {c.name: c for c in CANDIDATES}
+        if args.judge not in named:
+            print(f"error: no candidate {args.judge!r}; candidates: {', '.join(named)}",
+                  file=sys.stderr)
+            return 2
+        print(json.dumps(judge({s: makers[s]() for s in chosen}, named[args.judge].asking),
+                         indent=1))
+        return 0
     result = ablate({s: makers[s]() for s in chosen},
                     [s for s in args.stages.split(",") if s], arms=not args.no_arms)
     print(json.dumps(result, indent=1))

@@ -148,3 +148,20 @@ def test_the_ablation_plot_draws_one_panel_a_set(tmp_path: Path) -> None:
                        "trigram": [0.1, 0.1, 0.1], "fused": [0.7, 0.8, 0.9]}}
     out = plot({"locomo": {"arms": arms}, "longmemeval": {"arms": arms}}, tmp_path / "p.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_judging_a_candidate_compares_it_with_the_ranking_as_it_is() -> None:
+    from bench.ablation import judge
+    from bench.questions import Asking, Found
+
+    better = Asking(min_relevance=0.0)
+
+    def asker(asking: Asking, configs: object) -> dict[str, dict[str, Found]]:
+        value = 1.0 if asking == better else 0.5
+        recall = np.full((6, len(KS)), value)
+        return {"report": {"fused": Found(recall, recall)}}
+
+    out = judge({"set": asker}, better)
+    report = out["set"]["report"]
+    assert report["on"] == [1.0] * len(KS) and report["off"] == [0.5] * len(KS)
+    assert all(low == high == 0.5 for low, high in report["on_minus_off"])
