@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -107,3 +108,16 @@ def garden_notes(weeks: int) -> str:
     """A gardening diary of ``weeks`` entries (~20 word pieces each)."""
     return " ".join(f"In week {i} I watered the tomato beds, pruned the basil and mulched the "
                     f"roses along the fence." for i in range(1, weeks + 1))
+
+
+class HeldIndexer:
+    """A writer's index step that waits until the test lets it go (``go.set()``)."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def index(self, partitions: object) -> None:
+        assert self.go.wait(timeout=120)
+
+    def close(self) -> None:
+        self.go.set()

@@ -4,7 +4,6 @@ writer for long waits while another key records."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import orjson
@@ -14,24 +13,12 @@ from pipeline.service.fairness import FairShare
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
+from tests.factories import HeldIndexer
 from tests.reliability.lake_audit import key_of, turn_record
 
 
 def _lines(records: list[dict[str, object]]) -> tuple[list[str], list[TurnKey | None]]:
     return [orjson.dumps(r).decode() for r in records], [key_of(r) for r in records]
-
-
-class _HeldIndexer:
-    """An index step that waits until the test lets it go."""
-
-    def __init__(self) -> None:
-        self.go = threading.Event()
-
-    def index(self, partitions: object) -> None:
-        assert self.go.wait(timeout=120)
-
-    def close(self) -> None:
-        self.go.set()
 
 
 def test_a_large_request_is_committed_in_a_group_of_its_own(
@@ -64,7 +51,7 @@ def test_a_key_late_to_be_searchable_is_held_and_others_are_not(
         hashing_settings: Settings) -> None:
     writer = GroupWriter(hashing_settings.with_(record_max_lag_s=0.5), embedder=None,
                          index=True)
-    held = _HeldIndexer()
+    held = HeldIndexer()
     writer._indexer = held  # type: ignore[assignment]
     writer.start()
     try:
@@ -87,7 +74,7 @@ def test_a_key_that_used_the_writer_for_long_waits_while_another_records(
         hashing_settings: Settings) -> None:
     writer = GroupWriter(hashing_settings.with_(record_max_lag_s=0.3), embedder=None,
                          index=True)
-    held = _HeldIndexer()
+    held = HeldIndexer()
     writer._indexer = held  # type: ignore[assignment]
     writer.start()
     try:

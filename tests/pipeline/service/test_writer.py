@@ -18,6 +18,7 @@ from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome
 from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
+from tests.factories import HeldIndexer
 from tests.reliability.lake_audit import key_of, turn_record
 
 
@@ -121,24 +122,11 @@ def test_a_group_waits_for_as_many_submissions_as_the_last_one_held(
     assert "turnlake_commit_requests_sum 6.0" in text
 
 
-class _HeldIndexer:
-    """An index step that waits until the test lets it go."""
-
-    def __init__(self) -> None:
-        self.go = threading.Event()
-
-    def index(self, partitions: object) -> None:
-        assert self.go.wait(timeout=120)
-
-    def close(self) -> None:
-        self.go.set()
-
-
 def test_answers_wait_while_an_answered_turn_is_not_searchable_past_the_lag_bound(
         hashing_settings: Settings) -> None:
     settings = hashing_settings.with_(record_max_lag_s=1.0)
     writer = GroupWriter(settings, embedder=None, index=True)
-    held = _HeldIndexer()
+    held = HeldIndexer()
     writer._indexer = held  # type: ignore[assignment]
     writer.start()
     try:
