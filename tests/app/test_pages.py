@@ -362,9 +362,8 @@ def test_retention_purge_needs_confirmation_and_writes_an_audit_row(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from factories import make_record, write_jsonl
-
     from pipeline.jobs import run_ingest
+    from tests.factories import make_record, write_jsonl
 
     settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
     old = datetime.now(UTC) - timedelta(days=10)
