@@ -88,7 +88,7 @@ def _no_passages() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _lenient_on_any_find() -> Iterator[None]:
+def lenient_on_any_find() -> Iterator[None]:
     """The rule before the meaning gate: a list found by any evidence is judged leniently."""
     from lake.search import relevance, service
 
@@ -131,7 +131,7 @@ STAGES: dict[str, Stage] = {
     "relevance floor": Stage("hits under relevance .5 dropped",
                              lambda a: replace(a, min_relevance=0.0)),
     "meaning gate": Stage("leniency only for a list the dense arm found on its own",
-                          patch=_lenient_on_any_find),
+                          patch=lenient_on_any_find),
 }
 
 

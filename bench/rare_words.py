@@ -16,11 +16,10 @@ their stems. The LoCoMo data is read from ../shared at run time and never copied
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -136,26 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder.save()
     service = SearchService(LakeStore(root), embedder=embedder)
     out = {"rule": measure(service, probes, last)}
-    from lake.search import relevance
-    from lake.search import service as search_service
+    from bench.ablation import lenient_on_any_find
 
-    # the rule before: a list found by any evidence judges every turn leniently
-    with _patched(relevance, "found_by_meaning", lambda *_: True), \
-            _patched(search_service, "found_by_meaning", lambda *_: True):
+    with lenient_on_any_find():  # the rule before the meaning gate
         out["before"] = measure(service, probes, last)
     out["no floor"] = measure(service, probes, last, min_relevance=0.0)
     print(json.dumps(out, indent=1))
     return 0
 
-
-@contextlib.contextmanager
-def _patched(module: Any, name: str, value: Any) -> Iterator[None]:
-    original = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
 
 
 if __name__ == "__main__":
