@@ -4,7 +4,9 @@ writer for long waits while another key records."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import orjson
 
@@ -19,6 +21,23 @@ from tests.reliability.lake_audit import key_of, turn_record
 
 def _lines(records: list[dict[str, object]]) -> tuple[list[str], list[TurnKey | None]]:
     return [orjson.dumps(r).decode() for r in records], [key_of(r) for r in records]
+
+
+@contextlib.contextmanager
+def _key_a_answered(settings: Settings) -> Iterator[tuple[GroupWriter, HeldIndexer]]:
+    """A started writer whose index step waits for the test, after key a's first turn is
+    answered; the index step is let go and the writer closed on the way out."""
+    writer = GroupWriter(settings, embedder=None, index=True)
+    held = HeldIndexer()
+    writer._indexer = held  # type: ignore[assignment]
+    writer.start()
+    try:
+        assert writer.submit(*_lines([turn_record(1, conversation="c-a")]),
+                             sharer="acme/a").result(timeout=120)[0].status == "accepted"
+        yield writer, held
+    finally:
+        held.go.set()
+        writer.close()
 
 
 def test_a_large_request_is_committed_in_a_group_of_its_own(
@@ -49,14 +68,7 @@ def test_a_large_request_is_committed_in_a_group_of_its_own(
 
 def test_a_key_late_to_be_searchable_is_held_and_others_are_not(
         hashing_settings: Settings) -> None:
-    writer = GroupWriter(hashing_settings.with_(record_max_lag_s=0.5), embedder=None,
-                         index=True)
-    held = HeldIndexer()
-    writer._indexer = held  # type: ignore[assignment]
-    writer.start()
-    try:
-        assert writer.submit(*_lines([turn_record(1, conversation="c-a")]),
-                             sharer="acme/a").result(timeout=120)[0].status == "accepted"
+    with _key_a_answered(hashing_settings.with_(record_max_lag_s=0.5)) as (writer, held):
         time.sleep(0.8)  # past the bound: key a's group is late
         again = writer.submit(*_lines([turn_record(2, conversation="c-a")]), sharer="acme/a")
         other = writer.submit(*_lines([turn_record(3, conversation="c-b")]), sharer="acme/b")
@@ -65,21 +77,11 @@ def test_a_key_late_to_be_searchable_is_held_and_others_are_not(
         assert not again.done()
         held.go.set()
         assert again.result(timeout=120)[0].status == "accepted"
-    finally:
-        held.go.set()
-        writer.close()
 
 
 def test_a_key_that_used_the_writer_for_long_waits_while_another_records(
         hashing_settings: Settings) -> None:
-    writer = GroupWriter(hashing_settings.with_(record_max_lag_s=0.3), embedder=None,
-                         index=True)
-    held = HeldIndexer()
-    writer._indexer = held  # type: ignore[assignment]
-    writer.start()
-    try:
-        assert writer.submit(*_lines([turn_record(1, conversation="c-a")]),
-                             sharer="acme/a").result(timeout=120)[0].status == "accepted"
+    with _key_a_answered(hashing_settings.with_(record_max_lag_s=0.3)) as (writer, held):
         time.sleep(3.0)  # key a's group holds the writer's index step for 3 s...
         held.go.set()
         writer.flush(120)
@@ -94,9 +96,6 @@ def test_a_key_that_used_the_writer_for_long_waits_while_another_records(
         time.sleep(0.5)
         assert not again.done()
         assert again.result(timeout=120)[0].status == "accepted"  # once its pause ended
-    finally:
-        held.go.set()
-        writer.close()
 
 
 def test_a_key_alone_is_never_paused() -> None:
