@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,7 +33,7 @@ from lake.index.trigram import word_similarities
 from lake.search.access import ResolvedScope, resolve_scope
 from lake.search.addressed import Editions
 from lake.search.coverage import coverage_weight, coverages, turn_stems
-from lake.search.fusion import FusedIds, fuse_ids, recency_lift
+from lake.search.fusion import FusedIds, fuse_ids
 from lake.search.generators import (
     PartHits,
     QueryStatistics,
@@ -41,6 +41,7 @@ from lake.search.generators import (
     semantic_hits,
     trigram_hits,
 )
+from lake.search.lifts import Lift, Scored, by_age, lifted_top, under_cap
 from lake.search.named_time import (
     NAMED_TIME_HALF_LIFE_DAYS,
     NamedTime,
@@ -77,7 +78,6 @@ EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 COVERED_TURNS = 20  # the lexical turns weighed by their coverage (see _coverage_weights)
-_SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
 # A scope of at least this many rows runs the semantic arm on a thread of its own beside the
 # text arms. Its scan and the trigram arm's are mostly native code that lets go of the
 # interpreter lock: on the 1M-row bench lake a tenant-scope hybrid search went from 69 to 46 ms
@@ -86,15 +86,6 @@ _SETTLE_EVERY = 8  # fused turns lifted between checks for a settled top k
 PARALLEL_ARMS_MIN_ROWS = 100_000
 _ARM_POOL: ThreadPoolExecutor | None = None
 _ARM_POOL_LOCK = threading.Lock()
-
-
-class _Scored(NamedTuple):
-    """A lifted turn: its final score, key, position in the fused order and lift."""
-
-    final: float
-    turn_key: tuple[str, str]
-    position: int
-    lift: float
 
 
 class SearchService:
@@ -299,44 +290,21 @@ class SearchService:
                                           parts)
         if smooth and lenient:
             relevances = neighbour_relevance(relevances, previous, following)
-        kept = (relevances >= request.min_relevance).tolist()
-        as_of_us = int(as_of.timestamp() * _US)
+        kept = relevances >= request.min_relevance
         turn_at_us = parts.turn_at_us(best.slots, best.docs)
-        ages = ((as_of_us - turn_at_us) / _US).tolist()
-        half_life_s = request.half_life_days * 86400.0
-        # a turn in a time the query names is lifted as a turn of age 0 would be, one outside
-        # as one whose age is its distance from that time (lake.search.named_time)
-        outside = seconds_outside(turn_at_us, [n.range for n in named]).tolist() \
-            if named else None
-        named_half_life_s = NAMED_TIME_HALF_LIFE_DAYS * 86400.0
-        scored: list[_Scored] = []
-        most = recency_lift(0.0, half_life_s, request.recency_weight) * (  # the largest lift
-            1.0 + request.time_weight if named else 1.0)
-        cap = _per_conversation_cap(request)
-        turns, values = fused.turns.tolist(), fused.values.tolist()
         # A stale index may still hold turns purged or erased since it was built, but only
         # where the tables lost a file the index read: a partition whose tables only grew
         # since its build (a writer ahead of its indexer) serves no removed turn.
         removed = {p.name for p in parts.parts
                    if p.name in stale and self._statuses.may_have_removed(p.manifest)}
-        for position, value in enumerate(values):
-            # Fused values only fall from here on, so no later turn can end above this bound;
-            # once the hits above it are settled, the rest need no lift (hits of a partition
-            # that lost files may still be dropped below, so then every turn is lifted).
-            if position >= request.k and position % _SETTLE_EVERY == 0 and not removed \
-                    and value >= 0 and _settled(scored, value * most, request.k, cap):
-                break
-            if not kept[position]:
-                continue
-            lift = recency_lift(ages[position], half_life_s, request.recency_weight)
-            if outside is not None:
-                lift *= recency_lift(outside[position], named_half_life_s, request.time_weight)
-            scored.append(_Scored(value * lift, parts.turn_key(turns[position]), position,
-                                  lift))
-        scored.sort(key=lambda s: (-s.final, s.turn_key))
+        cap = _per_conversation_cap(request)
+        turns = fused.turns.tolist()
+        scored = lifted_top(fused.values, kept, lambda j: parts.turn_key(turns[j]),
+                            _lifts(request, as_of, turn_at_us, named), request.k, cap,
+                            every=bool(removed))
         if removed:
             # Keep only the turns of those partitions whose TurnLog is live now.
-            def part_of(s: _Scored) -> PartitionIndex:
+            def part_of(s: Scored) -> PartitionIndex:
                 return parts.parts[int(best.slots[s.position])]
 
             suspects = {(part_of(s).manifest.tenant, s.turn_key[0]) for s in scored
@@ -345,7 +313,8 @@ class SearchService:
             scored = [s for s in scored if part_of(s).name not in removed
                       or (part_of(s).manifest.tenant, *s.turn_key) in live]
         hits = []
-        for s in itertools.islice(_under_cap(scored, cap), request.k):
+        values = fused.values.tolist()
+        for s in itertools.islice(under_cap(scored, cap), request.k):
             j = s.position
             ranks: dict[str, GeneratorRank | None] = dict.fromkeys(GENERATORS)
             for g, name in enumerate(fused.names):
@@ -356,7 +325,7 @@ class SearchService:
             hits.append(self._hit(s.turn_key, parts.parts[int(best.slots[j])],
                                   int(best.docs[j]), ranks, values[j], s.lift, s.final,
                                   float(relevances[j]), request, query_vector))
-        return hits, kept.count(False)
+        return hits, int(kept.size - np.count_nonzero(kept))
 
     def _conversations_of(self, tenant: str, request: SearchRequest) -> frozenset[str] | None:
         """The tenant's conversations the request's agent and app recorded (None: no such
@@ -644,24 +613,17 @@ def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarr
     return previous, following
 
 
-def _settled(scored: list[_Scored], ceiling: float, k: int, cap: int) -> bool:
-    """Whether the turns scoring above ``ceiling`` already fill the top ``k`` under the
-    per-conversation ``cap`` (0: none); a turn's place under the cap depends only on the
-    turns ranked above it."""
-    above = sorted((s for s in scored if s.final > ceiling),
-                   key=lambda s: (-s.final, s.turn_key))
-    return len(above) >= k and sum(1 for _ in itertools.islice(_under_cap(above, cap), k)) >= k
-
-
-def _under_cap(scored: list[_Scored], cap: int) -> Iterator[_Scored]:
-    """The turns, best first, that the per-conversation ``cap`` (0: none) lets through."""
-    per_conv: dict[str, int] = {}
-    for s in scored:
-        cid = s.turn_key[0]
-        if cap and per_conv.get(cid, 0) >= cap:
-            continue
-        per_conv[cid] = per_conv.get(cid, 0) + 1
-        yield s
+def _lifts(request: SearchRequest, as_of: datetime, turn_at_us: np.ndarray,
+           named: list[NamedTime]) -> list[Lift]:
+    """The lifts of each fused turn (turn times ``turn_at_us``): recency, and a turn in a
+    time the query names lifted as a turn of age 0 would be, one outside as one whose age
+    is its distance from that time (lake.search.named_time)."""
+    ages = (int(as_of.timestamp() * _US) - turn_at_us) / _US
+    lifts = [by_age(ages, request.half_life_days * 86400.0, request.recency_weight)]
+    if named:
+        lifts.append(by_age(seconds_outside(turn_at_us, [n.range for n in named]),
+                            NAMED_TIME_HALF_LIFE_DAYS * 86400.0, request.time_weight))
+    return lifts
 
 
 def _per_conversation_cap(request: SearchRequest) -> int:

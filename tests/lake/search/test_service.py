@@ -291,7 +291,7 @@ def test_lifting_only_until_the_top_is_settled_changes_no_hit(
     run_ingest(hashing_settings, [write_jsonl(tmp_path / "many.jsonl", records)])
     service = SearchService(LakeStore(hashing_settings.lake), embedder=HashingEmbedder(64))
     as_of = BASE_TIME + timedelta(days=130)
-    import lake.search.service as service_module
+    import lake.search.lifts as lifts_module
 
     def hits(**kw: object) -> list[tuple[str, str, float]]:
         result = service.search(SearchRequest("deploy failed node", ANA, as_of=as_of, **kw))  # type: ignore[arg-type]
@@ -302,16 +302,16 @@ def test_lifting_only_until_the_top_is_settled_changes_no_hit(
         {"max_per_conversation": 1}, {"recency_weight": 4.0, "k": 5},
         {"half_life_days": 1.0, "max_per_conversation": 3, "k": 12}]
     verdicts: list[bool] = []
-    real_settled = service_module._settled
+    real_settled = lifts_module._settled
 
     def spy(*args: object) -> bool:
         verdicts.append(real_settled(*args))  # type: ignore[arg-type]
         return verdicts[-1]
 
-    monkeypatch.setattr(service_module, "_settled", spy)
+    monkeypatch.setattr(lifts_module, "_settled", spy)
     settled = [hits(**case) for case in cases]
     assert True in verdicts  # the early stop was taken
-    monkeypatch.setattr(service_module, "_SETTLE_EVERY", 10**9)  # lift every turn
+    monkeypatch.setattr(lifts_module, "SETTLE_EVERY", 10**9)  # lift every turn
     assert settled == [hits(**case) for case in cases]
     assert all(settled) and len({tuple(h) for h in settled}) > 3
 
