@@ -138,8 +138,9 @@ STAGES: dict[str, Stage] = {
 Asker = Callable[[Asking, Mapping[str, Mapping[str, bool]]], dict[str, dict[str, Found]]]
 
 
-def locomo_asker() -> Asker:
-    """Asks LoCoMo's questions (minimal records), per split tune/report."""
+def locomo_asker(typos: bool = False) -> Asker:
+    """Asks LoCoMo's questions (minimal records), per split tune/report; ``typos``: each with
+    a typo in its longest word (bench.typos)."""
     from bench.cache import CachedEmbedder
     from bench.locomo import TENANT as LOCOMO_TENANT
     from bench.locomo import build, ingested_lake, samples
@@ -151,6 +152,10 @@ def locomo_asker() -> Asker:
 
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     records, questions, last = build(samples("all"), rich=False)
+    if typos:
+        from bench.typos import with_typos
+
+        questions = with_typos(questions)
     root = CACHE / "locomo" / "minimal"
     ingested_lake(root, records, embedder)
     embedder.save()
@@ -194,7 +199,7 @@ def compare(on: Found, off: Found) -> dict[str, Any]:
     """Recall@k with the stage on and off, and the interval of on − off per k."""
     intervals = [paired_interval(on.recall[:, j] - off.recall[:, j]) for j in range(len(KS))]
     return {"on": _means(on.recall), "off": _means(off.recall),
-            "on_minus_off": [[round(lo, 3), round(hi, 3)] for lo, hi in intervals]}
+            "on_minus_off": [[round(lo, 4), round(hi, 4)] for lo, hi in intervals]}
 
 
 def ablate(askers: Mapping[str, Asker], stages: Sequence[str], *, arms: bool = True
@@ -263,7 +268,9 @@ def plot(result: Mapping[str, Any], path: Path, split: str = "report") -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the ablation as JSON (progress on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m bench.ablation")
-    parser.add_argument("--sets", default="locomo,longmemeval")
+    parser.add_argument("--sets", default="locomo,longmemeval",
+                        help="of locomo, locomo-typos (LoCoMo asked with a typo: bench.typos) "
+                             "and longmemeval")
     parser.add_argument("--lme-limit", type=int, default=None)
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--plot", type=Path, default=None,
@@ -274,7 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="ask the fused list only, not each generator alone")
     args = parser.parse_args(argv)
     makers: dict[str, Callable[[], Asker]] = {
-        "locomo": locomo_asker, "longmemeval": lambda: longmemeval_asker(args.lme_limit)}
+        "locomo": locomo_asker, "locomo-typos": lambda: locomo_asker(typos=True),
+        "longmemeval": lambda: longmemeval_asker(args.lme_limit)}
     chosen = [s for s in args.sets.split(",") if s]
     unknown = [s for s in chosen if s not in makers] + [
         s for s in args.stages.split(",") if s and s not in STAGES]

@@ -55,6 +55,7 @@ from lake.search.neighbours import (
     smoothed,
 )
 from lake.search.relevance import (
+    SHORT_QUERY_STEMS,
     code_terms,
     found_by_meaning,
     literal_relevance,
@@ -76,8 +77,8 @@ from lake.timelines import conversation_filter
 
 EmbedderFactory = Callable[[], Embedder]
 _US = 1_000_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 COVERED_TURNS = 20  # the lexical turns weighed by their coverage (see _coverage_weights)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A scope of at least this many rows runs the semantic arm on a thread of its own beside the
 # text arms. Its scan and the trigram arm's are mostly native code that lets go of the
 # interpreter lock: on the 1M-row bench lake a tenant-scope hybrid search went from 69 to 46 ms
@@ -267,29 +268,13 @@ class SearchService:
                   if (rows := _best_rows(per_part, request.depth, parts)).docs.size}
         if not ranked:
             return [], 0
-        f = request.fusion
-        weights = {g: request.weights.get(g, 1.0) for g in ranked}
-        row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
-            by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
-                                             f.coverage_gain, request.query)) is not None \
-            else None
-        fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
-                         weights, k=f.k,
-                         method=f.method, score_factor=f.score_factor,
-                         zscore_floor=f.zscore_floor, tie_key=parts.turn_key,
-                         row_weights=row_weights)
-        smooth = f.neighbour_weight > 0
-        if smooth:
-            fused, previous, following = smoothed(
-                fused, *_neighbour_ids(fused, parts), f.neighbour_weight,
-                lends=_turn_bytes(fused.turns, parts) <= LONG_TURN_BYTES)
+        fused = _fused(ranked, request, parts, query_idf)
+        fused, neighbours = _smoothed(fused, parts, request.fusion.neighbour_weight)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances, lenient = _relevances(fused, ranked, semantic_ran, request.query.strip(),
-                                          parts)
-        if smooth and lenient:
-            relevances = neighbour_relevance(relevances, previous, following)
+        relevances = _judged(fused, ranked, semantic_ran, request.query.strip(), parts,
+                             query_idf, neighbours)
         kept = relevances >= request.min_relevance
         turn_at_us = parts.turn_at_us(best.slots, best.docs)
         # A stale index may still hold turns purged or erased since it was built, but only
@@ -303,15 +288,8 @@ class SearchService:
                             _lifts(request, as_of, turn_at_us, named), request.k, cap,
                             every=bool(removed))
         if removed:
-            # Keep only the turns of those partitions whose TurnLog is live now.
-            def part_of(s: Scored) -> PartitionIndex:
-                return parts.parts[int(best.slots[s.position])]
-
-            suspects = {(part_of(s).manifest.tenant, s.turn_key[0]) for s in scored
-                        if part_of(s).name in removed}
-            live = self._live_turns(suspects, as_of) if suspects else set()
-            scored = [s for s in scored if part_of(s).name not in removed
-                      or (part_of(s).manifest.tenant, *s.turn_key) in live]
+            scored = self._without_removed(scored, [parts.parts[int(slot)]
+                                                    for slot in best.slots], removed, as_of)
         hits = []
         values = fused.values.tolist()
         for s in itertools.islice(under_cap(scored, cap), request.k):
@@ -326,6 +304,17 @@ class SearchService:
                                   int(best.docs[j]), ranks, values[j], s.lift, s.final,
                                   float(relevances[j]), request, query_vector))
         return hits, int(kept.size - np.count_nonzero(kept))
+
+    def _without_removed(self, scored: list[Scored], part_at: list[PartitionIndex],
+                         removed: set[str], as_of: datetime) -> list[Scored]:
+        """``scored`` without the turns of the partitions named ``removed`` (stale, and
+        their tables lost a file) whose TurnLog is no longer live; ``part_at[j]``: the
+        partition of the turn at fused position ``j``."""
+        suspects = {(part_at[s.position].manifest.tenant, s.turn_key[0]) for s in scored
+                    if part_at[s.position].name in removed}
+        live = self._live_turns(suspects, as_of) if suspects else set()
+        return [s for s in scored if part_at[s.position].name not in removed
+                or (part_at[s.position].manifest.tenant, *s.turn_key) in live]
 
     def _conversations_of(self, tenant: str, request: SearchRequest) -> frozenset[str] | None:
         """The tenant's conversations the request's agent and app recorded (None: no such
@@ -380,8 +369,48 @@ class SearchService:
                         splitter_of(embedder) if readable else None)
 
 
+def _fused(ranked: dict[str, _Rows], request: SearchRequest, parts: _Parts,
+           query_idf: dict[str, float]) -> FusedIds:
+    """The generators' turn lists fused (lake.search.fusion), the lexical arm's vote for a
+    turn weighed by how much of the query it holds (:func:`_coverage_weights`)."""
+    f = request.fusion
+    weights = {g: request.weights.get(g, 1.0) for g in ranked}
+    row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
+        by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
+                                         f.coverage_gain, request.query)) is not None \
+        else None
+    return fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
+                    weights, k=f.k, method=f.method, score_factor=f.score_factor,
+                    zscore_floor=f.zscore_floor, tie_key=parts.turn_key,
+                    row_weights=row_weights)
+
+
+def _smoothed(fused: FusedIds, parts: _Parts, weight: float
+              ) -> tuple[FusedIds, tuple[np.ndarray, np.ndarray] | None]:
+    """The fused turns each lifted by its conversation neighbours (lake.search.neighbours),
+    reordered, with each turn's previous and following turn's position (None: ``weight`` 0,
+    the list as it was)."""
+    if weight <= 0:
+        return fused, None
+    moved, previous, following = smoothed(
+        fused, *_neighbour_ids(fused, parts), weight,
+        lends=_turn_bytes(fused.turns, parts) <= LONG_TURN_BYTES)
+    return moved, (previous, following)
+
+
+def _judged(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
+            parts: _Parts, query_idf: dict[str, float],
+            neighbours: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Each fused turn's relevance (:func:`_relevances`), raised by its neighbours' where
+    the list was smoothed and found by meaning (lake.search.neighbours)."""
+    relevances, lenient = _relevances(fused, ranked, semantic_ran, query, parts, query_idf)
+    if neighbours is not None and lenient:
+        return neighbour_relevance(relevances, *neighbours)
+    return relevances
+
+
 def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
-                parts: _Parts) -> tuple[np.ndarray, bool]:
+                parts: _Parts, query_idf: dict[str, float]) -> tuple[np.ndarray, bool]:
     """Each fused turn's relevance (lake.search.relevance), in fused order, and whether the
     list was :func:`~lake.search.relevance.found_by_meaning`; a query without a word
     (:func:`lake.search.relevance.reads_as_meaning`) by how much of it a turn holds literally
@@ -398,8 +427,12 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
         return literal_relevance(
             _literal_similarities(fused, ranked, query, parts, scores("trigram"))), True
     semantic = scores("semantic") if semantic_ran else None
-    return (relevance(semantic, scores("lexical"), scores("trigram")),
-            semantic is None or found_by_meaning(semantic))
+    by_meaning = semantic is None or found_by_meaning(semantic)
+    coverage = None if by_meaning or "lexical" not in ranked or \
+        len(query_idf) > SHORT_QUERY_STEMS else \
+        _lexical_coverage(fused, ranked["lexical"], parts, query_idf, query)
+    return (relevance(semantic, scores("lexical"), scores("trigram"), coverage=coverage),
+            by_meaning)
 
 
 def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
@@ -583,6 +616,24 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
                    for turn, share in zip(texts, shares, strict=True)}
     floor = coverage_weight(0.0, gain)
     return np.array([multipliers.get(t, floor) for t in turns])
+
+
+def _lexical_coverage(fused: FusedIds, rows: _Rows, parts: _Parts,
+                      query_idf: dict[str, float], query: str) -> np.ndarray | None:
+    """Per fused turn, the share of the query's weight held by the rows of it the lexical arm
+    found (lake.search.coverage; NaN for a turn that arm did not find); None when the query
+    has no weighed stem. A row holding none of the query's stems is not found, so the turn's
+    other rows add nothing."""
+    texts: dict[int, list[str]] = {}
+    for turn, slot, doc in zip(rows.turns.tolist(), rows.slots.tolist(), rows.docs.tolist(),
+                               strict=True):
+        texts.setdefault(turn, []).append(parts.row_text(slot, doc))
+    shares = coverages(query_idf, turn_stems(query_idf.keys(),
+                                             ["\n".join(t) for t in texts.values()], query))
+    if shares is None:
+        return None
+    held = dict(zip(texts, shares, strict=True))
+    return np.array([held.get(t, np.nan) for t in fused.turns.tolist()], np.float64)
 
 
 def _turn_bytes(turns: np.ndarray, parts: _Parts) -> np.ndarray:

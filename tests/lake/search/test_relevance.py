@@ -109,6 +109,43 @@ def test_a_rare_word_held_by_one_turn_lets_no_unrelated_turn_through() -> None:
     assert (meant >= DEFAULT_MIN_RELEVANCE).all()
 
 
+def test_a_list_found_by_words_alone_weighs_each_turn_by_the_share_of_the_query_it_holds(
+        ) -> None:
+    # "what did we say about draiskadail?" as measured on LoCoMo (bench.rare_words): the
+    # planted turn holds the made-up word (61 % of the query's weight); another holds only
+    # "say" with a high BM25; the dense arm's best cosine stays under the boundary
+    cos = np.array([0.30, 0.153, 0.172])
+    lex = np.array([25.71, 19.47, np.nan])
+    tri = np.array([np.nan, np.nan, np.nan])
+    held = np.array([0.61, 0.39, np.nan])
+    assert not found_by_meaning(cos)
+    before = relevance(cos, lex, tri)
+    assert (before[:2] >= DEFAULT_MIN_RELEVANCE).all()  # the frame word passed the floor
+    got = relevance(cos, lex, tri, coverage=held)
+    assert got[0] >= DEFAULT_MIN_RELEVANCE and got[1] < DEFAULT_MIN_RELEVANCE
+    assert got[2] == before[2]  # a turn the lexical arm did not find is judged as before
+    # a list found by meaning reads no coverage: its words may be the history's synonyms
+    meant = np.array([MODEL.boundary_cosine + 0.05, 0.153, 0.172])
+    assert (relevance(meant, lex, tri, coverage=held) == relevance(meant, lex, tri)).all()
+    # nor does a search without the semantic arm, which has nothing but words
+    assert (relevance(None, lex, tri, coverage=held) == relevance(None, lex, tri)).all()
+
+
+@given(cosines, st.floats(0.0, 200.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_holding_more_of_the_query_never_lowers_relevance(cos: float, lex: float, a: float,
+                                                          b: float) -> None:
+    semantic = np.array([min(cos, MODEL.boundary_cosine - 1e-6)])  # not found by meaning
+    low, high = sorted((a, b))
+
+    def judged(share: float) -> float:
+        return float(relevance(semantic, np.array([lex]), np.array([np.nan]),
+                               coverage=np.array([share]))[0])
+
+    assert judged(low) <= judged(high) <= judged(1.0) + 1e-12
+    assert judged(1.0) == pytest.approx(float(relevance(semantic, np.array([lex]),
+                                                        np.array([np.nan]))[0]))
+
+
 def test_found_by_meaning_reads_only_the_cosines_the_arm_found() -> None:
     c = MODEL.boundary_cosine
     assert not found_by_meaning(None)
