@@ -308,13 +308,6 @@ class Workbench:
                 analytics.writer_mix(self.store, p, since=since, until=until),
                 analytics.feedback_mix(self.store, p, since=since, until=until))
 
-    def window_turns(self, viewer: Viewer, *, since: datetime | None,
-                     until: datetime | None, by: str | None = None,
-                     group: str | None = None) -> pl.DataFrame:
-        """The viewer's turns in [since, until), one group's when given, newest first."""
-        return analytics.window_turns(self.store, viewer.principal, since=since, until=until,
-                                      by=by, group=group)
-
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:
         """Sizes, the coming expiry, what is already past TTL and the purge preview."""

@@ -337,6 +337,25 @@ def test_the_conversation_list_comes_a_page_at_a_time(seeded: SeededLake) -> Non
     assert facets["user_id"] == [ANA] and "support-desk" in facets["app"]
 
 
+def test_the_conversation_list_of_one_day(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    day = (seeded.now - timedelta(days=2)).date()
+    that_day = wb.conversation_page(ANALYST, ConversationQuery(day=day, limit=500))
+    listed = {e.conversation_id for e in that_day.entries}
+    assert {KNOWN_CONVERSATION, PRIVATE_CONVERSATION} <= listed
+    assert that_day.total == len(listed) < len(wb.conversations(ANALYST))
+    # exactly the conversations with a turn started that UTC day
+    active = {t.conversation_id for t in wb.catalog.between(
+        ANALYST.principal, datetime.combine(day, datetime.min.time(), UTC),
+        datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC))}
+    assert listed == active
+    mine = wb.conversation_page(AS_ANA, ConversationQuery(day=day, limit=500))
+    assert KNOWN_CONVERSATION in {e.conversation_id for e in mine.entries}
+    assert {e.user_id for e in mine.entries} == {ANA}
+    later = (seeded.now + timedelta(days=30)).date()
+    assert wb.conversation_page(ANALYST, ConversationQuery(day=later)).total == 0
+
+
 def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake) -> None:
     wb = Workbench(seeded.settings)
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
