@@ -47,7 +47,7 @@ def any_day() -> None:
 facets = wb.facets(viewer)
 with st.expander("Conversations", expanded=state.replay_conversation is None
                  or state.conversation_list_in_use):
-    f1, f2, f3, f4, f5, f6 = st.columns([3, 2, 2, 2, 2, 2])
+    f1, f2, f3, f4, f5, f6 = st.columns([3, 2, 2, 2, 3, 2])
     text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
     # Keyed: Overview's top tables and per-day bars open this list filtered to a user, an
     # app or an agent, and (a bar) to a day.

@@ -10,6 +10,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,49 @@ def test_a_results_table_row_opens_its_turn(server: str) -> None:
         page.get_by_text("turns for").wait_for()
         _settled(page)
         assert "/replay" not in page.url  # the table opened nothing again
+
+
+def test_a_days_bar_opens_that_days_conversations(server: str) -> None:
+    with _browser() as page:
+        page.goto(f"{server}/overview")
+        page.get_by_role("heading", name="Turns per day by app").wait_for()
+        _settled(page)
+        # Vega draws the bars as SVG marks, each named by its tooltip's fields.
+        bars = page.locator("[data-testid='stVegaLiteChart']").first.locator(
+            "[aria-roledescription='bar']")
+        bars.first.wait_for()
+        heights = [(bars.nth(i).bounding_box() or {"height": 0.0})["height"]
+                   for i in range(bars.count())]
+        bar = bars.nth(heights.index(max(heights)))
+        label = bar.get_attribute("aria-label") or ""
+        # "day: Dec 05; turns: 4; app: support-desk" (the axis' format names no year)
+        shown = re.search(r"day: (\w{3}) (\d{2})", label)
+        app = re.search(r"app: ([\w-]+)", label)
+        assert shown and app, label
+        month = datetime.strptime(shown[1], "%b").month
+        bar.click()
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        caption = page.get_by_text(re.compile(
+            rf"of [\d,]+ active on \d{{4}}-{month:02d}-{shown[2]} \(UTC\)"))
+        caption.wait_for()
+        day = re.search(r"active on (\d{4})-(\d{2})-(\d{2})", caption.inner_text())
+        assert day is not None
+        clear = page.get_by_role("button", name=f"✕ {day[0][10:]}: any day")
+        clear.wait_for()
+        year, month, mday = int(day[1]), int(day[2]), int(day[3])
+        for part, value in (("year", year), ("month", month), ("day", mday)):
+            field = page.get_by_role("spinbutton", name=f"{part}, Active on (UTC day)")
+            assert field.get_attribute("aria-valuenow") == str(value)
+        apps = page.locator("[data-testid='stSelectbox']").filter(has_text="App")
+        assert apps.first.locator("input").input_value() == app[1]
+        clear.click()
+        page.get_by_text(re.compile(r"Conversations \d+–\d+ of [\d,]+ \(untitled")).wait_for()
+        page.get_by_role("button", name=re.compile("any day")).wait_for(state="detached")
+        # Back in Overview the chart opens nothing by itself.
+        page.locator("[data-testid='stSidebar']").get_by_role("link", name="Overview").click()
+        page.get_by_role("heading", name="Turns per day by app").wait_for()
+        _settled(page)
+        assert "/overview" in page.url
 
 
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
