@@ -159,9 +159,9 @@ def daily_trends(store: LakeStore, principal: Principal, *, since: datetime | No
     of turns with feedback, and how many completions were interrupted or failed.
 
     Columns: ``day``, ``turns``, ``tokens``, ``cost_usd``, ``p50_s``, ``p95_s``,
-    ``feedback_rate``, ``interrupted``, ``failed``, ``unfinished_rate`` (interrupted or
-    failed among the day's turns whose completion status is known; null when none is: rows
-    written before ``completion_status`` existed); sorted by day."""
+    ``feedback_rate``, ``interrupted``, ``failed``, ``status_unknown`` (turns whose row was
+    written before ``completion_status`` existed), ``unfinished_rate`` (interrupted or failed
+    among the day's turns whose status is known; null when none is); sorted by day."""
     seconds = pl.coalesce(
         pl.col("duration_ms").cast(pl.Float64) / 1000.0,
         (pl.col("ended_at") - pl.col("started_at")).dt.total_milliseconds().cast(pl.Float64)
@@ -183,6 +183,7 @@ def daily_trends(store: LakeStore, principal: Principal, *, since: datetime | No
                  pl.col("rated").mean().alias("feedback_rate"),
                  (pl.col("status") == "interrupted").sum().cast(pl.Int64).alias("interrupted"),
                  (pl.col("status") == "failed").sum().cast(pl.Int64).alias("failed"),
+                 pl.col("status").is_null().sum().cast(pl.Int64).alias("status_unknown"),
                  # mean() skips nulls: the share among the turns whose status is known
                  pl.col("status").is_in(UNFINISHED).mean().alias("unfinished_rate"))
             .sort("day").collect())

@@ -45,7 +45,7 @@ _COLUMN_TYPES: dict[str, pa.DataType] = {
     ), pa.string()),
     # how the turn's completion ended: "completed", "interrupted" or "failed" (the record's
     # completion.status); null on a turn_logs row written before the column existed, which
-    # reads as unknown (docs/operations: lake upgrades)
+    # reads as unknown (docs/workbench.md, Overview)
     "completion_status": pa.string(),
     **dict.fromkeys((
         "started_at", "ended_at", "expires_at", "ingested_at", "ts", "turn_at",

@@ -142,11 +142,10 @@ if trends_tab.open:
         b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback", ".0%"))
         a.altair_chart(charts.daily_metric(tr, "unfinished_rate",
                                            "completions interrupted or failed", ".0%"))
-        unknown = tr.filter(pl.col("unfinished_rate").is_null())["turns"].sum()
+        unknown = int(tr["status_unknown"].sum())
         if unknown:
-            b.caption(f"{unknown:,} turns on days ingested before turnlake recorded how a "
-                      "completion ended are left out of that share "
-                      "(docs/workbench.md#failure-review).")
+            b.caption(f"{unknown:,} turns were ingested before turnlake recorded how a "
+                      "completion ended: the share leaves them out.")
 if tops_tab.open:
     with tops_tab:
         st.caption("Select a row to list its conversations in Conversations & Replay.")

@@ -153,7 +153,8 @@ def test_the_daily_trend_counts_interrupted_and_failed_completions(tmp_path: Pat
         rows.schema.get_field_index("completion_status"), "completion_status",
         pa.nulls(1, pa.string())), "turn_id = 't-0004'")
     trends = analytics.daily_trends(store, ACME)
-    assert _rows(trends, "turns", "interrupted", "unfinished_rate") == [(4, 1, 0.5), (2, 1, 1.0)]
+    assert _rows(trends, "turns", "interrupted", "status_unknown", "unfinished_rate") == [
+        (4, 1, 0, 0.5), (2, 1, 1, 1.0)]
 
 
 def test_turn_span_is_the_first_and_last_turn(store: LakeStore) -> None:
