@@ -276,7 +276,7 @@ class TurnCatalog:
         full = expr & (ds.field("tenant") == principal.tenant) & (ds.field("expires_at") > now)
         if user_only and not principal.analyst:
             full &= ds.field("user_id") == principal.user_id
-        frame = pl.from_arrow(self._store.read(
+        frame = pl.from_arrow(self._store.read_sparse(
             Table.TURN_LOGS, filter=full,
             columns=["tenant", "user_id", "conversation_id", "turn_id", "started_at",
                      "ended_at", "writer", "payload"]))
