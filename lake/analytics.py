@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import polars as pl
-import pyarrow.dataset as ds
 
 from lake.embedding.rows import DONE, FAILED, PENDING
 from lake.index.status import Freshness, PartitionStatus
@@ -286,7 +285,8 @@ def table_sizes(store: LakeStore, principal: Principal) -> pl.DataFrame:
     """Rows and bytes per table and partition. Columns: ``table``, ``tenant``, ``month``
     (null for the tenant-partitioned timelines), ``rows``, ``bytes`` (null for one user).
 
-    For a whole tenant the figures come from the data files' metadata (no rows are read);
+    For a whole tenant the figures come from the commit log's file entries (no data file is
+    read);
     a single user's share is counted with a scan and has no byte size of its own.
     """
     frames = [(_user_sizes if principal.user_id else _tenant_sizes)(store, table, principal)
@@ -299,20 +299,9 @@ _SIZE_SCHEMA = {"table": pl.String, "tenant": pl.String, "month": pl.String,
 
 
 def _tenant_sizes(store: LakeStore, table: Table, principal: Principal) -> pl.DataFrame:
-    dataset = store.dataset(table)
-    parts: dict[str | None, list[int]] = {}
-    if isinstance(dataset, ds.FileSystemDataset):
-        fragments = [f for f in dataset.get_fragments(filter=ds.field("tenant")
-                                                      == principal.tenant)]
-        sizes = dataset.filesystem.get_file_info([f.path for f in fragments])
-        for fragment, info in zip(fragments, sizes, strict=True):
-            keys = ds.get_partition_keys(fragment.partition_expression)
-            month = keys.get("month")
-            tally = parts.setdefault(None if month is None else str(month), [0, 0])
-            tally[0] += fragment.count_rows()
-            tally[1] += int(info.size or 0)
     rows = [{"table": table.value, "tenant": principal.tenant, "month": month,
-             "rows": rows, "bytes": size} for month, (rows, size) in parts.items()]
+             "rows": rows, "bytes": size} for month, (rows, size)
+            in store.tenant_file_sizes(table, principal.tenant).items()]
     return pl.DataFrame(rows, schema=_SIZE_SCHEMA)
 
 

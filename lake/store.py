@@ -372,6 +372,38 @@ class LakeStore:
         """A polars lazy scan of the table; filters and projections push down to parquet."""
         return pl.scan_pyarrow_dataset(self.dataset(table, version))
 
+    def tenant_file_sizes(self, table: Table, tenant: str,
+                          version: int | None = None) -> dict[str | None, tuple[int, int]]:
+        """Rows and bytes of one tenant's data files per month (None for a table not
+        partitioned by month), read from the commit log's file entries: no data file is
+        opened (a footer each cost ~290 ms over a 100k-turn lake's five tenant tables).
+        A file whose entry carries no row count is counted from its footer."""
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
+            return {}
+        with _translated(table, "inspect"):
+            actions = pa.table(snapshot.table.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return {}
+        months = (actions.column("partition.month").to_pylist()
+                  if "partition.month" in actions.column_names else [None] * actions.num_rows)
+        records = (actions.column("num_records").to_pylist()
+                   if "num_records" in actions.column_names else [None] * actions.num_rows)
+        sizes: dict[str | None, list[int]] = {}
+        for path, owner, month, rows, size in zip(
+                actions.column("path").to_pylist(),
+                actions.column("partition.tenant").to_pylist(), months, records,
+                actions.column("size_bytes").to_pylist(), strict=True):
+            if owner != tenant:
+                continue
+            if rows is None:
+                rows = self.read_files(table, {path}, columns=["tenant"],
+                                       version=version).num_rows
+            tally = sizes.setdefault(month, [0, 0])
+            tally[0] += int(rows)
+            tally[1] += int(size or 0)
+        return {month: (rows, size) for month, (rows, size) in sizes.items()}
+
     def partition_fingerprints(self, table: Table,
                                version: int | None = None) -> dict[Partition, str]:
         """For each (tenant, month) partition, a hash of its data files at a version.

@@ -426,3 +426,15 @@ def test_replay_follows_the_record_refs_an_answer_names(tmp_path: Path) -> None:
     # another user of the tenant gets no view of the turn at all
     with pytest.raises(AccessDenied):
         wb.replay(Viewer("acme", "u-ben"), "c-ref", "t-0002")
+
+
+def test_the_tenants_follow_the_lake(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    at = datetime(2026, 11, 2, 9, tzinfo=UTC)
+    run_ingest(settings, records=[json.dumps(turn_record(1, at=at, prompt="p", answer="a"))],
+               embed=False, index=False)
+    wb = Workbench(settings)
+    assert wb.tenants() == [TENANT] == wb.tenants()  # the second from what the first found
+    other = {**turn_record(2, at=at, prompt="p", answer="a"), "tenant": "globex"}
+    run_ingest(settings, records=[json.dumps(other)], embed=False, index=False)
+    assert wb.tenants() == [TENANT, "globex"]
