@@ -53,6 +53,7 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import RetentionRule, Settings
 from lake.store import LakeStore
+from lake.tables import Table
 
 # Hosted files up to this size are resolved while the turn renders, so that an expired or
 # refused ref shows on its card; bigger ones are resolved only when downloaded.
@@ -155,6 +156,7 @@ class Workbench:
         self.catalog = TurnCatalog(self.store)
         self.materializer = TurnMaterializer(self.store)
         self.warmup = Warmup(self.warm)
+        self._tenants: tuple[int | None, list[str]] | None = None
 
     def warm(self) -> str:
         """Load what a first search needs: the embedding model (one query encoded), the index
@@ -171,10 +173,16 @@ class Workbench:
     # -- identity ------------------------------------------------------------------------
 
     def tenants(self) -> list[str]:
-        """The tenants the analyst may read: the configured ones, else every tenant found."""
+        """The tenants the analyst may read: the configured ones, else every tenant found
+        (worked out once per version of the timelines table: the sidebar asks on every
+        page run)."""
         if self.settings.analyst_tenants:
             return list(self.settings.analyst_tenants)
-        return analytics.lake_tenants(self.store)
+        version = self.store.latest_version(Table.TIMELINES)
+        known = self._tenants
+        if known is None or known[0] != version:
+            known = self._tenants = (version, analytics.lake_tenants(self.store))
+        return list(known[1])
 
     def users(self, viewer: Viewer) -> list[str]:
         """Users whose conversations the viewer may see."""
@@ -307,13 +315,6 @@ class Workbench:
         return (analytics.role_mix(self.store, p, since=since, until=until),
                 analytics.writer_mix(self.store, p, since=since, until=until),
                 analytics.feedback_mix(self.store, p, since=since, until=until))
-
-    def window_turns(self, viewer: Viewer, *, since: datetime | None,
-                     until: datetime | None, by: str | None = None,
-                     group: str | None = None) -> pl.DataFrame:
-        """The viewer's turns in [since, until), one group's when given, newest first."""
-        return analytics.window_turns(self.store, viewer.principal, since=since, until=until,
-                                      by=by, group=group)
 
     def retention(self, viewer: Viewer, *, weeks: int = 12,
                   as_of: datetime | None = None) -> RetentionData:

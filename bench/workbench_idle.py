@@ -38,7 +38,8 @@ SETTLED_S = 0.5
 _RUNNING = "[data-testid='stStatusWidget']"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port nothing listens on (a server started next may take it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -55,12 +56,13 @@ def build_lake(root: Path, turns: int) -> float:
 
 
 def start_workbench(lake: Path | str, log: Path, env: dict[str, str] | None = None,
-                    wait_s: float = 120.0) -> tuple[subprocess.Popen[bytes], str]:
-    """``streamlit run app/main.py`` on a free loopback port against ``lake`` (output to
-    ``log``), once its health check answers: the process and its base URL. ``env`` is added
-    to this process's environment, from which the lake's tenant and model choices are left
-    out; the caller stops the process."""
-    port = _free_port()
+                    wait_s: float = 120.0, port: int | None = None
+                    ) -> tuple[subprocess.Popen[bytes], str]:
+    """``streamlit run app/main.py`` on a loopback port (``port``, else a free one) against
+    ``lake`` (output to ``log``), once its health check answers: the process and its base
+    URL. ``env`` is added to this process's environment, from which the lake's tenant and
+    model choices are left out; the caller stops the process."""
+    port = port or free_port()
     # The local demo mode (no sign-in) unless ``env`` says otherwise.
     full = {**os.environ, "TURNLAKE_LAKE": str(lake), "HF_HUB_OFFLINE": "1",
             "TURNLAKE_WORKBENCH_AUTH": "local"}

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import polars as pl
-import pyarrow.dataset as ds
 
 from lake.embedding.rows import DONE, FAILED, PENDING
 from lake.index.status import Freshness, PartitionStatus
@@ -107,6 +106,9 @@ def activity_totals(store: LakeStore, principal: Principal, *, since: datetime |
                           cost_usd=float(row["cost_usd"] or 0.0))
 
 
+# The completion statuses of a turn whose assistant did not get to answer.
+UNFINISHED = ("interrupted", "failed")
+
 # What activity can be split by: a column of turn_logs.
 GROUP_COLUMNS = ("app", "agent", "user_id")
 
@@ -152,9 +154,13 @@ def writer_mix(store: LakeStore, principal: Principal, *, since: datetime | None
 def daily_trends(store: LakeStore, principal: Principal, *, since: datetime | None = None,
                  until: datetime | None = None) -> pl.DataFrame:
     """Per UTC day of ``started_at``: turns, tokens (in + out), cost, the p50 and p95 turn
-    duration in seconds (``duration_ms`` when recorded, else ended minus started) and the
-    share of turns with feedback. Columns: ``day``, ``turns``, ``tokens``, ``cost_usd``,
-    ``p50_s``, ``p95_s``, ``feedback_rate``; sorted by day."""
+    duration in seconds (``duration_ms`` when recorded, else ended minus started), the share
+    of turns with feedback, and how many completions were interrupted or failed.
+
+    Columns: ``day``, ``turns``, ``tokens``, ``cost_usd``, ``p50_s``, ``p95_s``,
+    ``feedback_rate``, ``interrupted``, ``failed``, ``status_unknown`` (turns whose row was
+    written before ``completion_status`` existed), ``unfinished_rate`` (interrupted or failed
+    among the day's turns whose status is known; null when none is); sorted by day."""
     seconds = pl.coalesce(
         pl.col("duration_ms").cast(pl.Float64) / 1000.0,
         (pl.col("ended_at") - pl.col("started_at")).dt.total_milliseconds().cast(pl.Float64)
@@ -165,14 +171,20 @@ def daily_trends(store: LakeStore, principal: Principal, *, since: datetime | No
                     .alias("tokens"),
                     pl.col("cost_usd").fill_null(0.0).alias("cost_usd"),
                     seconds.alias("seconds"),
-                    pl.col("feedback_rating").is_not_null().alias("rated"))
+                    pl.col("feedback_rating").is_not_null().alias("rated"),
+                    pl.col("completion_status").alias("status"))
             .group_by("day")
             .agg(pl.len().cast(pl.Int64).alias("turns"),
                  pl.col("tokens").sum().cast(pl.Int64).alias("tokens"),
                  pl.col("cost_usd").sum().alias("cost_usd"),
                  pl.col("seconds").quantile(0.5, "nearest").alias("p50_s"),
                  pl.col("seconds").quantile(0.95, "nearest").alias("p95_s"),
-                 pl.col("rated").mean().alias("feedback_rate"))
+                 pl.col("rated").mean().alias("feedback_rate"),
+                 (pl.col("status") == "interrupted").sum().cast(pl.Int64).alias("interrupted"),
+                 (pl.col("status") == "failed").sum().cast(pl.Int64).alias("failed"),
+                 pl.col("status").is_null().sum().cast(pl.Int64).alias("status_unknown"),
+                 # mean() skips nulls: the share among the turns whose status is known
+                 pl.col("status").is_in(UNFINISHED).mean().alias("unfinished_rate"))
             .sort("day").collect())
 
 
@@ -235,13 +247,14 @@ def window_turns(store: LakeStore, principal: Principal, *, since: datetime | No
 
 def failure_review(store: LakeStore, principal: Principal, *, since: datetime | None = None,
                    until: datetime | None = None, limit: int = 100) -> pl.DataFrame:
-    """The turns started in [since, until) that went wrong: a step that failed, or negative
-    feedback; newest first, at most ``limit``.
+    """The turns started in [since, until) that went wrong: a completion that was interrupted
+    or failed, a step that failed, or negative feedback; newest first, at most ``limit``.
 
-    Columns: the turn's (as :func:`window_turns`), then ``failed_steps`` (the failed steps'
-    names, comma-joined; empty when none failed) and ``comment`` (the feedback's comment,
-    read from the payload of these turns only). Steps are read from the events table, where
-    each recorded step is a ``chat.step`` row.
+    Columns: the turn's (as :func:`window_turns`), then ``completion_status`` (null on a row
+    written before the column existed), ``failed_steps`` (the failed steps' names,
+    comma-joined; empty when none failed) and ``comment`` (the feedback's comment, read from
+    the payload of these turns only). Steps are read from the events table, where each
+    recorded step is a ``chat.step`` row.
     """
     turns = _window(_scan(store, Table.TURN_LOGS, principal), "started_at", since, until)
     failed = (_window(_scan(store, Table.EVENTS, principal), "at", since, until)
@@ -252,8 +265,9 @@ def failure_review(store: LakeStore, principal: Principal, *, since: datetime | 
                    .str.join(", ").alias("failed_steps")))
     picked = (turns.join(failed, on=["conversation_id", "turn_id"], how="left")
               .filter(pl.col("failed_steps").is_not_null()
+                      | pl.col("completion_status").is_in(UNFINISHED).fill_null(False)
                       | (pl.col("feedback_rating") < 0).fill_null(False))
-              .select(*_TURN_LIST, pl.col("failed_steps").fill_null(""))
+              .select(*_TURN_LIST, "completion_status", pl.col("failed_steps").fill_null(""))
               .sort("started_at", descending=True).head(limit).collect())
     unhappy = picked.filter(pl.col("feedback_rating") < 0)
     if unhappy.is_empty():
@@ -271,7 +285,8 @@ def table_sizes(store: LakeStore, principal: Principal) -> pl.DataFrame:
     """Rows and bytes per table and partition. Columns: ``table``, ``tenant``, ``month``
     (null for the tenant-partitioned timelines), ``rows``, ``bytes`` (null for one user).
 
-    For a whole tenant the figures come from the data files' metadata (no rows are read);
+    For a whole tenant the figures come from the commit log's file entries (no data file is
+    read);
     a single user's share is counted with a scan and has no byte size of its own.
     """
     frames = [(_user_sizes if principal.user_id else _tenant_sizes)(store, table, principal)
@@ -284,20 +299,9 @@ _SIZE_SCHEMA = {"table": pl.String, "tenant": pl.String, "month": pl.String,
 
 
 def _tenant_sizes(store: LakeStore, table: Table, principal: Principal) -> pl.DataFrame:
-    dataset = store.dataset(table)
-    parts: dict[str | None, list[int]] = {}
-    if isinstance(dataset, ds.FileSystemDataset):
-        fragments = [f for f in dataset.get_fragments(filter=ds.field("tenant")
-                                                      == principal.tenant)]
-        sizes = dataset.filesystem.get_file_info([f.path for f in fragments])
-        for fragment, info in zip(fragments, sizes, strict=True):
-            keys = ds.get_partition_keys(fragment.partition_expression)
-            month = keys.get("month")
-            tally = parts.setdefault(None if month is None else str(month), [0, 0])
-            tally[0] += fragment.count_rows()
-            tally[1] += int(info.size or 0)
     rows = [{"table": table.value, "tenant": principal.tenant, "month": month,
-             "rows": rows, "bytes": size} for month, (rows, size) in parts.items()]
+             "rows": rows, "bytes": size} for month, (rows, size)
+            in store.tenant_file_sizes(table, principal.tenant).items()]
     return pl.DataFrame(rows, schema=_SIZE_SCHEMA)
 
 

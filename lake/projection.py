@@ -120,7 +120,7 @@ _PAYLOAD = payload_schema(TurnRecord, {
     **dict.fromkeys(("tenant", "app", "agent", "user_id", "conversation_id", "turn_id",
                      "writer", "started_at", "ended_at", "conversation_title"), True),
     "submissions": dict.fromkeys(("text", "event_type", "batch", "arrived_at"), True),
-    "completion": dict.fromkeys(("text", "at"), True),
+    "completion": dict.fromkeys(("text", "at", "status"), True),
     **dict.fromkeys(("summary", "anchors", "notes"), True),
     "attachments": dict.fromkeys(("text", "ref"), True),
     "context_events": dict.fromkeys(("kind", "at"), True),
@@ -214,6 +214,7 @@ class TurnProjector:
             "expires_at": expires_at, "ingested_at": _constant(self._ingested_at, TS, n),
             "batch_id": _constant(self._batch_id, _STRING, n),
             "payload": pa.array(self._payloads, _STRING),
+            "completion_status": _completion_status(column("completion")),
         }
         return {
             Table.TURN_LOGS: pa.Table.from_pydict(logs, schema=TURN_LOGS),
@@ -526,6 +527,12 @@ def _positions_in_turn(turns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 def _lengths(lists: pa.ChunkedArray) -> pa.Array:
     """Elements per list, as int32; an absent list counts as empty."""
     return pc.fill_null(pc.list_value_length(lists), 0).cast(_INT32)
+
+
+def _completion_status(completion: pa.ChunkedArray) -> pa.Array:
+    """Each turn's completion status: the canonical JSON leaves "completed" out (records
+    written before the field existed keep their payload), so an absent status is that."""
+    return pc.fill_null(pc.struct_field(completion, "status"), "completed")
 
 
 def _non_empty(strings: pa.Array | pa.ChunkedArray) -> pa.Array:

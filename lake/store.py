@@ -346,9 +346,63 @@ class LakeStore:
             return self.dataset(table, version).to_table(
                 columns=list(columns) if columns is not None else None, filter=filter)
 
+    def read_sparse(self, table: Table, *, columns: Sequence[str], filter: ds.Expression,
+                    probe: str = "turn_id", version: int | None = None) -> pa.Table:
+        """:meth:`read` for a filter few rows match (one conversation, one turn), when
+        ``columns`` hold a wide one (``payload``, ``text``).
+
+        A data file is one row group, so a filtered read decodes the wide column of every
+        file the statistics cannot rule out (each file holds many conversations): 190 ms for
+        one conversation's payloads at 100k turns. The files holding a match are found first
+        by reading the narrow ``probe`` column alone; the wanted columns are then read from
+        those files only.
+        """
+        dataset = self.dataset(table, version)
+        if not isinstance(dataset, ds.FileSystemDataset):
+            return self.read(table, columns=columns, filter=filter, version=version)
+        with _translated(table, "read"):
+            holding = [fragment for fragment in dataset.get_fragments(filter=filter)
+                       if fragment.scanner(schema=dataset.schema, columns=[probe],
+                                           filter=filter).count_rows()]
+            return ds.FileSystemDataset(holding, dataset.schema, dataset.format,
+                                        dataset.filesystem).to_table(columns=list(columns),
+                                                                     filter=filter)
+
     def scan(self, table: Table, version: int | None = None) -> pl.LazyFrame:
         """A polars lazy scan of the table; filters and projections push down to parquet."""
         return pl.scan_pyarrow_dataset(self.dataset(table, version))
+
+    def tenant_file_sizes(self, table: Table, tenant: str,
+                          version: int | None = None) -> dict[str | None, tuple[int, int]]:
+        """Rows and bytes of one tenant's data files per month (None for a table not
+        partitioned by month), read from the commit log's file entries: no data file is
+        opened (a footer each cost ~290 ms over a 100k-turn lake's five tenant tables).
+        A file whose entry carries no row count is counted from its footer."""
+        snapshot = self._snapshot(table, version)
+        if snapshot is None:
+            return {}
+        with _translated(table, "inspect"):
+            actions = pa.table(snapshot.table.get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return {}
+        months = (actions.column("partition.month").to_pylist()
+                  if "partition.month" in actions.column_names else [None] * actions.num_rows)
+        records = (actions.column("num_records").to_pylist()
+                   if "num_records" in actions.column_names else [None] * actions.num_rows)
+        sizes: dict[str | None, list[int]] = {}
+        for path, owner, month, rows, size in zip(
+                actions.column("path").to_pylist(),
+                actions.column("partition.tenant").to_pylist(), months, records,
+                actions.column("size_bytes").to_pylist(), strict=True):
+            if owner != tenant:
+                continue
+            if rows is None:
+                rows = self.read_files(table, {path}, columns=["tenant"],
+                                       version=version).num_rows
+            tally = sizes.setdefault(month, [0, 0])
+            tally[0] += int(rows)
+            tally[1] += int(size or 0)
+        return {month: (rows, size) for month, (rows, size) in sizes.items()}
 
     def partition_fingerprints(self, table: Table,
                                version: int | None = None) -> dict[Partition, str]:

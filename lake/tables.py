@@ -43,6 +43,10 @@ _COLUMN_TYPES: dict[str, pa.DataType] = {
         "data", "ref", "path", "mime", "sha256", "description", "storage_key", "source_file",
         "reason", "raw", "action", "actor", "target", "counts",
     ), pa.string()),
+    # how the turn's completion ended: "completed", "interrupted" or "failed" (the record's
+    # completion.status); null on a turn_logs row written before the column existed, which
+    # reads as unknown (docs/workbench.md, Overview)
+    "completion_status": pa.string(),
     **dict.fromkeys((
         "started_at", "ended_at", "expires_at", "ingested_at", "ts", "turn_at",
         "last_activity_at", "updated_at", "at", "quarantined_at",
@@ -74,7 +78,7 @@ TURN_LOGS = _schema(
     "started_at", "ended_at", "ordinal", "submission_count", "block_count", "attachment_count",
     "hosted_file_count", "tokens_in", "tokens_out", "cost_usd", "duration_ms",
     "feedback_rating", "feedback_has_comment", "blocks", "title", "expires_at", "ingested_at",
-    "batch_id", "payload",
+    "batch_id", "payload", "completion_status",
 )
 
 # Columns of turn_logs that are compact accounting (everything but the reload payload).

@@ -1,6 +1,7 @@
-"""Overview: a window or date range; turns per day by app, agent or user (a bar opens its
-turns); then a tab at a time (only the open one is read and drawn): daily tokens, cost,
-duration percentiles and feedback rate; the top users and apps (a row opens their
+"""Overview: a window or date range; turns per day by app, agent or user (a bar opens that
+day's conversations of its group in Conversations & Replay); then a tab at a time (only the
+open one is read and drawn): daily tokens, cost, duration percentiles, feedback rate and the
+share of interrupted or failed completions; the top users and apps (a row opens their
 conversations); a failure review (a row opens the turn); role mix, writers and feedback."""
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ WINDOWS = {"last 7 days": 7, "last 30 days": 30, "last 90 days": 90, "last year"
 SPLITS = {"app": "app", "agent": "agent", "user": "user_id"}
 FEEDBACK_COLORS = {"positive": "#2b8a3e", "negative": "#c92a2a", "neutral": "#868e96",
                    "none": "#ced4da"}
-# Replay's conversation-list filters, by the column a top table groups on.
-LIST_FILTERS = {"user_id": "conv_user", "app": "conv_app"}
+# Replay's conversation-list filters, by the column a top table or a bar groups on, and
+# its day filter.
+LIST_FILTERS = {"user_id": "conv_user", "app": "conv_app", "agent": "conv_agent"}
+LIST_DAY = "conv_day"
+_OPEN_LIST = "wb_overview_open_list"
+_BARS_EPOCH = "wb_overview_bars_epoch"
 
 ctx = page_context()
 wb, viewer = ctx.workbench, ctx.viewer
@@ -65,6 +70,8 @@ if t.turns == 0:
 def readable(turns: pl.DataFrame) -> pl.DataFrame:
     """Empty cells blank rather than "None": feedback as a word, no title or comment as ""."""
     rating = pl.col("feedback_rating")
+    if "completion_status" in turns.columns:
+        turns = turns.with_columns(completion=pl.col("completion_status").fill_null(""))
     return turns.with_columns(
         pl.when(rating > 0).then(pl.lit("positive")).when(rating < 0).then(pl.lit("negative"))
         .when(rating == 0).then(pl.lit("neutral")).otherwise(pl.lit("")).alias("feedback"),
@@ -83,36 +90,43 @@ def picked_bar(event: Any) -> tuple[date, str] | None:
         return None
 
 
+def open_list(column: str, group: str, day: date | None = None) -> None:
+    """Open Replay's conversation list on the next run, filtered to one group (and day);
+    its other filters are cleared so the list is exactly what was clicked."""
+    for key in (*LIST_FILTERS.values(), LIST_DAY):
+        st.session_state.pop(key, None)
+    st.session_state[LIST_FILTERS[column]] = group
+    if day is not None:
+        st.session_state[LIST_DAY] = day
+    ctx.state.reset_conversation_page()  # the list's first page, open
+    st.session_state[_OPEN_LIST] = True
+
+
 def open_conversations(column: str, frame_key: str, frame_groups: list[str]) -> None:
     """A row of a top table picked: Replay's conversation list, filtered to that group."""
     rows = st.session_state[frame_key].selection.rows
     if rows and rows[0] < len(frame_groups):
-        st.session_state[LIST_FILTERS[column]] = frame_groups[rows[0]]
-        ctx.state.reset_conversation_page()  # the list's first page, open
-        st.session_state["wb_overview_open_list"] = True
+        open_list(column, frame_groups[rows[0]])
 
 
-if st.session_state.pop("wb_overview_open_list", False):
+def open_day(chart_key: str) -> None:
+    """A bar clicked: Replay's conversation list of that day and group."""
+    bar = picked_bar(st.session_state[chart_key])
+    if bar is not None:
+        open_list(by, bar[1], bar[0])
+        # A fresh (unselected) chart after: coming back opens nothing by itself.
+        st.session_state[_BARS_EPOCH] = st.session_state.get(_BARS_EPOCH, 0) + 1
+
+
+if st.session_state.pop(_OPEN_LIST, False):
     st.switch_page("screens/replay.py", query_params=identity_params(viewer))
 
 st.subheader(f"Turns per day by {split}")
-st.caption("Click a bar for its turns; each opens in its conversation.")
-event = st.altair_chart(charts.turns_per_day(data.per_day, split), on_select="rerun",
-                        key=f"per-day-{by}")
-bar = picked_bar(event)
-if bar is not None:
-    day, group = bar
-    start = datetime.combine(day, time.min, UTC)
-    turns = wb.window_turns(viewer, since=start, until=start + timedelta(days=1), by=by,
-                            group=group)
-    st.markdown(f"**{turns.height:,} turn{'' if turns.height == 1 else 's'} on "
-                f"{day:%Y-%m-%d} · {split} {group}** (select a row to open it)")
-    turn_table(readable(turns), f"day-{by}", column_order=[
-        "started_at", "user_id", "app", "agent", "title", "tokens_in", "tokens_out",
-        "cost_usd", "feedback"], column_config={
-        "started_at": st.column_config.DatetimeColumn("started (UTC)",
-                                                      format="YYYY-MM-DD HH:mm"),
-        "cost_usd": st.column_config.NumberColumn("cost", format="$%.4f")})
+st.caption(f"Click a bar for that day's conversations of its {split} in Conversations & "
+           "Replay.")
+bars_key = f"per-day-{by}-{st.session_state.get(_BARS_EPOCH, 0)}"
+st.altair_chart(charts.turns_per_day(data.per_day, split), key=bars_key,
+                on_select=lambda: open_day(bars_key))
 
 # Below the daily turns, one tab at a time is read and drawn (the tab is in the URL).
 TABS = ("Daily trends", "Top users and apps", "Failure review", "Roles, writers, feedback")
@@ -126,6 +140,12 @@ if trends_tab.open:
         b.altair_chart(charts.daily_metric(tr, "cost_usd", "cost (USD)", "$,.2f"))
         a.altair_chart(charts.duration_percentiles(tr))
         b.altair_chart(charts.daily_metric(tr, "feedback_rate", "turns with feedback", ".0%"))
+        a.altair_chart(charts.daily_metric(tr, "unfinished_rate",
+                                           "completions interrupted or failed", ".0%"))
+        unknown = int(tr["status_unknown"].sum())
+        if unknown:
+            b.caption(f"{unknown:,} turns were ingested before turnlake recorded how a "
+                      "completion ended: the share leaves them out.")
 if tops_tab.open:
     with tops_tab:
         st.caption("Select a row to list its conversations in Conversations & Replay.")
@@ -147,15 +167,20 @@ if failures_tab.open:
     with failures_tab:
         failures = wb.failures(viewer, since=since, until=until)
         if failures.is_empty():
-            st.caption(f"No failed step and no negative feedback in the {window}.")
+            st.caption(f"No interrupted or failed completion, no failed step and no "
+                       f"negative feedback in the {window}.")
         else:
-            st.caption(f"{failures.height:,} turns with a failed step or negative feedback "
-                       "(newest first); select a row to open the turn in its conversation.")
+            st.caption(f"{failures.height:,} turns whose completion was interrupted or failed, "
+                       "with a failed step or with negative feedback (newest first); select a "
+                       "row to open the turn in its conversation.")
             turn_table(readable(failures), "failures", column_order=[
-                "started_at", "user_id", "app", "title", "failed_steps", "feedback",
-                "comment"], column_config={
+                "started_at", "user_id", "app", "title", "completion", "failed_steps",
+                "feedback", "comment"], column_config={
                 "started_at": st.column_config.DatetimeColumn("started (UTC)",
                                                               format="YYYY-MM-DD HH:mm"),
+                "completion": st.column_config.TextColumn(
+                    "completion", help="How the answer ended: interrupted, failed or "
+                    "completed (blank: not recorded, a turn ingested before it was)"),
                 "failed_steps": st.column_config.TextColumn("failed steps"),
                 "comment": st.column_config.TextColumn("comment", width="large")})
 if mix_tab.open:

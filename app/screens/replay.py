@@ -9,6 +9,8 @@ view they were made in.
 
 from __future__ import annotations
 
+from datetime import date
+
 import polars as pl
 import streamlit as st
 
@@ -34,23 +36,36 @@ wb, viewer, state = ctx.workbench, ctx.viewer, ctx.state
 st.title("Conversations & Replay")
 state.apply_link(st.query_params.get(URL_CONVERSATION), st.query_params.get(URL_TURN))
 
+
+
+def any_day() -> None:
+    """Drop the list's day filter (set by a click on an Overview bar, or picked here)."""
+    st.session_state["conv_day"] = None
+    state.reset_conversation_page()
+
+
 facets = wb.facets(viewer)
 with st.expander("Conversations", expanded=state.replay_conversation is None
                  or state.conversation_list_in_use):
-    f1, f2, f3, f4, f5 = st.columns([3, 2, 2, 2, 2])
+    f1, f2, f3, f4, f5, f6 = st.columns([3, 2, 2, 2, 3, 2])
     text = f1.text_input("Title or id contains", on_change=state.reset_conversation_page)
-    # Keyed: Overview's top tables open this list filtered to a user or an app.
+    # Keyed: Overview's top tables and per-day bars open this list filtered to a user, an
+    # app or an agent, and (a bar) to a day.
     app_pick = f2.selectbox("App", [ANY, *facets["app"]], key="conv_app",
                             on_change=state.reset_conversation_page)
-    agent_pick = f3.selectbox("Agent", [ANY, *facets["agent"]],
+    agent_pick = f3.selectbox("Agent", [ANY, *facets["agent"]], key="conv_agent",
                               on_change=state.reset_conversation_page)
     user_pick = f4.selectbox("User", [ANY, *facets["user_id"]], key="conv_user",
                              on_change=state.reset_conversation_page)
-    sort = f5.selectbox("Sort by", list(SORTS), on_change=state.reset_conversation_page)
+    day_pick = f5.date_input("Active on (UTC day)", value=None, key="conv_day",
+                             on_change=state.reset_conversation_page,
+                             help="Only conversations with a turn started that day")
+    sort = f6.selectbox("Sort by", list(SORTS), on_change=state.reset_conversation_page)
+    day = day_pick if isinstance(day_pick, date) else None
     query = ConversationQuery(
         text=text.strip(), app=None if app_pick == ANY else app_pick,
         agent=None if agent_pick == ANY else agent_pick,
-        user_id=None if user_pick == ANY else user_pick, sort=SORTS[sort],
+        user_id=None if user_pick == ANY else user_pick, day=day, sort=SORTS[sort],
         descending=sort != "title", offset=state.conversation_page * PAGE_SIZE,
         limit=PAGE_SIZE)
     page = wb.conversation_page(viewer, query)
@@ -66,8 +81,9 @@ with st.expander("Conversations", expanded=state.replay_conversation is None
         schema_overrides={"turn_count": pl.Int64, "title": pl.String,
                           "conversation_id": pl.String, "user_id": pl.String})
     last = min(query.offset + len(entries), page.total)
+    on_day = f" active on {day:%Y-%m-%d} (UTC)" if day is not None else ""
     st.caption(f"Conversations {query.offset + 1 if entries else 0}–{last} of {page.total:,}"
-               " (untitled ones are named by their first message)")
+               f"{on_day} (untitled ones are named by their first message)")
     table_key = f"conversations-{state.conversation_page}"
 
     def open_row() -> None:
@@ -77,11 +93,14 @@ with st.expander("Conversations", expanded=state.replay_conversation is None
 
     st.dataframe(listing, hide_index=True, height=260, on_select=open_row,
                  selection_mode="single-row", key=table_key)
-    p1, p2, _ = st.columns([1, 1, 6])
+    p1, p2, p3, _ = st.columns([1, 1, 2, 4])
     p1.button("◀ Newer", on_click=state.turn_conversation_page, args=(-1,),
               disabled=query.offset == 0)
     p2.button("Older ▶", on_click=state.turn_conversation_page, args=(1,),
               disabled=last >= page.total)
+    if day is not None:
+        p3.button(f"✕ {day:%Y-%m-%d}: any day", on_click=any_day,
+                  help="Drop the day filter (the other filters stay)")
 
 options = [e.conversation_id for e in entries]
 labels = dict(zip(listing["conversation_id"], listing["title"], strict=True))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 
 import polars as pl
@@ -64,6 +64,8 @@ class ConversationQuery:
     app: str | None = None
     agent: str | None = None
     user_id: str | None = None
+    # Only conversations with a live turn started on this UTC day.
+    day: date | None = None
     sort: SortColumn = "last_activity_at"
     descending: bool = True
     offset: int = 0
@@ -186,6 +188,16 @@ class TurnCatalog:
                 pl.col("title").fill_null("").str.to_lowercase().str.contains(needle, literal=True)
                 | pl.col("conversation_id").str.to_lowercase().str.contains(needle,
                                                                            literal=True))
+        if page.day is not None:
+            start = datetime.combine(page.day, time.min, UTC)
+            turns = self._store.scan(Table.TURN_LOGS).filter(
+                (pl.col("tenant") == principal.tenant) & (pl.col("expires_at") > now)
+                & (pl.col("started_at") >= start)
+                & (pl.col("started_at") < start + timedelta(days=1)))
+            if user is not None:
+                turns = turns.filter(pl.col("user_id") == user)
+            frame = frame.join(turns.select("conversation_id").unique(), on="conversation_id",
+                               how="semi")
         if pending_manifests(self._store):
             # As in conversations(): a timeline may outlive its last turn mid-purge.
             live = self._store.scan(Table.TURN_LOGS).filter(
@@ -264,7 +276,7 @@ class TurnCatalog:
         full = expr & (ds.field("tenant") == principal.tenant) & (ds.field("expires_at") > now)
         if user_only and not principal.analyst:
             full &= ds.field("user_id") == principal.user_id
-        frame = pl.from_arrow(self._store.read(
+        frame = pl.from_arrow(self._store.read_sparse(
             Table.TURN_LOGS, filter=full,
             columns=["tenant", "user_id", "conversation_id", "turn_id", "started_at",
                      "ended_at", "writer", "payload"]))

@@ -179,9 +179,10 @@ class TurnMaterializer:
         now = as_of or datetime.now(UTC)
         key = ((ds.field("tenant") == principal.tenant)
                & (ds.field("conversation_id") == conversation_id))
-        logs = self._store.read(Table.TURN_LOGS, filter=key & (ds.field("expires_at") > now),
-                                columns=["turn_id", "user_id", "started_at", "batch_id",
-                                         "payload"])
+        logs = self._store.read_sparse(Table.TURN_LOGS,
+                                       filter=key & (ds.field("expires_at") > now),
+                                       columns=["turn_id", "user_id", "started_at",
+                                                "batch_id", "payload"])
         rows = logs.to_pylist()
         match = [r for r in rows if r["turn_id"] == turn_id]
         if not principal.analyst and (not match or match[0]["user_id"] != principal.user_id):

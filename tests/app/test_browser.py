@@ -10,12 +10,13 @@ import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.workbench_idle import start_workbench
+from bench.workbench_idle import free_port, start_workbench
 from lake.search.access import Principal
 from lake.search.materialize import TurnMaterializer
 from lake.store import LakeStore
@@ -46,14 +47,14 @@ PAGES = (("", "Search"), ("replay", "Conversations & Replay"), ("overview", "Ove
 
 @contextmanager
 def _streamlit(lake: Path | str, log: Path, *, model: str | None = "hashing-64",
-               env: dict[str, str] | None = None) -> Iterator[str]:
+               env: dict[str, str] | None = None, port: int | None = None) -> Iterator[str]:
     """`streamlit run app/main.py` on a free loopback port against ``lake``; its base URL."""
     if not CHROMIUM.exists():
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium "
                     "(apt-get install -y chromium)")
     extra = {**({"TURNLAKE_EMBEDDING_MODEL": model} if model is not None else {}),
              **(env or {})}
-    proc, url = start_workbench(lake, log, extra)
+    proc, url = start_workbench(lake, log, extra, port=port)
     try:
         yield url
     finally:
@@ -238,6 +239,49 @@ def test_a_results_table_row_opens_its_turn(server: str) -> None:
         assert "/replay" not in page.url  # the table opened nothing again
 
 
+def test_a_days_bar_opens_that_days_conversations(server: str) -> None:
+    with _browser() as page:
+        page.goto(f"{server}/overview")
+        page.get_by_role("heading", name="Turns per day by app").wait_for()
+        _settled(page)
+        # Vega draws the bars as SVG marks, each named by its tooltip's fields.
+        bars = page.locator("[data-testid='stVegaLiteChart']").first.locator(
+            "[aria-roledescription='bar']")
+        bars.first.wait_for()
+        heights = [(bars.nth(i).bounding_box() or {"height": 0.0})["height"]
+                   for i in range(bars.count())]
+        bar = bars.nth(heights.index(max(heights)))
+        label = bar.get_attribute("aria-label") or ""
+        # "day: Dec 05; turns: 4; app: support-desk" (the axis' format names no year)
+        shown = re.search(r"day: (\w{3}) (\d{2})", label)
+        app = re.search(r"app: ([\w-]+)", label)
+        assert shown and app, label
+        month = datetime.strptime(shown[1], "%b").month
+        bar.click()
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        caption = page.get_by_text(re.compile(
+            rf"of [\d,]+ active on \d{{4}}-{month:02d}-{shown[2]} \(UTC\)"))
+        caption.wait_for()
+        day = re.search(r"active on (\d{4})-(\d{2})-(\d{2})", caption.inner_text())
+        assert day is not None
+        clear = page.get_by_role("button", name=f"✕ {day[0][10:]}: any day")
+        clear.wait_for()
+        year, month, mday = int(day[1]), int(day[2]), int(day[3])
+        for part, value in (("year", year), ("month", month), ("day", mday)):
+            field = page.get_by_role("spinbutton", name=f"{part}, Active on (UTC day)")
+            assert field.get_attribute("aria-valuenow") == str(value)
+        apps = page.locator("[data-testid='stSelectbox']").filter(has_text="App")
+        assert apps.first.locator("input").input_value() == app[1]
+        clear.click()
+        page.get_by_text(re.compile(r"Conversations \d+–\d+ of [\d,]+ \(untitled")).wait_for()
+        page.get_by_role("button", name=re.compile("any day")).wait_for(state="detached")
+        # Back in Overview the chart opens nothing by itself.
+        page.locator("[data-testid='stSidebar']").get_by_role("link", name="Overview").click()
+        page.get_by_role("heading", name="Turns per day by app").wait_for()
+        _settled(page)
+        assert "/overview" in page.url
+
+
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
     with _browser() as page:
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
@@ -346,3 +390,61 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
         page.get_by_text("Conversations 1–").wait_for()
         assert "Zanzibar" not in page.locator("body").inner_text()
     assert (tmp_path / "signed-in.png").stat().st_size > 10_000
+
+
+def test_sign_in_through_an_openid_connect_provider_and_out(tmp_path: Path) -> None:
+    """st.login against a real OpenID provider on 127.0.0.1 (oidc-provider-mock): the
+    provider's form, the code exchange, the member's principal, then sign-out."""
+    mock = pytest.importorskip("oidc_provider_mock")
+    httpx = pytest.importorskip("httpx")
+    from lake.members import MemberStore
+
+    lake = seed(tmp_path / "lake", demo_turns=10, index=False)
+    email = "ana@example.com"
+    MemberStore(lake.settings.lake).add(email, tenant=TENANT, role="user", user_id=ANA)
+    port = free_port()
+    with mock.run_server_in_thread() as provider:
+        issuer = f"http://127.0.0.1:{provider.server_port}"
+        answer = httpx.put(f"{issuer}/users/{email}", timeout=10,
+                           json={"email": email, "email_verified": True, "name": "Ana"})
+        assert answer.status_code == 204
+        secrets = tmp_path / "secrets.toml"
+        secrets.write_text(
+            "[auth]\n"
+            f'redirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
+            f'cookie_secret = "{"c" * 32}"\n'
+            'client_id = "turnlake-workbench"\nclient_secret = "not-a-secret"\n'
+            f'server_metadata_url = "{issuer}/.well-known/openid-configuration"\n'
+            'provider_label = "the test provider"\n')
+        env = {"TURNLAKE_WORKBENCH_AUTH": "", "STREAMLIT_SECRETS_FILES": str(secrets),
+               # authlib refuses plain http to any host but localhost; the provider is on
+               # 127.0.0.1 and this is a test
+               "AUTHLIB_INSECURE_TRANSPORT": "1"}
+        with _streamlit(lake.settings.lake, tmp_path / "server.log", env=env,
+                        port=port) as url, _browser() as page:
+            # Loopback only: the provider's pages link a stylesheet on a CDN, whose lookup
+            # would otherwise hold their load event.
+            page.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"),
+                       lambda route: route.abort())
+            page.goto(f"{url}/replay")
+            page.get_by_role("heading", name="Sign in").wait_for()
+            page.get_by_role("button", name="Sign in with the test provider").click()
+            # The provider's own authorization form, then back through /oauth2callback.
+            page.wait_for_url(re.compile(rf"^{re.escape(issuer)}/"))
+            page.get_by_placeholder("sub").fill(email)
+            page.get_by_role("button", name="Authorize").click()
+            page.wait_for_url(re.compile(rf"^{re.escape(url)}/"))
+            page.get_by_text(f"Reading as user {ANA} of {TENANT}").wait_for()
+            sidebar = page.locator("[data-testid='stSidebar']")
+            sidebar.get_by_text(email).wait_for()
+            assert page.get_by_role("heading", name="Sign in").count() == 0
+            sidebar.get_by_role("button", name="Sign out").click()
+            # st.logout ends the provider's session too (its end-session form), then back.
+            page.wait_for_url(re.compile(rf"^{re.escape(issuer)}/oauth2/end_session"))
+            page.get_by_role("button", name="End session").click()
+            page.wait_for_url(re.compile(rf"^{re.escape(url)}/"))
+            page.get_by_role("heading", name="Sign in").wait_for()
+            page.get_by_role("button", name="Sign in with the test provider").wait_for()
+            page.goto(f"{url}/replay")  # the sign-in is gone, not just hidden
+            page.get_by_role("heading", name="Sign in").wait_for()
+            assert page.get_by_text(f"Reading as user {ANA}").count() == 0

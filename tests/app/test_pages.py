@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow.dataset as ds
+import pyarrow.ipc as pa_ipc
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.components.hits import export_bytes, export_frame
+from app.service import Workbench
 from lake.embedding.hashing import HashingEmbedder
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
@@ -290,8 +293,9 @@ def test_overview_counts_the_tenants_turns(seeded: SeededLake,
         Table.TURN_LOGS, columns=["turn_id"], filter=ds.field("tenant") == TENANT).num_rows
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Turns"] == f"{stored:,}"
-    # per day, then the open tab's 4 daily trends (tokens, cost, duration, feedback rate)
-    assert len(at.get("vega_lite_chart")) == 5
+    # per day, then the open tab's 5 daily trends (tokens, cost, duration, feedback rate,
+    # interrupted or failed completions)
+    assert len(at.get("vega_lite_chart")) == 6
     at.session_state["overview_tab"] = "Roles, writers, feedback"
     at.run()
     assert len(at.get("vega_lite_chart")) == 4  # per day; roles, writers, feedback
@@ -586,3 +590,86 @@ def test_the_conversation_list_stays_open_while_it_is_filtered_or_paged(
     next(b for b in at.button if b.label == "Older ▶")  # the pager is there to use
     next(t for t in at.text_input if t.label == "Title or id contains").input("quokka").run()
     assert at.expander[0].proto.expanded
+
+
+def _chart_rows(chart: Any) -> list[dict[str, Any]]:
+    """The rows a drawn chart was sent (its data, or its named datasets), as Arrow wrote
+    them for the browser."""
+    sent = [chart.proto.data, *(named.data for named in chart.proto.datasets)]
+    return [row for arrow in sent if arrow.data
+            for row in pa_ipc.open_stream(arrow.data).read_all().to_pylist()]
+
+
+def _ended(turn: int, status: str, at: datetime) -> str:
+    """A turn whose completion was cut short (``status``: interrupted or failed)."""
+    return json.dumps(turn_record(
+        turn, at=at, conversation=f"c-wb-{status}", conversation_title=f"An {status} turn",
+        prompt=f"the {status} numbat report", answer="",
+        completion={"text": "", "at": (at + timedelta(seconds=3)).isoformat(),
+                    "status": status}))
+
+
+def test_the_overview_reviews_interrupted_and_failed_completions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = seed(tmp_path / "lake", demo_turns=20, index=False)
+    day = lake.now - timedelta(days=1)
+    run_ingest(lake.settings, records=[_ended(7, "interrupted", day),
+                                       _ended(8, "failed", day + timedelta(minutes=5))],
+               embed=False, index=False)
+    at = _app(lake.settings.lake, monkeypatch).run()
+    at.switch_page("screens/overview.py").run()
+    next(s for s in at.selectbox if s.label == "Window").select("all time").run()
+    assert not at.exception and not at.error
+    # The daily share: the day of the two cut-short turns has a share above zero.
+    share = next(c for c in at.get("vega_lite_chart")
+                 if "completions interrupted or failed" in c.proto.spec)
+    rates = {str(row["day"])[:10]: row["unfinished_rate"] for row in _chart_rows(share)}
+    stored = LakeStore(lake.settings.lake).read(
+        Table.TURN_LOGS, columns=["started_at"], filter=ds.field("tenant") == TENANT)
+    that_day = sum(1 for t in stored["started_at"].to_pylist()
+                   if t.astimezone(UTC).date() == day.date())
+    assert rates[f"{day.date()}"] == pytest.approx(2 / that_day)
+    at.session_state["overview_tab"] = "Failure review"
+    at.run()
+    failures = next(d.value for d in at.dataframe if "completion" in d.value.columns)
+    cut_short = failures[failures["completion"].isin(["interrupted", "failed"])]
+    assert sorted(zip(cut_short["conversation_id"], cut_short["completion"], strict=True)) == [
+        ("c-wb-failed", "failed"), ("c-wb-interrupted", "interrupted")]
+    # Its row picked: the interrupted turn in its conversation, marked so.
+    row = cut_short[cut_short["completion"] == "interrupted"].iloc[0]
+    at.session_state["wb_open_turn"] = (row["conversation_id"], row["turn_id"])
+    at.run()
+    assert not at.exception
+    assert [t.value for t in at.title] == ["Conversations & Replay"]
+    assert at.query_params["conversation"] == "c-wb-interrupted"
+    assert "interrupted before the answer" in _texts(at)
+
+
+def test_the_conversation_list_of_a_day_shows_its_filter_and_drops_it(
+        seeded: SeededLake, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _app(seeded.settings.lake, monkeypatch).run()
+    day = (seeded.now - timedelta(days=2)).date()
+    # What a click on that day's support-desk bar in Overview leaves for the list.
+    at.session_state["conv_day"] = day
+    at.session_state["conv_app"] = "support-desk"
+    at.switch_page("screens/replay.py").run()
+    assert not at.exception and at.expander[0].proto.expanded
+    picker = next(d for d in at.date_input if d.label == "Active on (UTC day)")
+    assert picker.value == day
+    caption = next(c.value for c in at.caption if c.value.startswith("Conversations "))
+    assert f"active on {day:%Y-%m-%d} (UTC)" in caption
+    listing = next(d.value for d in at.dataframe if "turn_count" in d.value.columns)
+    wb = Workbench(seeded.settings)
+    active = {t.conversation_id for t in wb.catalog.between(
+        Principal(TENANT, analyst=True), datetime.combine(day, time.min, UTC),
+        datetime.combine(day, time.min, UTC) + timedelta(days=1))}
+    assert KNOWN_CONVERSATION in set(listing["conversation_id"])
+    assert set(listing["conversation_id"]) <= active
+    assert set(listing["app"]) == {"support-desk"}
+    # The filter is removable: every day's conversations of the app again.
+    next(b for b in at.button if b.label.endswith("any day")).click().run()
+    assert not at.exception
+    assert next(d for d in at.date_input if d.label == "Active on (UTC day)").value is None
+    wider = next(d.value for d in at.dataframe if "turn_count" in d.value.columns)
+    assert len(wider) > len(listing)
+    assert not any(b.label.endswith("any day") for b in at.button)

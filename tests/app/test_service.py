@@ -337,6 +337,25 @@ def test_the_conversation_list_comes_a_page_at_a_time(seeded: SeededLake) -> Non
     assert facets["user_id"] == [ANA] and "support-desk" in facets["app"]
 
 
+def test_the_conversation_list_of_one_day(seeded: SeededLake) -> None:
+    wb = Workbench(seeded.settings)
+    day = (seeded.now - timedelta(days=2)).date()
+    that_day = wb.conversation_page(ANALYST, ConversationQuery(day=day, limit=500))
+    listed = {e.conversation_id for e in that_day.entries}
+    assert {KNOWN_CONVERSATION, PRIVATE_CONVERSATION} <= listed
+    assert that_day.total == len(listed) < len(wb.conversations(ANALYST))
+    # exactly the conversations with a turn started that UTC day
+    active = {t.conversation_id for t in wb.catalog.between(
+        ANALYST.principal, datetime.combine(day, datetime.min.time(), UTC),
+        datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC))}
+    assert listed == active
+    mine = wb.conversation_page(AS_ANA, ConversationQuery(day=day, limit=500))
+    assert KNOWN_CONVERSATION in {e.conversation_id for e in mine.entries}
+    assert {e.user_id for e in mine.entries} == {ANA}
+    later = (seeded.now + timedelta(days=30)).date()
+    assert wb.conversation_page(ANALYST, ConversationQuery(day=later)).total == 0
+
+
 def test_replay_types_events_and_resolves_refs_in_the_answer(seeded: SeededLake) -> None:
     wb = Workbench(seeded.settings)
     turn = wb.replay(ANALYST, KNOWN_CONVERSATION, "t-0001")
@@ -407,3 +426,15 @@ def test_replay_follows_the_record_refs_an_answer_names(tmp_path: Path) -> None:
     # another user of the tenant gets no view of the turn at all
     with pytest.raises(AccessDenied):
         wb.replay(Viewer("acme", "u-ben"), "c-ref", "t-0002")
+
+
+def test_the_tenants_follow_the_lake(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    at = datetime(2026, 11, 2, 9, tzinfo=UTC)
+    run_ingest(settings, records=[json.dumps(turn_record(1, at=at, prompt="p", answer="a"))],
+               embed=False, index=False)
+    wb = Workbench(settings)
+    assert wb.tenants() == [TENANT] == wb.tenants()  # the second from what the first found
+    other = {**turn_record(2, at=at, prompt="p", answer="a"), "tenant": "globex"}
+    run_ingest(settings, records=[json.dumps(other)], embed=False, index=False)
+    assert wb.tenants() == [TENANT, "globex"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
 
 from lake import analytics
@@ -14,6 +16,7 @@ from lake.index.status import partition_statuses
 from lake.search.access import Principal
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.jobs import run_ingest
 from tests.factories import BASE_TIME, make_record, rich_record
 
@@ -101,6 +104,7 @@ def test_top_groups_and_the_turns_of_one(store: LakeStore) -> None:
 def test_the_failure_review_lists_failed_steps_and_negative_feedback(tmp_path: Path) -> None:
     settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
     at = BASE_TIME.isoformat()
+    cut_short = {"text": "", "at": (BASE_TIME + timedelta(seconds=30)).isoformat()}
     failed_step = [{"name": "run_python", "status": "started", "at": at},
                    {"name": "run_python", "status": "failed", "at": at, "detail": "boom"},
                    {"name": "read_file", "status": "completed", "at": at}]
@@ -111,12 +115,46 @@ def test_the_failure_review_lists_failed_steps_and_negative_feedback(tmp_path: P
         make_record(3, conversation="c-both", writer="rich", steps=failed_step,
                     feedback={"rating": -1}),
         make_record(4, tenant="globex", conversation="c-g", writer="rich", steps=failed_step),
+        make_record(5, conversation="c-stop", completion={**cut_short, "status": "interrupted"}),
+        make_record(6, conversation="c-err", completion={**cut_short, "status": "failed"}),
     ]), embed=False, index=False)
     review = analytics.failure_review(LakeStore(settings.lake), ACME)
-    assert _rows(review, "conversation_id", "failed_steps", "feedback_rating", "comment") == [
-        ("c-both", "run_python", -1, None), ("c-sad", "", -1, "wrong sum"),
-        ("c-step", "run_python", None, None)]
+    assert _rows(review, "conversation_id", "completion_status", "failed_steps",
+                 "feedback_rating", "comment") == [
+        ("c-err", "failed", "", None, None), ("c-stop", "interrupted", "", None, None),
+        ("c-both", "completed", "run_python", -1, None),
+        ("c-sad", "completed", "", -1, "wrong sum"),
+        ("c-step", "completed", "run_python", None, None)]
     assert analytics.failure_review(LakeStore(settings.lake), BEN).is_empty()
+
+
+def test_the_daily_trend_counts_interrupted_and_failed_completions(tmp_path: Path) -> None:
+    settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
+    day_two = BASE_TIME + timedelta(days=1)
+
+    def ended(turn: int, status: str | None, at: datetime) -> dict[str, object]:
+        completion: dict[str, object] = {"text": "" if status else "done",
+                                         "at": (at + timedelta(seconds=30)).isoformat()}
+        return make_record(turn, conversation=f"c-{turn}", at=at,
+                           completion={**completion, **({"status": status} if status else {})})
+
+    run_ingest(settings, records=_lines([
+        ended(0, None, BASE_TIME), ended(1, "interrupted", BASE_TIME),
+        ended(2, "failed", BASE_TIME), ended(3, None, BASE_TIME),
+        ended(4, None, day_two), ended(5, "interrupted", day_two),
+    ]), embed=False, index=False)
+    store = LakeStore(settings.lake)
+    trends = analytics.daily_trends(store, ACME)
+    assert _rows(trends, "turns", "interrupted", "failed", "unfinished_rate") == [
+        (4, 1, 1, 0.5), (2, 1, 0, 0.5)]
+    # A row written before the column existed reads null: unknown, left out of the share.
+    rows = store.read(Table.TURN_LOGS, filter=ds.field("turn_id") == "t-0004")
+    store.replace_where(Table.TURN_LOGS, rows.set_column(
+        rows.schema.get_field_index("completion_status"), "completion_status",
+        pa.nulls(1, pa.string())), "turn_id = 't-0004'")
+    trends = analytics.daily_trends(store, ACME)
+    assert _rows(trends, "turns", "interrupted", "status_unknown", "unfinished_rate") == [
+        (4, 1, 0, 0.5), (2, 1, 1, 1.0)]
 
 
 def test_turn_span_is_the_first_and_last_turn(store: LakeStore) -> None:

@@ -286,3 +286,20 @@ def test_the_column_wise_rows_equal_the_rows_walked_out_of_each_record(
             r["event_type"], r["batch"], r["ts"], r["turn_at"], r["row_id"])
            for r in projector.tables()[Table.CONTENT_ROWS].to_pylist()]
     assert got == [row for record in records for row in _plain_role_rows(record)]
+
+
+def test_each_turn_log_says_how_its_completion_ended(settings: Settings) -> None:
+    def ended(turn: int, status: str | None) -> TurnRecord:
+        completion: dict[str, object] = {"text": "" if status else "done",
+                                         "at": "2026-03-10T09:00:30+00:00"}
+        if status:
+            completion["status"] = status
+        return _record(make_record(turn, completion=completion))
+
+    projector = _projector(settings)
+    for turn, status in enumerate((None, "interrupted", "failed", "completed")):
+        record = ended(turn, status)
+        projector.add(record, ordinal=turn, files=[], payload=record.to_json_bytes())
+    logs = projector.tables()[Table.TURN_LOGS]
+    assert logs["completion_status"].to_pylist() == [
+        "completed", "interrupted", "failed", "completed"]

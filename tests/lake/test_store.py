@@ -111,3 +111,24 @@ def test_a_local_table_is_read_through_arrows_own_file_system(settings: Settings
     assert isinstance(dataset.filesystem.base_fs, pafs.LocalFileSystem)
     rows = store.read(Table.CONTENT_ROWS, columns=["tenant", "text"])
     assert rows.num_rows == 6 and set(rows["tenant"].to_pylist()) == {tenant}
+
+
+def test_a_sparse_read_gives_what_a_filtered_read_gives(settings: Settings,
+                                                        tmp_path: Path) -> None:
+    ingestor = Ingestor(settings)
+    # Each file holds two conversations far apart in name: statistics rule none of them out.
+    for n, pair in enumerate((("c-a", "c-z"), ("c-b", "c-y"), ("c-c", "c-x"))):
+        ingestor.ingest_paths([write_jsonl(tmp_path / f"{n}.jsonl", [
+            make_record(2 * n, conversation=pair[0]),
+            make_record(2 * n + 1, conversation=pair[1])])])
+    store = LakeStore(settings.lake)
+    columns = ["conversation_id", "turn_id", "payload"]
+    for wanted in ("c-b", "c-x", "c-none"):
+        expr = conversation_filter([("acme", wanted)])
+        assert expr is not None
+        sparse = store.read_sparse(Table.TURN_LOGS, columns=columns, filter=expr)
+        assert sparse.column_names == columns
+        assert sparse.sort_by("turn_id").equals(
+            store.read(Table.TURN_LOGS, columns=columns, filter=expr).sort_by("turn_id"))
+        assert set(sparse["conversation_id"].to_pylist()) == (
+            set() if wanted == "c-none" else {wanted})

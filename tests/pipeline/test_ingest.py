@@ -312,6 +312,9 @@ def test_an_interrupted_turn_without_answer_keeps_its_user_rows_and_no_assistant
     principal = Principal(tenant="acme", user_id="u-ana")
     assert materializer.turn(principal, "c-1", "t-0000").completion_status == "interrupted"
     assert materializer.turn(principal, "c-1", "t-0001").completion_status == "completed"
+    logs = store.read(Table.TURN_LOGS, columns=["turn_id", "completion_status"]).to_pylist()
+    assert sorted((r["turn_id"], r["completion_status"]) for r in logs) == [
+        ("t-0000", "interrupted"), ("t-0001", "completed")]
 
 
 def test_changed_content_under_a_known_turn_id_is_a_conflict_not_a_duplicate(

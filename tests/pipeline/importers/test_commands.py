@@ -94,3 +94,24 @@ def test_import_exits_1_when_the_input_yields_no_turn_and_a_problem(
     assert again.exit_code == 0, again.output
     assert re.search(r"imported 0 turns, [1-9]\d* already there, [1-9]\d* quarantined",
                      _said(again.output)), again.output
+
+
+@pytest.mark.parametrize(("importer", "source"), [
+    ("chatgpt", "chatgpt/conversations.json"), ("codex", "codex"),
+    ("claude-code", "claude_code"), ("copilot-cli", "copilot_cli/session-state"),
+    ("aider", "aider/bakery/.aider.chat.history.md")])
+def test_an_imported_turn_cut_short_keeps_how_it_ended_in_turn_logs(
+        runner: CliRunner, tmp_path: Path, importer: str, source: str) -> None:
+    from lake.store import LakeStore
+    from lake.tables import Table
+
+    done = runner.invoke(app, ["import", importer, str(FIXTURES / source), "--tenant", "acme",
+                               "--user", "u-ana", "--no-embed", "--no-index"])
+    assert done.exit_code == 0, done.output
+    logs = LakeStore(tmp_path / "lake").read(
+        Table.TURN_LOGS, columns=["completion_status", "payload"]).to_pylist()
+    assert logs and all(
+        r["completion_status"] == json.loads(r["payload"])["completion"].get("status",
+                                                                             "completed")
+        for r in logs)
+    assert "interrupted" in {r["completion_status"] for r in logs}

@@ -83,6 +83,12 @@ def test_a_turn_is_recorded_once_the_next_prompt_closes_it_or_the_session_ends(
         [path], tenant="acme", user_id="u-dev")}
     # The title too: both take the first prompt, not the summary line written later.
     assert stored == whole
+    # How each completion ended is a turn_logs column too (the request the user cut short).
+    logs = LakeStore(settings.lake).read(
+        Table.TURN_LOGS, columns=["turn_id", "completion_status"]).to_pylist()
+    statuses = {r["turn_id"]: r["completion_status"] for r in logs}
+    assert statuses == {t: p["completion"].get("status", "completed") for t, p in stored.items()}
+    assert "interrupted" in statuses.values()
 
 
 def test_a_turn_still_growing_is_held_and_recorded_whole_once(
