@@ -364,6 +364,27 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert TrigramIndex.load(tmp_path / "idx").search("漢字")[0][0] == 1
 
 
+def test_opened_postings_are_read_not_mapped(tmp_path: Path) -> None:
+    # a posting list is read with pread when a search needs it: the file is never mapped, so
+    # what searches read is page cache, not the process's RSS; a re-save writes it whole
+    texts = [f"row {i} about {'alpha' if i % 3 else 'beta'} number {i * 7}" for i in range(400)]
+    index = TrigramIndex.build(texts)
+    index.save(tmp_path / "idx")
+    loaded = TrigramIndex.load(tmp_path / "idx")
+    scope = np.arange(0, 400, 2, dtype=np.int64)
+    for query in ["alpha", "beta number 7", "row 39", "nothing like it"]:
+        for mode in MODES:
+            assert loaded.search(query, mode=mode) == index.search(query, mode=mode)
+            assert loaded.search(query, mode=mode, allowed=scope) == \
+                index.search(query, mode=mode, allowed=scope)
+    mapped = Path("/proc/self/maps").read_text()
+    assert str(tmp_path / "idx" / "postings.npy") not in mapped
+    assert str(tmp_path / "idx" / "keys.npy") in mapped  # the small arrays stay mapped
+    loaded.save(tmp_path / "again")
+    assert (tmp_path / "again" / "postings.npy").read_bytes() == \
+        (tmp_path / "idx" / "postings.npy").read_bytes()
+
+
 def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(IndexUnavailable, match="unreadable"):
         TrigramIndex.load(tmp_path / "missing")
