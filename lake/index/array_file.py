@@ -53,7 +53,7 @@ class ArrayFile:
         wanted = out.nbytes
         if wanted:
             at = self._offset + lo * self.dtype.itemsize
-            got = os.preadv(self._fd, [memoryview(out).cast("B")], at)
+            got = os.preadv(self._fd, [out.view(np.uint8).data], at)
             if got != wanted:
                 raise IndexUnavailable(f"{self._path} ended early: {got} of {wanted} bytes "
                                        f"at {at}")

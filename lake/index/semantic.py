@@ -675,7 +675,7 @@ class _RowFile:
         weakref.finalize(self, os.close, self._fd)  # also at exit, while os is still there
         self._offset, self._rows, self._dim = offset, rows, dim
         self._dtype = np.dtype(np.float32) if dtype is None else dtype
-        self._row_bytes = dim * dtype.itemsize
+        self._row_bytes = dim * self._dtype.itemsize
 
     @classmethod
     def of(cls, mapped: np.ndarray, path: Path) -> _RowFile | None:

@@ -84,6 +84,10 @@ RAISED_FLOORS = (0.8, 0.6, 0.45)
 _PROBE_RATIO = 16  # binary-search a list for candidates when that is this much cheaper per item
 _TINY_SCOPE = 16  # docs: a scope this small is scored without looking it up first
 _SPAN_RATIO = 4  # a scope is clustered when its doc ids span under this many times its size
+# A saved list longer than this is read only around a clustered scope's span (its position
+# guessed from the doc ids' spread, widened until it covers the span); shorter ones whole.
+_WHOLE_LIST = 4096
+_SPAN_MARGIN = 1024  # entries read beyond a guessed span's ends
 _SPACE = 0x20
 _MASK21 = (1 << 21) - 1
 _CHUNK_CHARS = 1 << 22  # characters per build chunk: bounds build memory
@@ -768,13 +772,12 @@ class TrigramIndex:
 
         ``memo`` carries the posting lists (rarest first) and any full count across floors."""
         n = len(self)
-        if "lists" not in memo:
+        if "spans" not in memo:  # each list's place in the postings, rarest first
             slot = np.searchsorted(self._keys, qk)[_member(self._keys, qk)]
             lo, hi = self._offsets[slot], self._offsets[slot + 1]
-            memo["lists"] = [self._posting_list(int(lo[t]), int(hi[t]))
-                             for t in np.argsort(hi - lo)]
-        lists: list[I32] = memo["lists"]
-        m = len(lists)
+            memo["spans"] = [(int(lo[t]), int(hi[t])) for t in np.argsort(hi - lo)]
+        spans: list[tuple[int, int]] = memo["spans"]
+        m = len(spans)
         if m < need or (scope is not None and scope.size == 0):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         if scope is not None and int(scope[-1]) - int(scope[0]) < _SPAN_RATIO * scope.size:
@@ -784,10 +787,13 @@ class TrigramIndex:
             # similarity mode narrows it per floor): lower floors keep more of the same counts.
             held = memo.get("in_span")
             if held is None or held[0] is not scope:
-                held = memo["in_span"] = (scope, *self._count_in_span(lists, scope))
+                held = memo["in_span"] = (scope, *self._count_in_span(spans, scope))
             _, docs, shared = held
             keep = shared >= need
             return docs[keep], shared[keep]
+        if "lists" not in memo:
+            memo["lists"] = [self._posting_list(lo, hi) for lo, hi in spans]
+        lists: list[I32] = memo["lists"]
         counted = m - need + 1  # every doc with `need` of the m lists is in one of these
         head = sum(p.size for p in lists[:counted])
         if scope is not None and scope.size * _PROBE_RATIO < head:
@@ -828,11 +834,34 @@ class TrigramIndex:
         assert self._postings_file is not None
         return self._postings_file.read(lo, hi)
 
-    def _count_in_span(self, lists: list[I32], scope: I64) -> tuple[I64, I64]:
-        """Docs of a clustered ``scope`` (ascending) found in ``lists``, with their counts."""
+    def _in_span(self, lo: int, hi: int, first: int, end: int) -> I32:
+        """The docs of postings ``lo:hi`` (one list) in ``first..end-1``. A long saved list is
+        read only around where those docs should lie (doc ids spread evenly: the guess), the
+        window widened until its ends fall outside the span: the same docs, a few kB read."""
+        if self._postings is not None or hi - lo <= _WHOLE_LIST:
+            whole = self._posting_list(lo, hi)
+            a, b = whole.searchsorted(np.array([first, end], np.int32)).tolist()
+            return whole[a:b]
+        assert self._postings_file is not None
+        n, size = max(len(self), 1), hi - lo
+        start = max(lo, lo + size * first // n - _SPAN_MARGIN)
+        stop = min(hi, lo + -(-size * end // n) + _SPAN_MARGIN)
+        while True:
+            window = self._postings_file.read(start, stop)
+            left = start == lo or (window.size > 0 and int(window[0]) < first)
+            right = stop == hi or (window.size > 0 and int(window[-1]) >= end)
+            if left and right:
+                a, b = window.searchsorted(np.array([first, end], np.int32)).tolist()
+                return window[a:b]
+            wider = 2 * (stop - start) + _SPAN_MARGIN
+            start = start if left else max(lo, start - wider)
+            stop = stop if right else min(hi, stop + wider)
+
+    def _count_in_span(self, spans: list[tuple[int, int]], scope: I64) -> tuple[I64, I64]:
+        """Docs of a clustered ``scope`` (ascending) found in the lists at ``spans``, with
+        their counts."""
         lo, hi = int(scope[0]), int(scope[-1]) + 1
-        span = np.array([lo, hi], np.int32)
-        pieces = [p[a:b] for p in lists for a, b in [p.searchsorted(span).tolist()] if b > a]
+        pieces = [p for a, b in spans for p in [self._in_span(a, b, lo, hi)] if p.size]
         if not pieces:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         flat = np.concatenate(pieces)
