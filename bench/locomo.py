@@ -190,8 +190,9 @@ def _turns(utterances: list[dict[str, Any]]) -> Iterator[tuple[list[Any], list[A
 
 
 # What a cached bench lake was written by: bump it when ingest writes rows differently
-# (2: a long row keeps its passages' vectors), so that a lake of an older form is rebuilt.
-LAKE_FORM = 2
+# (2: a long row keeps its passages' vectors; 3: vectors at half precision), so that a lake
+# of an older form is rebuilt.
+LAKE_FORM = 3
 _FORM_FILE = "bench-lake-form"
 
 

@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 from deltalake import ColumnProperties, DeltaTable, Field, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from lake.embedding.precision import half_precision_column
 from lake.errors import ConcurrentWriteError, LakeError
 from lake.location import LakeLocation
 from lake.tables import PARTITIONS, SCHEMAS, Table
@@ -57,6 +58,9 @@ _FREE_TEXT = ("payload", "blocks", "text", "data", "raw")
 _WRITER = WriterProperties(
     compression="SNAPPY",
     column_properties={name: ColumnProperties(statistics_enabled="NONE") for name in _FREE_TEXT})
+# Vectors are written at half precision (lake.embedding.precision): Parquet's dictionary then
+# stores a value in about two bytes, and the indexes rebuilt from the table keep the same.
+_VECTOR_COLUMNS = ("embedding", "passage_embeddings")
 _LOG_RETENTION = "delta.logRetentionDuration"
 _NO_LOG_RETENTION = "interval 0 days"
 # Delta's own default, set explicitly because the log cleanup below lowers it for a moment:
@@ -139,6 +143,16 @@ def _relative(path: str, root: str) -> str:
         if path.startswith(prefix + "/"):
             return path[len(prefix) + 1:]
     return path
+
+
+def _stored(table: Table, data: pa.Table) -> pa.Table:
+    """``data`` in the table's schema, its vector columns rounded to half precision."""
+    data = data.cast(SCHEMAS[table])
+    for name in _VECTOR_COLUMNS:
+        if name in data.column_names:
+            data = data.set_column(data.schema.get_field_index(name), name,
+                                   half_precision_column(data.column(name)))
+    return data
 
 
 def _partition_expression(names: Sequence[str], values: Partition) -> ds.Expression:
@@ -283,7 +297,7 @@ class LakeStore:
             return self.version(table)
         dt = self.ensure(table)
         with _translated(table, "append"):
-            write_deltalake(dt, data.cast(SCHEMAS[table]), mode="append",
+            write_deltalake(dt, _stored(table, data), mode="append",
                             writer_properties=_WRITER)
             dt.update_incremental()
         self._keep(table, dt)
@@ -297,7 +311,7 @@ class LakeStore:
         """
         dt = self.ensure(table)
         with _translated(table, "replace"):
-            write_deltalake(dt, data.cast(SCHEMAS[table]), mode="overwrite",
+            write_deltalake(dt, _stored(table, data), mode="overwrite",
                             predicate=predicate, writer_properties=_WRITER)
             dt.update_incremental()
         self._keep(table, dt)

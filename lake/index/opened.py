@@ -1,8 +1,9 @@
 """The partition indexes a search process keeps open, within a memory budget.
 
-An opened partition costs what its searches page in from its index files (codes, postings,
-trigram arrays, the row file) plus the row columns it decodes; the float vectors are read a
-few rows at a time (a scope's, or the candidates being re-scored), so they are not counted. A
+An opened partition costs what its searches page in from its index files (codes, trigram
+arrays, the row file) plus the row columns it decodes; the float vectors and the trigram
+postings are read with ``pread`` a few rows or one list at a time (a scope's rows, the
+candidates being re-scored, a query trigram's docs), so they are not counted. A
 partition is charged those file bytes, whatever was touched so far: the most it can hold. When
 opening one puts the total over the budget, the partitions used least recently are closed
 (dropped: the next search that needs one opens it again) until the total fits. A search keeps
@@ -25,7 +26,8 @@ from lake.index.partition import PartitionIndex
 # What a partition's row columns take on the heap per row (codes, times, turn numbers: 11 MB
 # for a partition of 160,000 rows of the 1M bench lake, traced), on top of its files.
 COLUMN_BYTES_PER_ROW = 72
-_FLOAT_VECTORS = "vectors.npy"  # read a few rows at a time, not counted
+# read with pread a few rows or one list at a time: page cache, not the process's memory
+_READ_NOT_MAPPED = ("vectors.npy", "postings.npy")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40}
 
@@ -47,11 +49,11 @@ def parse_budget(text: str) -> int:
 
 def partition_cost(folders: list[Path], rows: int) -> int:
     """The bytes an opened partition over segment ``folders`` of ``rows`` rows is charged:
-    its index files but the float vectors, plus its row columns."""
+    its index files but the float vectors and trigram postings, plus its row columns."""
     total = rows * COLUMN_BYTES_PER_ROW
     for folder in folders:
         for path in folder.rglob("*"):
-            if path.name != _FLOAT_VECTORS and path.is_file():
+            if path.name not in _READ_NOT_MAPPED and path.is_file():
                 try:
                     total += path.stat().st_size
                 except FileNotFoundError:  # a concurrent publication removed it

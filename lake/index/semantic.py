@@ -22,11 +22,11 @@ Wide exact searches (a quarter or more of a partition's rows, at least :data:`SK
 answered exactly: a flat partition, or a scope the approximate index cannot serve) go through
 an 8-bit copy of the rows (a "sketch", 1/4 of the bytes): the sketch ranks every row
 approximately, every row whose approximate score is within twice the sketch's largest error of
-the ``limit``-th is re-scored from the float32 rows, and the top of those is the answer.  No
+the ``limit``-th is re-scored from the float rows, and the top of those is the answer.  No
 row of the exact top can fall outside that set, so the answer is the exact one (scores equal up
 to float32 rounding).
 
-Compact codes (format 2).  The float32 rows are kept once, in ``vectors.npy``, read with
+Compact codes (format 2).  The float rows are kept once, in ``vectors.npy``, read with
 ``pread`` only for the rows a search scores exactly (a scope's rows, or a few candidates per
 answer; the memory map serves a full scan, which the codes make rare).  What a wide search
 scans is 8-bit codes (one value range per dimension, covering every row), memory-mapped from
@@ -37,12 +37,19 @@ touch, not heap.  A flat index saves its sketch (``codes.faiss``, FAISS
 calibration measures recall after that re-scoring), and searched over every list, with the
 codes' largest error as margin, it is its own sketch.  Indexes of format 1 (float inverted
 files, a sketch built in memory from the :data:`SKETCH_AFTER`-th wide search on) still open and
-search as before; ``turnlake index build --full`` rebuilds them in format 2.
+search as before; ``turnlake index build --full`` rebuilds them in format 3.
+
+Half-precision rows (format 3).  ``vectors.npy`` holds float16 rows (half the bytes of format
+2's float32; lake.embedding.precision): ``build`` rounds every unit row to float16 first, and
+codes, calibration and code errors are all taken from those rounded rows, so every exact score
+is exactly the cosine of the stored row, and the sketch's bound holds for the rows as stored.
+Indexes of formats 1 and 2 (float32 rows) open and search as before.
 
 On-disk layout of a saved index directory::
 
     semantic.json   kind, sizes and search parameters (written last: its presence = complete)
-    vectors.npy     float32 (stored, dim), unit rows of the embedded docs only
+    vectors.npy     float16 (stored, dim), unit rows of the embedded docs only (float32
+                    in formats 1 and 2)
     valid.npy       bool (stored,), all true (kept for the format)
     docs.npy        int64 (stored,), ascending doc id of each stored row (absent: 0..stored-1)
     hnsw.faiss      the FAISS index over the valid rows only: IndexIVFScalarQuantizer (kind
@@ -67,8 +74,11 @@ import numpy as np
 from lake.errors import IndexUnavailable, QueryError
 
 EXACT_MAX_ROWS: int = 50_000  # above this many valid rows an approximate index is chosen
-FORMAT_VERSION: int = 2
-_READABLE_FORMATS = (1, 2)  # format 1: float inverted files, sketches never saved
+FORMAT_VERSION: int = 3
+# format 1: float inverted files, sketches never saved; 2: float32 rows, 3: float16 rows
+_READABLE_FORMATS = (1, 2, 3)
+_STORED_DTYPE = np.float16  # of the rows saved; formats 1 and 2 saved float32
+_ROW_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
 HNSW_M: int = 32
 HNSW_EF_CONSTRUCTION: int = 80
 # efSearch is calibrated per index at build time: the smallest rung of _EF_LADDER whose recall@10
@@ -268,6 +278,7 @@ class SemanticIndex:
         if not valid.all():  # a zero or broken vector is a row without an embedding
             matrix, docs = np.ascontiguousarray(matrix[valid]), docs[valid]
             valid = np.ones(matrix.shape[0], dtype=np.bool_)
+        matrix = stored_rows(matrix)
         if int(valid.sum()) <= exact_max_rows:
             return cls._flat(matrix, docs, total)
         if approximate not in ("ivf", "hnsw"):
@@ -346,7 +357,8 @@ class SemanticIndex:
         # The metadata file marks a complete index; drop it first so a crash mid-save leaves an
         # index that load() refuses rather than one with mismatched parts.
         (directory / _META).unlink(missing_ok=True)
-        _atomic_write(directory / _VECTORS, lambda p: np.save(p, np.asarray(self._vectors)))
+        _atomic_write(directory / _VECTORS,
+                      lambda p: np.save(p, np.asarray(self._vectors, dtype=_STORED_DTYPE)))
         _atomic_write(directory / _VALID, lambda p: np.save(p, self._valid))
         _atomic_write(directory / _DOCS, lambda p: np.save(p, self._docs))
         graph = self._graph
@@ -396,7 +408,7 @@ class SemanticIndex:
         except (OSError, ValueError, RuntimeError) as exc:
             raise IndexUnavailable(f"semantic index at {directory} is damaged: {exc}") from exc
         row_file = _RowFile.of(vectors, directory / _VECTORS)
-        ok = (vectors.ndim == 2 and vectors.dtype == np.float32 and valid.dtype == np.bool_
+        ok = (vectors.ndim == 2 and vectors.dtype in _ROW_DTYPES and valid.dtype == np.bool_
               and valid.shape == (vectors.shape[0],)
               and meta.get("stored_rows", meta.get("rows")) == vectors.shape[0]
               and (docs is None or docs.shape == (vectors.shape[0],))
@@ -462,7 +474,7 @@ class SemanticIndex:
         """The float rows ``rows`` (stored row numbers), read from the file when saved."""
         if self._row_file is not None:
             return self._row_file.read(rows)
-        return np.asarray(self._vectors[rows])
+        return np.asarray(self._vectors[rows], dtype=np.float32)
 
     def scores_exactly(self, size: int) -> bool:
         """Whether :meth:`search` over ``size`` allowed rows scores every one of them exactly
@@ -493,8 +505,9 @@ class SemanticIndex:
                 found = self._sketched(q, ids, limit)
                 if found is not None:
                     return found
-        scores = np.asarray(self._vectors @ q, dtype=np.float32)[ids]
-        return _rescored_top(ids, scores, lambda keep: self._vectors[ids[keep]], q, limit)
+        scores = np.concatenate([block @ q for block in _blocks(self._vectors)]
+                                ).astype(np.float32)[ids]
+        return _rescored_top(ids, scores, lambda keep: self._rows_of(ids[keep]), q, limit)
 
     def build_sketch(self) -> None:
         """Build the in-memory 8-bit copy that wide exact searches use (see the module notes).
@@ -656,28 +669,31 @@ class _RowFile:
     """The float rows of a saved ``vectors.npy``, read with ``preadv`` into fresh arrays:
     each run of consecutive rows asked for is one call."""
 
-    def __init__(self, path: Path, offset: int, rows: int, dim: int) -> None:
+    def __init__(self, path: Path, offset: int, rows: int, dim: int,
+                 dtype: np.dtype[Any] | None = None) -> None:
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         weakref.finalize(self, os.close, self._fd)  # also at exit, while os is still there
         self._offset, self._rows, self._dim = offset, rows, dim
-        self._row_bytes = dim * 4
+        self._dtype = np.dtype(np.float32) if dtype is None else dtype
+        self._row_bytes = dim * self._dtype.itemsize
 
     @classmethod
     def of(cls, mapped: np.ndarray, path: Path) -> _RowFile | None:
         """The reader of the file ``mapped`` (its memory map) lies in, or None when it is not
-        a plain float32 row-major map of it."""
+        a plain float16 or float32 row-major map of it."""
         base = mapped.base if isinstance(mapped.base, np.memmap) else mapped
-        if not isinstance(base, np.memmap) or mapped.dtype != np.float32 or mapped.ndim != 2 \
-                or not mapped.flags.c_contiguous:
+        if not isinstance(base, np.memmap) or mapped.dtype not in _ROW_DTYPES \
+                or mapped.ndim != 2 or not mapped.flags.c_contiguous:
             return None
-        return cls(path, int(base.offset), int(mapped.shape[0]), int(mapped.shape[1]))
+        return cls(path, int(base.offset), int(mapped.shape[0]), int(mapped.shape[1]),
+                   mapped.dtype)
 
     def read(self, rows: np.ndarray) -> np.ndarray:
         """Rows ``rows`` (any order, in range) as a ``(len(rows), dim)`` float32 array."""
         rows = np.asarray(rows, dtype=np.int64)
-        out = np.empty((rows.size, self._dim), dtype=np.float32)
+        out = np.empty((rows.size, self._dim), dtype=self._dtype)
         if rows.size == 0:
-            return out
+            return out.astype(np.float32)
         order = None
         if rows.size > 1 and bool((rows[1:] < rows[:-1]).any()):
             order = np.argsort(rows, kind="stable")
@@ -692,11 +708,12 @@ class _RowFile:
             got = os.preadv(self._fd, [raw[start:end].data], at)
             if got != wanted:
                 raise IndexUnavailable(f"vector file ended early: {got} of {wanted} bytes at {at}")
+        floats = out.astype(np.float32, copy=False)
         if order is not None:
-            unsorted = np.empty_like(out)
-            unsorted[order] = out
+            unsorted = np.empty_like(floats)
+            unsorted[order] = floats
             return unsorted
-        return out
+        return floats
 
 
 class _Sketch:
@@ -751,6 +768,20 @@ def _blocks(vectors: np.ndarray, valid_ids: np.ndarray | None = None) -> Iterato
             assert valid_ids is not None
             block = vectors[valid_ids[start : start + _SKETCH_CHUNK_ROWS]]
         yield np.ascontiguousarray(block, dtype=np.float32)
+
+
+def as_stored(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` as an index built from them stores and scores them (float32 arrays): each
+    row re-normalized to unit length, then rounded to float16; a zero or non-finite row is
+    all zeros (such rows are not stored)."""
+    matrix, _ = _clean_vectors(vectors)
+    return stored_rows(matrix)
+
+
+def stored_rows(unit_rows: np.ndarray) -> np.ndarray:
+    """``unit_rows`` as a saved index stores them (float16), in float32: what every score of
+    an index built from them is computed from."""
+    return np.asarray(unit_rows, dtype=_STORED_DTYPE).astype(np.float32)
 
 
 def _trained_ranges(blocks: Iterator[np.ndarray]) -> np.ndarray:

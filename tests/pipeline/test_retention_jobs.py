@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -207,6 +208,43 @@ def test_erased_turn_leaves_no_trace_and_nothing_else_changes(settings: Settings
     assert not list((settings.lake / "_retention").glob("*.json"))
     statuses = partition_statuses(LakeStore(settings.lake)).values()
     assert {s.freshness for s in statuses} == {"fresh"}  # no search warns of a stale index
+
+
+def _vector_files(root: Path, vectors: np.ndarray) -> list[str]:
+    """Files under ``root`` holding a row within 1e-3 cosine of one of ``vectors`` (unit rows):
+    a Parquet file's embedding column or an index's file of rows (float16 or float32)."""
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rows: list[np.ndarray] = []
+        if path.suffix == ".parquet" and "embedding" in pq.read_schema(path).names:
+            column = pq.read_table(path, columns=["embedding"]).column("embedding")
+            rows = [np.asarray(v, np.float32) for v in column.to_pylist() if v]
+        elif path.name == "vectors.npy":
+            rows = list(np.load(path).astype(np.float32))
+        if rows:
+            matrix = np.stack(rows)
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+            if float((matrix @ vectors.T).max()) > 1 - 1e-3:
+                found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_erased_turn_vectors_are_in_no_file(settings: Settings) -> None:
+    # the vectors are kept twice (Delta column, index rows at float16): erasure takes both
+    store = LakeStore(settings.lake)
+    rows = store.read(Table.CONTENT_ROWS).to_pylist()
+    erased = np.stack([np.asarray(r["embedding"], np.float32) for r in rows
+                       if (r["conversation_id"], r["turn_id"]) == ("c-1", "t-0002")
+                       and r["embedding"]])
+    erased /= np.linalg.norm(erased, axis=1, keepdims=True)
+    before = _vector_files(settings.lake, erased)
+    assert any(f.startswith("tables/content_rows/") for f in before), before
+    assert any(f.startswith("indexes/") and f.endswith("vectors.npy") for f in before), before
+
+    erase(settings, ErasureTarget("acme", conversation_id="c-1", turn_id="t-0002"),
+          actor="dpo", settle=None)
+
+    assert _vector_files(settings.lake, erased) == []
 
 
 def test_erase_user_removes_all_of_theirs_and_only_theirs(settings: Settings) -> None:

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.embedding.passages import pooled
+from lake.embedding.precision import half_precision
 from lake.embedding.reuse import VectorReuse, text_digest
 from lake.embedding.rows import embed_rows
 from lake.errors import EmbeddingError
@@ -101,8 +102,9 @@ def test_vectors_in_the_lake_are_reused_by_the_same_tenant_only(lake: Path) -> N
     for tenant in ("acme", "globex"):
         rows = _rows(store, tenant=tenant)
         got = np.array(rows.column("embedding").to_pylist(), dtype=np.float32)
-        np.testing.assert_allclose(got, HashingEmbedder(64).encode(
-            rows.column("text").to_pylist()), atol=1e-6)
+        # the vectors computed, as the lake keeps them (lake.embedding.precision)
+        np.testing.assert_array_equal(got, half_precision(HashingEmbedder(64).encode(
+            rows.column("text").to_pylist())))
 
 
 def test_a_small_job_computes_its_few_vectors_rather_than_read_the_tenant(lake: Path) -> None:
@@ -214,8 +216,9 @@ def test_a_long_text_keeps_its_passage_vectors_and_reuse_carries_them(tmp_path: 
     for vector, passages in zip(rows.column("embedding").to_pylist(),
                                 rows.column("passage_embeddings").to_pylist(), strict=True):
         stored = np.array(passages, np.float32).reshape(-1, 64)
-        np.testing.assert_allclose(stored, expected, atol=1e-6)
-        np.testing.assert_allclose(vector, pooled(expected), atol=1e-6)
+        # as computed, kept at half precision (lake.embedding.precision)
+        np.testing.assert_array_equal(stored, half_precision(expected))
+        np.testing.assert_array_equal(vector, half_precision(pooled(expected)))
     # a text that fits keeps no passages
     answers = _rows(LakeStore(settings.lake), role="assistant")
     assert answers.column("passage_embeddings").null_count == answers.num_rows

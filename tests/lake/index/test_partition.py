@@ -123,7 +123,9 @@ def test_vectors_of_docs_are_the_stored_ones(part: PartitionIndex) -> None:
     every = np.arange(part.rows.num_rows, dtype=np.int64)
     found, vectors = semantic.vectors(every)
     assert found.size == vectors.shape[0] > 0
-    query = vectors[0]
+    # a stored row is a unit row rounded to float16: within 5e-4 of unit length
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=5e-4)
+    query = vectors[0] / np.linalg.norm(vectors[0])  # as a search takes it
     scores = dict(semantic.search(query, limit=part.rows.num_rows))
     assert sorted(scores) == found.tolist()  # exactly the docs with a vector
     for doc, vector in zip(found.tolist(), vectors, strict=True):

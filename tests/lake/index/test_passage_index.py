@@ -17,6 +17,7 @@ from lake.errors import IndexUnavailable
 from lake.index.manifest import local_build
 from lake.index.partition import PartitionIndex
 from lake.index.passage_index import PassageIndex, raised_by_passages
+from lake.index.semantic import as_stored
 from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
@@ -46,8 +47,9 @@ def test_best_follows_its_definition_in_a_whole_scope_and_a_searched_one(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(passages_module, "WHOLE_SCOPE_PASSAGES", 10**6 if whole else -1)
         found, best = index.best(query, scope, limit=limit)
-    # the plain versions, over the scope's passages, nearest first
-    passages = sorted(((float(v @ query), i) for i, (r, v) in enumerate(zip(rows, vectors,
+    # the plain versions, over the scope's passages as stored (float16), nearest first
+    stored = as_stored(vectors)
+    passages = sorted(((float(v @ query), i) for i, (r, v) in enumerate(zip(rows, stored,
                                                                            strict=True))
                        if allowed is None or r in allowed), key=lambda p: (-p[0], p[1]))
     expected: dict[int, float] = {}
@@ -76,9 +78,11 @@ def test_of_rows_gives_each_rows_passages_in_order(rows: list[int], asked: set[i
     assert found.rows.tolist() == [r for r, _, _, _ in expected]
     assert found.places.tolist() == [p for _, p, _, _ in expected]
     assert found.counts.tolist() == [c for _, _, c, _ in expected]
-    # re-normalized on build: equal to float32 rounding
+    # re-normalized and rounded to float16 on build: within 2^-11 of each value
+    np.testing.assert_array_equal(found.vectors, as_stored(vectors)[[i for *_, i in expected]]
+                                  .reshape(-1, DIM))
     np.testing.assert_allclose(found.vectors, vectors[[i for *_, i in expected]]
-                               .reshape(-1, DIM), atol=1e-6)
+                               .reshape(-1, DIM), rtol=2.0**-11, atol=2.0**-24)
 
 
 def test_an_index_is_saved_and_loaded_and_a_damaged_one_refused(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from lake.errors import IndexUnavailable, QueryError
 from lake.index.semantic import (
     SMALL_SCOPE_ROWS,
     SemanticIndex,
+    as_stored,
     exact_cosines,
     recall_at_k,
     unit_query,
@@ -46,8 +47,9 @@ def _wide_copy(index: SemanticIndex, tmp_path: Path) -> SemanticIndex:
 def _numpy_top(
     vectors: np.ndarray, query: np.ndarray, k: int, ids: np.ndarray | None = None
 ) -> list[int]:
+    """The exact top ``k`` over ``vectors`` as an index stores them (float16 unit rows)."""
     ids = np.arange(len(vectors)) if ids is None else ids
-    scores = vectors[ids] @ query
+    scores = as_stored(vectors)[ids] @ query
     return [int(ids[i]) for i in np.argsort(-scores, kind="stable")[:k]]
 
 
@@ -82,7 +84,8 @@ def test_flat_matches_numpy_exactly(corpus: np.ndarray, flat: SemanticIndex) -> 
     for query in _unit(20, seed=2):
         got = flat.search(query, limit=10)
         assert [d for d, _ in got] == _numpy_top(corpus, query, 10)
-        np.testing.assert_allclose([s for _, s in got], np.sort(corpus @ query)[::-1][:10],
+        np.testing.assert_allclose([s for _, s in got],
+                                   np.sort(as_stored(corpus) @ query)[::-1][:10],
                                    rtol=1e-5, atol=1e-6)
 
 
@@ -90,7 +93,8 @@ def test_scores_are_cosine_for_unnormalized_inputs() -> None:
     vectors = np.array([[3.0, 0.0], [1.0, 1.0], [0.0, -2.0]], dtype=np.float32)
     got = SemanticIndex.build(vectors).search(np.array([5.0, 0.0]), limit=3)
     assert [d for d, _ in got] == [0, 1, 2]
-    np.testing.assert_allclose([s for _, s in got], [1.0, np.sqrt(0.5), 0.0], atol=1e-6)
+    # rows are stored at float16 precision: a cosine within 2^-11 of the float one
+    np.testing.assert_allclose([s for _, s in got], [1.0, np.sqrt(0.5), 0.0], atol=2.0**-11)
 
 
 def test_ties_break_by_lower_doc_id() -> None:

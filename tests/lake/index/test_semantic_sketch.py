@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lake.index.semantic as semantic_module
-from lake.index.semantic import SemanticIndex
+from lake.index.semantic import SemanticIndex, as_stored
 
 DIM = 48
 
@@ -45,9 +45,8 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
 
 
 def index_rows(vectors: np.ndarray) -> np.ndarray:
-    """The rows as the index stores them: float32, re-normalized."""
-    rows = vectors.astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True).astype(np.float32)
+    """The rows as the index stores them: re-normalized, rounded to float16."""
+    return as_stored(vectors)
 
 
 def _float64_top(vectors: np.ndarray, query: np.ndarray, limit: int,
@@ -144,7 +143,7 @@ def test_a_flat_index_saves_its_codes_and_uses_them_from_the_first_wide_search(
     vectors = _unit(1000, seed=16)
     SemanticIndex.build(vectors).save(tmp_path / "idx")
     meta = json.loads((tmp_path / "idx" / "semantic.json").read_text())
-    assert meta["format"] == 2 and meta["codes"] == "sq8" and 0 < meta["code_error"] < 0.05
+    assert meta["format"] == 3 and meta["codes"] == "sq8" and 0 < meta["code_error"] < 0.05
     assert (tmp_path / "idx" / "codes.faiss").stat().st_size < vectors.nbytes / 3
     index = SemanticIndex.load(tmp_path / "idx")
     assert index._sketch is not None  # read with the index, not built by searches

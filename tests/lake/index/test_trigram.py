@@ -364,6 +364,38 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert TrigramIndex.load(tmp_path / "idx").search("漢字")[0][0] == 1
 
 
+@pytest.mark.parametrize(("whole_list", "margin"), [(4096, 1024), (0, 1), (0, 40)])
+def test_opened_postings_are_read_not_mapped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, whole_list: int, margin: int
+) -> None:
+    # a posting list is read with pread when a search needs it: the file is never mapped, so
+    # what searches read is page cache, not the process's RSS; a re-save writes it whole.
+    # A clustered scope reads only a window of a long list around its span: guessed, then
+    # widened (a one-entry margin makes most guesses fall short)
+    monkeypatch.setattr(trigram_module, "_WHOLE_LIST", whole_list)
+    monkeypatch.setattr(trigram_module, "_SPAN_MARGIN", margin)
+    rng = np.random.default_rng(5)
+    words = ["alpha", "beta", "gamma", "delta", "number", "row", "about"]
+    texts = [" ".join(rng.choice(words, 4).tolist()) + f" {i * 7}" for i in range(400)]
+    index = TrigramIndex.build(texts)
+    index.save(tmp_path / "idx")
+    loaded = TrigramIndex.load(tmp_path / "idx")
+    scopes = [np.arange(0, 400, 2, dtype=np.int64), np.arange(0, 30, dtype=np.int64),
+              np.arange(180, 260, dtype=np.int64), np.arange(370, 400, dtype=np.int64)]
+    for query in ["alpha", "beta number 7", "row 39", "gamma delta", "nothing like it"]:
+        for mode in MODES:
+            assert loaded.search(query, mode=mode) == index.search(query, mode=mode)
+            for scope in scopes:
+                assert loaded.search(query, mode=mode, allowed=scope) == \
+                    index.search(query, mode=mode, allowed=scope)
+    mapped = Path("/proc/self/maps").read_text()
+    assert str(tmp_path / "idx" / "postings.npy") not in mapped
+    assert str(tmp_path / "idx" / "keys.npy") in mapped  # the small arrays stay mapped
+    loaded.save(tmp_path / "again")
+    assert (tmp_path / "again" / "postings.npy").read_bytes() == \
+        (tmp_path / "idx" / "postings.npy").read_bytes()
+
+
 def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(IndexUnavailable, match="unreadable"):
         TrigramIndex.load(tmp_path / "missing")
