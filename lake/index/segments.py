@@ -37,7 +37,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from lake.index.lexical import LexicalIndex
+from lake.index.lexical import LexicalIndex, ParsedQuery
 from lake.index.passage_index import PassageIndex, RowPassages
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
@@ -329,13 +329,14 @@ class SegmentedLexical:
         """Number of indexed rows."""
         return len(self._index)
 
-    def search(self, query: str, **options: object) -> list[tuple[int, float]]:
+    def search(self, query: str | ParsedQuery, **options: object) -> list[tuple[int, float]]:
         """:meth:`LexicalIndex.search`, with docs as row numbers (ties by row number)."""
         hits = self._index.search(query, **options)  # type: ignore[arg-type]
         mapped = [(int(self._layout.inverse[d]), s) for d, s in hits]
         return sorted(mapped, key=lambda h: (-h[1], h[0]))
 
-    def term_stats(self, query: str, *, user_id: str | None = None) -> tuple[int, list[int]]:
+    def term_stats(self, query: str | ParsedQuery, *, user_id: str | None = None
+                   ) -> tuple[int, list[int]]:
         """:meth:`LexicalIndex.term_stats` over every segment's rows."""
         return self._index.term_stats(query, user_id=user_id)
 

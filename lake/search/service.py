@@ -41,25 +41,15 @@ from lake.search.generators import (
     semantic_hits,
     trigram_hits,
 )
-from lake.search.named_time import (
-    NAMED_TIME_HALF_LIFE_DAYS,
-    NamedTime,
-    named_times,
-    seconds_outside,
-)
+from lake.search.named_time import NAMED_TIME_HALF_LIFE_DAYS, seconds_outside
 from lake.search.neighbours import (
     LONG_TURN_BYTES,
     check_neighbour_weight,
     neighbour_relevance,
     smoothed,
 )
-from lake.search.relevance import (
-    code_terms,
-    found_by_meaning,
-    literal_relevance,
-    reads_as_meaning,
-    relevance,
-)
+from lake.search.query import Query
+from lake.search.relevance import found_by_meaning, literal_relevance, relevance
 from lake.search.request import (
     GENERATORS,
     Generator,
@@ -133,15 +123,14 @@ class SearchService:
                               conversation_id=request.conversation_id)
         as_of = request.as_of or datetime.now(UTC)
         parts, stale, unindexed = self._partitions(scope.tenant, request, fresh=fresh)
-        query = request.query.strip()
-        if not query or not parts:
+        query = Query.of(request.query, as_of if request.time_weight > 0 else None)
+        if not query.text or not parts:
             return SearchResult([], stale, unindexed, None, timings)
-        named = named_times(query, as_of) if request.time_weight > 0 else []
         query_vector, semantic_error = None, None
         if request.enabled.get("semantic", True) and any(
                 p.manifest.dim for p in parts) and request.weights.get("semantic", 1.0) > 0:
             t = time.perf_counter()
-            query_vector, semantic_error = self._embed_query(query)
+            query_vector, semantic_error = self._embed_query(query.text)
             timings["embed_query"] = _ms(t)
         lists: dict[str, list[PartHits]] = {g: [] for g in GENERATORS}
         t = time.perf_counter()
@@ -177,14 +166,14 @@ class SearchService:
         t = time.perf_counter()
         semantic_ran = on["semantic"] and query_vector is not None
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
-                                       statistics.query_idf, named, query_vector)
+                                       statistics.query_idf, query, query_vector)
         timings["fuse"] = _ms(t)
         t = time.perf_counter()
         hits = self._editions.with_addresses(hits, self._statuses.logs_version)
         timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
-                            request.min_relevance, foreign, query_model, named)
+                            request.min_relevance, foreign, query_model, list(query.named))
 
     def statuses(self, tenant: str | None = None) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition, or of one ``tenant``'s (which looks at that
@@ -268,9 +257,10 @@ class SearchService:
 
     def _fuse(self, lists: dict[str, list[PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str], semantic_ran: bool,
-              query_idf: dict[str, float], named: list[NamedTime],
+              query_idf: dict[str, float], query: Query,
               query_vector: np.ndarray | None) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
+        named = query.named
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
                   if (rows := _best_rows(per_part, request.depth, parts)).docs.size}
@@ -280,7 +270,7 @@ class SearchService:
         weights = {g: request.weights.get(g, 1.0) for g in ranked}
         row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
             by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
-                                             f.coverage_gain, request.query)) is not None \
+                                             f.coverage_gain, query)) is not None \
             else None
         fused = fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
                          weights, k=f.k,
@@ -295,8 +285,7 @@ class SearchService:
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances, lenient = _relevances(fused, ranked, semantic_ran, request.query.strip(),
-                                          parts)
+        relevances, lenient = _relevances(fused, ranked, semantic_ran, query, parts)
         if smooth and lenient:
             relevances = neighbour_relevance(relevances, previous, following)
         kept = (relevances >= request.min_relevance).tolist()
@@ -411,7 +400,7 @@ class SearchService:
                         splitter_of(embedder) if readable else None)
 
 
-def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
+def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: Query,
                 parts: _Parts) -> tuple[np.ndarray, bool]:
     """Each fused turn's relevance (lake.search.relevance), in fused order, and whether the
     list was :func:`~lake.search.relevance.found_by_meaning`; a query without a word
@@ -425,7 +414,7 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
             out[found] = ranked[name].scores[rows[found]]
         return out
 
-    if not reads_as_meaning(query):
+    if not query.meaning:
         return literal_relevance(
             _literal_similarities(fused, ranked, query, parts, scores("trigram"))), True
     semantic = scores("semantic") if semantic_ran else None
@@ -433,7 +422,7 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
             semantic is None or found_by_meaning(semantic))
 
 
-def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
+def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: Query,
                           parts: _Parts, trigram: np.ndarray) -> np.ndarray:
     """Per fused turn, how much of the query it holds literally: the trigram arm's word
     similarity (``trigram``), worked out from the row the lexical arm found where the trigram
@@ -443,7 +432,7 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     holds the code with other separators or none (lake.index.codes); NaN for a turn neither
     arm found."""
     out = trigram.copy()
-    terms = code_terms(query)
+    terms = list(query.code_terms)
 
     def found_rows(name: str) -> tuple[list[str], list[int]]:
         if name not in fused.names:
@@ -458,12 +447,12 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     unscored = [i for i, p in enumerate(lexical_positions) if np.isnan(out[p])]
     if unscored:
         out[[lexical_positions[i] for i in unscored]] = word_similarities(
-            [query], [lexical_texts[i] for i in unscored])[0]
+            [query.text], [lexical_texts[i] for i in unscored])[0]
     trigram_texts, trigram_positions = found_rows("trigram")
     texts, positions = lexical_texts + trigram_texts, lexical_positions + trigram_positions
     if not texts:
         return out
-    whole = holding_codes(terms or [query], texts)
+    whole = holding_codes(terms or [query.text], texts)
     if terms:
         whole |= word_similarities(terms, texts, at_least=1.0).max(axis=0) >= 1.0
     out[np.array(positions, np.int64)[whole]] = 1.0
@@ -587,7 +576,7 @@ def _validate(request: SearchRequest) -> None:
 
 
 def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], gain: float,
-                      query: str) -> np.ndarray | None:
+                      query: Query) -> np.ndarray | None:
     """Per lexical row, the multiplier of the arm's weight for its turn
     (lake.search.coverage); None when the query has no coverage or adaptation is off.
 
@@ -607,7 +596,8 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
             texts[turn] = []
         texts[turn].append(parts.row_text(slot, doc))
     shares = coverages(query_idf, turn_stems(query_idf.keys(),
-                                             ["\n".join(t) for t in texts.values()], query))
+                                             ["\n".join(t) for t in texts.values()],
+                                             query.code_words))
     if shares is None:  # the query has no weighed stem
         return None
     multipliers = {turn: coverage_weight(share, gain)
