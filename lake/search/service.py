@@ -226,7 +226,8 @@ class SearchService:
         def opened(previous: PartitionIndex | None) -> PartitionIndex:
             nonlocal folder
             folder = local_build(self.store.root, manifest)
-            return PartitionIndex(folder, manifest, previous)
+            return PartitionIndex(folder, manifest) if previous is None \
+                else previous.rebased(folder, manifest)
 
         def cost() -> int:
             assert folder is not None
