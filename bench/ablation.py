@@ -64,7 +64,7 @@ def _no_user_statistics() -> Iterator[None]:
 
     original = generators.QueryStatistics.of
 
-    def tenant_wide(parts: Any, query: str, user_id: str | None) -> Any:
+    def tenant_wide(parts: Any, query: Any, user_id: str | None) -> Any:
         return original.__func__(generators.QueryStatistics, parts, query, None)  # type: ignore[attr-defined]
 
     generators.QueryStatistics.of = staticmethod(tenant_wide)  # type: ignore[assignment,method-assign]

@@ -80,6 +80,18 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     return IngestJobReport(report, tally, build)
 
 
+def ingest_groups(settings: Settings, groups: Sequence[tuple[str, Sequence[str]]]
+                  ) -> IngestReport:
+    """Ingest groups of JSON lines, each under its own source name, in one run, embedding
+    their rows (:meth:`pipeline.ingest.Ingestor.ingest_groups`): how the spools of stopped
+    servers are committed outside a serving writer (pipeline.service.spool.recover_orphans).
+    Indexes are left to the caller."""
+    provider = embedder_from(settings)
+    tally = EmbedTally()
+    hook = embedding_hook(provider, settings, lambda: tally)
+    return Ingestor(settings, rows_hook=hook).ingest_groups(groups)
+
+
 def embedding_hook(provider: Embedder, settings: Settings, tally: Callable[[], EmbedTally],
                    on_embedded: Callable[[int], None] | None = None,
                    ) -> Callable[[pa.Table], pa.Table]:

@@ -179,11 +179,10 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
     report = MaintainReport(dry_run=dry_run)
     runner = DeletionRunner(store, settings, rebuild=index_rebuilder(store, settings, on_index))
     if not store.root.remote:
-        from pipeline.live import LiveWriter
         from pipeline.service.spool import orphaned, recover_orphans
 
         lake = LakeLocation.of(settings.lake).local
-        committed = 0 if dry_run else recover_orphans(LiveWriter(settings)).groups
+        committed = 0 if dry_run else recover_orphans(settings).groups
         left = orphaned(lake)  # a dry run counts them all; a run, what would not read
         report.spooled = left.groups if dry_run else committed
         report.spool_problems = left.problems

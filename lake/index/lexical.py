@@ -17,8 +17,8 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -126,10 +126,47 @@ class LexicalDoc:
 
 @dataclass(frozen=True)
 class ParsedQuery:
-    """A user query split into free words (OR-ed) and quoted phrases (each required)."""
+    """A user query split into free words (OR-ed) and quoted phrases (each required), with
+    what the index derives from them, worked out once when it is made: a search hands the
+    same value to every partition, its statistics and its coverage weights. Read-only."""
 
     terms: list[str]
     phrases: list[list[str]]
+    # derived from terms and phrases (not compared: they follow from them)
+    stems: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    code_words: tuple[CodeWord, ...] = field(init=False, compare=False, repr=False)
+    tokens: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(
+        init=False, compare=False, repr=False)
+    other_spellings: tuple[tuple[tuple[str, ...], int, tuple[str, ...]], ...] = field(
+        init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        analyzers = _shared_analyzers()
+        words = [*self.terms, *(w for phrase in self.phrases for w in phrase)]
+        derived = {
+            "stems": tuple(dict.fromkeys(t for w in words for t in word_stems(w)))[
+                :MAX_FIELD_TOKENS],
+            "code_words": tuple(code_words(self.terms)),
+            "tokens": MappingProxyType({
+                name: _field_tokens(self.terms, name, analyzer) for name, analyzer in (
+                    ("text_stem", analyzers.stem), ("text_raw", analyzers.raw),
+                    ("text_ident", analyzers.ident), ("context_stem", analyzers.stem))}),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "other_spellings", _other_spellings(self.code_words,
+                                                                     analyzers.raw))
+
+    @classmethod
+    def of(cls, query: str | ParsedQuery) -> ParsedQuery:
+        """``query`` itself when parsed already, else :func:`parse_user_query` of it."""
+        return query if isinstance(query, ParsedQuery) else parse_user_query(query)
+
+    @property
+    def key(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """The words and phrases as a hashable key (what an index's compiled query depends
+        on)."""
+        return tuple(self.terms), tuple(tuple(p) for p in self.phrases)
 
 
 def parse_user_query(query: str) -> ParsedQuery:
@@ -163,26 +200,11 @@ def parse_user_query(query: str) -> ParsedQuery:
     return ParsedQuery(terms=(content or terms)[:MAX_QUERY_TERMS], phrases=phrases)
 
 
-def parsed_query(query: str) -> ParsedQuery:
-    """:func:`parse_user_query` of ``query``, parsed once for the last queries: a search reads
-    it for its stems, every partition's content query and the coverage weights. Treat it as
-    read-only."""
-    parsed: ParsedQuery = _query_derived(("parsed", query), lambda: parse_user_query(query))
-    return parsed
-
-
-def query_stems(query: str) -> tuple[str, ...]:
+def query_stems(query: str | ParsedQuery) -> tuple[str, ...]:
     """The distinct stemmed words of a query, in order (free words and phrase words, at most
     MAX_FIELD_TOKENS): the words whose statistics :meth:`LexicalIndex.term_stats` reports and
-    that ``word_weights`` are keyed by."""
-    result: tuple[str, ...] = _query_derived(("stems", query), lambda: _stems(query))
-    return result
-
-
-def _stems(query: str) -> tuple[str, ...]:
-    parsed = parsed_query(query)
-    words = [*parsed.terms, *(w for phrase in parsed.phrases for w in phrase)]
-    return tuple(dict.fromkeys(t for w in words for t in word_stems(w)))[:MAX_FIELD_TOKENS]
+    that ``word_weights`` are keyed by (:attr:`ParsedQuery.stems`)."""
+    return ParsedQuery.of(query).stems
 
 
 def _without_cjk(text: str) -> str:
@@ -261,16 +283,40 @@ def code_words(terms: Sequence[str]) -> list[CodeWord]:
     """The query's free words (:attr:`ParsedQuery.terms`) that are codes: the ones the index
     also looks for in their other spelling, and that a turn writing them so covers
     (lake.search.coverage)."""
-    def derive() -> list[CodeWord]:
-        found = []
-        for term in terms:
-            word = _without_cjk(term)
-            if (forms := spellings(word)) is not None:
-                found.append(CodeWord(word, *forms, tuple(word_stems(word))))
-        return found
+    found = []
+    for term in terms:
+        word = _without_cjk(term)
+        if (forms := spellings(word)) is not None:
+            found.append(CodeWord(word, *forms, tuple(word_stems(word))))
+    return found
 
-    result: list[CodeWord] = _query_derived(("code words", tuple(terms)), derive)
-    return result
+
+def _field_tokens(terms: Sequence[str], field_name: str, analyzer: TextAnalyzer
+                  ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A field's tokens of the query's free words, each with the stems of the word that made
+    it (the first such word), which key its weight."""
+    tokens: dict[str, tuple[str, ...]] = {}
+    for term in terms:
+        stems = tuple(word_stems(term))
+        text = term if field_name == "text_ident" else _without_cjk(term)
+        for token in analyzer.analyze(text):
+            tokens.setdefault(token, stems)
+    return tuple(tokens.items())[:MAX_FIELD_TOKENS]
+
+
+def _other_spellings(codes: Sequence[CodeWord], raw: TextAnalyzer
+                     ) -> tuple[tuple[tuple[str, ...], int, tuple[str, ...]], ...]:
+    """Each code word's other spelling on ``text_raw`` (lake.index.codes): "inc3147" as the
+    tokens of the phrase "inc 3147", which a row writing "INC-3147" holds, "inc-3147" as the
+    token "inc3147" of a row writing "INC3147"; with the word's number of runs and its stems,
+    which weigh it as its identifier would be."""
+    found = []
+    for code in codes:
+        tokens = raw.analyze(code.word)
+        other = raw.analyze(" ".join(code.runs) if len(tokens) == 1 else code.joined)
+        if other and other != tokens:
+            found.append((tuple(other), len(code.runs), code.stems))
+    return tuple(found)
 
 
 def word_stems_each(texts: Sequence[str]) -> list[list[str]]:
@@ -417,6 +463,10 @@ class LexicalIndex:
         # An opened index never changes: counts among one user's rows are kept (a user's
         # searches repeat their words; each count is a tantivy search of its own).
         self._user_count = functools.lru_cache(maxsize=8192)(self._count_for_user)
+        # Compiled content queries of the last queries, built with this index's schema: a
+        # user's searches repeat, and several threads search one index.
+        self._compiled: dict[tuple[Any, ...], Query | None] = {}  # oldest first
+        self._compiled_lock = threading.Lock()
 
     @classmethod
     def build(
@@ -498,7 +548,7 @@ class LexicalIndex:
 
     def search(
         self,
-        query: str,
+        query: str | ParsedQuery,
         *,
         limit: int = 50,
         user_id: str | None = None,
@@ -508,7 +558,8 @@ class LexicalIndex:
         context: bool = True,
         word_weights: Mapping[str, float] | None = None,
     ) -> list[tuple[int, float]]:
-        """Return up to ``limit`` ``(doc, score)`` pairs, best first, for raw user text.
+        """Return up to ``limit`` ``(doc, score)`` pairs, best first, for raw user text (or
+        the :class:`ParsedQuery` of it).
 
         ``user_id``, ``conversation_id`` and ``roles`` are exact-match filters. ``role_weights``
         overrides DEFAULT_ROLE_WEIGHTS per role (roles it omits keep their default weight).
@@ -533,13 +584,12 @@ class LexicalIndex:
             filters.append((Occur.Must, self._unscored([value], name)))
         if roles is not None:
             filters.append((Occur.Must, self._unscored(sorted(allowed), "role")))
+        words = ParsedQuery.of(query)
         if word_weights:
             _check_word_weights(word_weights)
-            parsed = parsed_query(query)
-            content = self._content_query(parsed, context=context,
-                                          word_weights=word_weights)
+            content = self._content_query(words, context=context, word_weights=word_weights)
         else:
-            content = self._cached_content_query(query, context)
+            content = self._cached_content_query(words, context)
         if content is None:
             return []
         scored = self._weighted(content, allowed, weights)
@@ -554,7 +604,8 @@ class LexicalIndex:
             results.append((doc, float(score)))
         return results
 
-    def term_stats(self, query: str, *, user_id: str | None = None) -> tuple[int, list[int]]:
+    def term_stats(self, query: str | ParsedQuery, *, user_id: str | None = None
+                   ) -> tuple[int, list[int]]:
         """(rows, rows holding each of :func:`query_stems`), over the whole index or, with
         ``user_id``, over that user's rows only.
 
@@ -580,10 +631,19 @@ class LexicalIndex:
         return _count(self._index.searcher(), Query.boolean_query([
             (Occur.Must, user), (Occur.Must, Query.term_query(self._schema, "text_stem", stem))]))
 
-    def _cached_content_query(self, query: str, context: bool) -> Query | None:
-        content: Query | None = _query_derived(
-            ("content", query, context),
-            lambda: self._content_query(parsed_query(query), context=context))
+    def _cached_content_query(self, words: ParsedQuery, context: bool) -> Query | None:
+        """The content query of ``words`` without word weights, kept for this index's last
+        queries (a compiled query names this index's schema, so it is kept here, not per
+        process)."""
+        key = (words.key, context)
+        with self._compiled_lock:
+            if key in self._compiled:
+                return self._compiled[key]
+        content = self._content_query(words, context=context)
+        with self._compiled_lock:
+            while len(self._compiled) >= _COMPILED_KEPT:
+                del self._compiled[next(iter(self._compiled))]
+            self._compiled[key] = content
         return content
 
     def _unscored(self, values: list[str], field: str) -> Query:
@@ -619,28 +679,24 @@ class LexicalIndex:
     def _content_query(self, parsed: ParsedQuery, *, context: bool = True,
                        word_weights: Mapping[str, float] | None = None) -> Query | None:
         should: list[Query] = []
-        fields = (
-            ("text_stem", self._an.stem, _W_STEM),
-            ("text_raw", self._an.raw, _W_RAW),
-            ("text_ident", self._an.ident, _W_IDENT),
-        )
-        for field, analyzer, boost in fields:
-            for token, stems in self._tokens(parsed, field, analyzer):
-                term = Query.term_query(self._schema, field, token)
+        fields = (("text_stem", _W_STEM), ("text_raw", _W_RAW), ("text_ident", _W_IDENT))
+        for name, boost in fields:
+            for token, stems in parsed.tokens[name]:
+                term = Query.term_query(self._schema, name, token)
                 # An identifier of k words competes with the 2k per-word clauses that also
                 # match its pieces scattered in a shorter row, so its weight grows with k.
-                pieces = len(self._an.raw.analyze(token)) if field == "text_ident" else 1
+                pieces = len(self._an.raw.analyze(token)) if name == "text_ident" else 1
                 should.append(Query.boost_query(
                     term, boost * max(1, pieces) * _word_weight(stems, word_weights)))
-        for other, parts, stems in self._other_spellings(parsed):
+        for other, parts, stems in parsed.other_spellings:
             clause = (Query.term_query(self._schema, "text_raw", other[0]) if len(other) == 1
-                      else self._phrase("text_raw", other))
+                      else self._phrase("text_raw", list(other)))
             should.append(Query.boost_query(
                 clause, _W_IDENT * parts * _word_weight(stems, word_weights)))
         if context and _W_CTX > 0:
             exchange = [_weighted(Query.term_query(self._schema, "context_stem", token),
                                   _word_weight(stems, word_weights))
-                        for token, stems in self._tokens(parsed, "context_stem", self._an.stem)]
+                        for token, stems in parsed.tokens["context_stem"]]
             if exchange:
                 on_turn_rows = Query.boolean_query([
                     (Occur.Must, Query.boolean_query([(Occur.Should, q) for q in exchange])),
@@ -660,43 +716,6 @@ class LexicalIndex:
         return Query.boolean_query(
             [(Occur.Must, q) for q in must] + [(Occur.Should, q) for q in should]
         )
-
-    def _tokens(self, parsed: ParsedQuery, field: str, analyzer: TextAnalyzer,
-                ) -> list[tuple[str, tuple[str, ...]]]:
-        """The field's tokens of the query's free words, each with the stems of the word that
-        made it (the first such word), which key its weight."""
-        def derive() -> list[tuple[str, tuple[str, ...]]]:
-            tokens: dict[str, tuple[str, ...]] = {}
-            for term in parsed.terms:
-                stems = tuple(word_stems(term))
-                text = term if field == "text_ident" else _without_cjk(term)
-                for token in analyzer.analyze(text):
-                    tokens.setdefault(token, stems)
-            return list(tokens.items())[:MAX_FIELD_TOKENS]
-
-        found: list[tuple[str, tuple[str, ...]]] = _query_derived(
-            ("tokens", field, tuple(parsed.terms)), derive)
-        return found
-
-    def _other_spellings(self, parsed: ParsedQuery
-                         ) -> list[tuple[list[str], int, tuple[str, ...]]]:
-        """Each code word's other spelling on ``text_raw`` (lake.index.codes): "inc3147" as
-        the tokens of the phrase "inc 3147", which a row writing "INC-3147" holds, "inc-3147"
-        as the token "inc3147" of a row writing "INC3147"; with the word's number of runs and
-        its stems, which weigh it as its identifier would be."""
-        def derive() -> list[tuple[list[str], int, tuple[str, ...]]]:
-            found = []
-            for code in code_words(parsed.terms):
-                tokens = self._an.raw.analyze(code.word)
-                other = self._an.raw.analyze(" ".join(code.runs) if len(tokens) == 1
-                                             else code.joined)
-                if other and other != tokens:
-                    found.append((other, len(code.runs), code.stems))
-            return found
-
-        derived: list[tuple[list[str], int, tuple[str, ...]]] = _query_derived(
-            ("spellings", tuple(parsed.terms)), derive)
-        return derived
 
     def _phrase_queries(self, words: list[str]) -> list[Query]:
         # Non-CJK stretches become phrases on text_raw and CJK runs bigram phrases on
@@ -729,24 +748,7 @@ class LexicalIndex:
         return Query.term_query(self._schema, "text_cjk", gram)
 
 
-_DERIVED_CACHE_SIZE = 128
-_DERIVED: dict[tuple[Any, ...], Any] = {}  # oldest first
-_DERIVED_LOCK = threading.Lock()
-
-
-def _query_derived(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-    """What ``build`` derives from a query's text alone (its content query, its stems), kept
-    for the last queries: a search asks every partition the same query, and every index has
-    the same schema and analyzers, so what is built for one serves all of them."""
-    with _DERIVED_LOCK:
-        if key in _DERIVED:
-            return _DERIVED[key]
-    value = build()
-    with _DERIVED_LOCK:
-        while len(_DERIVED) >= _DERIVED_CACHE_SIZE:
-            del _DERIVED[next(iter(_DERIVED))]
-        _DERIVED[key] = value
-    return value
+_COMPILED_KEPT = 128  # compiled content queries kept per index
 
 
 def _count(searcher: Any, query: Query) -> int:

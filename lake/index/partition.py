@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +28,7 @@ from lake.embedding.passages import column_passages
 from lake.errors import IndexUnavailable
 from lake.index.lexical import LexicalDoc, LexicalIndex
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, publish
+from lake.index.once import Locked, once
 from lake.index.passage_index import PassageIndex
 from lake.index.segments import (
     PASSAGES_FOLDER,
@@ -263,37 +264,53 @@ def write_segment(folder: Path, live: LiveRows, *, doc_offset: int, lexical_from
     return WrittenSegment(semantic, seconds)
 
 
-@dataclass
-class PartitionIndex:
-    """A live, opened partition index over its segments; artifacts are loaded lazily and
-    shared read-only. Doc ids are row numbers in full-build order (see lake.index.segments),
-    whatever the number of segments."""
+class Reused(NamedTuple):
+    """What a view of a partition hands the view of its next build (:meth:`PartitionIndex.
+    rebased`): its segments' opened artifacts, and its decoded columns if it had them."""
 
-    folder: Path
-    manifest: PartitionManifest
-    # the view of the same partition this one replaces: its opened segments are reused
-    previous: PartitionIndex | None = None
-    # that view's columns when this view only adds a segment to its segments
-    _earlier_columns: RowColumns | None = field(default=None, init=False, repr=False,
-                                                compare=False)
+    segments: Segments
+    columns: RowColumns | None
 
-    @cached_property
-    def name(self) -> str:
-        """``tenant/month``."""
-        return f"{self.manifest.tenant}/{self.manifest.month}"
 
-    @cached_property
-    def segments(self) -> Segments:
-        """The live segments' folders (base first), opened on demand."""
-        names = self.manifest.live_segments
-        folders = [self.folder.parent / name for name in names[:-1]] + [self.folder]
-        before = self.previous.__dict__.get("segments") if self.previous is not None else None
-        if before is not None and before.folders == folders[:-1]:
-            self._earlier_columns = self.previous.__dict__.get("columns")
-        self.previous = None  # keep no chain of old views alive
-        return Segments(folders, ROLE_ORDER, before)
+class PartitionIndex(Locked):
+    """A live, opened partition index over its segments; artifacts are loaded on first use,
+    once (under the view's lock: search threads share views), and shared read-only. Doc ids
+    are row numbers in full-build order (see lake.index.segments), whatever the number of
+    segments."""
 
-    @cached_property
+    def __init__(self, folder: Path, manifest: PartitionManifest, *,
+                 reused: Reused | None = None) -> None:
+        """The view of the build in ``folder``; ``reused``: what the view of an earlier build
+        of the partition had opened (use :meth:`rebased`)."""
+        super().__init__()
+        self.folder = folder
+        self.manifest = manifest
+        self.name = f"{manifest.tenant}/{manifest.month}"  # ``tenant/month``
+        names = manifest.live_segments
+        folders = [folder.parent / name for name in names[:-1]] + [folder]
+        # The live segments' folders (base first), their artifacts opened on demand.
+        self.segments = Segments(folders, ROLE_ORDER,
+                                 reused.segments if reused is not None else None)
+        # the earlier view's columns when this view only adds a segment to its segments,
+        # extended by :attr:`columns` (and then let go)
+        self._earlier_columns = reused.columns if reused is not None \
+            and reused.segments.folders == folders[:-1] else None
+
+    def __repr__(self) -> str:
+        return f"PartitionIndex({self.name}, build {self.manifest.build_id}, {self.folder})"
+
+    def rebased(self, folder: Path, manifest: PartitionManifest) -> PartitionIndex:
+        """The view of a newer build of this partition (in ``folder``), reusing what this view
+        has opened: the artifacts of the segments it still holds, and the decoded columns
+        when the newer build only adds a segment. Nothing is opened for the new view here,
+        and the new view keeps no reference to this one."""
+        if (manifest.tenant, manifest.month) != (self.manifest.tenant, self.manifest.month):
+            raise ValueError(f"a view of {self.name} cannot be rebased on "
+                             f"{manifest.tenant}/{manifest.month}")
+        return PartitionIndex(folder, manifest, reused=Reused(
+            self.segments, PartitionIndex.columns.computed(self)))
+
+    @once
     def rows(self) -> pa.Table:
         """The partition's rows (memory-mapped Arrow when there is one segment)."""
         try:
@@ -302,18 +319,18 @@ class PartitionIndex:
             raise IndexUnavailable(f"index rows at {self.folder} are unreadable: {exc}; "
                                    "search again") from exc
 
-    @cached_property
+    @once
     def text_bytes_before(self) -> np.ndarray:
         """Per doc ``d``, the UTF-8 bytes of the texts of docs ``0..d-1`` (one more entry
         than docs): a run of docs holds ``[end] - [start]`` bytes. Read from the text
         column's offsets, no text is decoded (~1.3 ms per 250,000 rows, once per view)."""
         return running_utf8_sizes(self.rows.column("text"))
 
-    @cached_property
+    @once
     def columns(self) -> RowColumns:
         """Numpy views of the row columns used to compute scopes quickly (the previous
         view's, extended by the segment an append added, when it had them)."""
-        rows = self.rows  # opens the segments, which take the earlier view's columns
+        rows = self.rows
         earlier, self._earlier_columns = self._earlier_columns, None
         layout = self.segments.layout
         if earlier is not None and earlier.user_codes.size == int(layout.offsets[-2]):
@@ -329,7 +346,7 @@ class PartitionIndex:
                                   "search again") from exc
         return RowColumns.from_rows(rows)
 
-    @cached_property
+    @once
     def semantic(self) -> SemanticIndex | SegmentedSemantic | None:
         """The dense index, or None when no row of the partition is embedded."""
         parts = self.segments.semantic_parts
@@ -339,7 +356,7 @@ class PartitionIndex:
             return None
         return SegmentedSemantic(self.segments.layout, parts)
 
-    @cached_property
+    @once
     def passages(self) -> PassageIndex | SegmentedPassages | None:
         """The passage vectors of the partition's long rows, or None when it has none."""
         parts = self.segments.passage_parts
@@ -349,7 +366,7 @@ class PartitionIndex:
             return parts[0]
         return SegmentedPassages(self.segments.layout, parts)
 
-    @cached_property
+    @once
     def lexical(self) -> LexicalIndex | SegmentedLexical:
         """The BM25 index (the newest segment's holds every row)."""
         index = LexicalIndex.open(self.folder / "lexical")
@@ -357,7 +374,7 @@ class PartitionIndex:
             return index
         return SegmentedLexical(self.segments.layout, index)
 
-    @cached_property
+    @once
     def trigram(self) -> TrigramIndex:
         """The base segment's trigram index (all rows when there is one segment)."""
         return self.segments.trigram_parts[0]

@@ -37,7 +37,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from lake.index.lexical import LexicalIndex
+from lake.index.lexical import LexicalIndex, ParsedQuery
+from lake.index.once import Locked, once
 from lake.index.passage_index import PassageIndex, RowPassages
 from lake.index.semantic import SemanticIndex
 from lake.index.trigram import TrigramIndex
@@ -329,13 +330,14 @@ class SegmentedLexical:
         """Number of indexed rows."""
         return len(self._index)
 
-    def search(self, query: str, **options: object) -> list[tuple[int, float]]:
+    def search(self, query: str | ParsedQuery, **options: object) -> list[tuple[int, float]]:
         """:meth:`LexicalIndex.search`, with docs as row numbers (ties by row number)."""
         hits = self._index.search(query, **options)  # type: ignore[arg-type]
         mapped = [(int(self._layout.inverse[d]), s) for d, s in hits]
         return sorted(mapped, key=lambda h: (-h[1], h[0]))
 
-    def term_stats(self, query: str, *, user_id: str | None = None) -> tuple[int, list[int]]:
+    def term_stats(self, query: str | ParsedQuery, *, user_id: str | None = None
+                   ) -> tuple[int, list[int]]:
         """:meth:`LexicalIndex.term_stats` over every segment's rows."""
         return self._index.term_stats(query, user_id=user_id)
 
@@ -349,14 +351,16 @@ class TrigramPart:
     numbers: np.ndarray | None  # segment doc -> row number (None: the same)
 
 
-class Segments:
-    """Opened artifacts of a partition's segment folders (base first).
+class Segments(Locked):
+    """Opened artifacts of a partition's segment folders (base first), each loaded on first
+    use, once, whichever search thread asks first.
 
     Segment folders never change once published, so what an earlier view of the partition
-    opened (``previous``) is reused: after an append only the new segment is loaded."""
+    had opened (``previous``) is reused: after an append only the new segment is loaded."""
 
     def __init__(self, folders: list[Path], role_order: dict[str, int],
                  previous: Segments | None = None) -> None:
+        super().__init__()
         self.folders = folders
         self._role_order = role_order
         self._opened: dict[tuple[str, Path], Any] = {}
@@ -365,25 +369,27 @@ class Segments:
         self._earlier: SegmentLayout | None = None
         if previous is not None:
             live = set(folders)
-            self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
+            with previous._lock:  # its threads may be loading more of it
+                self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
             if previous.folders == folders[:-1]:
-                self._earlier = previous.__dict__.get("layout")
+                self._earlier = Segments.layout.computed(previous)
 
     def _each(self, kind: str, load: Callable[[Path], Any]) -> list[Any]:
         out = []
-        for folder in self.folders:
-            key = (kind, folder)
-            if key not in self._opened:
-                self._opened[key] = load(folder)
-            out.append(self._opened[key])
+        with self._lock:
+            for folder in self.folders:
+                key = (kind, folder)
+                if key not in self._opened:
+                    self._opened[key] = load(folder)
+                out.append(self._opened[key])
         return out
 
-    @cached_property
+    @once
     def tables(self) -> list[pa.Table]:
         """Each segment's rows (memory-mapped Arrow)."""
         return self._each("rows", lambda f: feather.read_table(f / ROWS_FILE, memory_map=True))
 
-    @cached_property
+    @once
     def layout(self) -> SegmentLayout:
         """The rows in full-build order (the previous view's layout extended by the one
         segment an append published, when there is one: a live writer publishes a segment
@@ -395,19 +401,19 @@ class Segments:
                 return grown
         return SegmentLayout.of(self.tables, self._role_order)
 
-    @cached_property
+    @once
     def semantic_parts(self) -> list[SemanticIndex | None]:
         """Each segment's FAISS index (None where no row of it has a vector)."""
         return self._each("semantic", lambda f: SemanticIndex.load(f / "semantic")
                           if (f / "semantic").exists() else None)
 
-    @cached_property
+    @once
     def passage_parts(self) -> list[PassageIndex | None]:
         """Each segment's passage index (None where no row of it has passages)."""
         return self._each("passages", lambda f: PassageIndex.load(f / PASSAGES_FOLDER)
                           if (f / PASSAGES_FOLDER).exists() else None)
 
-    @cached_property
+    @once
     def trigram_parts(self) -> list[TrigramIndex]:
         """Each segment's trigram index."""
         return self._each("trigram", lambda f: TrigramIndex.load(f / "trigram"))

@@ -13,7 +13,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 
 from lake.index.codes import codes_held
-from lake.index.lexical import code_words, held_stems, parsed_query
+from lake.index.lexical import CodeWord, held_stems
 from lake.search.defaults import DEFAULT_COVERAGE_GAIN as DEFAULT_COVERAGE_GAIN
 
 __all__ = ["DEFAULT_COVERAGE_GAIN", "IDF_POWER", "MIN_SHARE", "coverage", "coverage_weight",
@@ -45,10 +45,11 @@ def coverages(query_idf: Mapping[str, float], turns_stems: Sequence[Collection[s
             for stems in turns_stems]
 
 
-def turn_stems(stems: Collection[str], texts: Sequence[str], query: str = ""
+def turn_stems(stems: Collection[str], texts: Sequence[str], code_words: Sequence[CodeWord] = ()
                ) -> list[frozenset[str]]:
     """Per turn text, the ones of the query's ``stems`` it holds: the stems its words make
-    (lake.index.lexical.held_stems), and the stems of each code word of ``query`` that it
+    (lake.index.lexical.held_stems), and the stems of each of the query's ``code_words``
+    (lake.search.query.Query.code_words) that it
     writes in another spelling (lake.index.codes), whose words make other stems: a turn
     writing "INC-3147" holds the "inc3147" of "what happened with INC3147", one writing
     "INC3147" the "inc" and "3147" of "INC-3147". Without this, "what happened with INC3147"
@@ -57,7 +58,7 @@ def turn_stems(stems: Collection[str], texts: Sequence[str], query: str = ""
     tickets."""
     held = held_stems(stems, texts)
     wanted = frozenset(stems)
-    codes = {code.word: made for code in code_words(parsed_query(query).terms)
+    codes = {code.word: made for code in code_words
              if (made := wanted.intersection(code.stems))}
     if not codes:
         return held

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lake.index.lexical import DEFAULT_ROLE_WEIGHTS, query_stems
+from lake.index.lexical import DEFAULT_ROLE_WEIGHTS
 from lake.index.partition import PartitionIndex
 from lake.index.passage_index import raised_by_passages
 from lake.index.segments import merge_top
@@ -21,6 +21,7 @@ from lake.index.trigram import search_scoped
 from lake.search.access import ResolvedScope
 from lake.search.bm25 import partition_scales, scope_idf, scoped_word_weights
 from lake.search.exchange import by_exchange
+from lake.search.query import Query
 from lake.search.request import SearchRequest
 from lake.search.whole_scope import whole_scope_turns
 from lake.tables import EXCHANGE_ROLES, ROLES
@@ -49,24 +50,24 @@ class QueryStatistics:
     query_idf: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, parts: list[PartitionIndex], query: str, user_id: str | None
+    def of(cls, parts: list[PartitionIndex], query: Query, user_id: str | None
            ) -> QueryStatistics:
         """With a user: IDF among that user's rows of ``parts``; else among all their rows."""
-        stems = query_stems(query)
+        stems = query.stems
         if not stems:
             return cls()
-        everywhere = {p.manifest.build_id: p.lexical.term_stats(query) for p in parts}
+        everywhere = {p.manifest.build_id: p.lexical.term_stats(query.words) for p in parts}
         if user_id is None:
             scales = partition_scales(everywhere) if len(parts) > 1 else {}
             return cls(scales=scales, query_idf=scope_idf(stems, everywhere))
-        users = {p.manifest.build_id: p.lexical.term_stats(query, user_id=user_id)
+        users = {p.manifest.build_id: p.lexical.term_stats(query.words, user_id=user_id)
                  for p in parts}
         return cls(word_weights=scoped_word_weights(stems, everywhere, users),
                    query_idf=scope_idf(stems, users))
 
 
 def lexical_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: ResolvedScope,
-                 request: SearchRequest, query: str, statistics: QueryStatistics
+                 request: SearchRequest, query: Query, statistics: QueryStatistics
                  ) -> list[PartHits]:
     """BM25 hits of every partition, on one score scale: with a user in scope, every
     partition weighs each query word by its IDF among that user's rows (lake.search.bm25)."""
@@ -81,7 +82,7 @@ def lexical_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], scope: Resol
         # allowed set below: fewer clauses for tantivy, the same rows in the end.
         roles = None if scope.user_id is not None and \
             cols.docs_of_user(scope.user_id).size <= limit else request.roles
-        found = part.lexical.search(query, limit=limit, user_id=scope.user_id,
+        found = part.lexical.search(query.words, limit=limit, user_id=scope.user_id,
                                     conversation_id=scope.conversation_id, roles=roles,
                                     role_weights=_UNIFORM_ROLES,
                                     context=set(request.roles) >= EXCHANGE_ROLES,
@@ -142,7 +143,7 @@ def semantic_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]],
                                            strict=True)]
 
 
-def trigram_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
+def trigram_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: Query,
                  request: SearchRequest) -> list[PartHits]:
     """The best rows of all partitions by word similarity to the query, as one index over
     their rows would rank them (ties by partition order, then row number), per partition."""
@@ -150,7 +151,8 @@ def trigram_hits(in_scope: list[tuple[PartitionIndex, np.ndarray]], query: str,
     # them (a segment's scores depend on its own rows only)
     scoped = [(g, part, piece) for g, (part, allowed) in enumerate(in_scope)
               for piece in part.trigram_scopes(allowed)]
-    found = search_scoped([(piece.index, piece.allowed) for _, _, piece in scoped], query,
+    found = search_scoped([(piece.index, piece.allowed) for _, _, piece in scoped],
+                          query.text,
                           limit=request.depth, threshold=request.trigram_threshold,
                           order=[(g, piece.numbers) for g, _, piece in scoped])
     per_part: dict[int, list[tuple[np.ndarray | None, list[tuple[int, float]]]]] = {}

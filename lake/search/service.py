@@ -11,7 +11,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,24 +42,18 @@ from lake.search.generators import (
     trigram_hits,
 )
 from lake.search.lifts import Lift, Scored, by_age, lifted_top, under_cap
-from lake.search.named_time import (
-    NAMED_TIME_HALF_LIFE_DAYS,
-    NamedTime,
-    named_times,
-    seconds_outside,
-)
+from lake.search.named_time import NAMED_TIME_HALF_LIFE_DAYS, NamedTime, seconds_outside
 from lake.search.neighbours import (
     LONG_TURN_BYTES,
     check_neighbour_weight,
     neighbour_relevance,
     smoothed,
 )
+from lake.search.query import Query
 from lake.search.relevance import (
     SHORT_QUERY_STEMS,
-    code_terms,
     found_by_meaning,
     literal_relevance,
-    reads_as_meaning,
     relevance,
 )
 from lake.search.request import (
@@ -125,15 +119,14 @@ class SearchService:
                               conversation_id=request.conversation_id)
         as_of = request.as_of or datetime.now(UTC)
         parts, stale, unindexed = self._partitions(scope.tenant, request, fresh=fresh)
-        query = request.query.strip()
-        if not query or not parts:
+        query = Query.of(request.query, as_of if request.time_weight > 0 else None)
+        if not query.text or not parts:
             return SearchResult([], stale, unindexed, None, timings)
-        named = named_times(query, as_of) if request.time_weight > 0 else []
         query_vector, semantic_error = None, None
         if request.enabled.get("semantic", True) and any(
                 p.manifest.dim for p in parts) and request.weights.get("semantic", 1.0) > 0:
             t = time.perf_counter()
-            query_vector, semantic_error = self._embed_query(query)
+            query_vector, semantic_error = self._embed_query(query.text)
             timings["embed_query"] = _ms(t)
         lists: dict[str, list[PartHits]] = {g: [] for g in GENERATORS}
         t = time.perf_counter()
@@ -169,14 +162,14 @@ class SearchService:
         t = time.perf_counter()
         semantic_ran = on["semantic"] and query_vector is not None
         hits, below_floor = self._fuse(lists, request, as_of, set(stale), semantic_ran,
-                                       statistics.query_idf, named, query_vector)
+                                       statistics.query_idf, query, query_vector)
         timings["fuse"] = _ms(t)
         t = time.perf_counter()
         hits = self._editions.with_addresses(hits, self._statuses.logs_version)
         timings["addresses"] = _ms(t)
         timings["total"] = _ms(t0)
         return SearchResult(hits, stale, unindexed, semantic_error, timings, below_floor,
-                            request.min_relevance, foreign, query_model, named)
+                            request.min_relevance, foreign, query_model, list(query.named))
 
     def statuses(self, tenant: str | None = None) -> dict[tuple[str, str], PartitionStatus]:
         """Index freshness of every partition, or of one ``tenant``'s (which looks at that
@@ -229,7 +222,8 @@ class SearchService:
         def opened(previous: PartitionIndex | None) -> PartitionIndex:
             nonlocal folder
             folder = local_build(self.store.root, manifest)
-            return PartitionIndex(folder, manifest, previous)
+            return PartitionIndex(folder, manifest) if previous is None \
+                else previous.rebased(folder, manifest)
 
         def cost() -> int:
             assert folder is not None
@@ -260,21 +254,22 @@ class SearchService:
 
     def _fuse(self, lists: dict[str, list[PartHits]], request: SearchRequest,
               as_of: datetime, stale: set[str], semantic_ran: bool,
-              query_idf: dict[str, float], named: list[NamedTime],
+              query_idf: dict[str, float], query: Query,
               query_vector: np.ndarray | None) -> tuple[list[Hit], int]:
         """The hits, and how many fused turns fell below the relevance floor."""
+        named = query.named
         parts = _Parts([p for per_part in lists.values() for p, _, _ in per_part])
         ranked = {name: rows for name, per_part in lists.items()
                   if (rows := _best_rows(per_part, request.depth, parts)).docs.size}
         if not ranked:
             return [], 0
-        fused = _fused(ranked, request, parts, query_idf)
+        fused = _fused(ranked, request, parts, query_idf, query)
         fused, neighbours = _smoothed(fused, parts, request.fusion.neighbour_weight)
         # Each turn is shown by its best row in the generator that ranks it highest (the
         # first such generator by name on equal ranks).
         best = _shown_rows(fused, [ranked[name] for name in fused.names])
-        relevances = _judged(fused, ranked, semantic_ran, request.query.strip(), parts,
-                             query_idf, neighbours)
+        relevances = _judged(fused, ranked, semantic_ran, query, parts, query_idf,
+                             neighbours)
         kept = relevances >= request.min_relevance
         turn_at_us = parts.turn_at_us(best.slots, best.docs)
         # A stale index may still hold turns purged or erased since it was built, but only
@@ -370,14 +365,14 @@ class SearchService:
 
 
 def _fused(ranked: dict[str, _Rows], request: SearchRequest, parts: _Parts,
-           query_idf: dict[str, float]) -> FusedIds:
+           query_idf: dict[str, float], query: Query) -> FusedIds:
     """The generators' turn lists fused (lake.search.fusion), the lexical arm's vote for a
     turn weighed by how much of the query it holds (:func:`_coverage_weights`)."""
     f = request.fusion
     weights = {g: request.weights.get(g, 1.0) for g in ranked}
     row_weights = {"lexical": by_coverage} if "lexical" in ranked and (
         by_coverage := _coverage_weights(ranked["lexical"], parts, query_idf,
-                                         f.coverage_gain, request.query)) is not None \
+                                         f.coverage_gain, query)) is not None \
         else None
     return fuse_ids({name: (rows.turns, rows.scores) for name, rows in ranked.items()},
                     weights, k=f.k, method=f.method, score_factor=f.score_factor,
@@ -398,7 +393,7 @@ def _smoothed(fused: FusedIds, parts: _Parts, weight: float
     return moved, (previous, following)
 
 
-def _judged(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
+def _judged(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: Query,
             parts: _Parts, query_idf: dict[str, float],
             neighbours: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
     """Each fused turn's relevance (:func:`_relevances`), raised by its neighbours' where
@@ -409,7 +404,7 @@ def _judged(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query
     return relevances
 
 
-def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: str,
+def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, query: Query,
                 parts: _Parts, query_idf: dict[str, float]) -> tuple[np.ndarray, bool]:
     """Each fused turn's relevance (lake.search.relevance), in fused order, and whether the
     list was :func:`~lake.search.relevance.found_by_meaning`; a query without a word
@@ -423,7 +418,7 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
             out[found] = ranked[name].scores[rows[found]]
         return out
 
-    if not reads_as_meaning(query):
+    if not query.meaning:
         return literal_relevance(
             _literal_similarities(fused, ranked, query, parts, scores("trigram"))), True
     semantic = scores("semantic") if semantic_ran else None
@@ -435,7 +430,7 @@ def _relevances(fused: FusedIds, ranked: dict[str, _Rows], semantic_ran: bool, q
             by_meaning)
 
 
-def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
+def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: Query,
                           parts: _Parts, trigram: np.ndarray) -> np.ndarray:
     """Per fused turn, how much of the query it holds literally: the trigram arm's word
     similarity (``trigram``), worked out from the row the lexical arm found where the trigram
@@ -445,7 +440,7 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     holds the code with other separators or none (lake.index.codes); NaN for a turn neither
     arm found."""
     out = trigram.copy()
-    terms = code_terms(query)
+    terms = list(query.code_terms)
 
     def found_rows(name: str) -> tuple[list[str], list[int]]:
         if name not in fused.names:
@@ -460,12 +455,12 @@ def _literal_similarities(fused: FusedIds, ranked: dict[str, _Rows], query: str,
     unscored = [i for i, p in enumerate(lexical_positions) if np.isnan(out[p])]
     if unscored:
         out[[lexical_positions[i] for i in unscored]] = word_similarities(
-            [query], [lexical_texts[i] for i in unscored])[0]
+            [query.text], [lexical_texts[i] for i in unscored])[0]
     trigram_texts, trigram_positions = found_rows("trigram")
     texts, positions = lexical_texts + trigram_texts, lexical_positions + trigram_positions
     if not texts:
         return out
-    whole = holding_codes(terms or [query], texts)
+    whole = holding_codes(terms or [query.text], texts)
     if terms:
         whole |= word_similarities(terms, texts, at_least=1.0).max(axis=0) >= 1.0
     out[np.array(positions, np.int64)[whole]] = 1.0
@@ -589,7 +584,7 @@ def _validate(request: SearchRequest) -> None:
 
 
 def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], gain: float,
-                      query: str) -> np.ndarray | None:
+                      query: Query) -> np.ndarray | None:
     """Per lexical row, the multiplier of the arm's weight for its turn
     (lake.search.coverage); None when the query has no coverage or adaptation is off.
 
@@ -609,7 +604,8 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
             texts[turn] = []
         texts[turn].append(parts.row_text(slot, doc))
     shares = coverages(query_idf, turn_stems(query_idf.keys(),
-                                             ["\n".join(t) for t in texts.values()], query))
+                                             ["\n".join(t) for t in texts.values()],
+                                             query.code_words))
     if shares is None:  # the query has no weighed stem
         return None
     multipliers = {turn: coverage_weight(share, gain)
@@ -619,7 +615,7 @@ def _coverage_weights(rows: _Rows, parts: _Parts, query_idf: dict[str, float], g
 
 
 def _lexical_coverage(fused: FusedIds, rows: _Rows, parts: _Parts,
-                      query_idf: dict[str, float], query: str) -> np.ndarray | None:
+                      query_idf: dict[str, float], query: Query) -> np.ndarray | None:
     """Per fused turn, the share of the query's weight held by the rows of it the lexical arm
     found (lake.search.coverage; NaN for a turn that arm did not find); None when the query
     has no weighed stem. A row holding none of the query's stems is not found, so the turn's
@@ -629,7 +625,8 @@ def _lexical_coverage(fused: FusedIds, rows: _Rows, parts: _Parts,
                                strict=True):
         texts.setdefault(turn, []).append(parts.row_text(slot, doc))
     shares = coverages(query_idf, turn_stems(query_idf.keys(),
-                                             ["\n".join(t) for t in texts.values()], query))
+                                             ["\n".join(t) for t in texts.values()],
+                                             query.code_words))
     if shares is None:
         return None
     held = dict(zip(texts, shares, strict=True))
@@ -665,7 +662,7 @@ def _neighbour_ids(fused: FusedIds, parts: _Parts) -> tuple[np.ndarray, np.ndarr
 
 
 def _lifts(request: SearchRequest, as_of: datetime, turn_at_us: np.ndarray,
-           named: list[NamedTime]) -> list[Lift]:
+           named: Sequence[NamedTime]) -> list[Lift]:
     """The lifts of each fused turn (turn times ``turn_at_us``): recency, and a turn in a
     time the query names lifted as a turn of age 0 would be, one outside as one whose age
     is its distance from that time (lake.search.named_time)."""

@@ -30,7 +30,7 @@ from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
-from pipeline.service.spool import Recovered, recover_orphans
+from pipeline.service.spool import Recovered, recover_orphans, through
 from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import server_child
 
@@ -66,7 +66,7 @@ def _ingest_groups(groups: list[tuple[str, list[str]]]) -> tuple[IngestReport, s
 
 def _recover() -> Recovered:
     assert _live is not None
-    return recover_orphans(_live)
+    return recover_orphans(_live.settings, through(_live))
 
 
 def _index(partitions: set[Partition]) -> None:

@@ -38,6 +38,7 @@ from lake.location import LakeLocation
 if TYPE_CHECKING:
     from lake.settings import Settings
     from lake.store import Partition
+    from pipeline.ingest import IngestReport
     from pipeline.live import LiveWriter
 
 log = logging.getLogger(__name__)
@@ -169,20 +170,41 @@ class Recovered:
     partitions: frozenset[Partition] = frozenset()
 
 
-def recover_orphans(live: LiveWriter) -> Recovered:
-    """Commit the groups of every orphaned spool of ``live``'s lake through ``live``, each
-    spool's in order and in one run, then remove them; what was committed.
-    A group file that cannot be read stays where it is (:func:`orphaned` names it),
-    and so does a spool whose commit failed, for the next try; both are logged."""
+# How recovered groups are ingested: (source name, lines) per group, in one run.
+GroupIngest = Callable[[list[tuple[str, list[str]]]], "IngestReport"]
+
+
+def through(live: LiveWriter) -> GroupIngest:
+    """A serving writer's own ingest of spooled groups (its model is loaded already)."""
+    return lambda groups: live.ingest_groups(groups).ingest
+
+
+def recover_orphans(settings: Settings, ingest: GroupIngest | None = None) -> Recovered:
+    """Commit the groups of every orphaned spool of ``settings``' lake, each spool's in order
+    and in one run, then remove them; what was committed. The one way spools are recovered:
+    a serving writer passes its own ``ingest`` (:func:`through`); maintain and an erasure pass
+    none, and the groups go through an ingest run of their own
+    (:func:`pipeline.jobs.ingest_groups`, whose model loads only when a spool holds a group).
+    Nothing on an object-store lake, which has no spool. A group file that cannot be read
+    stays where it is (:func:`orphaned` names it), and so does a spool whose commit failed,
+    for the next try; both are logged."""
+    location = LakeLocation.of(settings.lake)
+    if location.remote:
+        return Recovered()
+    if ingest is None:
+        from pipeline.jobs import ingest_groups
+
+        def ingest(groups: list[tuple[str, list[str]]]) -> IngestReport:
+            return ingest_groups(settings, groups)
     recovered = 0
     partitions: set[Partition] = set()
-    for orphan in orphans(LakeLocation.of(live.settings.lake).local):
+    for orphan in orphans(location.local):
         try:
             groups, unreadable = orphan.sorted_out()
             for problem in unreadable:
                 log.warning("%s", problem)
             if groups:
-                report = live.ingest_groups([(g.source, g.lines) for g in groups]).ingest
+                report = ingest([(g.source, g.lines) for g in groups])
                 partitions |= report.partitions
                 for group in groups:
                     orphan.remove_group(group.seq)
@@ -219,33 +241,32 @@ def orphaned(lake: Path) -> Orphaned:
     return Orphaned(groups, problems)
 
 
-def settle_spools(live: LiveWriter, *, timeout_s: float) -> None:
-    """Make every recording a server of ``live``'s lake answered so far part of the tables,
-    before an erasure reads them: commit the spools of dead servers (:func:`recover_orphans`)
-    and wait (up to ``timeout_s``) until the living servers have committed every group they
-    answered before this call. Otherwise a turn answered before the erasure could be
-    committed after it, and outlive it. LakeError when a living server does not catch up."""
+def settle_spools(settings: Settings, *, timeout_s: float) -> None:
+    """Make every recording a server of ``settings``' lake answered so far part of the
+    tables, before an erasure reads them: commit the spools of dead servers
+    (:func:`recover_orphans`) and wait (up to ``timeout_s``) until the living servers have
+    committed every group they answered before this call. Otherwise a turn answered before
+    the erasure could be committed after it, and outlive it. LakeError when a living server
+    does not catch up."""
     started = time.time()
-    lake = LakeLocation.of(live.settings.lake).local
-    recover_orphans(live)
+    lake = LakeLocation.of(settings.lake).local
+    recover_orphans(settings)
     if not wait_for_answered(lake, before=started, timeout_s=timeout_s):
         raise LakeError(f"a server of this lake has answered recordings it has not "
                         f"committed within {timeout_s:.0f} s (see {lake / SPOOL_DIR}); "
                         "erase again once it caught up")
-    recover_orphans(live)  # a server that died meanwhile
+    recover_orphans(settings)  # a server that died meanwhile
 
 
 def settler(settings: Settings) -> Callable[[], None]:
     """The step an erasure is given to run first (``settle`` of
-    :func:`pipeline.retention.erase`): :func:`settle_spools` through a writer of
-    ``settings``, whose model loads only when a dead server's spool holds turns (as maintain
-    and a starting server commit them); nothing on an object-store lake, which has no spool."""
+    :func:`pipeline.retention.erase`): :func:`settle_spools` of ``settings``' lake, whose
+    model loads only when a dead server's spool holds turns (as maintain and a starting
+    server commit them); nothing on an object-store lake, which has no spool."""
     def settle() -> None:
         if LakeLocation.of(settings.lake).remote:
             return
-        from pipeline.live import LiveWriter
-
-        settle_spools(LiveWriter(settings), timeout_s=settings.lock_timeout_s)
+        settle_spools(settings, timeout_s=settings.lock_timeout_s)
     return settle
 
 

@@ -19,7 +19,7 @@ from lake.store import Partition
 from pipeline.ingest import IngestReport
 from pipeline.live import LiveWriter
 from pipeline.service.builder import ChildBuilder
-from pipeline.service.spool import Recovered, recover_orphans
+from pipeline.service.spool import Recovered, recover_orphans, through
 
 TurnKey = tuple[str, str, str]
 
@@ -90,7 +90,7 @@ class InProcessSteps:
 
     def recover(self) -> Recovered:
         """recover_orphans through this process's LiveWriter."""
-        return recover_orphans(self._live)
+        return recover_orphans(self._live.settings, through(self._live))
 
     def index(self, partitions: set[Partition]) -> None:
         """LiveWriter.index, full rebuilds in the builder child."""

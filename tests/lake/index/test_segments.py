@@ -218,3 +218,53 @@ def test_a_model_change_makes_the_partition_stale_and_rebuilds_it(
     assert status.freshness == "stale"
     again = build_indexes(store, model="hashing-64")
     assert again.built[0].embedded_rows == 8 and again.built[0].foreign_vectors == 0
+
+
+def test_a_rebased_view_reuses_what_the_earlier_view_opened_and_answers_as_a_fresh_one(
+        hashing_settings: Settings) -> None:
+    _ingest(hashing_settings, [_record(i, i % 3, i % 2, [i % 15, (i * 7) % 15]) for i in range(9)])
+    lake = Path(hashing_settings.lake)
+    earlier = _partition(lake)
+    opened_earlier = earlier.columns, earlier.trigram  # what a search of it opens
+    _ingest(hashing_settings, [_record(30 + i, i % 2, 4, [i, 5]) for i in range(2)])
+    assert len(_segments(lake)) == 2
+    (status,) = partition_statuses(LakeStore(lake)).values()
+    assert status.manifest is not None
+    folder = local_build(lake, status.manifest)
+    rebased = earlier.rebased(folder, status.manifest)
+    fresh = PartitionIndex(folder, status.manifest)
+    # the base segment's artifacts are the earlier view's objects, not loaded again
+    assert rebased.segments.trigram_parts[0] is opened_earlier[1]
+    assert fresh.segments.trigram_parts[0] is not opened_earlier[1]
+    # the columns are the earlier ones extended by the new segment (codes are labels, and an
+    # extension numbers a new conversation last): every value equals a fresh decode's
+    a, b = rebased.columns, fresh.columns
+    assert [a.conversations[c] for c in a.conversation_codes] == \
+        [b.conversations[c] for c in b.conversation_codes]
+    assert [a.users[c] for c in a.user_codes] == [b.users[c] for c in b.user_codes]
+    assert not np.array_equal(a.conversation_codes, b.conversation_codes)  # extended, not decoded
+    for name in ("turn_at_us", "expires_us"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert earlier.columns is opened_earlier[0]  # the earlier view is left as it was
+    assert rebased.rows.column("row_id").to_pylist() == fresh.rows.column("row_id").to_pylist()
+    with pytest.raises(ValueError, match="cannot be rebased"):
+        earlier.rebased(folder, status.manifest.__class__(**{
+            **status.manifest.__dict__, "month": "2026-04"}))
+
+
+def test_threads_that_open_one_view_at_once_share_one_load(hashing_settings: Settings) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    _ingest(hashing_settings, [_record(i, i % 3, i % 2, [i % 15]) for i in range(9)])
+    view = _partition(Path(hashing_settings.lake))
+    start = Barrier(4)
+
+    def opened(_: int) -> tuple[object, ...]:
+        start.wait(timeout=30)
+        return view.columns, view.lexical, view.trigram, view.rows
+
+    with ThreadPoolExecutor(4) as pool:
+        seen = list(pool.map(opened, range(4)))
+    for one in zip(*seen, strict=True):
+        assert all(value is one[0] for value in one)

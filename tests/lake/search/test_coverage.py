@@ -21,6 +21,7 @@ from lake.search.coverage import (
     coverages,
     turn_stems,
 )
+from lake.search.query import Query
 from lake.search.request import FusionSettings, SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
@@ -163,14 +164,16 @@ def test_coverage_gain_must_be_a_finite_non_negative_number(hashing_settings: Se
 
 def test_a_turn_holds_a_code_stem_it_writes_in_another_spelling() -> None:
     texts = ["what broke in INC-3147?", "INC-3148 broke too", "closing inc 3147", "INC3147"]
-    assert turn_stems(["broke", "inc3147"], texts, "what broke in INC3147") == [
+    codes = Query.of("what broke in INC3147").code_words
+    assert turn_stems(["broke", "inc3147"], texts, codes) == [
         frozenset({"broke", "inc3147"}), frozenset({"broke"}), frozenset({"inc3147"}),
         frozenset({"inc3147"})]
     # and the other way round: "INC3147" makes "inc3147", yet holds the "inc" and "3147" of
     # a query writing the code with its separator (the near miss holds "inc" alone)
-    assert turn_stems(["broke", "inc", "3147"], texts, "broke INC-3147") == [
+    assert turn_stems(["broke", "inc", "3147"], texts, Query.of("broke INC-3147").code_words) == [
         frozenset({"broke", "inc", "3147"}), frozenset({"broke", "inc"}),
         frozenset({"inc", "3147"}), frozenset({"inc", "3147"})]
     # without a code word, the stems its words make
-    assert turn_stems(["broke"], texts, "broke") == [frozenset({"broke"})] * 2 + [frozenset()] * 2
+    assert turn_stems(["broke"], texts, Query.of("broke").code_words) == \
+        [frozenset({"broke"})] * 2 + [frozenset()] * 2
     assert turn_stems([], texts) == [frozenset()] * 4

@@ -16,7 +16,6 @@ from lake.index.status import partition_statuses
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
-from pipeline.live import LiveWriter
 from pipeline.service.acceptor import ChildAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.spool import recover_orphans
@@ -99,7 +98,7 @@ def test_a_killed_acceptor_fails_one_group_and_the_next_gets_a_new_spool(
     lake = Path(str(hashing_settings.lake))
     # The dead acceptor's spool is left behind; its group was committed from memory, so a
     # recovery finds it stored and adds nothing.
-    assert recover_orphans(LiveWriter(hashing_settings, embed=False)).groups == 1
+    assert recover_orphans(hashing_settings).groups == 1
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0000", "t-0001", "t-0002"]
     assert not list(lake.glob("_spool/*/g*.json"))

@@ -34,6 +34,7 @@ from pipeline.service.spool import (
     recover_orphans,
     settle_spools,
     settler,
+    through,
     wait_for_answered,
 )
 from pipeline.service.steps import TurnKey
@@ -99,11 +100,11 @@ def test_recovery_commits_a_dead_servers_groups_once(hashing_settings: Settings)
     spool.append(_group(1, 1, 2))  # its first turn committed, the second not
     spool.append(_group(2, 3))
     _die(spool)
-    assert recover_orphans(live).groups == 2
+    assert recover_orphans(hashing_settings, through(live)).groups == 2
     assert not spool.path.exists()
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0002", "t-0003"]
-    assert recover_orphans(live).groups == 0  # nothing is left to commit twice
+    assert recover_orphans(hashing_settings).groups == 0  # nothing is left to commit twice
 
 
 def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
@@ -112,7 +113,7 @@ def test_recovery_leaves_an_unreadable_spool_for_the_next_try(
     spool = Spool.create(lake)
     (spool.path / "g000000000001.json").write_text("{")
     _die(spool)
-    assert recover_orphans(LiveWriter(hashing_settings, embed=False)).groups == 0
+    assert recover_orphans(hashing_settings).groups == 0
     assert (spool.path / "g000000000001.json").exists()
 
 
@@ -124,7 +125,7 @@ def test_recovery_commits_the_readable_groups_beside_an_unreadable_one_and_names
     (spool.path / "g000000000002.json").write_text("{")
     spool.append(_group(3, 3))
     _die(spool)
-    assert recover_orphans(LiveWriter(hashing_settings, embed=False)).groups == 2
+    assert recover_orphans(hashing_settings).groups == 2
     logs = LakeStore(lake).read(Table.TURN_LOGS, columns=["turn_id"])
     assert sorted(logs["turn_id"].to_pylist()) == ["t-0001", "t-0003"]
     assert sorted(p.name for p in spool.path.glob("g*")) == ["g000000000002.json"]
@@ -165,9 +166,9 @@ def test_an_erasure_waits_for_a_living_servers_spool(hashing_settings: Settings)
     living = Spool.create(Path(str(hashing_settings.lake)))
     living.append(_group(1, 1))
     with pytest.raises(LakeError, match="has answered recordings it has not committed"):
-        settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
+        settle_spools(hashing_settings, timeout_s=0.2)
     living.remove(1)
-    settle_spools(LiveWriter(hashing_settings, embed=False), timeout_s=0.2)
+    settle_spools(hashing_settings, timeout_s=0.2)
 
 
 def test_a_read_waits_only_for_living_spools_groups_answered_before_it(tmp_path: Path) -> None:
