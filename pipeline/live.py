@@ -94,7 +94,8 @@ class LiveWriter:
         self._ingest_lock = threading.Lock()
         self._index_lock = threading.Lock()
         self._rebases = (BackgroundRebases(self._store, model=self._model,
-                                           serialize=self._index_lock, faults=faults)
+                                           serialize=self._index_lock, faults=faults,
+                                           defer_bytes=settings.index_defer_bytes or None)
                          if background_rebase else None)
 
     @property
@@ -131,13 +132,20 @@ class LiveWriter:
             return IngestJobReport(report, self._tally, None)
 
     def index(self, partitions: set[Partition], *,
-              builder: PartitionBuilder = build_in_process) -> BuildReport:
+              builder: PartitionBuilder = build_in_process, defer: bool = True
+              ) -> BuildReport:
         """Bring the given partitions' indexes up to date: a delta segment of their new rows,
-        compaction past the settings' thresholds (full rebuilds run through ``builder``)."""
+        compaction past the settings' thresholds (full rebuilds run through ``builder``).
+        With ``background_rebase`` and ``defer``, a new data file larger than the settings'
+        ``index_defer_bytes`` is indexed in the background (``report.deferring``; see
+        pipeline.index_build.build_indexes); ``defer=False`` indexes everything now."""
+        rebases = self._rebases
         with self._index_lock:
             return build_indexes(self._store, model=self._model, partitions=set(partitions),
                                  faults=self._faults, compaction=self._compaction,
-                                 builder=builder, rebases=self._rebases)
+                                 builder=builder, rebases=rebases,
+                                 defer_bytes=rebases.defer_bytes
+                                 if rebases is not None and defer else None)
 
     def warm(self) -> None:
         """Load now what the first :meth:`ingest` and :meth:`index` would load: the model
