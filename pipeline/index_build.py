@@ -169,6 +169,7 @@ class BackgroundRebases:
             built = write_deferred(self._store, begun, model=self._model)
             if built is None:
                 return self._ended(None)
+            self._faults.hit("index.deferred_written")
             with self._serialize, index_lock(self._store.root):
                 published = publish_deferred(self._store, begun, built, model=self._model,
                                              defer_bytes=self.defer_bytes,

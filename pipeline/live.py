@@ -23,6 +23,7 @@ import pyarrow as pa
 from lake.embedding.base import Embedder
 from lake.embedding.factory import embedder_from, embedding_identity
 from lake.faults import NO_FAULTS, Faults
+from lake.index.deferred import deferred_turns
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
@@ -146,6 +147,12 @@ class LiveWriter:
                                  builder=builder, rebases=rebases,
                                  defer_bytes=rebases.defer_bytes
                                  if rebases is not None and defer else None)
+
+    def deferred_turns(self, report: BuildReport) -> set[tuple[str, str, str]]:
+        """The turns (tenant, conversation id, turn id) whose rows the index step that gave
+        ``report`` left to its background builds (see :meth:`index`)."""
+        return {(m.tenant, conversation, turn) for m in report.built
+                for conversation, turn in deferred_turns(self._store, m)}
 
     def warm(self) -> None:
         """Load now what the first :meth:`ingest` and :meth:`index` would load: the model

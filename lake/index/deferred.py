@@ -92,3 +92,14 @@ def _only_appended(current: PartitionManifest, begun: PartitionManifest) -> bool
     ours = begun.live_segments
     return (current.live_segments[:len(ours)] == ours
             and set(begun.deferred_content) <= set(current.deferred_content))
+
+
+def deferred_turns(store: LakeStore, manifest: PartitionManifest) -> set[tuple[str, str]]:
+    """The turns (conversation id, turn id) whose rows ``manifest`` defers."""
+    if not manifest.deferred_content:
+        return set()
+    read = store.read_files(Table.CONTENT_ROWS, manifest.deferred_content,
+                            columns=["conversation_id", "turn_id"],
+                            version=manifest.content_version)
+    return set(zip(read["conversation_id"].to_pylist(), read["turn_id"].to_pylist(),
+                   strict=True))

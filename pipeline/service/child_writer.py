@@ -69,9 +69,9 @@ def _recover() -> Recovered:
     return recover_orphans(_live)
 
 
-def _index(partitions: set[Partition]) -> None:
+def _index(partitions: set[Partition], defer: bool) -> set[TurnKey]:
     assert _live is not None
-    _live.index(partitions)
+    return _live.deferred_turns(_live.index(partitions, defer=defer))
 
 
 def _warm() -> None:
@@ -124,14 +124,14 @@ class ChildWriter:
         what was committed."""
         return self._call(_recover)
 
-    def index(self, partitions: set[Partition]) -> None:
-        """Bring the partitions' indexes up to date in the child (LiveWriter.index). Raises
-        LakeError when the child died on the way (the partitions stay stale until the next
-        build)."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """Bring the partitions' indexes up to date in the child (LiveWriter.index); the
+        turns whose rows (large new files) it indexes in the background. Raises LakeError when
+        the child died on the way (the partitions stay stale until the next build)."""
         with self._lock:
             pool = self._pool
         try:
-            pool.submit(_index, set(partitions)).result()
+            return pool.submit(_index, set(partitions), defer).result()
         except BrokenProcessPool as exc:
             self._replace(pool)
             raise LakeError("the index process died while building") from exc

@@ -38,8 +38,10 @@ class WriteSteps(Protocol):
     def recover(self) -> Recovered:
         """Commit the spools that stopped servers left; what was committed."""
 
-    def index(self, partitions: set[Partition]) -> None:
-        """Bring the partitions' indexes up to date."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """Bring the partitions' indexes up to date; the turns whose rows (in large new data
+        files) are still being indexed in the background (``defer=False``: none, everything
+        is indexed now; see LiveWriter.index)."""
 
     def warm(self) -> None:
         """Load what the first ingest or index step needs (LiveWriter.warm)."""
@@ -92,10 +94,11 @@ class InProcessSteps:
         """recover_orphans through this process's LiveWriter."""
         return recover_orphans(self._live)
 
-    def index(self, partitions: set[Partition]) -> None:
-        """LiveWriter.index, full rebuilds in the builder child."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """LiveWriter.index, full rebuilds in the builder child; the turns it deferred."""
         assert self._builder is not None, "made without index=True"
-        self._live.index(partitions, builder=self._builder)
+        live = self._live
+        return live.deferred_turns(live.index(partitions, builder=self._builder, defer=defer))
 
     def warm(self) -> None:
         """LiveWriter.warm."""

@@ -10,7 +10,9 @@ only after the commit returned, so an answer means the accepted turns are durabl
 
 Index updates lag on purpose: a second thread brings the partitions each commit touched up
 to date (several commits' worth at once when it falls behind) and records, per commit, the
-time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
+time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``;
+pipeline/service/index_lane.py). A large request's rows are committed alone and indexed in
+the background, so the turns committed beside and after them are published first.
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
 its ingest (with vector reuse) for the writer thread, its index step (delta segments,
@@ -58,13 +60,14 @@ from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.fairness import FairShare
+from pipeline.service.index_lane import Commit, IndexLane
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
 
 log = logging.getLogger(__name__)
-_INDEX_RETRY_S = 2.0
+_COMMIT_RETRY_S = 2.0
 # The longest the lag bound holds one group: past it, the index step is taken to be stuck.
 _MOST_HOLD_S = 60.0
 
@@ -82,9 +85,6 @@ class _Submission:
         return sum(len(line) for line in self.lines)
 
 
-_ToIndex = tuple[set[Partition], float, int | None]
-
-
 @dataclass(frozen=True)
 class _Spooled:
     """An answered group waiting for its commit."""
@@ -97,6 +97,7 @@ class _Spooled:
     requests: int
     acked: float  # time.monotonic() of the answer
     number: int  # of the answered groups, from 1
+    large: bool  # it holds a request past the fair share: committed alone
 
 
 class GroupWriter:
@@ -143,8 +144,12 @@ class GroupWriter:
         self._shares: dict[int, dict[str, int]] = {}  # answered groups: bytes per key
         self._costs: dict[int, float] = {}  # answered groups: seconds the steps spent on them
         self._index = index
-        # Each commit's partitions, its answer's time and (spooled groups) the group's number.
-        self._to_index: queue.Queue[_ToIndex | None] = queue.Queue()
+        self._lane = (IndexLane(self._index_step, str(settings.lake), self._metrics,
+                                spend=self._spend, searchable=self._searchable,
+                                failing=self._set_failing)
+                      if self._indexer is not None else None)
+        self._to_index: queue.Queue[Commit | None] = (self._lane.queue if self._lane is not None
+                                                      else queue.Queue())
         self._unpublished: dict[int, float] = {}  # answered groups not searchable yet: ack
         self._index_failing = False  # the index step's last try failed
         self._threads: list[threading.Thread] = []
@@ -152,7 +157,8 @@ class GroupWriter:
         self._start_lock = threading.Lock()  # orders the start of the threads and close()
         self._startup = StartUp(
             recover=self._ingester.recover if self._spooling else None,
-            index=self._indexer.index if self._indexer is not None else None,
+            # At start, everything recovered is indexed before readiness: nothing deferred.
+            index=self._index_all if self._indexer is not None else None,
             warm=self._warm, stopped=lambda: self._closed, behind=self._behind)
         self._starter: threading.Thread | None = None
         self._up = threading.Event()  # the start-up finished or gave up
@@ -231,8 +237,8 @@ class GroupWriter:
             if self._spooling:
                 self._threads.append(threading.Thread(target=self._commit_loop,
                                                       name="turnlake-committer", daemon=True))
-            if self._index:
-                self._threads.append(threading.Thread(target=self._index_loop,
+            if self._lane is not None:
+                self._threads.append(threading.Thread(target=self._lane.run,
                                                       name="turnlake-indexer", daemon=True))
             for thread in self._threads:
                 thread.start()
@@ -244,6 +250,22 @@ class GroupWriter:
         statuses = partition_statuses(LakeStore(self._settings.lake))
         return {part for part, status in statuses.items()
                 if status.freshness in ("stale", "missing")}
+
+    def _index_step(self, partitions: set[Partition]) -> set[TurnKey]:
+        """The indexer thread's step: the turns it left to the background."""
+        assert self._indexer is not None
+        return self._indexer.index(partitions)
+
+    def _index_all(self, partitions: set[Partition]) -> None:
+        """The start-up's index step: every row of the partitions, none deferred."""
+        assert self._indexer is not None
+        self._indexer.index(partitions, defer=False)
+
+    def _set_failing(self, failing: bool) -> None:
+        with self._counts:
+            self._index_failing = failing
+            if failing:
+                self._counts.notify_all()
 
     def _warm(self) -> None:
         """Load what the first recording and its index step need (their child processes,
@@ -429,7 +451,8 @@ class GroupWriter:
         self._report_refs(report)
         self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
-            self._to_index.put((set(report.partitions), acked, None))
+            self._to_index.put(Commit(frozenset(report.partitions), acked, None,
+                                      frozenset(kept)))
 
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
@@ -471,25 +494,35 @@ class GroupWriter:
                 self._fair.answered(number, shares, acked=acked,
                                     large=any(s.size > self._fair.share_bytes
                                               for s in group))
+        large = any(s.size > self._fair.share_bytes for s in group)
         self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
-                                     len(group), acked, number))
+                                     len(group), acked, number, large))
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
 
     def _commit_loop(self) -> None:
+        """Commit the answered groups in order, as many as wait in one run, except that a
+        group holding a large request is committed alone: its rows are then a data file of
+        their own, which the index step indexes in the background (pipeline/service/
+        index_lane.py) while the other groups' turns are published."""
         stop = False
-        while not stop:
-            first = self._to_commit.get()
+        carried: _Spooled | None = None  # taken from the queue, for the next run
+        while carried is not None or not stop:
+            first = carried if carried is not None else self._to_commit.get()
+            carried = None
             if first is None:
                 return
             batch, turns = [first], len(first.lines)
-            while turns < self._settings.commit_max_turns:
+            while not first.large and turns < self._settings.commit_max_turns:
                 try:
                     item = self._to_commit.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
                     stop = True
+                    break
+                if item.large:
+                    carried = item
                     break
                 batch.append(item)
                 turns += len(item.lines)
@@ -510,7 +543,7 @@ class GroupWriter:
                 self._metrics.commit_failures.inc()
                 if last_try or self._closed:
                     return
-                time.sleep(_INDEX_RETRY_S)
+                time.sleep(_COMMIT_RETRY_S)
         self._spend([s.number for s in batch], time.perf_counter() - started)
         answered = set().union(*(s.kept for s in batch))
         if kept != answered:
@@ -536,7 +569,8 @@ class GroupWriter:
                              sum(s.requests for s in batch))
         if self._index and report.partitions:
             for s in batch:
-                self._to_index.put((set(report.partitions), s.acked, s.number))
+                self._to_index.put(Commit(frozenset(report.partitions), s.acked, s.number,
+                                          frozenset(s.kept & kept)))
         else:  # nothing to index: searchable as they are
             self._searchable([s.number for s in batch])
 
@@ -580,54 +614,6 @@ class GroupWriter:
                   ) -> list[list[LineOutcome]]:
         """Each submission's outcomes (:func:`pipeline.service.outcomes.line_outcomes`)."""
         return line_outcomes([s.keys for s in group], len(lines), accepted, kept, quarantined)
-
-    # -- the indexer thread ---------------------------------------------------------------
-
-    def _index_loop(self) -> None:
-        indexer = self._indexer
-        assert indexer is not None  # the thread runs only with index=True
-        waiting: list[_ToIndex] = []
-        stop = False
-        while waiting or not stop:
-            if not waiting:
-                item = self._to_index.get()
-                if item is None:
-                    return
-                waiting.append(item)
-            stop = self._drain(waiting) or stop
-            partitions: set[Partition] = set().union(*(p for p, _, _ in waiting))
-            began = time.perf_counter()
-            try:
-                indexer.index(partitions)
-            except Exception:  # the partitions stay stale (search says so); try again soon
-                log.exception("index build of %d partitions failed", len(partitions))
-                self._metrics.index_failures.inc()
-                with self._counts:
-                    self._index_failing = True
-                    self._counts.notify_all()
-                if stop:
-                    return
-                time.sleep(_INDEX_RETRY_S)
-                continue
-            published = time.monotonic()
-            self._spend([n for _, _, n in waiting], time.perf_counter() - began)
-            for _, acked, _ in waiting:
-                self._metrics.ack_to_searchable.observe(published - acked)
-            with self._counts:
-                self._index_failing = False
-            self._searchable([n for _, _, n in waiting if n is not None])
-            waiting = []
-
-    def _drain(self, waiting: list[_ToIndex]) -> bool:
-        """Move every queued commit into ``waiting``; True when close() was asked for."""
-        while True:
-            try:
-                item = self._to_index.get_nowait()
-            except queue.Empty:
-                return False
-            if item is None:
-                return True
-            waiting.append(item)
 
 
 def _fail(group: list[_Submission], exc: Exception, what: str) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import threading
 from datetime import timedelta
 from pathlib import Path
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.faults import Faults
 from lake.index.deferred import publish_deferred, write_deferred
 from lake.index.delta import append_partition
 from lake.index.manifest import PartitionManifest, partition_dir, read_current
@@ -25,6 +27,7 @@ from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
+from pipeline.live import LiveWriter
 from tests.factories import BASE_TIME, make_record
 
 MODEL = "hashing-64"
@@ -181,3 +184,45 @@ def test_a_large_file_is_deferred_whole_with_every_turn_it_holds(
         assert publish_deferred(store, appended, built, model=MODEL,
                                 defer_bytes=DEFER_BYTES) is not None
     assert _found(lake, "shortmark12") and _found(lake, "longmark1")
+
+
+def test_a_live_writer_publishes_the_turns_after_a_long_one_while_it_is_indexed(
+        hashing_settings: Settings) -> None:
+    lake = Path(hashing_settings.lake)
+    gate = threading.Event()
+
+    def on_hit(point: str) -> None:
+        if point == "index.deferred_written":  # the long turn's segment, not yet live
+            assert gate.wait(timeout=120)
+
+    live = LiveWriter(hashing_settings.with_(index_defer_bytes=DEFER_BYTES), embed=False,
+                      faults=Faults(on_hit), background_rebase=True)
+    try:
+        live.record([_record(n) for n in range(12)])
+        live.ingest([json.dumps(_record(1001, _long_answer(1)))])  # committed alone
+        parts = live.ingest([json.dumps(_record(12))]).ingest.partitions
+        report = live.index(parts)
+        assert report.deferring == ["acme/2026-03"]
+        long_turn = make_record(1001)["turn_id"]
+        assert {t for _, _, t in live.deferred_turns(report)} == {long_turn}
+        assert _found(lake, "shortmark12") and not _found(lake, "longmark1")
+        # Steps meanwhile publish new turns and keep the long one deferred.
+        report = live.index(live.ingest([json.dumps(_record(13))]).ingest.partitions)
+        assert {t for _, _, t in live.deferred_turns(report)} == {long_turn}
+        assert _found(lake, "shortmark13")
+    finally:
+        gate.set()
+        assert live.wait_rebases(120)
+    assert _found(lake, "longmark1") and _found(lake, "shortmark13")
+    assert partition_statuses(LakeStore(lake))[PART].freshness == "fresh"
+
+
+def test_an_index_step_without_deferral_indexes_a_long_turn_at_once(
+        hashing_settings: Settings) -> None:
+    live = LiveWriter(hashing_settings.with_(index_defer_bytes=DEFER_BYTES), embed=False,
+                      background_rebase=True)
+    live.record([_record(n) for n in range(12)])
+    parts = live.ingest([json.dumps(_record(1001, _long_answer(1)))]).ingest.partitions
+    report = live.index(parts, defer=False)
+    assert not report.deferring and not live.deferred_turns(report)
+    assert _found(Path(hashing_settings.lake), "longmark1")
