@@ -65,7 +65,7 @@ def _append(settings: Settings, defer_bytes: int | None) -> PartitionManifest | 
     store = LakeStore(settings.lake)
     content, logs = _versions(store)
     with index_lock(settings.lake):
-        return append_partition(store, _live(settings.lake), content_version=content,
+        return append_partition(store, _live(Path(str(settings.lake))), content_version=content,
                                 logs_version=logs, model=MODEL, defer_bytes=defer_bytes)
 
 
@@ -113,7 +113,7 @@ def _deferred_lake(settings: Settings) -> PartitionManifest:
 
 def test_a_large_file_is_deferred_and_the_turns_beside_it_are_searchable_first(
         hashing_settings: Settings, tmp_path: Path) -> None:
-    lake = Path(hashing_settings.lake)
+    lake = Path(str(hashing_settings.lake))
     appended = _deferred_lake(hashing_settings)
     assert len(appended.deferred_content) == 1 and len(appended.deferred_logs) == 1
     assert appended.segment_rows[-1] == 4  # the two short turns' rows, not the long turn's
@@ -141,7 +141,7 @@ def test_a_large_file_is_deferred_and_the_turns_beside_it_are_searchable_first(
 
 def test_a_delta_without_defer_bytes_indexes_what_was_deferred(
         hashing_settings: Settings, tmp_path: Path) -> None:
-    lake = Path(hashing_settings.lake)
+    lake = Path(str(hashing_settings.lake))
     _deferred_lake(hashing_settings)
     caught_up = _append(hashing_settings, None)
     assert caught_up is not None and not caught_up.deferred_content
@@ -152,7 +152,7 @@ def test_a_delta_without_defer_bytes_indexes_what_was_deferred(
 
 def test_a_deferred_segment_is_discarded_when_the_partition_was_rebuilt_meanwhile(
         hashing_settings: Settings) -> None:
-    lake = Path(hashing_settings.lake)
+    lake = Path(str(hashing_settings.lake))
     appended = _deferred_lake(hashing_settings)
     store = LakeStore(lake)
     built = write_deferred(store, appended, model=MODEL)
@@ -170,7 +170,7 @@ def test_a_large_file_is_deferred_whole_with_every_turn_it_holds(
         hashing_settings: Settings) -> None:
     """Deferral is by data file: short turns committed in one batch with the long one are
     deferred and indexed with it, never served half."""
-    lake = Path(hashing_settings.lake)
+    lake = Path(str(hashing_settings.lake))
     _commit(hashing_settings, [_record(n) for n in range(12)])
     build_indexes(LakeStore(lake), model=MODEL, compaction=NO_COMPACTION)
     _commit(hashing_settings, [_record(1001, _long_answer(1)), _record(12)])
@@ -188,7 +188,7 @@ def test_a_large_file_is_deferred_whole_with_every_turn_it_holds(
 
 def test_a_live_writer_publishes_the_turns_after_a_long_one_while_it_is_indexed(
         hashing_settings: Settings) -> None:
-    lake = Path(hashing_settings.lake)
+    lake = Path(str(hashing_settings.lake))
     gate = threading.Event()
 
     def on_hit(point: str) -> None:
@@ -225,4 +225,4 @@ def test_an_index_step_without_deferral_indexes_a_long_turn_at_once(
     parts = live.ingest([json.dumps(_record(1001, _long_answer(1)))]).ingest.partitions
     report = live.index(parts, defer=False)
     assert not report.deferring and not live.deferred_turns(report)
-    assert _found(Path(hashing_settings.lake), "longmark1")
+    assert _found(Path(str(hashing_settings.lake)), "longmark1")

@@ -1,0 +1,80 @@
+"""The group writer's index lane with its real child processes: a large request is committed
+alone and indexed in the background (lake.index.deferred), a short turn of another key sent
+with it is searchable, and the writer reports the large group searchable only once it is."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import orjson
+import pyarrow.feather as feather
+
+from lake.embedding.hashing import HashingEmbedder
+from lake.index.manifest import partition_dir, read_current
+from lake.search.access import Principal
+from lake.search.request import SearchRequest
+from lake.search.service import SearchService
+from lake.settings import Settings
+from lake.store import LakeStore
+from pipeline.service.metrics import ServiceMetrics
+from pipeline.service.steps import TurnKey
+from pipeline.service.writer import GroupWriter
+from tests.reliability.lake_audit import key_of, turn_record
+
+PART = ("acme", "2026-03")
+
+
+def _lines(records: list[dict[str, object]]) -> tuple[list[str], list[TurnKey | None]]:
+    return [orjson.dumps(r).decode() for r in records], [key_of(r) for r in records]
+
+
+def _found(lake: Path, marker: str) -> bool:
+    service = SearchService(LakeStore(lake), embedder=HashingEmbedder(64))
+    result = service.search(SearchRequest(marker, Principal("acme", analyst=True),
+                                          scope="tenant", k=5))
+    return any(marker in (h.text or "") for h in result.hits)
+
+
+def _all_searchable(writer: GroupWriter) -> None:
+    deadline = time.monotonic() + 120
+    while writer.backlog()["unsearchable_groups"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert writer.backlog()["unsearchable_groups"] == 0
+
+
+def test_a_large_request_is_indexed_beside_the_turns_of_other_keys(
+        hashing_settings: Settings) -> None:
+    settings = hashing_settings.with_(record_fair_share_bytes=4_000, index_defer_bytes=10_000,
+                                      record_max_lag_s=0.0)
+    lake = Path(str(settings.lake))
+    metrics = ServiceMetrics()
+    writer = GroupWriter(settings, embedder=None, index=True, metrics=metrics, child=True)
+    writer.start(wait=True)
+    try:
+        seeded = writer.submit(*_lines([turn_record(n) for n in range(12)]), sharer="acme/a")
+        assert all(o.status == "accepted" for o in seeded.result(timeout=120))
+        _all_searchable(writer)
+        rng = random.Random(5)
+        large = turn_record(100, conversation="c-big", marker="longmark")
+        large["completion"]["text"] = "longmark " + " ".join(
+            f"ledger{rng.randrange(100_000)}" for _ in range(8_000))
+        short = turn_record(101, conversation="c-short", marker="shortmark")
+        futures = [writer.submit(*_lines([large]), sharer="acme/big"),
+                   writer.submit(*_lines([short]), sharer="acme/small")]
+        assert all(f.result(timeout=120)[0].status == "accepted" for f in futures)
+        _all_searchable(writer)
+        # Said searchable: both are found.
+        assert _found(lake, "shortmark") and _found(lake, "longmark")
+    finally:
+        writer.close()
+    # The long turn's rows were a segment of their own: its deferred segment.
+    current = read_current(lake, *PART)
+    assert current is not None
+    holding = [feather.read_table(partition_dir(lake, *PART) / segment / "rows.arrow")
+               for segment in current[1].live_segments]
+    long_turn = str(large["turn_id"])
+    mine = [t for t in holding if long_turn in t["turn_id"].to_pylist()]
+    assert len(mine) == 1 and set(mine[0]["turn_id"].to_pylist()) == {long_turn}
+    assert not current[1].deferred_content
