@@ -11,6 +11,8 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from lake.embedding.hashing import HashingEmbedder
 from lake.faults import Faults
 from lake.index.deferred import publish_deferred, write_deferred
@@ -226,3 +228,35 @@ def test_an_index_step_without_deferral_indexes_a_long_turn_at_once(
     report = live.index(parts, defer=False)
     assert not report.deferring and not live.deferred_turns(report)
     assert _found(Path(str(hashing_settings.lake)), "longmark1")
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_a_crash_as_a_deferred_segment_goes_live_leaves_the_deferral_to_the_next_step(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    lake = Path(str(hashing_settings.lake))
+    appended = _deferred_lake(hashing_settings)
+    store = LakeStore(lake)
+    built = write_deferred(store, appended, model=MODEL)
+    assert built is not None
+
+    def crash(point: str) -> None:
+        if point == "index.deferred_visible":
+            raise _Crash(point)
+
+    with index_lock(lake), pytest.raises(_Crash):
+        publish_deferred(store, appended, built, model=MODEL, defer_bytes=DEFER_BYTES,
+                         faults=Faults(on_hit=crash))
+    assert _live(lake) == appended  # the previous segments, the file still deferred
+    assert partition_statuses(LakeStore(lake))[PART].freshness == "stale"
+    assert _found(lake, "shortmark13") and not _found(lake, "longmark1")
+    # The next step without deferral (a start-up's, `index build`) indexes it, and its
+    # publication removes the folder the crash left visible.
+    build_indexes(LakeStore(lake), model=MODEL, compaction=NO_COMPACTION)
+    assert partition_statuses(LakeStore(lake))[PART].freshness == "fresh"
+    assert _found(lake, "longmark1")
+    folders = {p.name for p in partition_dir(lake, *PART).iterdir() if p.is_dir()}
+    assert folders == set(_live(lake).live_segments)
+    assert _hits(lake) == _hits(_rebuilt(lake, tmp_path))
