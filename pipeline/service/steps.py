@@ -17,7 +17,7 @@ from lake.embedding.base import Embedder
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
-from pipeline.live import LiveWriter
+from pipeline.live import LiveWriter, Vectors
 from pipeline.service.builder import ChildBuilder
 from pipeline.service.spool import Recovered, recover_orphans
 
@@ -30,10 +30,13 @@ class WriteSteps(Protocol):
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch: its report and the turns it kept."""
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]]
-                      ) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest spooled groups (source name, lines) as one run: its report and the turns
-        it kept."""
+    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
+                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest spooled groups (source name, lines) as one run, with ``vectors`` computed
+        ahead (:meth:`embed_ahead`) if any: its report and the turns it kept."""
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+        """The vectors of the texts ``lines`` would store (LiveWriter.embed_ahead)."""
 
     def recover(self) -> Recovered:
         """Commit the spools that stopped servers left; what was committed."""
@@ -83,12 +86,16 @@ class InProcessSteps:
         report = self._live.ingest(lines, source=source).ingest
         return report, self._kept.take()
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]]
-                      ) -> tuple[IngestReport, set[TurnKey]]:
+    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
+                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
         """LiveWriter.ingest_groups, and the turns it kept."""
         self._kept.take()
-        report = self._live.ingest_groups(groups).ingest
+        report = self._live.ingest_groups(groups, vectors=vectors).ingest
         return report, self._kept.take()
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+        """LiveWriter.embed_ahead."""
+        return self._live.embed_ahead(lines, source=source)
 
     def recover(self) -> Recovered:
         """recover_orphans through this process's LiveWriter."""

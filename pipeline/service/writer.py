@@ -46,8 +46,8 @@ import queue
 import threading
 import time
 import uuid
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
@@ -56,6 +56,7 @@ from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from pipeline.ingest import IngestReport
+from pipeline.live import Vectors
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
@@ -98,6 +99,7 @@ class _Spooled:
     acked: float  # time.monotonic() of the answer
     number: int  # of the answered groups, from 1
     large: bool  # it holds a request past the fair share: committed alone
+    vectors: Vectors | None = None  # its texts' vectors, computed ahead of its commit
 
 
 class GroupWriter:
@@ -131,6 +133,14 @@ class GroupWriter:
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
+        # The vector lane: a large group's texts are embedded in a child of its own while
+        # the committer commits the groups after it (see _commit_loop).
+        self._vectors: WriteSteps | None = (ChildWriter(settings, embed=True)
+                                            if child and embedder is not None
+                                            and self._spooling else None)
+        self._ahead = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-vectors")
+                       if self._vectors is not None else None)
+        self._ahead_pending = 0  # large groups in the vector lane (the committer's own)
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         # Arrived submissions not decided yet, in arrival order (the writer thread's own):
@@ -273,6 +283,8 @@ class GroupWriter:
         self._ingester.warm()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.warm()
+        if self._vectors is not None:
+            self._vectors.warm()
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what was submitted, then stop the threads."""
@@ -294,9 +306,13 @@ class GroupWriter:
         self._to_index.put(None)
         if "turnlake-indexer" in threads:
             threads["turnlake-indexer"].join(timeout_s)
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True, cancel_futures=True)
         self._ingester.close()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.close()
+        if self._vectors is not None:
+            self._vectors.close()
         self._release.set()
         if self._starter is not None:
             self._starter.join(timeout_s)
@@ -504,14 +520,24 @@ class GroupWriter:
         """Commit the answered groups in order, as many as wait in one run, except that a
         group holding a large request is committed alone: its rows are then a data file of
         their own, which the index step indexes in the background (pipeline/service/
-        index_lane.py) while the other groups' turns are published."""
+        index_lane.py) while the other groups' turns are published. With the vector lane,
+        such a group's texts are first embedded in a child of their own, while the groups
+        answered after it are committed: it comes back here with its vectors, and its
+        commit embeds nothing (so it is committed after those groups)."""
         stop = False
         carried: _Spooled | None = None  # taken from the queue, for the next run
-        while carried is not None or not stop:
+        while carried is not None or not stop or self._ahead_pending:
             first = carried if carried is not None else self._to_commit.get()
             carried = None
             if first is None:
-                return
+                stop = True  # the groups in the vector lane come back still
+                continue
+            if first.vectors is not None:
+                self._ahead_pending -= 1
+            elif first.large and self._ahead is not None and not (stop or self._closed):
+                self._ahead_pending += 1
+                self._ahead.submit(self._embed_ahead, first)
+                continue
             batch, turns = [first], len(first.lines)
             while not first.large and turns < self._settings.commit_max_turns:
                 try:
@@ -528,6 +554,20 @@ class GroupWriter:
                 turns += len(item.lines)
             self._commit_spooled(batch, last_try=stop or self._closed)
 
+    def _embed_ahead(self, item: _Spooled) -> None:
+        """The vector lane: embed a large group's texts, then queue it for its commit (with
+        no vectors when that failed: its commit embeds them)."""
+        assert self._vectors is not None
+        started = time.perf_counter()
+        vectors: Vectors = {}
+        try:
+            vectors = self._vectors.embed_ahead(item.lines, source=item.source)
+        except Exception:
+            log.warning("embedding a large group ahead of its commit failed; its commit "
+                        "embeds it", exc_info=True)
+        self._spend([item.number], time.perf_counter() - started)
+        self._to_commit.put(replace(item, vectors=vectors))
+
     def _commit_spooled(self, batch: list[_Spooled], *, last_try: bool) -> None:
         """Commit answered groups in one run, retrying while the service runs (they are on
         disk: a failure loses nothing); at shutdown, what still fails waits in the spool for
@@ -535,8 +575,10 @@ class GroupWriter:
         started = time.perf_counter()
         while True:
             try:
-                report, kept = self._ingester.ingest_groups([(s.source, s.lines)
-                                                             for s in batch])
+                report, kept = self._ingester.ingest_groups(
+                    [(s.source, s.lines) for s in batch],
+                    vectors={tenant: known for s in batch for tenant, known in
+                             (s.vectors or {}).items()} or None)
                 break
             except Exception:
                 log.exception("committing %d answered group(s) failed", len(batch))

@@ -9,15 +9,18 @@ import time
 from pathlib import Path
 
 import orjson
+import pyarrow.compute as pc
 import pyarrow.feather as feather
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.embedding.rows import embed_rows
 from lake.index.manifest import partition_dir, read_current
 from lake.search.access import Principal
 from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
@@ -78,3 +81,36 @@ def test_a_large_request_is_indexed_beside_the_turns_of_other_keys(
     mine = [t for t in holding if long_turn in t["turn_id"].to_pylist()]
     assert len(mine) == 1 and set(mine[0]["turn_id"].to_pylist()) == {long_turn}
     assert not current[1].deferred_content
+
+
+def test_a_large_requests_texts_are_embedded_ahead_of_its_commit_as_its_commit_would(
+        hashing_settings: Settings) -> None:
+    """With an embedder, the large group goes through the vector lane (a child of its own)
+    before its commit: its rows carry the vectors an ingest computes, and each turn is
+    stored once."""
+    settings = hashing_settings.with_(record_fair_share_bytes=4_000, index_defer_bytes=10_000)
+    lake = Path(str(settings.lake))
+    writer = GroupWriter(settings, embedder=HashingEmbedder(64), index=True, child=True)
+    writer.start(wait=True)
+    try:
+        rng = random.Random(7)
+        large = turn_record(200, conversation="c-big", marker="longmark")
+        large["completion"]["text"] = "longmark " + " ".join(
+            f"ledger{rng.randrange(100_000)}" for _ in range(8_000))
+        futures = [writer.submit(*_lines([large]), sharer="acme/big"),
+                   *(writer.submit(*_lines([turn_record(201 + n, conversation="c-short")]),
+                                   sharer="acme/small") for n in range(3))]
+        assert all(f.result(timeout=120)[0].status == "accepted" for f in futures)
+        assert writer.flush(120)
+        _all_searchable(writer)
+        assert _found(lake, "longmark")
+    finally:
+        writer.close()
+    rows = LakeStore(lake).read(Table.CONTENT_ROWS)
+    assert sorted(set(rows["turn_id"].to_pylist())) == sorted(
+        str(r["turn_id"]) for r in [large, *(turn_record(201 + n) for n in range(3))])
+    mine = rows.filter(pc.equal(rows["turn_id"], str(large["turn_id"])))
+    assert mine.num_rows == len(set(mine["row_id"].to_pylist()))  # stored once
+    expected, _ = embed_rows(mine, HashingEmbedder(64))
+    assert mine["embedding_status"].to_pylist() == ["done"] * mine.num_rows
+    assert mine["embedding"].to_pylist() == expected["embedding"].to_pylist()
