@@ -12,7 +12,10 @@ Index updates lag on purpose: a second thread brings the partitions each commit 
 to date (several commits' worth at once when it falls behind) and records, per commit, the
 time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``;
 pipeline/service/index_lane.py). A large request's rows are committed alone and indexed in
-the background, so the turns committed beside and after them are published first.
+the background, so the turns committed beside and after them are published first; with the
+spool and child processes, its texts are embedded first in a child of their own (the vector
+lane), while the groups answered after it are committed, so its embedding holds no other
+key's commit either (it is then committed after them: see ``_commit_loop``).
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
 its ingest (with vector reuse) for the writer thread, its index step (delta segments,
