@@ -286,8 +286,8 @@ class GroupWriter:
         self._ingester.warm()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.warm()
-        if self._vectors is not None:
-            self._vectors.warm()
+        # Not the vector lane's child: it starts with the first large request (its own
+        # lane), not in every start-up before readiness.
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what was submitted, then stop the threads."""
