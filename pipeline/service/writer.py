@@ -144,6 +144,12 @@ class GroupWriter:
         self._ahead = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-vectors")
                        if self._vectors is not None else None)
         self._ahead_pending = 0  # large groups in the vector lane (the committer's own)
+        # The committer's own: per spool, the numbers of its groups in the vector lane or
+        # back from it and not committed yet, and the highest number committed. A spool
+        # forgets every group up to the number it is told, so it is told no number past a
+        # group still to be committed.
+        self._lane_seqs: dict[Acceptor, set[int]] = {}
+        self._done_seq: dict[Acceptor, int] = {}
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         # Arrived submissions not decided yet, in arrival order (the writer thread's own):
@@ -539,6 +545,7 @@ class GroupWriter:
                 self._ahead_pending -= 1
             elif first.large and self._ahead is not None and not (stop or self._closed):
                 self._ahead_pending += 1
+                self._lane_seqs.setdefault(first.acceptor, set()).add(first.seq)
                 self._ahead.submit(self._embed_ahead, first)
                 continue
             batch, turns = [first], len(first.lines)
@@ -556,6 +563,18 @@ class GroupWriter:
                 batch.append(item)
                 turns += len(item.lines)
             self._commit_spooled(batch, last_try=stop or self._closed)
+
+    def _forgettable(self, item: _Spooled) -> int:
+        """The number up to which ``item``'s spool may forget its groups now that ``item``
+        is committed: its own, or less while a group of the spool before it is still in the
+        vector lane (a spool forgets every group up to the number, and a crash would lose
+        that one). Such groups' files then wait for a later commit, or a recovery, which
+        finds their turns stored."""
+        lane = self._lane_seqs.get(item.acceptor, set())
+        lane.discard(item.seq)
+        done = self._done_seq[item.acceptor] = max(item.seq,
+                                                   self._done_seq.get(item.acceptor, 0))
+        return min(done, min(lane) - 1) if lane else done
 
     def _embed_ahead(self, item: _Spooled) -> None:
         """The vector lane: embed a large group's texts, then queue it for its commit (with
@@ -599,8 +618,9 @@ class GroupWriter:
         for s in batch:
             # Committed either way: a file the acceptor could not remove (its child died) is
             # committed again by a recovery, which finds its turns stored.
+            upto = self._forgettable(s)
             try:
-                s.acceptor.committed(s.seq)
+                s.acceptor.committed(upto)
             except Exception:
                 log.warning("the spool could not forget committed group %d", s.seq,
                             exc_info=True)

@@ -5,7 +5,9 @@ with it is searchable, and the writer reports the large group searchable only on
 from __future__ import annotations
 
 import random
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -114,3 +116,57 @@ def test_a_large_requests_texts_are_embedded_ahead_of_its_commit_as_its_commit_w
     expected, _ = embed_rows(mine, HashingEmbedder(64))
     assert mine["embedding_status"].to_pylist() == ["done"] * mine.num_rows
     assert mine["embedding"].to_pylist() == expected["embedding"].to_pylist()
+
+
+class _HeldVectors:
+    """A vector lane whose embedding waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> dict[str, object]:
+        assert self.go.wait(timeout=120)
+        return {}  # nothing computed: the commit embeds
+
+    def close(self) -> None:
+        self.go.set()
+
+
+def test_a_group_in_the_vector_lane_stays_in_the_spool_while_later_groups_commit(
+        hashing_settings: Settings) -> None:
+    """A spool forgets every group up to the number it is told: committing a later group
+    must not make it forget the large one still being embedded (a crash would lose it)."""
+    settings = hashing_settings.with_(record_fair_share_bytes=4_000, record_max_lag_s=0.0)
+    lake = Path(str(settings.lake))
+    writer = GroupWriter(settings, embedder=HashingEmbedder(64), index=False)
+    held = _HeldVectors()
+    writer._vectors = held  # type: ignore[assignment]
+    writer._ahead = ThreadPoolExecutor(max_workers=1)
+    writer.start(wait=True)
+    try:
+        large = turn_record(300, conversation="c-big", marker="longmark")
+        large["completion"]["text"] = "longmark " + "ledger " * 2_000
+        assert writer.submit(*_lines([large]), sharer="acme/big"
+                             ).result(timeout=60)[0].status == "accepted"
+        small = turn_record(301, conversation="c-small")
+        assert writer.submit(*_lines([small]), sharer="acme/small"
+                             ).result(timeout=60)[0].status == "accepted"
+        deadline = time.monotonic() + 60
+        while _stored(lake) != {str(small["turn_id"])} and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _stored(lake) == {str(small["turn_id"])}  # committed past the large one
+        assert len(list((lake / "_spool").glob("*/g*.json"))) == 2  # both files kept
+        held.go.set()
+        assert writer.flush(60)
+        assert _stored(lake) == {str(small["turn_id"]), str(large["turn_id"])}
+        assert not list((lake / "_spool").glob("*/g*.json"))
+    finally:
+        held.go.set()
+        writer.close()
+
+
+def _stored(lake: Path) -> set[str]:
+    store = LakeStore(lake)
+    if not store.exists(Table.TURN_LOGS):
+        return set()
+    return set(store.read(Table.TURN_LOGS, columns=["turn_id"])["turn_id"].to_pylist())
