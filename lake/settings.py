@@ -89,6 +89,12 @@ class Settings:
     index_compact_ratio: float = field(
         default=0.10, metadata={"help": "...or whose delta segments hold more than this "
                                         "fraction of its base segment's rows"})
+    index_defer_bytes: int = field(
+        default=1024 * 1024,
+        metadata={"help": "the service's index step leaves a newly committed data file "
+                          "larger than this (a very long turn) out of its delta segment and "
+                          "indexes it in the background, so that the turns committed beside "
+                          "and after it are searchable first; 0 = never"})
     max_body_bytes: int = field(
         default=10 * 1024 * 1024,
         metadata={"help": "largest request body the service accepts (larger: 413)"})

@@ -11,6 +11,7 @@ keep being published, when the caller (a live writer) gives :class:`BackgroundRe
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Generator, Sequence
@@ -22,8 +23,9 @@ from lake.batches import BatchCommitter, RecoveryReport, indexable_versions
 from lake.errors import ConcurrentWriteError
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
+from lake.index.deferred import publish_deferred, write_deferred
 from lake.index.delta import append_partition, merge_deltas
-from lake.index.manifest import PartitionManifest, drop_partition, publish
+from lake.index.manifest import PartitionManifest, drop_partition, publish, read_current
 from lake.index.partition import build_partition, write_partition
 from lake.index.rebase import publish_base, write_base
 from lake.index.status import partition_statuses
@@ -73,6 +75,7 @@ class BuildReport:
     appended: list[str] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
     rebasing: list[str] = field(default_factory=list)  # rebased in the background meanwhile
+    deferring: list[str] = field(default_factory=list)  # deferred rows built in the background
     # Selected partitions a compaction left alone for having no (readable) index: it merges
     # segments, it does not build a first one (``turnlake index build`` does).
     unindexed: list[str] = field(default_factory=list)
@@ -85,24 +88,29 @@ class BuildReport:
 
 
 class BackgroundRebases:
-    """Rebases of a live writer's partitions, each run in a thread of its own while the
-    writer's index steps keep publishing delta segments (see lake.index.rebase).
+    """Rebases of a live writer's partitions, and builds of their deferred rows, each run in
+    a thread of its own while the writer's index steps keep publishing delta segments (see
+    lake.index.rebase and lake.index.deferred).
 
     ``serialize`` is the lock the writer's index steps hold (with the lake's index lock)
-    while they run; a rebase takes both to publish, so it never interleaves with one. A
-    partition is rebased once at a time: asked again while its rebase runs, :meth:`start`
-    does nothing. Only local lakes: an object-store lake's index lock is a lease of its own,
-    and there :meth:`start` declines (the caller rebuilds in its step, as before)."""
+    while they run; a background build takes both to publish, so it never interleaves with
+    one. A partition has one background build at a time: asked again while one runs,
+    :meth:`start` does nothing, and once it is published the partition's deferred rows, if
+    any are listed by then, are built next in the same thread. ``defer_bytes`` is what the
+    delta a deferred build publishes defers again (see :func:`build_indexes`). Only local
+    lakes: an object-store lake's index lock is a lease of its own, and there :meth:`start`
+    declines (the caller rebuilds in its step, as before)."""
 
     def __init__(self, store: LakeStore, *, model: str | None, serialize: threading.Lock,
-                 faults: Faults = NO_FAULTS) -> None:
+                 faults: Faults = NO_FAULTS, defer_bytes: int | None = None) -> None:
         self._store = store
         self._model = model
         self._serialize = serialize
         self._faults = faults
+        self.defer_bytes = defer_bytes
         self._lock = threading.Lock()
         self._running: dict[tuple[str, str], threading.Thread] = {}
-        # How the rebases ended: live, discarded (the partition changed under them), failed.
+        # How the builds ended: live, discarded (the partition changed under them), failed.
         self.published = 0
         self.discarded = 0
         self.failed = 0
@@ -111,6 +119,14 @@ class BackgroundRebases:
               logs_version: int) -> bool:
         """Rebase the partition of ``begun`` (its live manifest) at the given table versions
         in the background; False when that cannot be done here (an object-store lake)."""
+        return self._start(begun, lambda: self._rebase(begun, content_version, logs_version))
+
+    def start_deferred(self, begun: PartitionManifest) -> bool:
+        """Index the rows ``begun`` (the partition's live manifest) defers in the
+        background; False when that cannot be done here (an object-store lake)."""
+        return self._start(begun, lambda: self._deferred(begun))
+
+    def _start(self, begun: PartitionManifest, job: Callable[[], bool]) -> bool:
         if self._store.root.remote:
             return False
         part = (begun.tenant, begun.month)
@@ -118,35 +134,65 @@ class BackgroundRebases:
             running = self._running.get(part)
             if running is not None and running.is_alive():
                 return True
-            thread = threading.Thread(target=self._rebase,
-                                      args=(begun, content_version, logs_version),
+            thread = threading.Thread(target=self._run, args=(part, job),
                                       name=f"turnlake-rebase-{begun.tenant}-{begun.month}",
                                       daemon=True)
             self._running[part] = thread
             thread.start()
         return True
 
+    def _run(self, part: tuple[str, str], job: Callable[[], bool]) -> None:
+        """Run ``job``, then build the rows the partition defers by then, until a build
+        fails, is discarded or leaves nothing deferred."""
+        while job():
+            current = read_current(self._store.root, *part)
+            if current is None or not current[1].deferred_content:
+                return
+            begun = current[1]
+            job = functools.partial(self._deferred, begun)
+
     def _rebase(self, begun: PartitionManifest, content_version: int,
-                logs_version: int) -> None:
+                logs_version: int) -> bool:
         try:
             base = write_base(self._store, begun, content_version=content_version,
                               logs_version=logs_version, model=self._model)
             with self._serialize, index_lock(self._store.root):
                 published = publish_base(self._store, begun, base, model=self._model,
-                                         faults=self._faults)
+                                         faults=self._faults, defer_bytes=self.defer_bytes)
         except Exception:  # the partition keeps its segments; the next step tries again
             log.exception("background rebase of %s/%s failed", begun.tenant, begun.month)
-            with self._lock:
-                self.failed += 1
-            return
+            return self._ended(None, failed=True)
+        return self._ended(published)
+
+    def _deferred(self, begun: PartitionManifest) -> bool:
+        try:
+            built = write_deferred(self._store, begun, model=self._model)
+            if built is None:
+                return self._ended(None)
+            self._faults.hit("index.deferred_written")
+            with self._serialize, index_lock(self._store.root):
+                published = publish_deferred(self._store, begun, built, model=self._model,
+                                             defer_bytes=self.defer_bytes,
+                                             faults=self._faults)
+        except Exception:  # the rows stay deferred; the next step tries again
+            log.exception("indexing the deferred rows of %s/%s failed", begun.tenant,
+                          begun.month)
+            return self._ended(None, failed=True)
+        return self._ended(published)
+
+    def _ended(self, published: PartitionManifest | None, *, failed: bool = False) -> bool:
+        """Count how a build ended; True when it was published."""
         with self._lock:
-            if published is None:
+            if failed:
+                self.failed += 1
+            elif published is None:
                 self.discarded += 1
             else:
                 self.published += 1
+        return published is not None
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait for the running rebases; True when none is left running."""
+        """Wait for the running builds; True when none is left running."""
         with self._lock:
             threads = list(self._running.values())
         for thread in threads:
@@ -180,7 +226,8 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                   faults: Faults = NO_FAULTS,
                   builder: PartitionBuilder = build_in_process,
                   compaction: Compaction | None = Compaction(),
-                  rebases: BackgroundRebases | None = None) -> BuildReport:
+                  rebases: BackgroundRebases | None = None,
+                  defer_bytes: int | None = None) -> BuildReport:
     """Bring every stale or missing partition up to date (rebuild all of them with ``full``)
     at the current table versions; drop indexes of partitions that no longer have rows.
 
@@ -192,13 +239,25 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
     (``index.after_partition``) for crash tests. ``builder`` decides where full builds run;
     the lock and the plan stay in this process. With ``rebases``, a partition whose deltas
     outgrew its base is rebased in the background (``report.rebasing``) instead of in this
-    call, which returns once its delta is live.
+    call, which returns once its delta is live; with ``defer_bytes`` too, an appended
+    content file larger than that (one very long turn) is left out of the delta and indexed
+    in the background (lake.index.deferred; the partition is stale until then) so that it
+    does not hold the rows appended beside and after it. Without ``defer_bytes`` a
+    partition's deferred rows are indexed in its delta.
     """
     # Versions and statuses are read under the lock: a build that waited for another one
     # then sees what that build published and skips partitions it left fresh.
     with index_lock(store.root):
         return _build(store, model, full, tenant, month, partitions, on_partition, faults,
-                      builder, compaction, rebases)
+                      builder, compaction, rebases,
+                      defer_bytes if rebases is not None else None)
+
+
+def _build_deferred(manifest: PartitionManifest, rebases: BackgroundRebases | None,
+                    report: BuildReport) -> None:
+    """Start the background build of the rows ``manifest`` (just published) defers."""
+    if manifest.deferred_content and rebases is not None and rebases.start_deferred(manifest):
+        report.deferring.append(f"{manifest.tenant}/{manifest.month}")
 
 
 def recover_if_idle(store: LakeStore) -> RecoveryReport | None:
@@ -278,7 +337,7 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
            month: str | None, partitions: set[tuple[str, str]] | None,
            on_partition: Callable[[str, int, int], None] | None, faults: Faults,
            builder: PartitionBuilder, compaction: Compaction | None,
-           rebases: BackgroundRebases | None) -> BuildReport:
+           rebases: BackgroundRebases | None, defer_bytes: int | None) -> BuildReport:
     report = BuildReport()
     content_version, logs_version = indexable_versions(store)
     statuses = partition_statuses(store, model=model, partitions=partitions)
@@ -313,14 +372,17 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
         appended = None
         if not full and manifest is not None and statuses[part].freshness == "stale":
             appended = append_partition(store, manifest, content_version=content_version,
-                                        logs_version=logs_version, model=model, faults=faults)
+                                        logs_version=logs_version, model=model, faults=faults,
+                                        defer_bytes=defer_bytes)
         if appended is not None and compaction is not None and not compaction.rebase_due(
                 appended) and compaction.merge_due(appended):
             merged = merge_deltas(store, appended, content_version=content_version,
-                                  logs_version=logs_version, model=model, faults=faults)
+                                  logs_version=logs_version, model=model, faults=faults,
+                                  defer_bytes=defer_bytes)
             if merged is not None:
                 report.compacted.append(f"{part[0]}/{part[1]}")
                 finished(merged)
+                _build_deferred(merged, rebases, report)
                 continue
         if appended is None:
             rebuild.append(part)
@@ -329,13 +391,14 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
                     appended, content_version=content_version, logs_version=logs_version):
             report.appended.append(f"{part[0]}/{part[1]}")
             report.rebasing.append(f"{part[0]}/{part[1]}")
-            finished(appended)
+            finished(appended)  # the rebase builds what it defers next
         elif compaction is not None and compaction.due(appended):
             rebuild.append(part)  # published already; the rebuild below merges its segments
             report.compacted.append(f"{part[0]}/{part[1]}")
         else:
             report.appended.append(f"{part[0]}/{part[1]}")
             finished(appended)
+            _build_deferred(appended, rebases, report)
     built = builder(store, rebuild, content_version=content_version,
                     logs_version=logs_version, model=model)
     # closing(): a failure here must stop builds still running elsewhere before the lock goes.

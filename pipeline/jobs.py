@@ -94,11 +94,12 @@ def ingest_groups(settings: Settings, groups: Sequence[tuple[str, Sequence[str]]
 
 def embedding_hook(provider: Embedder, settings: Settings, tally: Callable[[], EmbedTally],
                    on_embedded: Callable[[int], None] | None = None,
-                   ) -> Callable[[pa.Table], pa.Table]:
+                   reuse: VectorReuse | None = None) -> Callable[[pa.Table], pa.Table]:
     """The ingest rows hook that embeds each batch's rows, counting into ``tally()``; vectors
-    the lake already holds for the same text, tenant and identity are reused."""
-    reuse = VectorReuse(LakeStore(settings.lake), provider.name,
-                        load_after=settings.embed_reuse_min_texts)
+    the lake already holds for the same text, tenant and identity are reused (through
+    ``reuse`` when given: a caller may add vectors it computed ahead)."""
+    reuse = reuse or VectorReuse(LakeStore(settings.lake), provider.name,
+                                 load_after=settings.embed_reuse_min_texts)
 
     def hook(rows: pa.Table) -> pa.Table:
         embedded, outcome = embed_rows(rows, provider, batch_size=settings.embed_batch_size,

@@ -16,16 +16,21 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from lake.embedding.base import Embedder
 from lake.embedding.factory import embedder_from, embedding_identity
+from lake.embedding.reuse import Embedded, VectorReuse
+from lake.embedding.rows import embed_rows
 from lake.faults import NO_FAULTS, Faults
+from lake.index.deferred import deferred_turns
 from lake.records import TurnRecord
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
+from lake.tables import Table
 from pipeline.conflicts import advised
 from pipeline.index_build import (
     BackgroundRebases,
@@ -37,6 +42,11 @@ from pipeline.index_build import (
 )
 from pipeline.ingest import Ingestor
 from pipeline.jobs import EmbedTally, IngestJobReport, embedding_hook
+from pipeline.prepare import prepare_chunk
+from pipeline.sources import SourceLine
+
+# Vectors computed ahead of an ingest: per tenant, by text digest (lake.embedding.reuse).
+Vectors = dict[str, dict[bytes, Embedded]]
 
 # What record() advises on a conflict: LiveWriter has no replace option, but a turn erased is
 # recorded anew.
@@ -85,7 +95,11 @@ class LiveWriter:
         # snapshots, which the builds read right after the ingest wrote them.
         self._store = LakeStore(settings.lake)
         self._tally = EmbedTally()
-        embed_rows = (embedding_hook(self._provider, settings, lambda: self._tally)
+        self._reuse = (VectorReuse(self._store, self._provider.name,
+                                   load_after=settings.embed_reuse_min_texts)
+                       if self._provider is not None else None)
+        embed_rows = (embedding_hook(self._provider, settings, lambda: self._tally,
+                                     reuse=self._reuse)
                       if self._provider is not None else None)
         self._ingestor = Ingestor(settings, faults=faults, store=self._store,
                                   rows_hook=_rows_hook(on_rows, embed_rows))
@@ -94,7 +108,8 @@ class LiveWriter:
         self._ingest_lock = threading.Lock()
         self._index_lock = threading.Lock()
         self._rebases = (BackgroundRebases(self._store, model=self._model,
-                                           serialize=self._index_lock, faults=faults)
+                                           serialize=self._index_lock, faults=faults,
+                                           defer_bytes=settings.index_defer_bytes or None)
                          if background_rebase else None)
 
     @property
@@ -122,22 +137,58 @@ class LiveWriter:
             report = self._ingestor.ingest_records(lines, source=source)
             return IngestJobReport(report, self._tally, None)
 
-    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestJobReport:
+    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]], *,
+                      vectors: Vectors | None = None) -> IngestJobReport:
         """:meth:`ingest` of several groups of JSON lines, each under its own source name (as
-        :meth:`pipeline.ingest.Ingestor.ingest_groups`), in one run."""
+        :meth:`pipeline.ingest.Ingestor.ingest_groups`), in one run; ``vectors`` (from
+        :meth:`embed_ahead` of the same lines) are used instead of embedding their texts."""
+        if vectors and self._reuse is not None:
+            for tenant, known in vectors.items():
+                for digest, embedded in known.items():
+                    self._reuse.remember(tenant, digest, embedded.vector, embedded.passages)
         with self._ingest_lock:
             self._tally = EmbedTally()
             report = self._ingestor.ingest_groups(groups)
             return IngestJobReport(report, self._tally, None)
 
     def index(self, partitions: set[Partition], *,
-              builder: PartitionBuilder = build_in_process) -> BuildReport:
+              builder: PartitionBuilder = build_in_process, defer: bool = True
+              ) -> BuildReport:
         """Bring the given partitions' indexes up to date: a delta segment of their new rows,
-        compaction past the settings' thresholds (full rebuilds run through ``builder``)."""
+        compaction past the settings' thresholds (full rebuilds run through ``builder``).
+        With ``background_rebase`` and ``defer``, a new data file larger than the settings'
+        ``index_defer_bytes`` is indexed in the background (``report.deferring``; see
+        pipeline.index_build.build_indexes); ``defer=False`` indexes everything now."""
+        rebases = self._rebases
         with self._index_lock:
             return build_indexes(self._store, model=self._model, partitions=set(partitions),
                                  faults=self._faults, compaction=self._compaction,
-                                 builder=builder, rebases=self._rebases)
+                                 builder=builder, rebases=rebases,
+                                 defer_bytes=rebases.defer_bytes
+                                 if rebases is not None and defer else None)
+
+    def embed_ahead(self, lines: Sequence[str], *, source: str = "<live>") -> Vectors:
+        """The vectors of the texts the rows of ``lines`` (JSON turn records) would carry,
+        per tenant and text digest (lake.embedding.reuse), computed without any lock: a
+        later :meth:`ingest_groups` of the same lines given them embeds nothing. Empty
+        without an embedder or when embedding failed (the ingest then embeds as usual)."""
+        if self._provider is None:
+            return {}
+        chunk = prepare_chunk([SourceLine(Path(source), n, line.encode())
+                               for n, line in enumerate(lines, start=1)], self.settings)
+        rows = chunk.tables.get(Table.CONTENT_ROWS)
+        if rows is None or rows.num_rows == 0:
+            return {}
+        ahead = VectorReuse(self._store, self._provider.name, load_after=2**62)
+        embed_rows(rows, self._provider, batch_size=self.settings.embed_batch_size,
+                   reuse=ahead)
+        return ahead.remembered()
+
+    def deferred_turns(self, report: BuildReport) -> set[tuple[str, str, str]]:
+        """The turns (tenant, conversation id, turn id) whose rows the index step that gave
+        ``report`` left to its background builds (see :meth:`index`)."""
+        return {(m.tenant, conversation, turn) for m in report.built
+                for conversation, turn in deferred_turns(self._store, m)}
 
     def warm(self) -> None:
         """Load now what the first :meth:`ingest` and :meth:`index` would load: the model

@@ -92,6 +92,11 @@ class VectorReuse:
         if tenant not in self._loaded and len(known) > self._remember_at_most:
             del known[next(iter(known))]  # the oldest: dicts keep insertion order
 
+    def remembered(self) -> dict[str, dict[bytes, Embedded]]:
+        """The vectors held per tenant: those computed or given (:meth:`remember`), and the
+        stored ones of loaded tenants."""
+        return {tenant: dict(known) for tenant, known in self._tenants.items()}
+
     def _load(self, tenant: str) -> dict[bytes, Embedded]:
         if not self._store.exists(Table.CONTENT_ROWS):
             return {}

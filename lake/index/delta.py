@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -30,6 +31,7 @@ from lake.index.manifest import (
 from lake.index.partition import (
     CONTENT_COLUMNS,
     LOG_COLUMNS,
+    LiveRows,
     joined_rows,
     new_segment_id,
     segment_bytes,
@@ -71,66 +73,133 @@ def plan_append(store: LakeStore, manifest: PartitionManifest, *, content_versio
 
 
 def append_partition(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
-                     logs_version: int, model: str | None,
-                     faults: Faults = NO_FAULTS) -> PartitionManifest | None:
+                     logs_version: int, model: str | None, faults: Faults = NO_FAULTS,
+                     defer_bytes: int | None = None) -> PartitionManifest | None:
     """Index what was appended to a partition since ``manifest`` as one delta segment and
     publish it; None when the partition needs a full rebuild instead.
 
-    The caller holds the index lock. ``faults`` marks ``index.after_delta_segment`` (the
-    segment is written, not yet live) for crash tests."""
+    With ``defer_bytes`` (local lakes), added content files larger than that are left out,
+    with the TurnLog files of their turns, and listed in the manifest to be indexed beside
+    the caller (lake.index.deferred); without it, the files ``manifest`` defers are indexed
+    in this segment too. The caller holds the index lock. ``faults`` marks
+    ``index.after_delta_segment`` (the segment is written, not yet live) for crash tests."""
     started = time.perf_counter()
     plan = plan_append(store, manifest, content_version=content_version,
                        logs_version=logs_version, model=model)
     if plan is None:
         return None
-    content = store.read_files(Table.CONTENT_ROWS, plan.content_files, columns=CONTENT_COLUMNS,
+    content_files, log_files = plan.content_files, plan.log_files
+    deferred_content, deferred_logs = set(manifest.deferred_content), set(manifest.deferred_logs)
+    if defer_bytes is not None and not store.root.remote:
+        heavy, heavy_logs = deferrable(store, content_files, log_files, defer_bytes,
+                                       content_version=content_version,
+                                       logs_version=logs_version)
+        content_files, log_files = content_files - heavy, log_files - heavy_logs
+        deferred_content |= heavy
+        deferred_logs |= heavy_logs
+    elif deferred_content:  # what an earlier step deferred, indexed now
+        content_files, log_files = content_files | deferred_content, log_files | deferred_logs
+        deferred_content, deferred_logs = set(), set()
+    content = store.read_files(Table.CONTENT_ROWS, content_files, columns=CONTENT_COLUMNS,
                                version=content_version)
-    logs = store.read_files(Table.TURN_LOGS, plan.log_files, columns=LOG_COLUMNS,
+    logs = store.read_files(Table.TURN_LOGS, log_files, columns=LOG_COLUMNS,
                             version=logs_version)
     live = joined_rows(content, logs, model)
     rows, dim, foreign = live.rows, live.dim, live.foreign
     read_seconds = time.perf_counter() - started
     if not _all_logs_matched(logs, rows) or (dim and manifest.dim and dim != manifest.dim):
         return None
-    part = (manifest.tenant, manifest.month)
+    versions = replace(manifest, content_version=content_version, logs_version=logs_version,
+                       content_fingerprint=plan.content_fingerprint,
+                       logs_fingerprint=plan.logs_fingerprint,
+                       deferred_content=sorted(deferred_content),
+                       deferred_logs=sorted(deferred_logs))
     if rows.height == 0:
         # Only files without live rows (or none at all): the same segments cover the new
         # versions. A new build id still makes the new state live atomically.
-        return _publish(store, replace(
-            manifest, build_id=manifest.build_id, content_version=content_version,
-            logs_version=logs_version, content_fingerprint=plan.content_fingerprint,
-            logs_fingerprint=plan.logs_fingerprint,
-            foreign_vectors=manifest.foreign_vectors + foreign))
+        return _publish(store, replace(versions,
+                                       foreign_vectors=manifest.foreign_vectors + foreign))
     segment = new_segment_id()
-    base = partition_dir(store.root, *part)
-    folder = base / segment
+    folder = partition_dir(store.root, manifest.tenant, manifest.month) / segment
+    updated = with_segment(store, versions, live, folder, segment, started=started,
+                           read_seconds=read_seconds)
+    faults.hit("index.after_delta_segment")
+    return _publish(store, updated)
+
+
+def with_segment(store: LakeStore, manifest: PartitionManifest, live: LiveRows, folder: Path,
+                 segment: str, *, started: float, read_seconds: float) -> PartitionManifest:
+    """Write ``live`` (rows that no segment of ``manifest`` holds) as segment ``segment`` in
+    ``folder``, on top of the build's lexical index, and return ``manifest`` with that
+    segment added (``started``: perf_counter at the build's start); nothing is published."""
     # local_build: in an object-store lake the live build may not be in this cache (another
     # server built it, or a reader pruned it), and the new lexical segment grows from its copy.
     written = write_segment(folder, live, doc_offset=manifest.row_count,
                             lexical_from=local_build(store.root, manifest) / "lexical")
-    semantic = written.semantic
-    faults.hit("index.after_delta_segment")
+    semantic, rows, dim = written.semantic, live.rows, live.dim
     turns = rows.select("conversation_id", "turn_id").n_unique()
-    updated = replace(
-        manifest, build_id=segment, content_version=content_version, logs_version=logs_version,
-        content_fingerprint=plan.content_fingerprint, logs_fingerprint=plan.logs_fingerprint,
+    return replace(
+        manifest, build_id=segment,
         row_count=manifest.row_count + rows.height, turn_count=manifest.turn_count + turns,
         embedded_rows=manifest.embedded_rows + int(rows["embedded"].sum()),
-        model=manifest.model or (model if dim else None), dim=manifest.dim or dim,
+        model=manifest.model or (manifest.requested_model if dim else None),
+        dim=manifest.dim or dim,
         semantic_kind=manifest.semantic_kind if manifest.semantic_kind != "none" else
         (semantic.kind if semantic is not None else "none"),
         built_at=datetime.now(UTC).isoformat(), build_seconds=time.perf_counter() - started,
         bytes=_added(manifest.bytes, segment_bytes(folder)),
         segments=[*manifest.live_segments, segment],
         segment_rows=[*manifest.segment_rows, rows.height],
-        foreign_vectors=manifest.foreign_vectors + foreign,
+        foreign_vectors=manifest.foreign_vectors + live.foreign,
         seconds_by_kind={"read": read_seconds, **written.seconds})
-    return _publish(store, updated)
+
+
+def deferrable(store: LakeStore, content_files: frozenset[str], log_files: frozenset[str],
+               defer_bytes: int, *, content_version: int, logs_version: int
+               ) -> tuple[frozenset[str], frozenset[str]]:
+    """The added content files larger than ``defer_bytes`` and the TurnLog files of their
+    turns, when they can be set apart: their turns have no row in the other added files, and
+    each such TurnLog file holds those turns only and together they hold all of them (else
+    nothing is deferred, and the append indexes everything as before)."""
+    nothing: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    folder = store.path(Table.CONTENT_ROWS)
+    heavy = frozenset(f for f in content_files if _size(folder / f) > defer_bytes)
+    if not heavy:
+        return nothing
+    keys = ["conversation_id", "turn_id"]
+
+    def turns(table: Table, files: frozenset[str], version: int) -> set[tuple[str, str]]:
+        read = store.read_files(table, files, columns=keys, version=version)
+        return set(zip(read["conversation_id"].to_pylist(), read["turn_id"].to_pylist(),
+                       strict=True))
+
+    heavy_turns = turns(Table.CONTENT_ROWS, heavy, content_version)
+    if heavy_turns & turns(Table.CONTENT_ROWS, content_files - heavy, content_version):
+        return nothing
+    logged: set[tuple[str, str]] = set()
+    heavy_logs: set[str] = set()
+    for name in log_files:
+        held = turns(Table.TURN_LOGS, frozenset({name}), logs_version)
+        if held & heavy_turns:
+            if not held <= heavy_turns:
+                return nothing
+            heavy_logs.add(name)
+            logged |= held
+    if logged != heavy_turns:
+        return nothing
+    return heavy, frozenset(heavy_logs)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def merge_deltas(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
-                 logs_version: int, model: str | None,
-                 faults: Faults = NO_FAULTS) -> PartitionManifest | None:
+                 logs_version: int, model: str | None, faults: Faults = NO_FAULTS,
+                 defer_bytes: int | None = None) -> PartitionManifest | None:
     """Replace a partition's delta segments by one delta over everything appended since its
     base (reading the files added since the base's versions, not the partition); None when
     that is not a pure append any more (the caller rebuilds).
@@ -145,7 +214,8 @@ def merge_deltas(store: LakeStore, manifest: PartitionManifest, *, content_versi
     if base_manifest.live_segments != manifest.live_segments[:1]:
         return None
     merged = append_partition(store, base_manifest, content_version=content_version,
-                              logs_version=logs_version, model=model, faults=faults)
+                              logs_version=logs_version, model=model, faults=faults,
+                              defer_bytes=defer_bytes)
     faults.hit("index.after_delta_merge")
     return merged
 

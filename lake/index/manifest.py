@@ -64,6 +64,11 @@ class PartitionManifest:
     # "rows" (the segment's row file), "semantic", "lexical" and "trigram"; {} in older
     # manifests. A delta build counts only its own segment, as build_seconds does.
     seconds_by_kind: dict[str, float] = field(default_factory=dict)
+    # Data files (paths relative to their table) at this build's versions that no segment
+    # holds yet: a large append indexed beside the live writer (lake.index.deferred). While
+    # any is listed the partition is stale.
+    deferred_content: list[str] = field(default_factory=list)
+    deferred_logs: list[str] = field(default_factory=list)
 
     @property
     def live_segments(self) -> list[str]:

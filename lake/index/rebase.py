@@ -44,10 +44,12 @@ def write_base(store: LakeStore, begun: PartitionManifest, *, content_version: i
 
 
 def publish_base(store: LakeStore, begun: PartitionManifest, base: PartitionManifest, *,
-                 model: str | None, faults: Faults = NO_FAULTS) -> PartitionManifest | None:
+                 model: str | None, faults: Faults = NO_FAULTS,
+                 defer_bytes: int | None = None) -> PartitionManifest | None:
     """Make ``base`` (from :func:`write_base`) live with a delta segment of the rows appended
-    since its versions, and return the published manifest; None when the base was discarded
-    (see the module notes). The caller holds the index lock."""
+    since its versions (large files deferred by ``defer_bytes``: lake.index.deferred), and
+    return the published manifest; None when the base was discarded (see the module notes).
+    The caller holds the index lock."""
     folder = partition_dir(store.root, base.tenant, base.month)
     hidden = folder / f"{HIDDEN_PREFIX}{base.build_id}"
     current = read_current(store.root, base.tenant, base.month)
@@ -62,7 +64,8 @@ def publish_base(store: LakeStore, begun: PartitionManifest, base: PartitionMani
     published = None
     if content_version is not None and logs_version is not None:
         published = append_partition(store, base, content_version=content_version,
-                                     logs_version=logs_version, model=model, faults=faults)
+                                     logs_version=logs_version, model=model, faults=faults,
+                                     defer_bytes=defer_bytes)
     if published is None:
         shutil.rmtree(visible, ignore_errors=True)
     return published

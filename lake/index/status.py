@@ -191,6 +191,7 @@ def _statuses(store: LakeStore, indexed: list[Partition], *,
             freshness = "missing"
         elif (manifest.content_fingerprint == content[part]
               and manifest.logs_fingerprint == logs.get(part, "")
+              and not manifest.deferred_content
               and (isinstance(model, Unset) or manifest.requested_model == model)):
             freshness = "fresh"
         else:

@@ -29,7 +29,7 @@ from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
-from pipeline.live import LiveWriter
+from pipeline.live import LiveWriter, Vectors
 from pipeline.service.spool import Recovered, recover_orphans, through
 from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import server_child
@@ -57,11 +57,17 @@ def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
     return report, _kept.take()
 
 
-def _ingest_groups(groups: list[tuple[str, list[str]]]) -> tuple[IngestReport, set[TurnKey]]:
+def _ingest_groups(groups: list[tuple[str, list[str]]], vectors: Vectors | None
+                   ) -> tuple[IngestReport, set[TurnKey]]:
     assert _live is not None
     _kept.take()
-    report = _live.ingest_groups(groups).ingest
+    report = _live.ingest_groups(groups, vectors=vectors).ingest
     return report, _kept.take()
+
+
+def _embed_ahead(lines: list[str], source: str) -> Vectors:
+    assert _live is not None
+    return _live.embed_ahead(lines, source=source)
 
 
 def _recover() -> Recovered:
@@ -69,9 +75,9 @@ def _recover() -> Recovered:
     return recover_orphans(_live.settings, through(_live))
 
 
-def _index(partitions: set[Partition]) -> None:
+def _index(partitions: set[Partition], defer: bool) -> set[TurnKey]:
     assert _live is not None
-    _live.index(partitions)
+    return _live.deferred_turns(_live.index(partitions, defer=defer))
 
 
 def _warm() -> None:
@@ -113,25 +119,30 @@ class ChildWriter:
             raise LakeError("the writer process died while recording; record the turns "
                             "again (accepted ones are reported as duplicates)") from exc
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]]
-                      ) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest spooled groups (source name, lines) as one run in the child: its report and
-        the turns it kept. Raises LakeError when the child died on the way."""
-        return self._call(_ingest_groups, groups)
+    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
+                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest spooled groups (source name, lines) as one run in the child, with
+        ``vectors`` computed ahead: its report and the turns it kept. Raises LakeError when
+        the child died on the way."""
+        return self._call(_ingest_groups, groups, vectors)
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+        """LiveWriter.embed_ahead in the child (which embeds: ``embed=True``)."""
+        return self._call(_embed_ahead, lines, source)
 
     def recover(self) -> Recovered:
         """Commit the spools of servers that died (:func:`recover_orphans`) in the child;
         what was committed."""
         return self._call(_recover)
 
-    def index(self, partitions: set[Partition]) -> None:
-        """Bring the partitions' indexes up to date in the child (LiveWriter.index). Raises
-        LakeError when the child died on the way (the partitions stay stale until the next
-        build)."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """Bring the partitions' indexes up to date in the child (LiveWriter.index); the
+        turns whose rows (large new files) it indexes in the background. Raises LakeError when
+        the child died on the way (the partitions stay stale until the next build)."""
         with self._lock:
             pool = self._pool
         try:
-            pool.submit(_index, set(partitions)).result()
+            return pool.submit(_index, set(partitions), defer).result()
         except BrokenProcessPool as exc:
             self._replace(pool)
             raise LakeError("the index process died while building") from exc

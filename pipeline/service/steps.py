@@ -17,7 +17,7 @@ from lake.embedding.base import Embedder
 from lake.settings import Settings
 from lake.store import Partition
 from pipeline.ingest import IngestReport
-from pipeline.live import LiveWriter
+from pipeline.live import LiveWriter, Vectors
 from pipeline.service.builder import ChildBuilder
 from pipeline.service.spool import Recovered, recover_orphans, through
 
@@ -30,16 +30,21 @@ class WriteSteps(Protocol):
     def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
         """Ingest ``lines`` as one batch: its report and the turns it kept."""
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]]
-                      ) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest spooled groups (source name, lines) as one run: its report and the turns
-        it kept."""
+    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
+                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
+        """Ingest spooled groups (source name, lines) as one run, with ``vectors`` computed
+        ahead (:meth:`embed_ahead`) if any: its report and the turns it kept."""
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+        """The vectors of the texts ``lines`` would store (LiveWriter.embed_ahead)."""
 
     def recover(self) -> Recovered:
         """Commit the spools that stopped servers left; what was committed."""
 
-    def index(self, partitions: set[Partition]) -> None:
-        """Bring the partitions' indexes up to date."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """Bring the partitions' indexes up to date; the turns whose rows (in large new data
+        files) are still being indexed in the background (``defer=False``: none, everything
+        is indexed now; see LiveWriter.index)."""
 
     def warm(self) -> None:
         """Load what the first ingest or index step needs (LiveWriter.warm)."""
@@ -81,21 +86,26 @@ class InProcessSteps:
         report = self._live.ingest(lines, source=source).ingest
         return report, self._kept.take()
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]]
-                      ) -> tuple[IngestReport, set[TurnKey]]:
+    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
+                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
         """LiveWriter.ingest_groups, and the turns it kept."""
         self._kept.take()
-        report = self._live.ingest_groups(groups).ingest
+        report = self._live.ingest_groups(groups, vectors=vectors).ingest
         return report, self._kept.take()
+
+    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+        """LiveWriter.embed_ahead."""
+        return self._live.embed_ahead(lines, source=source)
 
     def recover(self) -> Recovered:
         """recover_orphans through this process's LiveWriter."""
         return recover_orphans(self._live.settings, through(self._live))
 
-    def index(self, partitions: set[Partition]) -> None:
-        """LiveWriter.index, full rebuilds in the builder child."""
+    def index(self, partitions: set[Partition], *, defer: bool = True) -> set[TurnKey]:
+        """LiveWriter.index, full rebuilds in the builder child; the turns it deferred."""
         assert self._builder is not None, "made without index=True"
-        self._live.index(partitions, builder=self._builder)
+        live = self._live
+        return live.deferred_turns(live.index(partitions, builder=self._builder, defer=defer))
 
     def warm(self) -> None:
         """LiveWriter.warm."""

@@ -10,7 +10,12 @@ only after the commit returned, so an answer means the accepted turns are durabl
 
 Index updates lag on purpose: a second thread brings the partitions each commit touched up
 to date (several commits' worth at once when it falls behind) and records, per commit, the
-time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``).
+time from its answer to the publication of its index (``turnlake_ack_to_searchable_seconds``;
+pipeline/service/index_lane.py). A large request's rows are committed alone and indexed in
+the background, so the turns committed beside and after them are published first; with the
+spool and child processes, its texts are embedded first in a child of their own (the vector
+lane), while the groups answered after it are committed, so its embedding holds no other
+key's commit either (it is then committed after them: see ``_commit_loop``).
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
 its ingest (with vector reuse) for the writer thread, its index step (delta segments,
@@ -44,8 +49,8 @@ import queue
 import threading
 import time
 import uuid
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
@@ -54,17 +59,19 @@ from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
 from pipeline.ingest import IngestReport
+from pipeline.live import Vectors
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.fairness import FairShare
+from pipeline.service.index_lane import Commit, IndexLane
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
 from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
 
 log = logging.getLogger(__name__)
-_INDEX_RETRY_S = 2.0
+_COMMIT_RETRY_S = 2.0
 # The longest the lag bound holds one group: past it, the index step is taken to be stuck.
 _MOST_HOLD_S = 60.0
 
@@ -82,9 +89,6 @@ class _Submission:
         return sum(len(line) for line in self.lines)
 
 
-_ToIndex = tuple[set[Partition], float, int | None]
-
-
 @dataclass(frozen=True)
 class _Spooled:
     """An answered group waiting for its commit."""
@@ -97,6 +101,8 @@ class _Spooled:
     requests: int
     acked: float  # time.monotonic() of the answer
     number: int  # of the answered groups, from 1
+    large: bool  # it holds a request past the fair share: committed alone
+    vectors: Vectors | None = None  # its texts' vectors, computed ahead of its commit
 
 
 class GroupWriter:
@@ -130,6 +136,20 @@ class GroupWriter:
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
+        # The vector lane: a large group's texts are embedded in a child of its own while
+        # the committer commits the groups after it (see _commit_loop).
+        self._vectors: WriteSteps | None = (ChildWriter(settings, embed=True)
+                                            if child and embedder is not None
+                                            and self._spooling else None)
+        self._ahead = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-vectors")
+                       if self._vectors is not None else None)
+        self._ahead_pending = 0  # large groups in the vector lane (the committer's own)
+        # The committer's own: per spool, the numbers of its groups in the vector lane or
+        # back from it and not committed yet, and the highest number committed. A spool
+        # forgets every group up to the number it is told, so it is told no number past a
+        # group still to be committed.
+        self._lane_seqs: dict[Acceptor, set[int]] = {}
+        self._done_seq: dict[Acceptor, int] = {}
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         # Arrived submissions not decided yet, in arrival order (the writer thread's own):
@@ -143,8 +163,12 @@ class GroupWriter:
         self._shares: dict[int, dict[str, int]] = {}  # answered groups: bytes per key
         self._costs: dict[int, float] = {}  # answered groups: seconds the steps spent on them
         self._index = index
-        # Each commit's partitions, its answer's time and (spooled groups) the group's number.
-        self._to_index: queue.Queue[_ToIndex | None] = queue.Queue()
+        self._lane = (IndexLane(self._index_step, str(settings.lake), self._metrics,
+                                spend=self._spend, searchable=self._searchable,
+                                failing=self._set_failing)
+                      if self._indexer is not None else None)
+        self._to_index: queue.Queue[Commit | None] = (self._lane.queue if self._lane is not None
+                                                      else queue.Queue())
         self._unpublished: dict[int, float] = {}  # answered groups not searchable yet: ack
         self._index_failing = False  # the index step's last try failed
         self._threads: list[threading.Thread] = []
@@ -152,7 +176,8 @@ class GroupWriter:
         self._start_lock = threading.Lock()  # orders the start of the threads and close()
         self._startup = StartUp(
             recover=self._ingester.recover if self._spooling else None,
-            index=self._indexer.index if self._indexer is not None else None,
+            # At start, everything recovered is indexed before readiness: nothing deferred.
+            index=self._index_all if self._indexer is not None else None,
             warm=self._warm, stopped=lambda: self._closed, behind=self._behind)
         self._starter: threading.Thread | None = None
         self._up = threading.Event()  # the start-up finished or gave up
@@ -231,8 +256,8 @@ class GroupWriter:
             if self._spooling:
                 self._threads.append(threading.Thread(target=self._commit_loop,
                                                       name="turnlake-committer", daemon=True))
-            if self._index:
-                self._threads.append(threading.Thread(target=self._index_loop,
+            if self._lane is not None:
+                self._threads.append(threading.Thread(target=self._lane.run,
                                                       name="turnlake-indexer", daemon=True))
             for thread in self._threads:
                 thread.start()
@@ -245,12 +270,30 @@ class GroupWriter:
         return {part for part, status in statuses.items()
                 if status.freshness in ("stale", "missing")}
 
+    def _index_step(self, partitions: set[Partition]) -> set[TurnKey]:
+        """The indexer thread's step: the turns it left to the background."""
+        assert self._indexer is not None
+        return self._indexer.index(partitions)
+
+    def _index_all(self, partitions: set[Partition]) -> None:
+        """The start-up's index step: every row of the partitions, none deferred."""
+        assert self._indexer is not None
+        self._indexer.index(partitions, defer=False)
+
+    def _set_failing(self, failing: bool) -> None:
+        with self._counts:
+            self._index_failing = failing
+            if failing:
+                self._counts.notify_all()
+
     def _warm(self) -> None:
         """Load what the first recording and its index step need (their child processes,
         the model, the index builder's modules) before the server says it is ready."""
         self._ingester.warm()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.warm()
+        # Not the vector lane's child: it starts with the first large request (its own
+        # lane), not in every start-up before readiness.
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what was submitted, then stop the threads."""
@@ -272,9 +315,13 @@ class GroupWriter:
         self._to_index.put(None)
         if "turnlake-indexer" in threads:
             threads["turnlake-indexer"].join(timeout_s)
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True, cancel_futures=True)
         self._ingester.close()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.close()
+        if self._vectors is not None:
+            self._vectors.close()
         self._release.set()
         if self._starter is not None:
             self._starter.join(timeout_s)
@@ -429,7 +476,8 @@ class GroupWriter:
         self._report_refs(report)
         self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
-            self._to_index.put((set(report.partitions), acked, None))
+            self._to_index.put(Commit(frozenset(report.partitions), acked, None,
+                                      frozenset(kept)))
 
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
@@ -471,19 +519,37 @@ class GroupWriter:
                 self._fair.answered(number, shares, acked=acked,
                                     large=any(s.size > self._fair.share_bytes
                                               for s in group))
+        large = any(s.size > self._fair.share_bytes for s in group)
         self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
-                                     len(group), acked, number))
+                                     len(group), acked, number, large))
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
 
     def _commit_loop(self) -> None:
+        """Commit the answered groups in order, as many as wait in one run, except that a
+        group holding a large request is committed alone: its rows are then a data file of
+        their own, which the index step indexes in the background (pipeline/service/
+        index_lane.py) while the other groups' turns are published. With the vector lane,
+        such a group's texts are first embedded in a child of their own, while the groups
+        answered after it are committed: it comes back here with its vectors, and its
+        commit embeds nothing (so it is committed after those groups)."""
         stop = False
-        while not stop:
-            first = self._to_commit.get()
+        carried: _Spooled | None = None  # taken from the queue, for the next run
+        while carried is not None or not stop or self._ahead_pending:
+            first = carried if carried is not None else self._to_commit.get()
+            carried = None
             if first is None:
-                return
+                stop = True  # the groups in the vector lane come back still
+                continue
+            if first.vectors is not None:
+                self._ahead_pending -= 1
+            elif first.large and self._ahead is not None and not (stop or self._closed):
+                self._ahead_pending += 1
+                self._lane_seqs.setdefault(first.acceptor, set()).add(first.seq)
+                self._ahead.submit(self._embed_ahead, first)
+                continue
             batch, turns = [first], len(first.lines)
-            while turns < self._settings.commit_max_turns:
+            while not first.large and turns < self._settings.commit_max_turns:
                 try:
                     item = self._to_commit.get_nowait()
                 except queue.Empty:
@@ -491,9 +557,38 @@ class GroupWriter:
                 if item is None:
                     stop = True
                     break
+                if item.large:
+                    carried = item
+                    break
                 batch.append(item)
                 turns += len(item.lines)
             self._commit_spooled(batch, last_try=stop or self._closed)
+
+    def _forgettable(self, item: _Spooled) -> int:
+        """The number up to which ``item``'s spool may forget its groups now that ``item``
+        is committed: its own, or less while a group of the spool before it is still in the
+        vector lane (a spool forgets every group up to the number, and a crash would lose
+        that one). Such groups' files then wait for a later commit, or a recovery, which
+        finds their turns stored."""
+        lane = self._lane_seqs.get(item.acceptor, set())
+        lane.discard(item.seq)
+        done = self._done_seq[item.acceptor] = max(item.seq,
+                                                   self._done_seq.get(item.acceptor, 0))
+        return min(done, min(lane) - 1) if lane else done
+
+    def _embed_ahead(self, item: _Spooled) -> None:
+        """The vector lane: embed a large group's texts, then queue it for its commit (with
+        no vectors when that failed: its commit embeds them)."""
+        assert self._vectors is not None
+        started = time.perf_counter()
+        vectors: Vectors = {}
+        try:
+            vectors = self._vectors.embed_ahead(item.lines, source=item.source)
+        except Exception:
+            log.warning("embedding a large group ahead of its commit failed; its commit "
+                        "embeds it", exc_info=True)
+        self._spend([item.number], time.perf_counter() - started)
+        self._to_commit.put(replace(item, vectors=vectors))
 
     def _commit_spooled(self, batch: list[_Spooled], *, last_try: bool) -> None:
         """Commit answered groups in one run, retrying while the service runs (they are on
@@ -502,15 +597,17 @@ class GroupWriter:
         started = time.perf_counter()
         while True:
             try:
-                report, kept = self._ingester.ingest_groups([(s.source, s.lines)
-                                                             for s in batch])
+                report, kept = self._ingester.ingest_groups(
+                    [(s.source, s.lines) for s in batch],
+                    vectors={tenant: known for s in batch for tenant, known in
+                             (s.vectors or {}).items()} or None)
                 break
             except Exception:
                 log.exception("committing %d answered group(s) failed", len(batch))
                 self._metrics.commit_failures.inc()
                 if last_try or self._closed:
                     return
-                time.sleep(_INDEX_RETRY_S)
+                time.sleep(_COMMIT_RETRY_S)
         self._spend([s.number for s in batch], time.perf_counter() - started)
         answered = set().union(*(s.kept for s in batch))
         if kept != answered:
@@ -521,8 +618,9 @@ class GroupWriter:
         for s in batch:
             # Committed either way: a file the acceptor could not remove (its child died) is
             # committed again by a recovery, which finds its turns stored.
+            upto = self._forgettable(s)
             try:
-                s.acceptor.committed(s.seq)
+                s.acceptor.committed(upto)
             except Exception:
                 log.warning("the spool could not forget committed group %d", s.seq,
                             exc_info=True)
@@ -536,7 +634,8 @@ class GroupWriter:
                              sum(s.requests for s in batch))
         if self._index and report.partitions:
             for s in batch:
-                self._to_index.put((set(report.partitions), s.acked, s.number))
+                self._to_index.put(Commit(frozenset(report.partitions), s.acked, s.number,
+                                          frozenset(s.kept & kept)))
         else:  # nothing to index: searchable as they are
             self._searchable([s.number for s in batch])
 
@@ -580,54 +679,6 @@ class GroupWriter:
                   ) -> list[list[LineOutcome]]:
         """Each submission's outcomes (:func:`pipeline.service.outcomes.line_outcomes`)."""
         return line_outcomes([s.keys for s in group], len(lines), accepted, kept, quarantined)
-
-    # -- the indexer thread ---------------------------------------------------------------
-
-    def _index_loop(self) -> None:
-        indexer = self._indexer
-        assert indexer is not None  # the thread runs only with index=True
-        waiting: list[_ToIndex] = []
-        stop = False
-        while waiting or not stop:
-            if not waiting:
-                item = self._to_index.get()
-                if item is None:
-                    return
-                waiting.append(item)
-            stop = self._drain(waiting) or stop
-            partitions: set[Partition] = set().union(*(p for p, _, _ in waiting))
-            began = time.perf_counter()
-            try:
-                indexer.index(partitions)
-            except Exception:  # the partitions stay stale (search says so); try again soon
-                log.exception("index build of %d partitions failed", len(partitions))
-                self._metrics.index_failures.inc()
-                with self._counts:
-                    self._index_failing = True
-                    self._counts.notify_all()
-                if stop:
-                    return
-                time.sleep(_INDEX_RETRY_S)
-                continue
-            published = time.monotonic()
-            self._spend([n for _, _, n in waiting], time.perf_counter() - began)
-            for _, acked, _ in waiting:
-                self._metrics.ack_to_searchable.observe(published - acked)
-            with self._counts:
-                self._index_failing = False
-            self._searchable([n for _, _, n in waiting if n is not None])
-            waiting = []
-
-    def _drain(self, waiting: list[_ToIndex]) -> bool:
-        """Move every queued commit into ``waiting``; True when close() was asked for."""
-        while True:
-            try:
-                item = self._to_index.get_nowait()
-            except queue.Empty:
-                return False
-            if item is None:
-                return True
-            waiting.append(item)
 
 
 def _fail(group: list[_Submission], exc: Exception, what: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 from lake.embedding.hashing import HashingEmbedder
 from lake.index.manifest import read_current
@@ -74,3 +75,22 @@ def test_a_conflict_recorded_by_live_writer_gives_library_advice(
             for q in raw.conflicts] == [(True, True)]
     stored = LakeStore(hashing_settings.lake).read(Table.QUARANTINE)["reason"].to_pylist()
     assert stored and all(r.endswith("(differs in: completion.text)") for r in stored), stored
+
+
+def test_vectors_embedded_ahead_are_what_the_ingest_stores_and_it_computes_none(
+        hashing_settings: Settings, tmp_path: Path) -> None:
+    lines = [json.dumps(make_record(n, answer=f"answer {n} " + "ledger " * 400))
+             for n in range(3)]
+    ahead = LiveWriter(hashing_settings, HashingEmbedder(64)).embed_ahead(lines)
+    assert set(ahead) == {"acme"} and ahead["acme"]
+    writer = LiveWriter(hashing_settings, HashingEmbedder(64))
+    report = writer.ingest_groups([("<ahead>", lines)], vectors=ahead)
+    assert report.embedding.reused == report.ingest.rows_written > 0
+    assert report.embedding.embedded == report.ingest.rows_written
+    stored = LakeStore(hashing_settings.lake).read(Table.CONTENT_ROWS)
+    again = LiveWriter(hashing_settings.with_(lake=tmp_path / "other"), HashingEmbedder(64))
+    again.ingest_groups([("<inline>", lines)])
+    inline = LakeStore(tmp_path / "other").read(Table.CONTENT_ROWS)
+    key = ["row_id"]
+    assert (stored.sort_by([(k, "ascending") for k in key])["embedding"].to_pylist()
+            == inline.sort_by([(k, "ascending") for k in key])["embedding"].to_pylist())

@@ -147,7 +147,7 @@ def test_answers_wait_while_an_answered_turn_is_not_searchable_past_the_lag_boun
 class _FailingIndexer:
     """An index step that always fails."""
 
-    def index(self, partitions: object) -> None:
+    def index(self, partitions: object, *, defer: bool = True) -> set[object]:
         raise RuntimeError("the index folder is gone")
 
     def close(self) -> None:
