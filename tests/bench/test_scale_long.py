@@ -31,8 +31,9 @@ def test_a_share_of_answers_is_long_and_searched(tmp_path: Path) -> None:
     for i in long[:20]:
         parts = np.array(rows.column("passage_embeddings")[i].as_py(), np.float32)
         parts = parts.reshape(LONG_PASSAGES, -1)
+        # both are stored at half precision (lake.embedding.precision): 11 significant bits
         np.testing.assert_allclose(rows.column("embedding")[i].as_py(), pooled(parts),
-                                   atol=1e-6)
+                                   atol=1e-4)
     passages = 0
     for status in partition_statuses(store).values():
         assert status.manifest is not None
