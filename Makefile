@@ -29,11 +29,19 @@ run: demo
 		--server.address $(HOST) --server.port $(PORT) \
 		--server.headless true --browser.gatherUsageStats false
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): much of it waits on servers and
+# subprocesses, so two workers take about half the time on 2 cores. Each worker loads the
+# embedding model (~1 GB), so not one per core on a big machine. Tests that must not share the
+# machine with one another carry the same xdist_group mark (--dist loadgroup); TEST_WORKERS=0
+# runs everything in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+
 test: install
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(PYTEST)
 
 test-fast: install
-	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+	$(PYTEST) -m "not slow"
 
 lint: install
 	$(BIN)/ruff check lake pipeline app turnlake tests bench

@@ -7,12 +7,14 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from lake.settings import Settings
+from tests.reliability.lake_audit import KILL_PROPERTY, KillEntry
 
 # The suite runs on 2 shared cores beside other suites: a generated example may take seconds,
 # so no example deadline and no too_slow / data_too_large health checks (they measure time and
@@ -68,3 +70,29 @@ def fresh_fork_server() -> Iterator[None]:
     server = multiprocessing.forkserver._forkserver
     if getattr(server, "_forkserver_pid", None) is not None:
         server._stop()
+
+
+# The crash tests' kill tally (tests/reliability): each test's entries arrive in its reports'
+# user_properties, in this process or from a pytest-xdist worker, and print after the results.
+_KILLS: list[KillEntry] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the kill points of a finished test (its teardown report carries them)."""
+    if report.when != "teardown":
+        return
+    for key, entry in report.user_properties:
+        if key == KILL_PROPERTY:
+            job, tried, killed, result = cast(KillEntry, entry)  # a list once it crossed xdist
+            _KILLS.append((job, tried, killed, result))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the kill tally after the test results, outside output capture."""
+    if _KILLS:
+        terminalreporter.write_sep("-", "crash safety: kill points")
+        for job, tried, killed, result in _KILLS:
+            terminalreporter.write_line(f"{job}: {tried} kill points tried, {killed} processes "
+                                        f"killed; {result}")
+        terminalreporter.write_line(f"total: {sum(e[1] for e in _KILLS)} kill points tried, "
+                                    f"{sum(e[2] for e in _KILLS)} processes killed")

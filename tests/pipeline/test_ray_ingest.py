@@ -17,6 +17,8 @@ from pipeline.cli import app
 from tests.factories import make_record, write_jsonl
 
 pytest.importorskip("ray")
+# One local Ray at a time on the machine: with test_ray_jobs in one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 def test_ingest_on_ray_embeds_every_row_and_builds_fresh_indexes(

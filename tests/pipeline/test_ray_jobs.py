@@ -52,6 +52,8 @@ QUERIES = ("forecast timezone", "openpyxl workbook", "question number 3", "deplo
 ROOT = Path(__file__).parents[2]
 # Differ between any two builds: identity and clock.
 RUN_FIELDS = {"build_id", "built_at", "build_seconds", "seconds_by_kind", "segments"}
+# One local Ray at a time on the machine: with test_ray_ingest in one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 def _children() -> list[str]:

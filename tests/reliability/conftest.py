@@ -1,28 +1,19 @@
-"""Fixtures of the reliability tests: the kill-point tally printed at the end of the run."""
+"""Fixtures of the reliability tests: the kill points a test tried, for the tally that
+tests/conftest.py prints at the end of the run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.reliability.lake_audit import KillEntry, KillLog
-
-_KILLS = pytest.StashKey[list[KillEntry]]()
+from tests.reliability.lake_audit import KILL_PROPERTY, KillEntry, KillLog
 
 
 @pytest.fixture
-def kill_log(request: pytest.FixtureRequest) -> KillLog:
-    """The session's kill tally (kept on the config, printed by the summary hook below)."""
-    return KillLog(request.config.stash.setdefault(_KILLS, []))
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
-                            config: pytest.Config) -> None:
-    """Print the kill tally after the test results, outside output capture."""
-    entries = config.stash.get(_KILLS, [])
-    if entries:
-        terminalreporter.write_sep("-", "crash safety: kill points")
-        for job, tried, killed, result in entries:
-            terminalreporter.write_line(f"{job}: {tried} kill points tried, {killed} processes "
-                                        f"killed; {result}")
-        terminalreporter.write_line(f"total: {sum(e[1] for e in entries)} kill points tried, "
-                                    f"{sum(e[2] for e in entries)} processes killed")
+def kill_log(request: pytest.FixtureRequest) -> Iterator[KillLog]:
+    """This test's kill tally. It travels in the test's report (user_properties), so the tally
+    also reaches the terminal summary when pytest-xdist ran the test in a worker process."""
+    entries: list[KillEntry] = []
+    yield KillLog(entries)
+    request.node.user_properties.extend((KILL_PROPERTY, entry) for entry in entries)

@@ -37,6 +37,7 @@ TurnKey = tuple[str, str, str]
 LIVE_TTL_DAYS = 36_500  # records of the reliability tests stay live whatever today's date
 COMMON_WORD = "forecast"
 KillEntry = tuple[str, int, int, str]  # job, kill points tried, processes killed, result
+KILL_PROPERTY = "kill points"  # the user_properties key a test's KillEntry travels under
 
 
 def turn_record(n: int, *, tenant: str = "acme", user: str = "u-ana",
