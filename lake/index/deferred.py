@@ -18,17 +18,14 @@ new base. It discards the segment when the partition's segments changed otherwis
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from dataclasses import replace
 
-from lake.batches import indexable_versions
 from lake.faults import NO_FAULTS, Faults
-from lake.index.delta import append_partition, with_segment
+from lake.index.delta import with_segment
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, read_current
 from lake.index.partition import CONTENT_COLUMNS, LOG_COLUMNS, joined_rows, new_segment_id
-from lake.index.rebase import HIDDEN_PREFIX
+from lake.index.rebase import HIDDEN_PREFIX, publish_hidden
 from lake.store import LakeStore
 from lake.tables import Table
 
@@ -65,25 +62,10 @@ def publish_deferred(store: LakeStore, begun: PartitionManifest, built: Partitio
     the rows appended since ``begun``'s versions (large files deferred again by
     ``defer_bytes``), and return the published manifest; None when it was discarded (see the
     module notes). The caller holds the index lock."""
-    folder = partition_dir(store.root, built.tenant, built.month)
-    hidden = folder / f"{HIDDEN_PREFIX}{built.build_id}"
     current = read_current(store.root, built.tenant, built.month)
-    if current is None or not _only_appended(current[1], begun):
-        shutil.rmtree(hidden, ignore_errors=True)
-        return None
-    visible = folder / built.build_id
-    os.rename(hidden, visible)
-    # Visible, not live: the next publication of the partition removes it.
-    faults.hit("index.deferred_visible")
-    content_version, logs_version = indexable_versions(store)
-    published = None
-    if content_version is not None and logs_version is not None:
-        published = append_partition(store, built, content_version=content_version,
-                                     logs_version=logs_version, model=model, faults=faults,
-                                     defer_bytes=defer_bytes)
-    if published is None:
-        shutil.rmtree(visible, ignore_errors=True)
-    return published
+    keep = current is not None and _only_appended(current[1], begun)
+    return publish_hidden(store, built, keep=keep, fault="index.deferred_visible", model=model,
+                          faults=faults, defer_bytes=defer_bytes)
 
 
 def _only_appended(current: PartitionManifest, begun: PartitionManifest) -> bool:

@@ -50,20 +50,33 @@ def publish_base(store: LakeStore, begun: PartitionManifest, base: PartitionMani
     since its versions (large files deferred by ``defer_bytes``: lake.index.deferred), and
     return the published manifest; None when the base was discarded (see the module notes).
     The caller holds the index lock."""
-    folder = partition_dir(store.root, base.tenant, base.month)
-    hidden = folder / f"{HIDDEN_PREFIX}{base.build_id}"
     current = read_current(store.root, base.tenant, base.month)
-    if current is None or current[1].live_segments[:1] != begun.live_segments[:1]:
+    keep = current is not None and current[1].live_segments[:1] == begun.live_segments[:1]
+    return publish_hidden(store, base, keep=keep, fault="index.rebase_visible", model=model,
+                          faults=faults, defer_bytes=defer_bytes)
+
+
+def publish_hidden(store: LakeStore, built: PartitionManifest, *, keep: bool, fault: str,
+                   model: str | None, faults: Faults = NO_FAULTS,
+                   defer_bytes: int | None = None) -> PartitionManifest | None:
+    """Make the build written hidden beside the live one (``built``) live with a delta
+    segment of the rows appended since its versions, and return the published manifest;
+    remove it and return None when ``keep`` is False (the live build moved on) or nothing
+    could be published. ``fault`` names the point between visible and live. The caller holds
+    the index lock."""
+    folder = partition_dir(store.root, built.tenant, built.month)
+    hidden = folder / f"{HIDDEN_PREFIX}{built.build_id}"
+    if not keep:
         shutil.rmtree(hidden, ignore_errors=True)
         return None
-    visible = folder / base.build_id
+    visible = folder / built.build_id
     os.rename(hidden, visible)
     # Visible, not live: the next publication of the partition removes it.
-    faults.hit("index.rebase_visible")
+    faults.hit(fault)
     content_version, logs_version = indexable_versions(store)
     published = None
     if content_version is not None and logs_version is not None:
-        published = append_partition(store, base, content_version=content_version,
+        published = append_partition(store, built, content_version=content_version,
                                      logs_version=logs_version, model=model, faults=faults,
                                      defer_bytes=defer_bytes)
     if published is None:
