@@ -121,7 +121,11 @@ def sign_out_button(access: Access) -> None:
     if st.button("Sign out", icon=":material/logout:"):
         _forget("You signed out.")
         if access.method == "oidc":
+            # st.logout queues the browser's visit to /auth/logout, which deletes the identity
+            # cookie: a rerun now would start a new run that drops that message (the page then
+            # said "You signed out" while the cookie signed the person in again on reload)
             st.logout()
+            st.stop()
         st.rerun()
 
 
