@@ -25,8 +25,14 @@ from tests.factories import make_record, rich_record, write_jsonl
 DIM = 8
 
 
+# Components of 0 or at least 1e-100 in size: rows of ~1e-161 (which Hypothesis found) square
+# into subnormal floats, where neither the code nor this oracle's sums keep their precision;
+# embedding rows are unit vectors, nowhere near.
+_COMPONENTS = st.floats(-1, 1).filter(lambda x: x == 0 or abs(x) >= 1e-100)
+
+
 @given(arrays(np.float64, st.tuples(st.integers(0, 12), st.just(DIM)),
-              elements=st.floats(-1, 1)),
+              elements=_COMPONENTS),
        st.data())
 def test_exchange_cosines_are_the_cosine_with_each_groups_sum(vectors: np.ndarray,
                                                               data: st.DataObject) -> None:
