@@ -122,3 +122,17 @@ class HeldIndexer:
 
     def close(self) -> None:
         self.go.set()
+
+
+def rebuilt_copy(lake: Path, tmp: Path, model: str) -> Path:
+    """A copy of ``lake`` under ``tmp`` with every partition's index built anew in full: the
+    oracle an incrementally published index is compared with."""
+    import shutil
+
+    from lake.store import LakeStore
+    from pipeline.index_build import build_indexes
+
+    copy = tmp / "rebuilt"
+    shutil.copytree(lake, copy)
+    build_indexes(LakeStore(copy), model=model, full=True)
+    return copy

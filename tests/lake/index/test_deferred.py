@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -30,7 +29,7 @@ from lake.tables import Table
 from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.live import LiveWriter
-from tests.factories import BASE_TIME, make_record
+from tests.factories import BASE_TIME, make_record, rebuilt_copy
 
 MODEL = "hashing-64"
 AS_OF = BASE_TIME + timedelta(days=30)
@@ -95,10 +94,7 @@ def _hits(lake: Path) -> list[object]:
 
 
 def _rebuilt(lake: Path, tmp: Path) -> Path:
-    copy = tmp / "rebuilt"
-    shutil.copytree(lake, copy)
-    build_indexes(LakeStore(copy), model=MODEL, full=True)
-    return copy
+    return rebuilt_copy(lake, tmp, MODEL)
 
 
 def _deferred_lake(settings: Settings) -> PartitionManifest:

@@ -5,7 +5,6 @@ equals a full rebuild; it is discarded when the live base changed or rows went m
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from pipeline.index_build import Compaction, build_indexes
 from pipeline.jobs import run_ingest
 from pipeline.live import LiveWriter
 from pipeline.retention import erase
-from tests.factories import BASE_TIME, make_record
+from tests.factories import BASE_TIME, make_record, rebuilt_copy
 
 MODEL = "hashing-64"
 AS_OF = BASE_TIME + timedelta(days=30)
@@ -70,10 +69,7 @@ def _hits(lake: Path) -> list[object]:
 
 
 def _rebuilt(lake: Path, tmp: Path) -> Path:
-    copy = tmp / "rebuilt"
-    shutil.copytree(lake, copy)
-    build_indexes(LakeStore(copy), model=MODEL, full=True)
-    return copy
+    return rebuilt_copy(lake, tmp, MODEL)
 
 
 def _folders(lake: Path) -> set[str]:
