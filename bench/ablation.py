@@ -138,25 +138,37 @@ STAGES: dict[str, Stage] = {
 Asker = Callable[[Asking, Mapping[str, Mapping[str, bool]]], dict[str, dict[str, Found]]]
 
 
-def locomo_asker(typos: bool = False) -> Asker:
+def locomo_asker(typos: bool = False, reworded: bool = False, long: bool = False) -> Asker:
     """Asks LoCoMo's questions (minimal records), per split tune/report; ``typos``: each with
-    a typo in its longest word (bench.typos)."""
+    a typo in its longest word (bench.typos); ``reworded``: each content word swapped for a
+    near word of another stem (bench.reworded); ``long``: every other run of a session's
+    turns joined into one long turn (bench.locomo.join_turns, mixed), long rows among short
+    ones."""
     from bench.cache import CachedEmbedder
     from bench.locomo import TENANT as LOCOMO_TENANT
     from bench.locomo import build, ingested_lake, samples
     from bench.questions import ask
-    from bench.run import CACHE
+    from bench.run import CACHE, LONG_RUN
     from lake.embedding.sentence import SentenceTransformerEmbedder
     from lake.search.service import SearchService
     from lake.store import LakeStore
 
     embedder = CachedEmbedder(SentenceTransformerEmbedder())
     records, questions, last = build(samples("all"), rich=False)
+    root = CACHE / "locomo" / "minimal"
+    if long:
+        from bench.locomo import join_turns
+
+        records, questions = join_turns(records, questions, LONG_RUN, mixed=True)
+        root = CACHE / "locomo-long" / "passages" / f"minimal-joined{LONG_RUN}-mixed"
     if typos:
         from bench.typos import with_typos
 
         questions = with_typos(questions)
-    root = CACHE / "locomo" / "minimal"
+    if reworded:
+        from bench.reworded import reword
+
+        questions = reword(questions, embedder)
     ingested_lake(root, records, embedder)
     embedder.save()
     service = SearchService(LakeStore(root), embedder=embedder)
@@ -269,8 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the ablation as JSON (progress on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m bench.ablation")
     parser.add_argument("--sets", default="locomo,longmemeval",
-                        help="of locomo, locomo-typos (LoCoMo asked with a typo: bench.typos) "
-                             "and longmemeval")
+                        help="of locomo, locomo-typos (LoCoMo asked with a typo: bench.typos), "
+                             "locomo-reworded (in other words: bench.reworded), locomo-long "
+                             "(long rows among short ones: bench.locomo.join_turns) and "
+                             "longmemeval")
     parser.add_argument("--lme-limit", type=int, default=None)
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--plot", type=Path, default=None,
@@ -282,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     makers: dict[str, Callable[[], Asker]] = {
         "locomo": locomo_asker, "locomo-typos": lambda: locomo_asker(typos=True),
+        "locomo-reworded": lambda: locomo_asker(reworded=True),
+        "locomo-long": lambda: locomo_asker(long=True),
         "longmemeval": lambda: longmemeval_asker(args.lme_limit)}
     chosen = [s for s in args.sets.split(",") if s]
     unknown = [s for s in chosen if s not in makers] + [
