@@ -36,9 +36,32 @@ from lake.store import LakeStore
 log = logging.getLogger(__name__)
 
 
+# What indexing a row costs beside its text, counted as bytes of text: its record in the
+# row file, its ids and times, its vector, its entries in the lexical index's fields.
+ROW_COST_BYTES = 256
+# A delta is merged again only while the deltas after it weigh at least this share of it:
+# a large delta (a deferred 9 MB turn) is not indexed again by each merge of the short turns
+# published after it, and each merge that does take a delta at least grows it by half again.
+MERGE_SHARE = 0.5
+
+
+def segment_costs(manifest: PartitionManifest) -> list[int]:
+    """What indexing each live segment again costs, base first: its text bytes plus
+    ``ROW_COST_BYTES`` a row (its rows alone in manifests older than the text bytes; the
+    thresholds compare segments of one manifest, so either unit holds)."""
+    rows, texts = manifest.segment_rows, manifest.segment_text_bytes
+    if len(texts) != len(rows):
+        return list(rows)
+    return [t + ROW_COST_BYTES * r for t, r in zip(texts, rows, strict=True)]
+
+
 @dataclass(frozen=True)
 class Compaction:
-    """When a partition's segments are merged into a new base (from :class:`Settings`)."""
+    """When a partition's segments are merged (from :class:`Settings`). Segments are weighed
+    by what indexing them again costs (:func:`segment_costs`: their bytes of text, not their
+    rows), so short turns published next to a few very long ones do not index the long
+    ones again and again: a new base comes when the deltas outweigh a share of the base, and
+    a merge of too many deltas keeps a delta that outweighs those after it."""
 
     max_segments: int = Settings.index_compact_segments
     max_delta_ratio: float = Settings.index_compact_ratio
@@ -54,13 +77,28 @@ class Compaction:
 
     def rebase_due(self, manifest: PartitionManifest) -> bool:
         """Whether the deltas outgrew the base: time for a new base (a full build)."""
-        rows = manifest.segment_rows
-        return len(rows) > 1 and sum(rows[1:]) > self.max_delta_ratio * max(rows[0], 1)
+        costs = segment_costs(manifest)
+        return len(costs) > 1 and sum(costs[1:]) > self.max_delta_ratio * max(costs[0], 1)
 
     def merge_due(self, manifest: PartitionManifest) -> bool:
-        """Whether there are too many segments. While the deltas stay small beside the base,
-        they are merged into one delta (cost: the delta rows), not rebuilt with the base."""
-        return len(manifest.segment_rows) > self.max_segments
+        """Whether there are too many segments and some deltas can be merged (see
+        :meth:`merge_start`). While the deltas stay small beside the base, they are merged
+        into one delta (cost: those deltas), not rebuilt with the base."""
+        return (len(manifest.live_segments) > self.max_segments
+                and self.merge_start(manifest) is not None)
+
+    def merge_start(self, manifest: PartitionManifest) -> int | None:
+        """The number of the first segment a merge of too many deltas takes (it takes every
+        segment from there on), or None when no merge of two or more deltas keeps to the rule:
+        going back from the newest, a delta joins while the deltas after it weigh at least
+        ``MERGE_SHARE`` of it. None leaves the partition with more segments than
+        ``max_segments`` for now (a geometric run of sizes: a few more, never many)."""
+        costs = segment_costs(manifest)
+        start, after = len(costs) - 1, costs[-1] if costs else 0
+        while start > 1 and after >= MERGE_SHARE * costs[start - 1]:
+            start -= 1
+            after += costs[start]
+        return start if len(costs) - start >= 2 else None
 
 
 @dataclass
@@ -376,9 +414,11 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
                                         defer_bytes=defer_bytes)
         if appended is not None and compaction is not None and not compaction.rebase_due(
                 appended) and compaction.merge_due(appended):
+            start = compaction.merge_start(appended)
+            assert start is not None  # merge_due
             merged = merge_deltas(store, appended, content_version=content_version,
                                   logs_version=logs_version, model=model, faults=faults,
-                                  defer_bytes=defer_bytes)
+                                  defer_bytes=defer_bytes, start=start)
             if merged is not None:
                 report.compacted.append(f"{part[0]}/{part[1]}")
                 finished(merged)
