@@ -23,7 +23,7 @@ from lake.batches import BatchCommitter, RecoveryReport, indexable_versions
 from lake.errors import ConcurrentWriteError
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
-from lake.index.deferred import publish_deferred, write_deferred
+from lake.index.deferred import deferred_text_bytes, publish_deferred, write_deferred
 from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish, read_current
 from lake.index.partition import build_partition, write_partition
@@ -75,10 +75,14 @@ class Compaction:
         """Whether the partition's segments have passed a threshold."""
         return self.rebase_due(manifest) or self.merge_due(manifest)
 
-    def rebase_due(self, manifest: PartitionManifest) -> bool:
-        """Whether the deltas outgrew the base: time for a new base (a full build)."""
+    def rebase_due(self, manifest: PartitionManifest, deferred_bytes: int = 0) -> bool:
+        """Whether the deltas outgrew the base: time for a new base (a full build).
+        ``deferred_bytes``: the text the partition defers, which will be a delta once built
+        (a rebase indexes it instead of that build)."""
         costs = segment_costs(manifest)
-        return len(costs) > 1 and sum(costs[1:]) > self.max_delta_ratio * max(costs[0], 1)
+        deltas = sum(costs[1:]) + deferred_bytes
+        return (len(costs) > 1 or deferred_bytes > 0) \
+            and deltas > self.max_delta_ratio * max(costs[0], 1)
 
     def merge_due(self, manifest: PartitionManifest) -> bool:
         """Whether there are too many segments and some deltas can be merged (see
@@ -291,11 +295,22 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                       defer_bytes if rebases is not None else None)
 
 
-def _build_deferred(manifest: PartitionManifest, rebases: BackgroundRebases | None,
+def _build_deferred(store: LakeStore, manifest: PartitionManifest,
+                    rebases: BackgroundRebases | None, compaction: Compaction | None,
                     report: BuildReport) -> None:
-    """Start the background build of the rows ``manifest`` (just published) defers."""
-    if manifest.deferred_content and rebases is not None and rebases.start_deferred(manifest):
-        report.deferring.append(f"{manifest.tenant}/{manifest.month}")
+    """Start the background build of the rows ``manifest`` (just published) defers: a
+    rebase when, built as a delta, they would make one due at once (a 9 MB turn in a
+    partition of short ones: indexed once, in the new base, not twice)."""
+    if not manifest.deferred_content or rebases is None:
+        return
+    name = f"{manifest.tenant}/{manifest.month}"
+    if compaction is not None and compaction.rebase_due(
+            manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES) \
+            and rebases.start(manifest, content_version=manifest.content_version,
+                              logs_version=manifest.logs_version):
+        report.rebasing.append(name)
+    elif rebases.start_deferred(manifest):
+        report.deferring.append(name)
 
 
 def recover_if_idle(store: LakeStore) -> RecoveryReport | None:
@@ -422,7 +437,7 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
             if merged is not None:
                 report.compacted.append(f"{part[0]}/{part[1]}")
                 finished(merged)
-                _build_deferred(merged, rebases, report)
+                _build_deferred(store, merged, rebases, compaction, report)
                 continue
         if appended is None:
             rebuild.append(part)
@@ -438,7 +453,7 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
         else:
             report.appended.append(f"{part[0]}/{part[1]}")
             finished(appended)
-            _build_deferred(appended, rebases, report)
+            _build_deferred(store, appended, rebases, compaction, report)
     built = builder(store, rebuild, content_version=content_version,
                     logs_version=logs_version, model=model)
     # closing(): a failure here must stop builds still running elsewhere before the lock goes.
