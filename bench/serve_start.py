@@ -7,7 +7,9 @@ load, without embeddings). Steps, each against a real ``turnlake serve`` on loop
 1. 4 clients record one turn a request for 3 s; the server is killed with SIGKILL while its
    spool holds acknowledged turns not yet committed. A new server starts on the same lake:
    ``restart_to_ready_s`` is the time from its start to ``/readyz`` answering 200 (recovery,
-   the recovered partitions' index step, warming), ``recovered_groups`` what it committed,
+   the recovered partitions' index step, warming), ``startup_s`` the same as the server
+   counts it (``/readyz``'s ``seconds``, the interpreter's start left out),
+   ``recovered_groups`` what it committed,
    and ``acked_found_at_ready`` the share of a sample of acknowledged turns that one search
    each finds at once (the promise: 1.0).
 2. Right at readiness one turn is recorded and search is polled until it is found
@@ -170,6 +172,7 @@ def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str
         ready = httpx.get(f"{server.url}/readyz").json()["readiness"]
         out["acked_before_kill"] = len(acked)
         out["recovered_groups"] = ready["recovered_groups"]
+        out["startup_s"] = ready["seconds"]  # the server's own count: recovery to ready
         with httpx.Client(base_url=server.url, timeout=120,
                           headers={"Authorization": f"Bearer {analyst}"}) as search, \
                 httpx.Client(base_url=server.url, timeout=300,

@@ -84,6 +84,14 @@ class Compaction:
         return (len(costs) > 1 or deferred_bytes > 0) \
             and deltas > self.max_delta_ratio * max(costs[0], 1)
 
+    def rebase_for_deferred(self, store: LakeStore, manifest: PartitionManifest) -> bool:
+        """Whether the rows ``manifest`` defers would make a new base due as soon as they
+        were a delta: then a rebase, which indexes them with the base, is their build (a
+        9 MB turn in a partition of short ones is indexed once, not in a segment first and
+        again in the base after it)."""
+        return bool(manifest.deferred_content) and self.rebase_due(
+            manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES)
+
     def merge_due(self, manifest: PartitionManifest) -> bool:
         """Whether there are too many segments and some deltas can be merged (see
         :meth:`merge_start`). While the deltas stay small beside the base, they are merged
@@ -138,14 +146,18 @@ class BackgroundRebases:
     while they run; a background build takes both to publish, so it never interleaves with
     one. A partition has one background build at a time: asked again while one runs,
     :meth:`start` does nothing, and once it is published the partition's deferred rows, if
-    any are listed by then, are built next in the same thread. ``defer_bytes`` is what the
-    delta a deferred build publishes defers again (see :func:`build_indexes`). Only local
-    lakes: an object-store lake's index lock is a lease of its own, and there :meth:`start`
-    declines (the caller rebuilds in its step, as before)."""
+    any are listed by then, are built next in the same thread (by a rebase when they
+    outweigh the base: :meth:`Compaction.rebase_for_deferred` of ``compaction``, when
+    given). ``defer_bytes`` is what the delta a deferred build publishes defers again (see
+    :func:`build_indexes`). Only local lakes: an object-store lake's index lock is a lease
+    of its own, and there :meth:`start` declines (the caller rebuilds in its step, as
+    before)."""
 
     def __init__(self, store: LakeStore, *, model: str | None, serialize: threading.Lock,
-                 faults: Faults = NO_FAULTS, defer_bytes: int | None = None) -> None:
+                 faults: Faults = NO_FAULTS, defer_bytes: int | None = None,
+                 compaction: Compaction | None = None) -> None:
         self._store = store
+        self._compaction = compaction  # deferred rows that outweigh the base: a rebase
         self._model = model
         self._serialize = serialize
         self._faults = faults
@@ -191,7 +203,11 @@ class BackgroundRebases:
             if current is None or not current[1].deferred_content:
                 return
             begun = current[1]
-            job = functools.partial(self._deferred, begun)
+            job = (functools.partial(self._rebase, begun, begun.content_version,
+                                     begun.logs_version)
+                   if self._compaction is not None
+                   and self._compaction.rebase_for_deferred(self._store, begun)
+                   else functools.partial(self._deferred, begun))
 
     def _rebase(self, begun: PartitionManifest, content_version: int,
                 logs_version: int) -> bool:
@@ -304,8 +320,7 @@ def _build_deferred(store: LakeStore, manifest: PartitionManifest,
     if not manifest.deferred_content or rebases is None:
         return
     name = f"{manifest.tenant}/{manifest.month}"
-    if compaction is not None and compaction.rebase_due(
-            manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES) \
+    if compaction is not None and compaction.rebase_for_deferred(store, manifest) \
             and rebases.start(manifest, content_version=manifest.content_version,
                               logs_version=manifest.logs_version):
         report.rebasing.append(name)

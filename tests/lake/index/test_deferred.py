@@ -240,10 +240,16 @@ def test_a_long_turn_that_outweighs_the_base_is_indexed_once_by_a_background_reb
         long_turn = make_record(1001)["turn_id"]
         assert {t for _, _, t in live.deferred_turns(report)} == {long_turn}
         assert _found(lake, "shortmark12") and not _found(lake, "longmark1")
+        # Another long turn while that rebase runs: deferred, and built after it by a
+        # rebase of its own (it outweighs the new base too), not by a deferred segment.
+        live.ingest([json.dumps(_record(1002, _long_answer(2)))])
+        report = live.index(live.ingest([json.dumps(_record(13))]).ingest.partitions)
+        assert _found(lake, "shortmark13") and not _found(lake, "longmark2")
     finally:
         gate.set()
         assert live.wait_rebases(120)
-    assert _found(lake, "longmark1")
+    assert _found(lake, "longmark1") and _found(lake, "longmark2")
+    assert hits.count("index.rebase_visible") == 2
     assert "index.deferred_written" not in hits
     assert len(_live(lake).live_segments) == 1
     assert partition_statuses(LakeStore(lake))[PART].freshness == "fresh"
