@@ -88,7 +88,8 @@ class Compaction:
         """Whether the rows ``manifest`` defers would make a new base due as soon as they
         were a delta: then a rebase, which indexes them with the base, is their build (a
         9 MB turn in a partition of short ones is indexed once, not in a segment first and
-        again in the base after it)."""
+        again in the base after it). A manifest older than the segments' text bytes is
+        weighed in rows, which bytes outweigh: it rebases, and its new base has them."""
         return bool(manifest.deferred_content) and self.rebase_due(
             manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES)
 
