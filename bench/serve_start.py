@@ -7,7 +7,9 @@ load, without embeddings). Steps, each against a real ``turnlake serve`` on loop
 1. 4 clients record one turn a request for 3 s; the server is killed with SIGKILL while its
    spool holds acknowledged turns not yet committed. A new server starts on the same lake:
    ``restart_to_ready_s`` is the time from its start to ``/readyz`` answering 200 (recovery,
-   the recovered partitions' index step, warming), ``recovered_groups`` what it committed,
+   the recovered partitions' index step, warming), ``startup_s`` the same as the server
+   counts it (``/readyz``'s ``seconds``, the interpreter's start left out),
+   ``recovered_groups`` what it committed,
    and ``acked_found_at_ready`` the share of a sample of acknowledged turns that one search
    each finds at once (the promise: 1.0).
 2. Right at readiness one turn is recorded and search is polled until it is found
@@ -21,6 +23,12 @@ load, without embeddings). Steps, each against a real ``turnlake serve`` on loop
    holds no key behind another's backlog), ``other_key_sent_to_found_*`` and the share
    found within 2 s of sending (``other_key_found_within_2s``), the search latency meanwhile
    (``search_during_long_p50_ms``/``p95_ms``) and how many long turns were accepted.
+   Meanwhile the lake's live index manifests are polled: the segments published during the
+   load (``index_segments_published``), the new bases among them (rebases and full builds:
+   ``index_bases_published``, their summed build seconds ``index_base_build_s``) and the
+   megabytes of text those segments hold, read from each segment's own rows file
+   (``index_text_mb``, ``index_base_text_mb``): how much text the index steps indexed, and
+   indexed again, to keep the other key's turns searchable.
 """
 
 from __future__ import annotations
@@ -39,8 +47,11 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.feather as feather
 
 from bench.serve import ROOT, _free_port, stop_server, wait_until_healthy
+from lake.index.manifest import MANIFEST_FILE, list_partitions, read_current
 from lake.keys import KeyStore
 
 LONG_BYTES = 9_000_000
@@ -161,6 +172,7 @@ def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str
         ready = httpx.get(f"{server.url}/readyz").json()["readiness"]
         out["acked_before_kill"] = len(acked)
         out["recovered_groups"] = ready["recovered_groups"]
+        out["startup_s"] = ready["seconds"]  # the server's own count: recovery to ready
         with httpx.Client(base_url=server.url, timeout=120,
                           headers={"Authorization": f"Bearer {analyst}"}) as search, \
                 httpx.Client(base_url=server.url, timeout=300,
@@ -172,14 +184,70 @@ def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str
             later = [_lag(rec, search, 900_001 + i, "f") for i in range(10)]
             out["later_turns_to_searchable_p50_s"] = _round(
                 float(np.median([x for x in later if x is not None])) if any(later) else None)
-            out.update(_long_load(server.url, recorder, big, analyst, seconds))
+            out.update(_long_load(server.url, recorder, big, analyst, seconds, lake))
     finally:
         stop_server(server.proc)
     return out
 
 
-def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
-               ) -> dict[str, Any]:
+class _IndexWatch:
+    """Polls a lake's live index manifests: each segment that goes live after the first look
+    (a delta, a deferred segment, a merge, a new base), with the bytes of text it holds, read
+    from the segment's rows file (whatever the manifests of the code under test record)."""
+
+    def __init__(self, lake: Path) -> None:
+        self.lake = lake
+        self.seen: set[tuple[str, str, str]] = set()
+        self.bases: list[tuple[int, float]] = []  # (text bytes, build seconds)
+        self.segments: list[int] = []  # text bytes of every segment, bases included
+        self.unread = 0  # segments replaced before they could be read
+        self._look(count=False)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self._look(count=True)
+            time.sleep(0.2)
+        self._look(count=True)
+
+    def _look(self, *, count: bool) -> None:
+        for part in list_partitions(self.lake):
+            try:
+                current = read_current(self.lake, *part)
+            except Exception:  # a build replaced mid-read: the next look sees the newer
+                continue
+            if current is None:
+                continue
+            folder, manifest = current
+            for i, segment in enumerate(manifest.live_segments):
+                key = (*part, segment)
+                if key in self.seen:
+                    continue
+                self.seen.add(key)
+                if count:
+                    self._count(folder.parent / segment, base=i == 0)
+
+    def _count(self, segment: Path, *, base: bool) -> None:
+        try:
+            texts = feather.read_table(segment / "rows.arrow", columns=["text"]).column("text")
+            size = int(pc.sum(pc.binary_length(texts)).as_py() or 0)
+            seconds = float(json.loads((segment / MANIFEST_FILE).read_text())["build_seconds"])
+        except (OSError, ValueError, KeyError):
+            self.unread += 1
+            return
+        self.segments.append(size)
+        if base:
+            self.bases.append((size, seconds))
+
+    def figures(self) -> dict[str, Any]:
+        return {"index_segments_published": len(self.segments) + self.unread,
+                "index_bases_published": len(self.bases),
+                "index_text_mb": round(sum(self.segments) / 1e6, 1),
+                "index_base_text_mb": round(sum(b for b, _ in self.bases) / 1e6, 1),
+                "index_base_build_s": round(sum(s for _, s in self.bases), 1)}
+
+
+def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float,
+               lake: Path) -> dict[str, Any]:
     """The key ``big`` sends 9 MB turns back to back while ``recorder`` records a short turn
     every half second (without waiting for it to be found) and a prober polls search for
     each until found: many samples of the other key's lag, whether or not a long turn was
@@ -238,8 +306,9 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
                 else:
                     time.sleep(0.02)
 
+    watch = _IndexWatch(lake)
     threads = [threading.Thread(target=send_long), threading.Thread(target=record_short),
-               threading.Thread(target=probe)]
+               threading.Thread(target=probe), threading.Thread(target=watch.run, args=(stop,))]
     for thread in threads:
         thread.start()
     searches: list[float] = []
@@ -266,7 +335,8 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float
             "other_key_found_within_2s": _round(
                 sum(1 for t in totals if t <= 2.0) / max(len(totals), 1)),
             "search_during_long_p50_ms": _round(_q(searches, 50), 1000),
-            "search_during_long_p95_ms": _round(_q(searches, 95), 1000)}
+            "search_during_long_p95_ms": _round(_q(searches, 95), 1000),
+            **watch.figures()}
 
 
 def _q(values: list[float], q: float) -> float | None:

@@ -87,8 +87,9 @@ class Settings:
         default=8, metadata={"help": "a partition whose index has more segments than this is "
                                      "compacted into one base segment after an ingest"})
     index_compact_ratio: float = field(
-        default=0.10, metadata={"help": "...or whose delta segments hold more than this "
-                                        "fraction of its base segment's rows"})
+        default=0.10, metadata={"help": "...or whose delta segments weigh more than this "
+                                        "fraction of its base segment (bytes of text plus "
+                                        "256 a row: what indexing them again costs)"})
     index_defer_bytes: int = field(
         default=1024 * 1024,
         metadata={"help": "the service's index step leaves a newly committed data file "

@@ -23,7 +23,7 @@ from lake.batches import BatchCommitter, RecoveryReport, indexable_versions
 from lake.errors import ConcurrentWriteError
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
-from lake.index.deferred import publish_deferred, write_deferred
+from lake.index.deferred import deferred_text_bytes, publish_deferred, write_deferred
 from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish, read_current
 from lake.index.partition import build_partition, write_partition
@@ -36,9 +36,32 @@ from lake.store import LakeStore
 log = logging.getLogger(__name__)
 
 
+# What indexing a row costs beside its text, counted as bytes of text: its record in the
+# row file, its ids and times, its vector, its entries in the lexical index's fields.
+ROW_COST_BYTES = 256
+# A delta is merged again only while the deltas after it weigh at least this share of it:
+# a large delta (a deferred 9 MB turn) is not indexed again by each merge of the short turns
+# published after it, and each merge that does take a delta at least grows it by half again.
+MERGE_SHARE = 0.5
+
+
+def segment_costs(manifest: PartitionManifest) -> list[int]:
+    """What indexing each live segment again costs, base first: its text bytes plus
+    ``ROW_COST_BYTES`` a row (its rows alone in manifests older than the text bytes; the
+    thresholds compare segments of one manifest, so either unit holds)."""
+    rows, texts = manifest.segment_rows, manifest.segment_text_bytes
+    if len(texts) != len(rows):
+        return list(rows)
+    return [t + ROW_COST_BYTES * r for t, r in zip(texts, rows, strict=True)]
+
+
 @dataclass(frozen=True)
 class Compaction:
-    """When a partition's segments are merged into a new base (from :class:`Settings`)."""
+    """When a partition's segments are merged (from :class:`Settings`). Segments are weighed
+    by what indexing them again costs (:func:`segment_costs`: their bytes of text, not their
+    rows), so short turns published next to a few very long ones do not index the long
+    ones again and again: a new base comes when the deltas outweigh a share of the base, and
+    a merge of too many deltas keeps a delta that outweighs those after it."""
 
     max_segments: int = Settings.index_compact_segments
     max_delta_ratio: float = Settings.index_compact_ratio
@@ -52,15 +75,43 @@ class Compaction:
         """Whether the partition's segments have passed a threshold."""
         return self.rebase_due(manifest) or self.merge_due(manifest)
 
-    def rebase_due(self, manifest: PartitionManifest) -> bool:
-        """Whether the deltas outgrew the base: time for a new base (a full build)."""
-        rows = manifest.segment_rows
-        return len(rows) > 1 and sum(rows[1:]) > self.max_delta_ratio * max(rows[0], 1)
+    def rebase_due(self, manifest: PartitionManifest, deferred_bytes: int = 0) -> bool:
+        """Whether the deltas outgrew the base: time for a new base (a full build).
+        ``deferred_bytes``: the text the partition defers, which will be a delta once built
+        (a rebase indexes it instead of that build)."""
+        costs = segment_costs(manifest)
+        deltas = sum(costs[1:]) + deferred_bytes
+        return (len(costs) > 1 or deferred_bytes > 0) \
+            and deltas > self.max_delta_ratio * max(costs[0], 1)
+
+    def rebase_for_deferred(self, store: LakeStore, manifest: PartitionManifest) -> bool:
+        """Whether the rows ``manifest`` defers would make a new base due as soon as they
+        were a delta: then a rebase, which indexes them with the base, is their build (a
+        9 MB turn in a partition of short ones is indexed once, not in a segment first and
+        again in the base after it). A manifest older than the segments' text bytes is
+        weighed in rows, which bytes outweigh: it rebases, and its new base has them."""
+        return bool(manifest.deferred_content) and self.rebase_due(
+            manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES)
 
     def merge_due(self, manifest: PartitionManifest) -> bool:
-        """Whether there are too many segments. While the deltas stay small beside the base,
-        they are merged into one delta (cost: the delta rows), not rebuilt with the base."""
-        return len(manifest.segment_rows) > self.max_segments
+        """Whether there are too many segments and some deltas can be merged (see
+        :meth:`merge_start`). While the deltas stay small beside the base, they are merged
+        into one delta (cost: those deltas), not rebuilt with the base."""
+        return (len(manifest.live_segments) > self.max_segments
+                and self.merge_start(manifest) is not None)
+
+    def merge_start(self, manifest: PartitionManifest) -> int | None:
+        """The number of the first segment a merge of too many deltas takes (it takes every
+        segment from there on), or None when no merge of two or more deltas keeps to the rule:
+        going back from the newest, a delta joins while the deltas after it weigh at least
+        ``MERGE_SHARE`` of it. None leaves the partition with more segments than
+        ``max_segments`` for now (a geometric run of sizes: a few more, never many)."""
+        costs = segment_costs(manifest)
+        start, after = len(costs) - 1, costs[-1] if costs else 0
+        while start > 1 and after >= MERGE_SHARE * costs[start - 1]:
+            start -= 1
+            after += costs[start]
+        return start if len(costs) - start >= 2 else None
 
 
 @dataclass
@@ -96,14 +147,18 @@ class BackgroundRebases:
     while they run; a background build takes both to publish, so it never interleaves with
     one. A partition has one background build at a time: asked again while one runs,
     :meth:`start` does nothing, and once it is published the partition's deferred rows, if
-    any are listed by then, are built next in the same thread. ``defer_bytes`` is what the
-    delta a deferred build publishes defers again (see :func:`build_indexes`). Only local
-    lakes: an object-store lake's index lock is a lease of its own, and there :meth:`start`
-    declines (the caller rebuilds in its step, as before)."""
+    any are listed by then, are built next in the same thread (by a rebase when they
+    outweigh the base: :meth:`Compaction.rebase_for_deferred` of ``compaction``, when
+    given). ``defer_bytes`` is what the delta a deferred build publishes defers again (see
+    :func:`build_indexes`). Only local lakes: an object-store lake's index lock is a lease
+    of its own, and there :meth:`start` declines (the caller rebuilds in its step, as
+    before)."""
 
     def __init__(self, store: LakeStore, *, model: str | None, serialize: threading.Lock,
-                 faults: Faults = NO_FAULTS, defer_bytes: int | None = None) -> None:
+                 faults: Faults = NO_FAULTS, defer_bytes: int | None = None,
+                 compaction: Compaction | None = None) -> None:
         self._store = store
+        self._compaction = compaction  # deferred rows that outweigh the base: a rebase
         self._model = model
         self._serialize = serialize
         self._faults = faults
@@ -149,7 +204,11 @@ class BackgroundRebases:
             if current is None or not current[1].deferred_content:
                 return
             begun = current[1]
-            job = functools.partial(self._deferred, begun)
+            job = (functools.partial(self._rebase, begun, begun.content_version,
+                                     begun.logs_version)
+                   if self._compaction is not None
+                   and self._compaction.rebase_for_deferred(self._store, begun)
+                   else functools.partial(self._deferred, begun))
 
     def _rebase(self, begun: PartitionManifest, content_version: int,
                 logs_version: int) -> bool:
@@ -253,11 +312,21 @@ def build_indexes(store: LakeStore, *, model: str | None, full: bool = False,
                       defer_bytes if rebases is not None else None)
 
 
-def _build_deferred(manifest: PartitionManifest, rebases: BackgroundRebases | None,
+def _build_deferred(store: LakeStore, manifest: PartitionManifest,
+                    rebases: BackgroundRebases | None, compaction: Compaction | None,
                     report: BuildReport) -> None:
-    """Start the background build of the rows ``manifest`` (just published) defers."""
-    if manifest.deferred_content and rebases is not None and rebases.start_deferred(manifest):
-        report.deferring.append(f"{manifest.tenant}/{manifest.month}")
+    """Start the background build of the rows ``manifest`` (just published) defers: a
+    rebase when, built as a delta, they would make one due at once (a 9 MB turn in a
+    partition of short ones: indexed once, in the new base, not twice)."""
+    if not manifest.deferred_content or rebases is None:
+        return
+    name = f"{manifest.tenant}/{manifest.month}"
+    if compaction is not None and compaction.rebase_for_deferred(store, manifest) \
+            and rebases.start(manifest, content_version=manifest.content_version,
+                              logs_version=manifest.logs_version):
+        report.rebasing.append(name)
+    elif rebases.start_deferred(manifest):
+        report.deferring.append(name)
 
 
 def recover_if_idle(store: LakeStore) -> RecoveryReport | None:
@@ -376,13 +445,15 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
                                         defer_bytes=defer_bytes)
         if appended is not None and compaction is not None and not compaction.rebase_due(
                 appended) and compaction.merge_due(appended):
+            start = compaction.merge_start(appended)
+            assert start is not None  # merge_due
             merged = merge_deltas(store, appended, content_version=content_version,
                                   logs_version=logs_version, model=model, faults=faults,
-                                  defer_bytes=defer_bytes)
+                                  defer_bytes=defer_bytes, start=start)
             if merged is not None:
                 report.compacted.append(f"{part[0]}/{part[1]}")
                 finished(merged)
-                _build_deferred(merged, rebases, report)
+                _build_deferred(store, merged, rebases, compaction, report)
                 continue
         if appended is None:
             rebuild.append(part)
@@ -398,7 +469,7 @@ def _build(store: LakeStore, model: str | None, full: bool, tenant: str | None,
         else:
             report.appended.append(f"{part[0]}/{part[1]}")
             finished(appended)
-            _build_deferred(appended, rebases, report)
+            _build_deferred(store, appended, rebases, compaction, report)
     built = builder(store, rebuild, content_version=content_version,
                     logs_version=logs_version, model=model)
     # closing(): a failure here must stop builds still running elsewhere before the lock goes.

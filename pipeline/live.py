@@ -109,7 +109,8 @@ class LiveWriter:
         self._index_lock = threading.Lock()
         self._rebases = (BackgroundRebases(self._store, model=self._model,
                                            serialize=self._index_lock, faults=faults,
-                                           defer_bytes=settings.index_defer_bytes or None)
+                                           defer_bytes=settings.index_defer_bytes or None,
+                                           compaction=self._compaction)
                          if background_rebase else None)
 
     @property

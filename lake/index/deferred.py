@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import pyarrow.parquet as pq
+
 from lake.faults import NO_FAULTS, Faults
 from lake.index.delta import with_segment
 from lake.index.manifest import MANIFEST_FILE, PartitionManifest, partition_dir, read_current
@@ -85,3 +87,22 @@ def deferred_turns(store: LakeStore, manifest: PartitionManifest) -> set[tuple[s
                             version=manifest.content_version)
     return set(zip(read["conversation_id"].to_pylist(), read["turn_id"].to_pylist(),
                    strict=True))
+
+
+def deferred_text_bytes(store: LakeStore, manifest: PartitionManifest) -> int:
+    """The bytes of text of the rows ``manifest`` defers, from the footers of their data
+    files (no row is read): what indexing them costs, to weigh before they are indexed.
+    0 for an object-store lake, where nothing is deferred."""
+    if store.root.remote:
+        return 0
+    folder = store.path(Table.CONTENT_ROWS)
+    total = 0
+    for name in manifest.deferred_content:
+        try:
+            meta = pq.read_metadata(folder / name)
+        except OSError:  # gone since (a compaction): the next step sees what replaced it
+            continue
+        columns = [i for i in range(meta.num_columns) if meta.schema.column(i).path == "text"]
+        total += sum(meta.row_group(g).column(i).total_uncompressed_size
+                     for g in range(meta.num_row_groups) for i in columns)
+    return total

@@ -35,6 +35,7 @@ from lake.index.partition import (
     joined_rows,
     new_segment_id,
     segment_bytes,
+    text_bytes,
     write_segment,
 )
 from lake.store import LakeStore, files_fingerprint
@@ -150,6 +151,9 @@ def with_segment(store: LakeStore, manifest: PartitionManifest, live: LiveRows, 
         bytes=_added(manifest.bytes, segment_bytes(folder)),
         segments=[*manifest.live_segments, segment],
         segment_rows=[*manifest.segment_rows, rows.height],
+        # an older manifest without the bytes of its segments gets none (weighed by rows)
+        segment_text_bytes=[*manifest.segment_text_bytes, text_bytes(rows)]
+        if len(manifest.segment_text_bytes) == len(manifest.segment_rows) else [],
         foreign_vectors=manifest.foreign_vectors + live.foreign,
         seconds_by_kind={"read": read_seconds, **written.seconds})
 
@@ -199,21 +203,26 @@ def _size(path: Path) -> int:
 
 def merge_deltas(store: LakeStore, manifest: PartitionManifest, *, content_version: int,
                  logs_version: int, model: str | None, faults: Faults = NO_FAULTS,
-                 defer_bytes: int | None = None) -> PartitionManifest | None:
-    """Replace a partition's delta segments by one delta over everything appended since its
-    base (reading the files added since the base's versions, not the partition); None when
-    that is not a pure append any more (the caller rebuilds).
+                 defer_bytes: int | None = None, start: int = 1) -> PartitionManifest | None:
+    """Replace a partition's segments from number ``start`` on (1: every delta) by one delta
+    over everything appended since the segments before it (reading the files added since
+    their versions, not the partition); None when that is not a pure append any more (the
+    caller rebuilds).
 
-    The base segment's folder keeps the manifest it was published with, which says what the
-    base covers."""
+    Every segment's folder keeps the manifest it was published with, which says what the
+    segments up to it cover: so a merge can keep a large delta (a deferred 9 MB turn) and
+    index again only the small ones after it."""
+    if not 1 <= start < len(manifest.live_segments):
+        raise ValueError(f"cannot merge the segments of {manifest.tenant}/{manifest.month} "
+                         f"from number {start}: it has {len(manifest.live_segments)}")
     try:
-        base = local_segments(store.root, manifest)[0]
-        base_manifest = PartitionManifest.from_json((base / MANIFEST_FILE).read_text())
+        kept = local_segments(store.root, manifest)[start - 1]
+        kept_manifest = PartitionManifest.from_json((kept / MANIFEST_FILE).read_text())
     except (OSError, ValueError, TypeError):
         return None
-    if base_manifest.live_segments != manifest.live_segments[:1]:
+    if kept_manifest.live_segments != manifest.live_segments[:start]:
         return None
-    merged = append_partition(store, base_manifest, content_version=content_version,
+    merged = append_partition(store, kept_manifest, content_version=content_version,
                               logs_version=logs_version, model=model, faults=faults,
                               defer_bytes=defer_bytes)
     faults.hit("index.after_delta_merge")

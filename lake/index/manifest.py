@@ -55,6 +55,10 @@ class PartitionManifest:
     # and the rows of each; the build's own folder is the last segment.
     segments: list[str] = field(default_factory=list)
     segment_rows: list[int] = field(default_factory=list)
+    # The UTF-8 bytes of the texts each live segment holds, base first ([] in manifests older
+    # than it): what indexing a segment's rows again costs, which a row count does not say
+    # when one row is a 9 MB answer (pipeline.index_build.Compaction weighs segments by it).
+    segment_text_bytes: list[int] = field(default_factory=list)
     # The embedding model asked for at build time (``model`` is None when no row had its
     # vectors), and how many rows carry vectors of another model and so are not searchable
     # by meaning: a model change makes the partition stale instead of silently empty.

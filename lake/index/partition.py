@@ -180,6 +180,7 @@ def write_partition(store: LakeStore, tenant: str, month: str, *, content_versio
         semantic_kind=semantic.kind if semantic is not None else "none",
         built_at=datetime.now(UTC).isoformat(), build_seconds=time.perf_counter() - started,
         bytes=segment_bytes(folder), segments=[build_id], segment_rows=[rows.height],
+        segment_text_bytes=[text_bytes(rows)],
         embedding_model=model, foreign_vectors=foreign,
         seconds_by_kind={"read": read_seconds, **written.seconds},
     )
@@ -192,6 +193,13 @@ def new_segment_id() -> str:
     that sort after the newest live one, so a live writer's several segments a second must
     sort in the order they were made; names of the older to-the-second form sort first)."""
     return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+
+
+def text_bytes(rows: pl.DataFrame) -> int:
+    """The UTF-8 bytes of the ``text`` column of ``rows`` (a null counts 0)."""
+    if rows.height == 0:
+        return 0
+    return int(rows["text"].str.len_bytes().fill_null(0).sum())
 
 
 def segment_bytes(folder: Path) -> dict[str, int]:

@@ -193,8 +193,10 @@ def test_a_live_writer_publishes_the_turns_after_a_long_one_while_it_is_indexed(
         if point == "index.deferred_written":  # the long turn's segment, not yet live
             assert gate.wait(timeout=120)
 
-    live = LiveWriter(hashing_settings.with_(index_defer_bytes=DEFER_BYTES), embed=False,
-                      faults=Faults(on_hit), background_rebase=True)
+    # a base the long turn does not outweigh (else a rebase indexes it: the test below)
+    live = LiveWriter(hashing_settings.with_(index_defer_bytes=DEFER_BYTES,
+                                             index_compact_ratio=1e9),
+                      embed=False, faults=Faults(on_hit), background_rebase=True)
     try:
         live.record([_record(n) for n in range(12)])
         live.ingest([json.dumps(_record(1001, _long_answer(1)))])  # committed alone
@@ -212,6 +214,44 @@ def test_a_live_writer_publishes_the_turns_after_a_long_one_while_it_is_indexed(
         gate.set()
         assert live.wait_rebases(120)
     assert _found(lake, "longmark1") and _found(lake, "shortmark13")
+    assert partition_statuses(LakeStore(lake))[PART].freshness == "fresh"
+
+
+def test_a_long_turn_that_outweighs_the_base_is_indexed_once_by_a_background_rebase(
+        hashing_settings: Settings) -> None:
+    lake = Path(str(hashing_settings.lake))
+    gate = threading.Event()
+    hits: list[str] = []
+
+    def on_hit(point: str) -> None:
+        hits.append(point)
+        if point == "index.rebase_visible":  # the new base, not yet live
+            assert gate.wait(timeout=120)
+
+    # The settings' thresholds: a delta of the long turn would make a rebase due at once, so
+    # the rebase indexes it, not a deferred build first and the rebase after.
+    live = LiveWriter(hashing_settings.with_(index_defer_bytes=DEFER_BYTES), embed=False,
+                      faults=Faults(on_hit), background_rebase=True)
+    try:
+        live.record([_record(n) for n in range(12)])
+        live.ingest([json.dumps(_record(1001, _long_answer(1)))])
+        report = live.index(live.ingest([json.dumps(_record(12))]).ingest.partitions)
+        assert report.rebasing == ["acme/2026-03"] and not report.deferring
+        long_turn = make_record(1001)["turn_id"]
+        assert {t for _, _, t in live.deferred_turns(report)} == {long_turn}
+        assert _found(lake, "shortmark12") and not _found(lake, "longmark1")
+        # Another long turn while that rebase runs: deferred, and built after it by a
+        # rebase of its own (it outweighs the new base too), not by a deferred segment.
+        live.ingest([json.dumps(_record(1002, _long_answer(2)))])
+        report = live.index(live.ingest([json.dumps(_record(13))]).ingest.partitions)
+        assert _found(lake, "shortmark13") and not _found(lake, "longmark2")
+    finally:
+        gate.set()
+        assert live.wait_rebases(120)
+    assert _found(lake, "longmark1") and _found(lake, "longmark2")
+    assert hits.count("index.rebase_visible") == 2
+    assert "index.deferred_written" not in hits
+    assert len(_live(lake).live_segments) == 1
     assert partition_statuses(LakeStore(lake))[PART].freshness == "fresh"
 
 

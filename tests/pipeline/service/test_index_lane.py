@@ -52,8 +52,11 @@ def _all_searchable(writer: GroupWriter) -> None:
 
 def test_a_large_request_is_indexed_beside_the_turns_of_other_keys(
         hashing_settings: Settings) -> None:
+    # index_compact_ratio: a base the long turn does not outweigh, so that it is a deferred
+    # segment (one that outweighs the base goes into a background rebase instead:
+    # tests/lake/index/test_deferred.py)
     settings = hashing_settings.with_(record_fair_share_bytes=4_000, index_defer_bytes=10_000,
-                                      record_max_lag_s=0.0)
+                                      record_max_lag_s=0.0, index_compact_ratio=1e9)
     lake = Path(str(settings.lake))
     metrics = ServiceMetrics()
     writer = GroupWriter(settings, embedder=None, index=True, metrics=metrics, child=True)
