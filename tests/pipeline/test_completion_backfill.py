@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from typer.testing import CliRunner
@@ -40,7 +41,7 @@ def _forget_statuses(store: LakeStore, tenant: str, month: str) -> None:
 
 def _lake(tmp_path: Path) -> tuple[Settings, LakeStore]:
     settings = Settings(lake=tmp_path / "lake", embedding_model="hashing-64")
-    records = [
+    records: list[dict[str, Any] | str] = [
         make_record(0, at=OLD),
         make_record(1, at=OLD + timedelta(minutes=5), completion={
             "text": "stopped half way", "at": (OLD + timedelta(minutes=6)).isoformat(),
