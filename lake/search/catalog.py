@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 from lake.answers import ConversationEntry as ConversationEntry
 from lake.deletion.plan import pending_manifests
 from lake.errors import AccessDenied, QueryError
+from lake.projection import month_of
 from lake.refs import validate_id
 from lake.search.access import Principal
 from lake.search.when import OrdinalLookup, TimeRange, resolve_when
@@ -236,21 +237,28 @@ class TurnCatalog:
             & pl.col("conversation_id").is_in(conversation_ids))
         if not principal.analyst:
             frame = frame.filter(pl.col("user_id") == principal.user_id)
-        named = frame.select("conversation_id", "title").collect()
-        out = {c: t for c, t in named.iter_rows() if t and t.strip()}
-        untitled = [c for c in named["conversation_id"].to_list() if c not in out]
-        for cid, text in self._first_prompts(principal, untitled).items():
+        named = frame.select("conversation_id", "title", "started_at").collect()
+        out = {c: t for c, t, _ in named.iter_rows() if t and t.strip()}
+        untitled = named.filter(~pl.col("conversation_id").is_in(list(out)))
+        # No turn of a conversation starts before the conversation: the months before the
+        # earliest of theirs hold none of their rows and are not read.
+        first = untitled["started_at"].min()
+        since = month_of(first) if isinstance(first, datetime) else None
+        prompts = self._first_prompts(principal, untitled["conversation_id"].to_list(), since)
+        for cid, text in prompts.items():
             line = " ".join(text.split())
             out[cid] = line if len(line) <= _TITLE_CHARS else line[:_TITLE_CHARS - 1] + "…"
         return out
 
-    def _first_prompts(self, principal: Principal,
-                       conversation_ids: list[str]) -> dict[str, str]:
+    def _first_prompts(self, principal: Principal, conversation_ids: list[str],
+                       since_month: str | None = None) -> dict[str, str]:
         if not conversation_ids:
             return {}
         frame = self._store.scan(Table.CONTENT_ROWS).filter(
             (pl.col("tenant") == principal.tenant) & (pl.col("role") == "user")
             & pl.col("conversation_id").is_in(conversation_ids))
+        if since_month is not None:
+            frame = frame.filter(pl.col("month") >= since_month)
         if not principal.analyst:
             frame = frame.filter(pl.col("user_id") == principal.user_id)
         first = (frame.select("conversation_id", "turn_at", "seq", "text")
