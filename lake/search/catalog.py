@@ -221,11 +221,10 @@ class TurnCatalog:
         frame = self._store.scan(Table.TIMELINES).filter(pl.col("tenant") == principal.tenant)
         if not principal.analyst:
             frame = frame.filter(pl.col("user_id") == principal.user_id)
-        out = {}
-        for column in ("app", "agent", "user_id"):
-            values = frame.select(pl.col(column).unique()).collect()[column].to_list()
-            out[column] = sorted(v for v in values if v)
-        return out
+        columns = ("app", "agent", "user_id")
+        read = frame.select(columns).collect()  # one read of the table, not one a column
+        return {column: sorted(v for v in read[column].unique().to_list() if v)
+                for column in columns}
 
     def titles(self, principal: Principal, conversation_ids: list[str]) -> dict[str, str]:
         """A title for each named conversation the principal may read: its own, else (an
