@@ -63,8 +63,8 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     ingestor = Ingestor(settings, faults=faults, rows_hook=hook, progress=on_line,
                         workers=workers)
     if records is not None:
-        report = ingestor.ingest_records(  # type: ignore[arg-type]
-            records, hold_conflicts=replace or keep_stored)
+        report = ingestor.ingest_records(
+            records, hold_conflicts=replace or keep_stored)  # type: ignore[arg-type]
     else:
         report = ingestor.ingest_paths(list(paths or []), hold_conflicts=replace or keep_stored)
     if replace:
