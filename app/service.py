@@ -389,7 +389,9 @@ def audit_log(workbench: Workbench, viewer: Viewer, *, limit: int = 50) -> list[
     return [e for e in read_audit(workbench.store) if e.tenant in (viewer.tenant, None)][:limit]
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+# Keyed by the settings' repr: Streamlit's own hashing walks the dataclass field by field, ~8 ms
+# a call on a busy machine, and every page run asks three times.
+@st.cache_resource(max_entries=4, show_spinner=False, hash_funcs={Settings: repr})
 def _workbench(settings: Settings) -> Workbench:
     return Workbench(settings)
 

@@ -7,8 +7,14 @@ not what is measured). For each lake: a cold start (``streamlit run app/main.py`
 port, the browser sent there as soon as the server answers: seconds until the first page shows
 anything, and until its heading is up), then the Search page until the background warm-up
 says the service is ready, then every page twice (first and second visit), each from
-navigation until the heading is up and Streamlit's "running" indicator has been gone for half
-a second. Uses Debian's Chromium at ``/usr/bin/chromium``, never a downloaded browser.
+navigation (a page load of its URL: a new Streamlit session each time) until the heading is up
+and Streamlit's "running" indicator has been gone for half a second; then every page twice
+again as a person moves between them, by its sidebar link in the same session. The CPU model
+and the load averages before and after are printed with the figures. Uses Debian's Chromium
+at ``/usr/bin/chromium``, never a downloaded browser.
+
+``--lake PATH`` times an existing lake (written with the hashing embedder, as above) instead of
+building one: ``.venv/bin/python -m bench.workbench_idle --lake /tmp/lake-100k``.
 
 ``--shots docs --shots-lake data/lake`` instead saves the docs' screenshots
 (``workbench-<page>.png``) of an existing lake, read with the lake's own model.
@@ -111,10 +117,26 @@ _DRAWN = ("() => { const m = document.querySelector(\"[data-testid='stMain']\");
           "return m !== null && m.innerText.trim().length > 0; }")
 
 
+def machine() -> dict[str, Any]:
+    """The CPU model, its count and the 1/5/15-minute load averages: the figures of a shared
+    machine mean little without them."""
+    model = "unknown"
+    with Path("/proc/cpuinfo").open() as info:
+        for line in info:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": model, "cpus": os.cpu_count(),
+            "load": [round(x, 2) for x in os.getloadavg()]}
+
+
 def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
     """Seconds of a cold start until the first page shows something and until its heading is
-    up; then from navigation to idle for every page, first and second visit."""
+    up; then from navigation to idle for every page, first and second visit (with the
+    machine's load before and after)."""
     from playwright.sync_api import sync_playwright
+
+    before = machine()
 
     proc, url = start_workbench(lake, log, {"TURNLAKE_EMBEDDING_MODEL": MODEL})
     try:
@@ -140,13 +162,28 @@ def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
                     # The settling wait is not the page's time.
                     visits.setdefault(title, []).append(
                         round(time.perf_counter() - t - SETTLED_S, 2))
+            # As a person moves between pages: a sidebar link, the same browser session.
+            clicks: dict[str, list[float]] = {}
+            sidebar = page.locator("[data-testid='stSidebar']")
+            for _ in range(2):
+                for _, title in (*PAGES[1:], PAGES[0]):
+                    t = time.perf_counter()
+                    sidebar.get_by_role("link", name=title).click()
+                    page.get_by_role("heading", name=title).wait_for()
+                    _idle(page)
+                    clicks.setdefault(title, []).append(
+                        round(time.perf_counter() - t - SETTLED_S, 2))
             browser.close()
     finally:
         _stop(proc)
     return {"cold_start_drawn_s": round(drawn_s, 2), "cold_start_heading_s": round(heading_s, 2),
             "warm_up_s": round(warm_s, 1),
             "pages_s": {title: {"first": v[0], "second": v[1]} for title, v in visits.items()},
-            "slowest_s": max(max(v) for v in visits.values())}
+            "slowest_s": max(max(v) for v in visits.values()),
+            "sidebar_clicks_s": {title: {"first": v[0], "second": v[1]}
+                                 for title, v in clicks.items()},
+            "slowest_click_s": max(max(v) for v in clicks.values()),
+            "machine_before": before, "load_after": machine()["load"]}
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -222,6 +259,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Workbench page idle times in Chromium.")
     parser.add_argument("turns", nargs="*", type=int, default=[600, 100_000],
                         help="demo turns of each lake (default 600 and 100000)")
+    parser.add_argument("--lake", type=Path, default=None,
+                        help="time this existing lake (hashing embedder) instead of building")
     parser.add_argument("--shots", type=Path, default=None,
                         help="save workbench-<page>.png of --shots-lake here (no timings)")
     parser.add_argument("--shots-lake", default="data/lake",
@@ -231,6 +270,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="turnlake-shots-") as tmp:
             for path in save_screenshots(args.shots_lake, args.shots, Path(tmp) / "st.log"):
                 print(path)
+        return
+    if args.lake is not None:
+        with tempfile.TemporaryDirectory(prefix="turnlake-idle-") as tmp:
+            figures = {str(args.lake): page_idle_times(args.lake, Path(tmp) / "st.log")}
+        print(json.dumps(figures, indent=2))
         return
     print(json.dumps(bench_workbench_idle(tuple(args.turns)), indent=2))
 

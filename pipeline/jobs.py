@@ -46,14 +46,16 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
                faults: Faults = NO_FAULTS, on_line: Callable[[int], None] | None = None,
                on_embedded: Callable[[int], None] | None = None,
                on_partition: Callable[[str, int, int], None] | None = None,
-               workers: int = 1, replace: bool = False,
+               workers: int = 1, replace: bool = False, keep_stored: bool = False,
                settle: Settle | None = None) -> IngestJobReport:
     """Ingest files (or in-memory records), embedding new rows and building touched partitions.
 
     Embedding is best effort: when the provider fails the rows are written with status
     ``failed`` and the run goes on; ``turnlake embed --backfill`` retries them later.
     With ``replace``, turns stored with other content are superseded
-    (:func:`pipeline.supersede.supersede`, whose erasures run ``settle`` first).
+    (:func:`pipeline.supersede.supersede`, whose erasures run ``settle`` first); with
+    ``keep_stored``, they are left as stored and listed in the report's ``held`` (neither
+    quarantined nor superseded).
     """
     tally = EmbedTally()
     provider = (embedder or embedder_from(settings)) if embed else None
@@ -61,9 +63,10 @@ def run_ingest(settings: Settings, paths: Sequence[Path] | None = None, *,
     ingestor = Ingestor(settings, faults=faults, rows_hook=hook, progress=on_line,
                         workers=workers)
     if records is not None:
-        report = ingestor.ingest_records(records, hold_conflicts=replace)  # type: ignore[arg-type]
+        report = ingestor.ingest_records(
+            records, hold_conflicts=replace or keep_stored)  # type: ignore[arg-type]
     else:
-        report = ingestor.ingest_paths(list(paths or []), hold_conflicts=replace)
+        report = ingestor.ingest_paths(list(paths or []), hold_conflicts=replace or keep_stored)
     if replace:
         supersede(settings, ingestor, report, settle=settle)
     build = None

@@ -5,7 +5,9 @@ table, so a lake fed turn by turn ends up with thousands of both and every scan 
 them. Maintenance runs, under the writer lock like any writer::
 
     1. recover    batches a crashed ingest left, and interrupted purges and erasures, are
-                  finished first (an erasure's own vacuum removes the erased bytes)
+                  finished first (an erasure's own vacuum removes the erased bytes); then
+                  turn_logs rows written before ``completion_status`` existed get it from
+                  their stored payload (pipeline/completion_backfill.py; once per row)
     2. compact    per table and partition, small data files are rewritten into a few large
                   ones (one commit each that changes no row)
     3. indexes    partitions whose index went stale (compaction renames every file the
@@ -44,6 +46,7 @@ from lake.refs import validate_id
 from lake.settings import Settings
 from lake.store import COMPACT_TARGET_BYTES, FileStats, LakeStore, Partition
 from lake.tables import PARTITIONS, Table
+from pipeline.completion_backfill import fill_completion_status, unrecorded
 from pipeline.index_build import compact_indexes, stale_partitions
 from pipeline.retention import index_rebuilder
 
@@ -105,6 +108,8 @@ class MaintainReport:
     # pipeline/service/spool.py): committed by the run, or counted by a dry run.
     spooled: int = 0
     spool_problems: list[str] = field(default_factory=list)  # group files that do not read
+    # turn_logs rows given the completion_status their payload records (a dry run: to give)
+    statuses_filled: int = 0
 
 
 def _total(stats: dict[tuple[str, ...], FileStats]) -> FileStats:
@@ -157,7 +162,7 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
              grace_s: float = DEFAULT_GRACE_S, target_bytes: int = COMPACT_TARGET_BYTES,
              faults: Faults = NO_FAULTS, on_wait: Waiting | None = None,
              on_partition: Progress | None = None, on_index: Progress | None = None,
-             on_table: Progress | None = None,
+             on_table: Progress | None = None, on_status: Progress | None = None,
              sleep: Callable[[float], None] = time.sleep) -> MaintainReport:
     """Compact small files, refresh stale indexes, vacuum and truncate the Delta logs.
 
@@ -168,7 +173,8 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
     log cleanup act on whole tables. A dry run takes no lock and writes nothing.
     ``grace_s`` is how long replaced files outlive the last commit, for readers in flight.
     ``on_wait(holder)`` is told when another writer holds the lock; ``on_partition``,
-    ``on_index`` and ``on_table`` report progress of the three steps; ``sleep`` waits out
+    ``on_index`` and ``on_table`` report progress of the three steps, ``on_status`` that of
+    filling old rows' completion status; ``sleep`` waits out
     the grace (a seam for tests). Fault points: ``maintain.after_partition``,
     ``maintain.after_compact``, ``maintain.after_indexes``, ``maintain.after_vacuum``.
     """
@@ -188,9 +194,11 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
         report.spool_problems = left.problems
     if dry_run:
         report.pending = runner.pending()
+        unfilled = unrecorded(store, tenant)
+        report.statuses_filled = sum(unfilled.values())
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]
         compacted = {(u.partition[0], u.partition[1]) for t in report.tables
-                     if t.table in _INDEXED for u in t.compacted}
+                     if t.table in _INDEXED for u in t.compacted} | set(unfilled)
         indexed = {part for part, status in partition_statuses(store).items()
                    if status.manifest is not None}
         report.indexes = [f"{t}/{m}" for t, m in
@@ -201,6 +209,9 @@ def maintain(settings: Settings, *, tenant: str | None = None, dry_run: bool = F
                      on_wait=on_wait):
         report.recovered = BatchCommitter(store, FileStore(store.root)).recover()
         report.resumed = runner.resume()
+        # Before compaction, which then merges the rewritten files with the rest.
+        report.statuses_filled = fill_completion_status(store, tenant=tenant,
+                                                        on_partition=on_status)
         report.tables = [_plan_table(store, t, tenant) for t in Table if store.exists(t)]
         _compact(store, report.tables, target_bytes, faults, on_partition)
         faults.hit("maintain.after_compact")

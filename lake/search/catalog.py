@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 from lake.answers import ConversationEntry as ConversationEntry
 from lake.deletion.plan import pending_manifests
 from lake.errors import AccessDenied, QueryError
+from lake.projection import month_of
 from lake.refs import validate_id
 from lake.search.access import Principal
 from lake.search.when import OrdinalLookup, TimeRange, resolve_when
@@ -220,11 +221,10 @@ class TurnCatalog:
         frame = self._store.scan(Table.TIMELINES).filter(pl.col("tenant") == principal.tenant)
         if not principal.analyst:
             frame = frame.filter(pl.col("user_id") == principal.user_id)
-        out = {}
-        for column in ("app", "agent", "user_id"):
-            values = frame.select(pl.col(column).unique()).collect()[column].to_list()
-            out[column] = sorted(v for v in values if v)
-        return out
+        columns = ("app", "agent", "user_id")
+        read = frame.select(columns).collect()  # one read of the table, not one a column
+        return {column: sorted(v for v in read[column].unique().to_list() if v)
+                for column in columns}
 
     def titles(self, principal: Principal, conversation_ids: list[str]) -> dict[str, str]:
         """A title for each named conversation the principal may read: its own, else (an
@@ -236,26 +236,38 @@ class TurnCatalog:
             & pl.col("conversation_id").is_in(conversation_ids))
         if not principal.analyst:
             frame = frame.filter(pl.col("user_id") == principal.user_id)
-        named = frame.select("conversation_id", "title").collect()
-        out = {c: t for c, t in named.iter_rows() if t and t.strip()}
-        untitled = [c for c in named["conversation_id"].to_list() if c not in out]
-        for cid, text in self._first_prompts(principal, untitled).items():
+        named = frame.select("conversation_id", "title", "started_at").collect()
+        out = {c: t for c, t, _ in named.iter_rows() if t and t.strip()}
+        untitled = named.filter(~pl.col("conversation_id").is_in(list(out)))
+        # No turn of a conversation starts before the conversation: the months before the
+        # earliest of theirs hold none of their rows and are not read.
+        first = untitled["started_at"].min()
+        since = month_of(first) if isinstance(first, datetime) else None
+        prompts = self._first_prompts(principal, untitled["conversation_id"].to_list(), since)
+        for cid, text in prompts.items():
             line = " ".join(text.split())
             out[cid] = line if len(line) <= _TITLE_CHARS else line[:_TITLE_CHARS - 1] + "…"
         return out
 
-    def _first_prompts(self, principal: Principal,
-                       conversation_ids: list[str]) -> dict[str, str]:
+    def _first_prompts(self, principal: Principal, conversation_ids: list[str],
+                       since_month: str | None = None) -> dict[str, str]:
         if not conversation_ids:
             return {}
-        frame = self._store.scan(Table.CONTENT_ROWS).filter(
-            (pl.col("tenant") == principal.tenant) & (pl.col("role") == "user")
-            & pl.col("conversation_id").is_in(conversation_ids))
+        # Read through pyarrow's own scan, which prunes the partitions the filter rules out
+        # and skips the row groups of other conversations: a polars scan of the same dataset
+        # read the text column of every month, 190 ms against 7-37 ms at 100k turns.
+        wanted = ((ds.field("tenant") == principal.tenant) & (ds.field("role") == "user")
+                  & ds.field("conversation_id").isin(conversation_ids))
+        if since_month is not None:
+            wanted &= ds.field("month") >= since_month
         if not principal.analyst:
-            frame = frame.filter(pl.col("user_id") == principal.user_id)
-        first = (frame.select("conversation_id", "turn_at", "seq", "text")
-                 .sort(["turn_at", "seq"]).group_by("conversation_id")
-                 .agg(pl.col("text").first()).collect())
+            wanted &= ds.field("user_id") == principal.user_id
+        rows = pl.from_arrow(self._store.read(
+            Table.CONTENT_ROWS, columns=["conversation_id", "turn_at", "seq", "text"],
+            filter=wanted))
+        assert isinstance(rows, pl.DataFrame)
+        first = (rows.sort(["turn_at", "seq"]).group_by("conversation_id", maintain_order=True)
+                 .agg(pl.col("text").first()))
         return dict(zip(first["conversation_id"].to_list(), first["text"].to_list(),
                         strict=True))
 

@@ -95,6 +95,7 @@ def maintain_command(
         with job_progress() as progress:
             report = maintain(settings, tenant=tenant, dry_run=dry_run, grace_s=grace,
                               on_wait=waiting, on_partition=progress.partitions("compacting"),
+                              on_status=progress.partitions("filling completion status"),
                               on_index=progress.partitions("rebuilding indexes"),
                               on_table=progress.partitions("vacuuming"))
     except TurnlakeError as exc:
@@ -114,6 +115,11 @@ def maintain_command(
     if report.recovered is not None and report.recovered.rolled_back:
         console.print(f"rolled back {len(report.recovered.rolled_back)} interrupted ingest "
                       "batch(es)")
+    if report.statuses_filled:
+        verb = "would fill" if report.dry_run else "filled"
+        console.print(literal(f"{verb} the completion status of {report.statuses_filled} "
+                              "turn(s) ingested before turnlake recorded it, from their stored "
+                              "records"))
     if not report.tables:
         out.print("nothing to maintain: the lake has no tables yet")
         return

@@ -138,7 +138,12 @@ def demo(
     embed: Annotated[bool, typer.Option(help="Embed the demo rows.")] = True,
     index: Annotated[bool, typer.Option(help="Build the partition indexes.")] = True,
 ) -> None:
-    """Write a realistic demo lake (several tenants, apps, writers, files, expired turns)."""
+    """Write a realistic demo lake (several tenants, apps, writers, files, expired turns).
+
+    Again into the same lake (say after an interrupted run), the demo's turns already there
+    are left as they are: the history ends at the current minute, so a turn written by an
+    earlier run has the same id with other times, which is the same demo turn, not a
+    conflict to quarantine."""
     from pipeline.demo import generate_lines
     from pipeline.jobs import run_ingest
 
@@ -147,16 +152,25 @@ def demo(
         lines = list(generate_lines(users=users, turns=turns, seed=seed))
         with job_progress() as progress:
             job = run_ingest(settings, records=lines, embed=embed, index=index,
+                             keep_stored=True,
                              on_line=progress.counter("writing demo turns"),
                              on_embedded=progress.counter("embedding rows"),
                              on_partition=progress.partitions("building indexes"))
     except (TurnlakeError, ValueError) as exc:
         raise fail(TurnlakeError(str(exc))) from exc
     report = job.ingest
-    out.print(literal(f"demo lake at {settings.lake}: {report.accepted} turns "
-                      f"({report.duplicates} already there), {report.rows_written} search "
-                      f"rows, {job.embedding.embedded} embedded, {report.files_stored} hosted "
-                      "files"))
+    earlier = len(report.held)
+    there = report.duplicates + earlier
+    out.print(literal(f"demo lake at {settings.lake}: {report.accepted} turns written "
+                      f"({there} already there"
+                      + (f", {earlier} of them from a demo written at another time"
+                         if earlier else "")
+                      + f"), {report.rows_written} search rows, {job.embedding.embedded} "
+                      f"embedded, {report.files_stored} hosted files"))
+    if report.quarantined:
+        console.print(styled(("note:", "yellow"),
+                             f" {len(report.quarantined)} demo line(s) quarantined: "
+                             "`turnlake quarantine` lists them"))
 
 
 @app.command()

@@ -6,6 +6,7 @@ absent (`apt-get install -y chromium`).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 
 from bench.workbench_idle import free_port, start_workbench
 from lake.search.access import Principal
+from lake.search.catalog import TurnCatalog
 from lake.search.materialize import TurnMaterializer
 from lake.store import LakeStore
 from tests.app.workbench_lake import (
@@ -282,6 +284,45 @@ def test_a_days_bar_opens_that_days_conversations(server: str) -> None:
         assert "/overview" in page.url
 
 
+def test_the_conversation_view_lists_every_turn_with_its_steps(server: str,
+                                                               seeded: SeededLake) -> None:
+    store = LakeStore(seeded.settings.lake)
+    analyst = Principal(TENANT, analyst=True)
+    catalog, materializer = TurnCatalog(store), TurnMaterializer(store)
+    # The demo conversation of the tenant with the most turns (one page of them) whose turns
+    # carry steps.
+    chosen: tuple[str, list[Any], list[list[str]]] | None = None
+    for entry in catalog.conversations(analyst):
+        turns = catalog.turns(analyst, entry.conversation_id)
+        if not 3 <= len(turns) <= 20 or (chosen is not None and len(turns) <= len(chosen[1])):
+            continue
+        steps = [[s.name for s in materializer.turn(analyst, entry.conversation_id,
+                                                    t.turn_id).parts().steps] for t in turns]
+        if sum(1 for names in steps if names) >= 2:
+            chosen = (entry.conversation_id, turns, steps)
+    assert chosen is not None, "the seeded lake has no conversation with steps"
+    cid, turns, steps = chosen
+    with _browser() as page:
+        page.goto(f"{server}/replay?conversation={cid}&turn={turns[0].turn_id}"
+                  "&view=conversation")
+        page.get_by_role("heading", name="Conversations & Replay").wait_for()
+        page.get_by_text(f"{len(turns)} turns · user").wait_for()
+        main = page.locator("[data-testid='stMain']")
+        for turn in turns:
+            main.get_by_role("heading", name=re.compile(
+                rf"^#{turn.ordinal} · {turn.started_at:%Y-%m-%d %H:%M}")).wait_for()
+        expanders = main.locator("[data-testid='stExpander']").filter(
+            has_text=re.compile(r"Steps \(\d+\)"))
+        labels = [re.search(r"Steps \((\d+)\)", expanders.nth(i).inner_text())
+                  for i in range(expanders.count())]
+        assert [int(m[1]) for m in labels if m is not None] == [
+            len(names) for names in steps if names]
+        text = main.inner_text()
+        for names in steps:
+            for name in names:
+                assert name in text
+
+
 def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) -> None:
     with _browser() as page:
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
@@ -373,6 +414,15 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
         page.get_by_text("1. Quokka workbook").wait_for()
         assert not [t for t in others if t in page.locator("body").inner_text()]
         page.screenshot(path=tmp_path / "signed-in.png")
+        # Every hit's export: the key's tenant on every row, no other tenant's id anywhere.
+        for fmt in ("CSV", "JSONL"):
+            with page.expect_download() as info:
+                page.get_by_role("button", name=re.compile(f"Export {fmt}")).click()
+            exported = Path(info.value.path()).read_text()
+            assert QUERY.split()[0] in exported.lower(), fmt
+            assert not [t for t in others if t in exported], fmt
+        rows = [json.loads(line) for line in exported.splitlines()]
+        assert rows and {r["tenant"] for r in rows} == {TENANT}
         sidebar.get_by_role("button", name="Sign out").click()
         page.get_by_role("heading", name="Sign in").wait_for()
         page.get_by_label("API key", exact=True).fill(user)

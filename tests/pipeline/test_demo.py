@@ -12,14 +12,17 @@ import zlib
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from lake.records import TurnRecord, parse_record
 from lake.refs import file_ref
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline.cli import app
 from pipeline.demo import generate_lines, generate_records, png_bar_chart, write_demo
 from pipeline.demo_texts import (
     DRAWN_SLOTS,
@@ -225,3 +228,38 @@ def test_write_demo_builds_a_lake(tmp_path: Path) -> None:
     assert LakeStore(settings.lake).read(Table.TURN_LOGS).num_rows == 250
     again = write_demo(settings, users=6, turns=250, seed=3, now=NOW)
     assert again.accepted == 0 and again.duplicates == 250
+
+
+class _Clock(datetime):
+    """The demo's clock, set by the test: its history ends at ``at``."""
+
+    at = NOW
+
+    @classmethod
+    def now(cls, tz: Any = None) -> _Clock:
+        return cls.at  # type: ignore[return-value]
+
+
+def test_the_demo_again_into_its_lake_says_its_turns_are_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A second run (after an interrupted one, say) ends its history at a later minute: the
+    # same demo turns with other times. It said "0 turns (0 already there)" and quarantined
+    # every line as a conflict.
+    monkeypatch.setattr("pipeline.demo.datetime", _Clock)
+    monkeypatch.setenv("TURNLAKE_EMBEDDING_MODEL", "hashing-64")
+    lake = tmp_path / "lake"
+    args = ["demo", "--lake", str(lake), "--users", "3", "--turns", "40", "--no-embed",
+            "--no-index"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "demo lake at" in first.output
+    assert "40 turns written (0 already there)" in " ".join(first.output.split())
+    monkeypatch.setattr(_Clock, "at", NOW + timedelta(minutes=7))
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.output.split())
+    assert ("0 turns written (40 already there, 40 of them from a demo written at another "
+            "time)") in said, said
+    store = LakeStore(lake)
+    assert not store.exists(Table.QUARANTINE) or store.read(Table.QUARANTINE).num_rows == 0
+    assert store.read(Table.TURN_LOGS, columns=["turn_id"]).num_rows == 40

@@ -131,3 +131,20 @@ def test_ref_resolution_errors_are_distinct(store: LakeStore) -> None:
         materializer.resolve(ANA, REF, as_of=AS_OF + timedelta(days=400))
     with pytest.raises(RefNotFound):
         materializer.resolve(Principal("globex", "u-ana"), REF, as_of=AS_OF)
+
+
+def test_untitled_conversations_across_months_are_named_by_their_first_prompt(
+        settings: Settings, tmp_path: Path) -> None:
+    # Conversations starting in different months, each going on into a later one: the title
+    # is the first prompt, however many months the read of the earliest one has to span.
+    start = BASE_TIME.replace(day=20)
+    records = []
+    for n, (conversation, months_back) in enumerate((("c-old", 3), ("c-new", 1))):
+        first = start - timedelta(days=31 * months_back)
+        for i, at in enumerate((first, first + timedelta(days=20), start)):
+            records.append(make_record(
+                10 * n + i, conversation=conversation, at=at, conversation_title=None,
+                prompt=f"{conversation} prompt {i}"))
+    Ingestor(settings).ingest_paths([write_jsonl(tmp_path / "months.jsonl", records)])
+    titles = TurnCatalog(LakeStore(settings.lake)).titles(ANALYST, ["c-new", "c-old"])
+    assert titles == {"c-old": "c-old prompt 0", "c-new": "c-new prompt 0"}
