@@ -49,6 +49,9 @@ CANDIDATES: list[Candidate] = [
     Candidate("k 20", Asking(fusion=FusionSettings(k=20))),
     Candidate("score factor 0.5", Asking(fusion=FusionSettings(score_factor=0.5))),
     Candidate("trigram 0.25", Asking(weights=_weights(0.5, trigram=0.25))),
+    Candidate("neighbours 0.25", Asking(fusion=FusionSettings(neighbour_weight=0.25))),
+    Candidate("neighbours 0.1", Asking(fusion=FusionSettings(neighbour_weight=0.1))),
+    Candidate("no neighbours", Asking(fusion=FusionSettings(neighbour_weight=0.0))),
 ]
 assert CANDIDATES[0].asking.weights == DEFAULT_WEIGHTS
 
