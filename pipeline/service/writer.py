@@ -58,9 +58,9 @@ from lake.index.status import partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
-from pipeline.ingest import IngestReport
+from pipeline.ingest import IngestReport, TurnKey
 from pipeline.live import Vectors
-from pipeline.prepare import Quarantined
+from pipeline.prepare import Quarantined, SealedGroup
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.fairness import FairShare
@@ -68,7 +68,7 @@ from pipeline.service.index_lane import Commit, IndexLane
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
-from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
+from pipeline.service.steps import InProcessSteps, WriteSteps
 
 log = logging.getLogger(__name__)
 _COMMIT_RETRY_S = 2.0
@@ -95,8 +95,8 @@ class _Spooled:
 
     acceptor: Acceptor  # whose spool holds it
     seq: int
-    source: str
-    lines: list[str]
+    prepared: SealedGroup  # its lines as its decision prepared them
+    turns: int  # its lines
     kept: set[TurnKey]
     requests: int
     acked: float  # time.monotonic() of the answer
@@ -464,8 +464,8 @@ class GroupWriter:
         started = time.perf_counter()
         lines = [line for s in group for line in s.lines]
         try:
-            report, kept = self._ingester.ingest(lines, source=f"<api {uuid.uuid4().hex}>")
-            outcomes = self._outcomes(group, lines, report.accepted, kept,
+            report = self._ingester.ingest(lines, source=f"<api {uuid.uuid4().hex}>")
+            outcomes = self._outcomes(group, lines, report.kept,
                                       {q.line: q for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
             _fail(group, exc, f"group commit of {len(lines)} turns failed")
@@ -477,7 +477,7 @@ class GroupWriter:
         self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
             self._to_index.put(Commit(frozenset(report.partitions), acked, None,
-                                      frozenset(kept)))
+                                      frozenset(report.kept)))
 
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
@@ -493,7 +493,7 @@ class GroupWriter:
         assert acceptor is not None  # made by start()
         try:
             accepted = acceptor.accept(lines, source=source)
-            outcomes = self._outcomes(group, lines, len(accepted.kept), accepted.kept,
+            outcomes = self._outcomes(group, lines, accepted.kept,
                                       {q.line: q for q in accepted.refused})
         except Exception as exc:
             _fail(group, exc, f"deciding a group of {len(lines)} turns failed")
@@ -520,8 +520,8 @@ class GroupWriter:
                                     large=any(s.size > self._fair.share_bytes
                                               for s in group))
         large = any(s.size > self._fair.share_bytes for s in group)
-        self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
-                                     len(group), acked, number, large))
+        self._to_commit.put(_Spooled(acceptor, accepted.seq, accepted.prepared, len(lines),
+                                     accepted.kept, len(group), acked, number, large))
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
 
@@ -548,7 +548,7 @@ class GroupWriter:
                 self._lane_seqs.setdefault(first.acceptor, set()).add(first.seq)
                 self._ahead.submit(self._embed_ahead, first)
                 continue
-            batch, turns = [first], len(first.lines)
+            batch, turns = [first], first.turns
             while not first.large and turns < self._settings.commit_max_turns:
                 try:
                     item = self._to_commit.get_nowait()
@@ -561,7 +561,7 @@ class GroupWriter:
                     carried = item
                     break
                 batch.append(item)
-                turns += len(item.lines)
+                turns += item.turns
             self._commit_spooled(batch, last_try=stop or self._closed)
 
     def _forgettable(self, item: _Spooled) -> int:
@@ -583,7 +583,7 @@ class GroupWriter:
         started = time.perf_counter()
         vectors: Vectors = {}
         try:
-            vectors = self._vectors.embed_ahead(item.lines, source=item.source)
+            vectors = self._vectors.embed_ahead(item.prepared)
         except Exception:
             log.warning("embedding a large group ahead of its commit failed; its commit "
                         "embeds it", exc_info=True)
@@ -597,8 +597,8 @@ class GroupWriter:
         started = time.perf_counter()
         while True:
             try:
-                report, kept = self._ingester.ingest_groups(
-                    [(s.source, s.lines) for s in batch],
+                report = self._ingester.ingest_prepared(
+                    [s.prepared for s in batch],
                     vectors={tenant: known for s in batch for tenant, known in
                              (s.vectors or {}).items()} or None)
                 break
@@ -609,6 +609,7 @@ class GroupWriter:
                     return
                 time.sleep(_COMMIT_RETRY_S)
         self._spend([s.number for s in batch], time.perf_counter() - started)
+        kept = report.kept
         answered = set().union(*(s.kept for s in batch))
         if kept != answered:
             self._metrics.spool_divergences.inc(len(kept ^ answered))
@@ -626,11 +627,11 @@ class GroupWriter:
                             exc_info=True)
         with self._counts:
             self._committed += len(batch)
-            self._uncommitted_turns -= sum(len(s.lines) for s in batch)
+            self._uncommitted_turns -= sum(s.turns for s in batch)
             self._metrics.spool_turns.set(self._uncommitted_turns)
             self._counts.notify_all()
         self._report_refs(report)
-        self._observe_commit(started, sum(len(s.lines) for s in batch),
+        self._observe_commit(started, sum(s.turns for s in batch),
                              sum(s.requests for s in batch))
         if self._index and report.partitions:
             for s in batch:
@@ -674,11 +675,10 @@ class GroupWriter:
                 if n in self._costs and total:
                     self._costs[n] += seconds * size / total
 
-    def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
-                  kept: set[TurnKey], quarantined: dict[int, Quarantined]
-                  ) -> list[list[LineOutcome]]:
+    def _outcomes(self, group: list[_Submission], lines: list[str], kept: set[TurnKey],
+                  quarantined: dict[int, Quarantined]) -> list[list[LineOutcome]]:
         """Each submission's outcomes (:func:`pipeline.service.outcomes.line_outcomes`)."""
-        return line_outcomes([s.keys for s in group], len(lines), accepted, kept, quarantined)
+        return line_outcomes([s.keys for s in group], len(lines), kept, quarantined)
 
 
 def _fail(group: list[_Submission], exc: Exception, what: str) -> None:

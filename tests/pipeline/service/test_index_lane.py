@@ -24,8 +24,9 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline.ingest import TurnKey
+from pipeline.prepare import SealedGroup
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
 from tests.reliability.lake_audit import key_of, turn_record
 
@@ -127,7 +128,7 @@ class _HeldVectors:
     def __init__(self) -> None:
         self.go = threading.Event()
 
-    def embed_ahead(self, lines: list[str], *, source: str) -> dict[str, object]:
+    def embed_ahead(self, group: SealedGroup) -> dict[str, object]:
         assert self.go.wait(timeout=120)
         return {}  # nothing computed: the commit embeds
 
