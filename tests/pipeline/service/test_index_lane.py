@@ -144,8 +144,9 @@ def test_a_group_in_the_vector_lane_stays_in_the_spool_while_later_groups_commit
     lake = Path(str(settings.lake))
     writer = GroupWriter(settings, embedder=HashingEmbedder(64), index=False)
     held = _HeldVectors()
-    writer._vectors = held  # type: ignore[assignment]
-    writer._ahead = ThreadPoolExecutor(max_workers=1)
+    assert writer._committer is not None
+    writer._committer._vectors = held  # type: ignore[assignment]
+    writer._committer._ahead = ThreadPoolExecutor(max_workers=1)
     writer.start(wait=True)
     try:
         large = turn_record(300, conversation="c-big", marker="longmark")
