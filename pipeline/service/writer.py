@@ -119,13 +119,7 @@ class GroupWriter:
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
-        # The committer (with the spool): the vector lane embeds a large group's texts in a
-        # child of its own while it commits the groups after it (pipeline/service/committer.py).
-        vectors = ChildWriter(settings, embed=True) if child and embedder is not None else None
-        self._committer = (Committer(settings, self._ingester, vectors=vectors,
-                                     metrics=self._metrics, committed=self._committed_groups,
-                                     spend=self._spend, closing=lambda: self._closed)
-                           if self._spooling else None)
+        self._committer = self._new_committer(embedder) if self._spooling else None
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         # Arrived submissions not decided yet, in arrival order (the writer thread's own):
@@ -166,6 +160,16 @@ class GroupWriter:
         metrics.startup_seconds.set_function(lambda: self._startup.readiness.seconds)
         metrics.recovered_groups.set_function(
             lambda: self._startup.readiness.recovered_groups)
+
+    def _new_committer(self, embedder: Embedder | None) -> Committer:
+        """The committer of the answered groups (pipeline/service/committer.py), with the
+        vector lane when the steps run in children and embed: a large group's texts are
+        embedded in a child of their own while the groups after it are committed."""
+        vectors = (ChildWriter(self._settings, embed=True)
+                   if self._child and embedder is not None else None)
+        return Committer(self._settings, self._ingester, vectors=vectors,
+                         metrics=self._metrics, committed=self._committed_groups,
+                         spend=self._spend, closing=lambda: self._closed)
 
     @property
     def spooling(self) -> bool:
