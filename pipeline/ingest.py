@@ -200,11 +200,12 @@ class Ingestor:
             PackedLines.of(chunk) for source, lines in groups
             for chunk in _chunked(memory_lines(lines, source), self._chunk_lines()))
 
-    def ingest_prepared(self, groups: Sequence[PreparedGroup]) -> IngestReport:
+    def ingest_prepared(self, groups: Iterable[PreparedGroup]) -> IngestReport:
         """:meth:`ingest_groups` of groups prepared already (by :meth:`decide`): the same run,
         without parsing and projecting their lines again. Which turns it keeps is decided
         anew against the stored turns, so a turn another writer committed meanwhile is a
-        duplicate here whatever the decision said."""
+        duplicate here whatever the decision said. ``groups`` is read inside the run, with
+        the cyclic garbage collector paused (a generator that unseals them is worth it)."""
         return self._run(lambda _: (pair for group in groups for pair in group.chunks))
 
     def decide(self, records: Sequence[str], *, source: str,

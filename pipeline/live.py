@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -143,7 +143,7 @@ class LiveWriter:
             report = self._ingestor.ingest_groups(groups)
             return IngestJobReport(report, self._tally, None)
 
-    def ingest_prepared(self, groups: Sequence[PreparedGroup], *,
+    def ingest_prepared(self, groups: Iterable[PreparedGroup], *,
                         vectors: Vectors | None = None) -> IngestJobReport:
         """:meth:`ingest_groups` of groups prepared already (by the ingest's decision: see
         :meth:`pipeline.ingest.Ingestor.ingest_prepared`); ``vectors`` (from

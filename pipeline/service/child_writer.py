@@ -55,7 +55,7 @@ def _ingest(lines: list[str], source: str) -> IngestReport:
 
 def _ingest_prepared(groups: list[SealedGroup], vectors: Vectors | None) -> IngestReport:
     assert _live is not None
-    return _live.ingest_prepared([g.opened() for g in groups], vectors=vectors).ingest
+    return _live.ingest_prepared((g.opened() for g in groups), vectors=vectors).ingest
 
 
 def _embed_ahead(group: SealedGroup) -> Vectors:

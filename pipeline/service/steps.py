@@ -67,7 +67,7 @@ class InProcessSteps:
     def ingest_prepared(self, groups: list[SealedGroup], *,
                         vectors: Vectors | None = None) -> IngestReport:
         """LiveWriter.ingest_prepared of the opened groups."""
-        return self._live.ingest_prepared([g.opened() for g in groups], vectors=vectors).ingest
+        return self._live.ingest_prepared((g.opened() for g in groups), vectors=vectors).ingest
 
     def embed_ahead(self, group: SealedGroup) -> Vectors:
         """LiveWriter.embed_ahead of the opened group."""
