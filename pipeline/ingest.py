@@ -41,10 +41,13 @@ from pipeline.known_turns import KnownTurns
 from pipeline.prepare import (
     PackedLines,
     PreparedChunk,
+    PreparedGroup,
     Quarantined,
+    TurnKey,
     differences,
-    memory_source,
+    memory_lines,
     prepare_chunk,
+    prepare_group,
     prepare_packed,
     raw_text,
 )
@@ -60,6 +63,7 @@ from pipeline.workers import cyclic_gc_paused, init_worker, start_worker_server,
 
 RowsHook = Callable[[pa.Table], pa.Table]
 Item = SourceLine | SourceProblem
+Chunks = Generator[tuple[PackedLines, PreparedChunk], None, None]
 CHUNK_LINES = 2000
 PARALLEL_MIN_LINES = 8000
 # Chunks the ingesting process prepares itself while a fork server starts (about 0.4 s, in
@@ -71,7 +75,8 @@ AHEAD_LINES = 64_000
 # Joins a turn's ids into one key; ids are letters, digits, '_' and '-' only.
 _KEY_SEPARATOR = "\x1f"
 _ROW_TABLES = (Table.TURN_LOGS, Table.CONTENT_ROWS, Table.EVENTS, Table.FILES)
-__all__ = ["Decision", "IngestReport", "Ingestor", "PendingTurns", "Quarantined"]
+__all__ = ["Decision", "IngestReport", "Ingestor", "PendingTurns", "Quarantined", "TurnKey",
+           "identities"]
 
 
 @dataclass
@@ -95,6 +100,11 @@ class IngestReport:
     replaced: int = 0
     # conv:* refs the accepted turns' completions or summaries name that lead nowhere.
     unresolved_refs: list[UnresolvedMention] = field(default_factory=list)
+    # The identities of the accepted turns, when the ingestor was asked for them
+    # (``report_kept``): with ``quarantined`` (by line) they tell each line's outcome, every
+    # other line being a duplicate. A host answering per turn asks; a bulk ingest would hold
+    # millions.
+    kept: set[TurnKey] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -146,13 +156,15 @@ class Ingestor:
     The default, 1, stays in-process. A turn stored with other content is a conflict
     (:mod:`pipeline.conflicts`): quarantined, or with ``hold_conflicts`` left out of the run
     and reported in ``IngestReport.held`` for the job that supersedes the stored turn
-    (:mod:`pipeline.supersede`).
+    (:mod:`pipeline.supersede`). With ``report_kept`` each report names the turns it kept
+    (``IngestReport.kept``).
     """
 
     def __init__(self, settings: Settings, *, faults: Faults = NO_FAULTS,
                  rows_hook: RowsHook | None = None,
                  progress: Callable[[int], None] | None = None,
-                 workers: int | None = None, store: LakeStore | None = None) -> None:
+                 workers: int | None = None, store: LakeStore | None = None,
+                 report_kept: bool = False) -> None:
         self._settings = settings
         self._workers = workers or 1
         self._store = store or LakeStore(settings.lake)
@@ -162,6 +174,7 @@ class Ingestor:
         self._known = KnownTurns(self._store)  # kept across calls: a warm writer's view
         self._rows_hook = rows_hook
         self._progress = progress
+        self._report_kept = report_kept
 
     def ingest_paths(self, paths: Sequence[Path], *,
                      hold_conflicts: bool = False) -> IngestReport:
@@ -172,36 +185,45 @@ class Ingestor:
     def ingest_records(self, records: Iterable[TurnRecord | str], *, source: str = "<api>",
                        hold_conflicts: bool = False) -> IngestReport:
         """Ingest records given in memory (models or JSON strings), e.g. from the recorder."""
-        return self.ingest_lines(_memory_lines(records, source), hold_conflicts=hold_conflicts)
+        return self.ingest_lines(memory_lines(records, source), hold_conflicts=hold_conflicts)
 
     def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestReport:
         """Ingest several groups of JSON lines given in memory, each with its own source name
         (lines numbered from 1 in each), in one run: one commit for all of them while they
-        fit a batch. What the service's spool commits (pipeline/service/spool.py).
+        fit a batch. How the spools of stopped servers are committed (pipeline/service/
+        spool.py).
 
         Each group is prepared in chunks of its own, as a run of its own would be: repeated
         lines are told apart within a group, while the turns of earlier groups count as an
         earlier batch's."""
         return self._ingest_chunks(
             PackedLines.of(chunk) for source, lines in groups
-            for chunk in _chunked(_memory_lines(lines, source), self._chunk_lines()))
+            for chunk in _chunked(memory_lines(lines, source), self._chunk_lines()))
+
+    def ingest_prepared(self, groups: Iterable[PreparedGroup]) -> IngestReport:
+        """:meth:`ingest_groups` of groups prepared already (by :meth:`decide`): the same run,
+        without parsing and projecting their lines again. Which turns it keeps is decided
+        anew against the stored turns, so a turn another writer committed meanwhile is a
+        duplicate here whatever the decision said. ``groups`` is read inside the run, with
+        the cyclic garbage collector paused (a generator that unseals them is worth it)."""
+        return self._run(lambda _: (pair for group in groups for pair in group.chunks))
 
     def decide(self, records: Sequence[str], *, source: str,
                pending: PendingTurns | None = None) -> Decision:
         """What ingesting ``records`` (JSON lines, numbered from 1 as by
         :meth:`ingest_records`) would do — which turns it keeps, which lines it refuses and
         why — were the lake to hold, besides its stored turns, those of ``pending`` (turns
-        decided but not committed yet). Nothing is written, and no lock is taken.
+        decided but not committed yet). Nothing is written, and no lock is taken. The lines
+        as prepared come with it, for :meth:`ingest_prepared` to commit.
 
         Decided as one batch: a turn kept earlier in ``records`` counts as an earlier batch's
         would, so the answer is an ingest's of the same lines."""
         pending = pending or PendingTurns.empty()
-        prepared = [_Prepared.of(lines, chunk) for lines, chunk in self._prepare_here(
-            PackedLines.of(c) for c in _chunked(_memory_lines(records, source),
-                                               self._chunk_lines()))]
+        group = prepare_group(records, source, self._settings, chunk_lines=self._chunk_lines())
+        prepared = [_Prepared.of(lines, chunk) for lines, chunk in group.chunks]
         refused = [q for c in prepared for q in c.chunk.quarantined]
         if not prepared or not any(c.chunk.turns for c in prepared):
-            return Decision(refused, _turns_of(TURN_LOGS.empty_table()), {})
+            return Decision(refused, _turns_of(TURN_LOGS.empty_table()), {}, group)
         turns = pa.concat_tables(c.turns for c in prepared)
         stored = self._existing_turns(turns)
         existing = _Existing(pa.concat_tables(
@@ -216,7 +238,7 @@ class Ingestor:
             texts = c.chunk.tables[Table.TURN_LOGS]["payload"].to_pylist()
             payloads.update((key, text) for key, text in zip(c.keys, texts, strict=True)
                             if key not in drop)
-        return Decision(sorted(refused, key=lambda q: q.line), sifted.kept, payloads)
+        return Decision(sorted(refused, key=lambda q: q.line), sifted.kept, payloads, group)
 
     def ingest_lines(self, lines: Iterable[Item], *,
                      hold_conflicts: bool = False) -> IngestReport:
@@ -231,6 +253,12 @@ class Ingestor:
 
     def _ingest_chunks(self, chunks: Iterator[PackedLines],
                        hold_conflicts: bool = False) -> IngestReport:
+        return self._run(lambda staging: self._prepared(chunks, staging), hold_conflicts)
+
+    def _run(self, prepare: Callable[[str | None], Chunks],
+             hold_conflicts: bool = False) -> IngestReport:
+        """One ingest run under the writer lock, of the chunks ``prepare`` gives (in input
+        order, with their lines) given the run's staging folder."""
         started = datetime.now(UTC)
         report = IngestReport()
         held = report.held if hold_conflicts else None
@@ -241,18 +269,18 @@ class Ingestor:
             # Opened after recovery, which sweeps what crashed runs staged; closed after the
             # last batch has moved its files out.
             with self._files.staging() as staging:
-                self._ingest(chunks, staging, report, held)
+                self._ingest(prepare(staging), report, held)
         report.seconds = (datetime.now(UTC) - started).total_seconds()
         return report
 
-    def _ingest(self, chunks: Iterator[PackedLines], staging: str | None,
-                report: IngestReport, held: list[Conflict] | None) -> None:
+    def _ingest(self, chunks: Chunks, report: IngestReport,
+                held: list[Conflict] | None) -> None:
         seen: set[str] = set()  # keys of the turns this run kept
         waiting: list[_Prepared] = []
         turns = 0
         # Closed here, not whenever the generator is collected: a failed batch must stop the
         # workers before the staging folder they write into goes.
-        with closing(self._prepared(chunks, staging)) as prepared:
+        with closing(chunks) as prepared:
             for lines, chunk in prepared:
                 if self._progress is not None:
                     self._progress(chunk.lines)
@@ -357,6 +385,8 @@ class Ingestor:
         self._committer.commit(batch_id, tables, pending, new_conversations=new_conversations,
                                appending=_appending(kept, existing.turns))
         report.accepted += kept.num_rows
+        if self._report_kept:
+            report.kept |= identities(kept)
         report.unresolved_refs += unresolved_mentions(
             self._materializer, tables[Table.TURN_LOGS], tables[Table.FILES])
         report.files_stored += len(pending)
@@ -442,12 +472,11 @@ class Decision:
     refused: list[Quarantined]  # by line: invalid, another user's conversation, a conflict
     kept: pa.Table  # the turns it keeps, as _turns_of gives them (with their keys)
     payloads: dict[str, str]  # each kept turn's TurnLog payload, by key
+    prepared: PreparedGroup  # the lines as prepared, for Ingestor.ingest_prepared
 
-    def kept_keys(self) -> set[tuple[str, str, str]]:
+    def kept_keys(self) -> set[TurnKey]:
         """The kept turns' identities (tenant, conversation_id, turn_id)."""
-        return set(zip(self.kept["tenant"].to_pylist(),
-                       self.kept["conversation_id"].to_pylist(),
-                       self.kept["turn_id"].to_pylist(), strict=True))
+        return identities(self.kept)
 
 
 @dataclass(frozen=True)
@@ -474,12 +503,10 @@ class PendingTurns:
         return self.turns.filter(pc.is_in(mine, value_set=wanted))
 
 
-def _memory_lines(records: Iterable[TurnRecord | str], source: str) -> Iterator[SourceLine]:
-    """Records given in memory as the lines of a source named ``source``, from line 1."""
-    path = memory_source(source)
-    for n, item in enumerate(records, start=1):
-        raw = item.to_json() if isinstance(item, TurnRecord) else item
-        yield SourceLine(path, n, raw.encode())
+def identities(turns: pa.Table) -> set[TurnKey]:
+    """The identities (tenant, conversation_id, turn_id) of the rows of ``turns``."""
+    return set(zip(turns["tenant"].to_pylist(), turns["conversation_id"].to_pylist(),
+                   turns["turn_id"].to_pylist(), strict=True))
 
 
 def _turns_of(logs: pa.Table) -> pa.Table:

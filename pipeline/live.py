@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -42,8 +41,7 @@ from pipeline.index_build import (
 )
 from pipeline.ingest import Ingestor
 from pipeline.jobs import EmbedTally, IngestJobReport, embedding_hook
-from pipeline.prepare import prepare_chunk
-from pipeline.sources import SourceLine
+from pipeline.prepare import PreparedGroup
 
 # Vectors computed ahead of an ingest: per tenant, by text digest (lake.embedding.reuse).
 Vectors = dict[str, dict[bytes, Embedded]]
@@ -68,7 +66,7 @@ class LiveWriter:
     * ``record`` is :meth:`ingest` then :meth:`index`; a host that answers once the turns are
       durable and indexes behind (the service's group writer) calls the two itself, from two
       threads if it likes: ingests are serialized among themselves, and so are index builds.
-    * ``on_rows`` sees each batch's new content rows (before embedding).
+    * Each report names the turns it kept (``report.ingest.kept``).
     * Bad records are quarantined and reported in ``report.ingest.quarantined``, as by
       ``turnlake ingest``. A record of a turn stored with other content is a conflict
       (also in ``report.ingest.conflicts``): LiveWriter does not replace a recorded turn, so
@@ -85,7 +83,6 @@ class LiveWriter:
 
     def __init__(self, settings: Settings, embedder: Embedder | None = None, *,
                  embed: bool = True, faults: Faults = NO_FAULTS,
-                 on_rows: Callable[[pa.Table], None] | None = None,
                  background_rebase: bool = False) -> None:
         self.settings = settings
         self._provider = (embedder or embedder_from(settings)) if embed else None
@@ -101,8 +98,9 @@ class LiveWriter:
         embed_rows = (embedding_hook(self._provider, settings, lambda: self._tally,
                                      reuse=self._reuse)
                       if self._provider is not None else None)
+        # A host's batches are its turns: small enough to name the kept ones.
         self._ingestor = Ingestor(settings, faults=faults, store=self._store,
-                                  rows_hook=_rows_hook(on_rows, embed_rows))
+                                  rows_hook=embed_rows, report_kept=True)
         self._compaction = Compaction.of(settings)
         self._faults = faults
         self._ingest_lock = threading.Lock()
@@ -138,18 +136,26 @@ class LiveWriter:
             report = self._ingestor.ingest_records(lines, source=source)
             return IngestJobReport(report, self._tally, None)
 
-    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]], *,
-                      vectors: Vectors | None = None) -> IngestJobReport:
+    def ingest_groups(self, groups: Sequence[tuple[str, Sequence[str]]]) -> IngestJobReport:
         """:meth:`ingest` of several groups of JSON lines, each under its own source name (as
-        :meth:`pipeline.ingest.Ingestor.ingest_groups`), in one run; ``vectors`` (from
-        :meth:`embed_ahead` of the same lines) are used instead of embedding their texts."""
+        :meth:`pipeline.ingest.Ingestor.ingest_groups`), in one run."""
+        with self._ingest_lock:
+            self._tally = EmbedTally()
+            report = self._ingestor.ingest_groups(groups)
+            return IngestJobReport(report, self._tally, None)
+
+    def ingest_prepared(self, groups: Iterable[PreparedGroup], *,
+                        vectors: Vectors | None = None) -> IngestJobReport:
+        """:meth:`ingest_groups` of groups prepared already (by the ingest's decision: see
+        :meth:`pipeline.ingest.Ingestor.ingest_prepared`); ``vectors`` (from
+        :meth:`embed_ahead` of the same groups) are used instead of embedding their texts."""
         if vectors and self._reuse is not None:
             for tenant, known in vectors.items():
                 for digest, embedded in known.items():
                     self._reuse.remember(tenant, digest, embedded.vector, embedded.passages)
         with self._ingest_lock:
             self._tally = EmbedTally()
-            report = self._ingestor.ingest_groups(groups)
+            report = self._ingestor.ingest_prepared(groups)
             return IngestJobReport(report, self._tally, None)
 
     def index(self, partitions: set[Partition], *,
@@ -168,21 +174,20 @@ class LiveWriter:
                                  defer_bytes=rebases.defer_bytes
                                  if rebases is not None and defer else None)
 
-    def embed_ahead(self, lines: Sequence[str], *, source: str = "<live>") -> Vectors:
-        """The vectors of the texts the rows of ``lines`` (JSON turn records) would carry,
-        per tenant and text digest (lake.embedding.reuse), computed without any lock: a
-        later :meth:`ingest_groups` of the same lines given them embeds nothing. Empty
-        without an embedder or when embedding failed (the ingest then embeds as usual)."""
+    def embed_ahead(self, group: PreparedGroup) -> Vectors:
+        """The vectors of the texts the rows of ``group`` would carry, per tenant and text
+        digest (lake.embedding.reuse), computed without any lock: a later
+        :meth:`ingest_prepared` of the same group given them embeds nothing. Empty without
+        an embedder or when embedding failed (the ingest then embeds as usual)."""
         if self._provider is None:
             return {}
-        chunk = prepare_chunk([SourceLine(Path(source), n, line.encode())
-                               for n, line in enumerate(lines, start=1)], self.settings)
-        rows = chunk.tables.get(Table.CONTENT_ROWS)
-        if rows is None or rows.num_rows == 0:
+        rows = [chunk.tables[Table.CONTENT_ROWS] for _, chunk in group.chunks
+                if Table.CONTENT_ROWS in chunk.tables]
+        if not rows or not sum(r.num_rows for r in rows):
             return {}
         ahead = VectorReuse(self._store, self._provider.name, load_after=2**62)
-        embed_rows(rows, self._provider, batch_size=self.settings.embed_batch_size,
-                   reuse=ahead)
+        embed_rows(pa.concat_tables(rows), self._provider,
+                   batch_size=self.settings.embed_batch_size, reuse=ahead)
         return ahead.remembered()
 
     def deferred_turns(self, report: BuildReport) -> set[tuple[str, str, str]]:
@@ -203,16 +208,3 @@ class LiveWriter:
         """Wait for the background rebases running (none without ``background_rebase``);
         True when none is left running."""
         return self._rebases.wait(timeout_s) if self._rebases is not None else True
-
-
-def _rows_hook(observe: Callable[[pa.Table], None] | None,
-               embed: Callable[[pa.Table], pa.Table] | None
-               ) -> Callable[[pa.Table], pa.Table] | None:
-    """The ingest rows hook: show the rows to ``observe``, then embed them."""
-    if observe is None:
-        return embed
-
-    def hook(rows: pa.Table) -> pa.Table:
-        observe(rows)
-        return rows if embed is None else embed(rows)
-    return hook

@@ -9,12 +9,12 @@ whole posting blocks, vector gathers are sequential, trigram probes are narrow s
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +53,12 @@ CONTENT_COLUMNS = [*_ROW_COLUMNS, "batch_id", "embedding", "embedding_model", "e
                    "passage_embeddings"]
 _LOG_COLUMNS = ["conversation_id", "turn_id", "batch_id", "expires_at"]
 LOG_COLUMNS = _LOG_COLUMNS
+
+
+def _segment_folders(folder: Path, manifest: PartitionManifest) -> list[Path]:
+    """The folders of a build's live segments, base first (the build's own, ``folder``,
+    last)."""
+    return [folder.parent / name for name in manifest.live_segments[:-1]] + [folder]
 
 
 def _folder_bytes(path: Path) -> int:
@@ -272,14 +278,6 @@ def write_segment(folder: Path, live: LiveRows, *, doc_offset: int, lexical_from
     return WrittenSegment(semantic, seconds)
 
 
-class Reused(NamedTuple):
-    """What a view of a partition hands the view of its next build (:meth:`PartitionIndex.
-    rebased`): its segments' opened artifacts, and its decoded columns if it had them."""
-
-    segments: Segments
-    columns: RowColumns | None
-
-
 class PartitionIndex(Locked):
     """A live, opened partition index over its segments; artifacts are loaded on first use,
     once (under the view's lock: search threads share views), and shared read-only. Doc ids
@@ -287,36 +285,43 @@ class PartitionIndex(Locked):
     segments."""
 
     def __init__(self, folder: Path, manifest: PartitionManifest, *,
-                 reused: Reused | None = None) -> None:
-        """The view of the build in ``folder``; ``reused``: what the view of an earlier build
-        of the partition had opened (use :meth:`rebased`)."""
+                 segments: Segments | None = None, columns: RowColumns | None = None) -> None:
+        """The view of the build in ``folder``; ``segments`` and ``columns``: what
+        :meth:`rebased` opened for it from the view of an earlier build."""
         super().__init__()
         self.folder = folder
         self.manifest = manifest
         self.name = f"{manifest.tenant}/{manifest.month}"  # ``tenant/month``
-        names = manifest.live_segments
-        folders = [folder.parent / name for name in names[:-1]] + [folder]
-        # The live segments' folders (base first), their artifacts opened on demand.
-        self.segments = Segments(folders, ROLE_ORDER,
-                                 reused.segments if reused is not None else None)
-        # the earlier view's columns when this view only adds a segment to its segments,
-        # extended by :attr:`columns` (and then let go)
-        self._earlier_columns = reused.columns if reused is not None \
-            and reused.segments.folders == folders[:-1] else None
+        # The live segments (base first), their artifacts opened on demand.
+        self.segments = segments if segments is not None \
+            else Segments(_segment_folders(folder, manifest), ROLE_ORDER)
+        self._given_columns = columns
 
     def __repr__(self) -> str:
         return f"PartitionIndex({self.name}, build {self.manifest.build_id}, {self.folder})"
 
     def rebased(self, folder: Path, manifest: PartitionManifest) -> PartitionIndex:
-        """The view of a newer build of this partition (in ``folder``), reusing what this view
-        has opened: the artifacts of the segments it still holds, and the decoded columns
-        when the newer build only adds a segment. Nothing is opened for the new view here,
-        and the new view keeps no reference to this one."""
+        """The view of a newer build of this partition (in ``folder``), opened from what
+        this view has opened: the artifacts of the segments it still holds
+        (:meth:`Segments.rebased`) and, when the newer build only adds a segment and this
+        view has decoded its columns, the layout and the columns extended by that segment,
+        built here so the new view starts whole. The new view keeps no reference to this
+        one."""
         if (manifest.tenant, manifest.month) != (self.manifest.tenant, self.manifest.month):
             raise ValueError(f"a view of {self.name} cannot be rebased on "
                              f"{manifest.tenant}/{manifest.month}")
-        return PartitionIndex(folder, manifest, reused=Reused(
-            self.segments, PartitionIndex.columns.computed(self)))
+        earlier = PartitionIndex.columns.computed(self)
+        columns = None
+        try:
+            segments = self.segments.rebased(_segment_folders(folder, manifest))
+            if earlier is not None and self.segments.folders == segments.folders[:-1]:
+                layout = segments.layout
+                if earlier.user_codes.size == int(layout.offsets[-2]):
+                    columns = earlier.extended(segments.tables[-1], layout.globals_[-1])
+        except OSError as exc:  # a newer build replaced this one while it was being opened
+            raise IndexUnavailable(f"index rows at {folder} are unreadable: {exc}; "
+                                   "search again") from exc
+        return PartitionIndex(folder, manifest, segments=segments, columns=columns)
 
     @once
     def rows(self) -> pa.Table:
@@ -336,13 +341,11 @@ class PartitionIndex(Locked):
 
     @once
     def columns(self) -> RowColumns:
-        """Numpy views of the row columns used to compute scopes quickly (the previous
-        view's, extended by the segment an append added, when it had them)."""
+        """Numpy views of the row columns used to compute scopes quickly: those
+        :meth:`rebased` extended from the earlier view's, else decoded on first use."""
+        if self._given_columns is not None:
+            return self._given_columns
         rows = self.rows
-        earlier, self._earlier_columns = self._earlier_columns, None
-        layout = self.segments.layout
-        if earlier is not None and earlier.user_codes.size == int(layout.offsets[-2]):
-            return earlier.extended(self.segments.tables[-1], layout.globals_[-1])
         if len(self.manifest.live_segments) == 1:
             # read into memory that is freed after the decode: through the memory map, the
             # pages of these columns would stay in the process's RSS with the partition
@@ -404,7 +407,11 @@ class RowColumns:
     Codes and turn numbers are labels, nothing more: search compares values through them and
     breaks ties by (conversation id, turn id) strings, never by a code. So a view extended by
     an append (:meth:`extended`) may number differently from a full decode of the same rows;
-    every value it decodes, and which docs share a turn, are the same."""
+    every value it decodes, and which docs share a turn, are the same.
+
+    Everything is worked out when the columns are made (:meth:`from_rows`, :meth:`extended`),
+    the turns' neighbours included, so search threads share them read-only; the one thing
+    that changes is the kept answers of :meth:`visible_docs`, under their own lock."""
 
     coded: dict[str, _Coded]  # user_id, conversation_id, role, turn_id: see the properties
     turn_at_us: np.ndarray
@@ -417,6 +424,15 @@ class RowColumns:
     # number: how an extension finds the turn of an added row.
     turn_keys: np.ndarray
     turn_key_numbers: np.ndarray
+    # Ascending first docs of each conversation's run of docs, then the doc count. Docs sort
+    # by (user, conversation, turn, role, seq) in a full build and in every extension, so a
+    # conversation's docs are one run and its turns are runs within it.
+    conversation_starts: np.ndarray
+    turn_ends: np.ndarray  # ascending docs at which a turn's run starts, then the doc count
+    # Per turn number, the previous (row 0) and next (row 1) turn of its conversation by
+    # turn time (equal times by turn id), -1 for none: see turn_neighbours.
+    neighbour_turns: np.ndarray
+    selections: _Selections  # visible_docs' kept answers for every user
 
     @property
     def user_codes(self) -> np.ndarray:
@@ -477,7 +493,7 @@ class RowColumns:
         return cls._assemble(coded, _micros(rows.column("turn_at")),
                              _micros(rows.column("expires_at")),
                              numbers.astype(np.int64).ravel(), first_docs.astype(np.int64),
-                             keys, np.arange(keys.size, dtype=np.int64))
+                             keys, np.arange(keys.size, dtype=np.int64), carried=None)
 
     def extended(self, added: pa.Table, at: np.ndarray) -> RowColumns:
         """These columns with ``added``'s rows inserted so that they become docs ``at``
@@ -503,38 +519,48 @@ class RowColumns:
             self.turn_first_docs + np.searchsorted(slots, self.turn_first_docs, side="right"),
             np.full(new_keys.size, np.iinfo(np.int64).max, np.int64)])
         np.minimum.at(first_docs, numbers, at)
-        out = self._assemble(
+        return self._assemble(
             grown,
             np.insert(self.turn_at_us, slots, _micros(added.column("turn_at"))),
             np.insert(self.expires_us, slots, _micros(added.column("expires_at"))),
             np.insert(self.turn_numbers, slots, numbers), first_docs,
             np.insert(self.turn_keys, place, new_keys),
             np.insert(self.turn_key_numbers, place,
-                      np.arange(count, count + new_keys.size, dtype=np.int64)))
-        # Neighbours in conversations the append did not touch still hold (turn numbers of
-        # existing turns are kept): only the touched conversations' turns are sorted again.
-        carried: np.ndarray | None = self.__dict__.get("_neighbour_turns")  # set once, whole
-        if carried is not None:
-            neighbours = np.full((2, out.turn_first_docs.size), -1, np.int64)
-            neighbours[:, :carried.shape[1]] = carried
-            starts = out.conversation_starts
-            runs = np.unique(np.searchsorted(starts, at, side="right") - 1)
-            docs = np.concatenate([np.zeros(0, np.int64), *(
-                np.arange(starts[r], starts[r + 1]) for r in runs.tolist())])
-            out._order_turns(np.unique(out.turn_numbers[docs]), neighbours)
-            out.__dict__["_neighbour_turns"] = neighbours
-        return out
+                      np.arange(count, count + new_keys.size, dtype=np.int64)),
+            carried=(self.neighbour_turns, at))
 
     @classmethod
     def _assemble(cls, coded: dict[str, _Coded], turn_at_us: np.ndarray,
                   expires_us: np.ndarray, turn_numbers: np.ndarray, turn_first_docs: np.ndarray,
-                  turn_keys: np.ndarray, turn_key_numbers: np.ndarray) -> RowColumns:
-        users = coded["user_id"]
+                  turn_keys: np.ndarray, turn_key_numbers: np.ndarray, *,
+                  carried: tuple[np.ndarray, np.ndarray] | None) -> RowColumns:
+        """The columns with what is worked out from them. ``carried``: an extension's
+        earlier neighbours and the docs it added, whose conversations alone are sorted
+        again (turn numbers of existing turns are kept, so the others' neighbours hold);
+        None: every turn's are worked out (one sort of the partition's turns)."""
+        users, conversations = coded["user_id"], coded["conversation_id"]
         user_docs = np.argsort(users.codes, kind="stable").astype(np.int64)
         user_bounds = np.zeros(len(users.values) + 1, np.int64)
         np.cumsum(np.bincount(users.codes, minlength=len(users.values)), out=user_bounds[1:])
+        changes = np.flatnonzero((users.codes[1:] != users.codes[:-1])
+                                 | (conversations.codes[1:] != conversations.codes[:-1])) + 1
+        starts = np.concatenate([[0], changes, [users.codes.size]]).astype(np.int64)
+        turn_ends = np.append(np.flatnonzero(turn_numbers[1:] != turn_numbers[:-1]) + 1,
+                              turn_numbers.size)
+        neighbours = np.full((2, turn_first_docs.size), -1, np.int64)
+        if carried is None:
+            touched = np.arange(turn_first_docs.size, dtype=np.int64)
+        else:
+            earlier, at = carried
+            neighbours[:, :earlier.shape[1]] = earlier
+            runs = np.unique(np.searchsorted(starts, at, side="right") - 1)
+            docs = np.concatenate([np.zeros(0, np.int64), *(
+                np.arange(starts[r], starts[r + 1]) for r in runs.tolist())])
+            touched = np.unique(turn_numbers[docs])
+        _order_turns(touched, turn_first_docs, starts, turn_at_us, neighbours)
         return cls(coded, turn_at_us, expires_us, user_docs, user_bounds, turn_numbers,
-                   turn_first_docs, turn_keys, turn_key_numbers)
+                   turn_first_docs, turn_keys, turn_key_numbers, starts, turn_ends,
+                   neighbours, _Selections())
 
     def docs_of_user(self, user_id: str) -> np.ndarray:
         """Ascending doc ids of one user's rows (empty when the user has none here)."""
@@ -544,28 +570,11 @@ class RowColumns:
         docs: np.ndarray = self.user_docs[self.user_bounds[code]:self.user_bounds[code + 1]]
         return docs
 
-    @cached_property
-    def conversation_starts(self) -> np.ndarray:
-        """Ascending first docs of each conversation's run of docs, then the doc count.
-
-        Docs sort by (user, conversation, turn, role, seq) in a full build and in every
-        extension, so a conversation's docs are one run and its turns are runs within it."""
-        users, conversations = self.user_codes, self.conversation_codes
-        changes = np.flatnonzero((users[1:] != users[:-1])
-                                 | (conversations[1:] != conversations[:-1])) + 1
-        return np.concatenate([[0], changes, [users.size]]).astype(np.int64)
-
-    @cached_property
-    def _turn_ends(self) -> np.ndarray:
-        """Ascending docs at which a new turn's run of docs starts, then the doc count."""
-        numbers = self.turn_numbers
-        return np.append(np.flatnonzero(numbers[1:] != numbers[:-1]) + 1, numbers.size)
-
     def turn_docs(self, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per turn number in ``turns``, its docs as the half-open run ``[starts, ends)``: a
         turn's docs are one run, as docs sort by (user, conversation, turn, role, seq)."""
         starts = self.turn_first_docs[np.asarray(turns, np.int64)]
-        ends = self._turn_ends[np.searchsorted(self._turn_ends, starts, side="right")]
+        ends = self.turn_ends[np.searchsorted(self.turn_ends, starts, side="right")]
         return starts, ends
 
     def turn_neighbours(self, turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -573,34 +582,14 @@ class RowColumns:
         in its conversation, ordered by turn time (equal times by turn id); -1 where there is
         none in this partition.
 
-        Every turn's neighbours are worked out at the first call on a view, one sort of the
+        Every turn's neighbours are worked out when the columns are made, one sort of the
         partition's turns (an extended view re-sorts only the conversations its append
         touched), so a search looks its few hundred turns up in two arrays. Worked out per
         conversation on demand in plain Python instead, this cost ~0.36 ms of a 5 ms
         user-scope search at 1M rows, most of it on conversations seen for the first time."""
         turns = np.asarray(turns, np.int64)
-        both = self._neighbour_turns
+        both = self.neighbour_turns
         return both[0, turns], both[1, turns]
-
-    @cached_property
-    def _neighbour_turns(self) -> np.ndarray:
-        """Per turn number, the previous (row 0) and next (row 1) turn of its conversation,
-        -1 for none."""
-        out = np.full((2, self.turn_first_docs.size), -1, np.int64)
-        self._order_turns(np.arange(self.turn_first_docs.size, dtype=np.int64), out)
-        return out
-
-    def _order_turns(self, turns: np.ndarray, out: np.ndarray) -> None:
-        """Write the neighbours of ``turns`` (every turn of each conversation they touch) into
-        ``out``; a turn's first doc gives its time and, for equal times, its turn id's place."""
-        first = self.turn_first_docs[turns]
-        runs = np.searchsorted(self.conversation_starts, first, side="right") - 1
-        order = np.lexsort((first, self.turn_at_us[first], runs))
-        ordered, same = turns[order], runs[order]
-        linked = same[1:] == same[:-1]
-        out[:, turns] = -1
-        out[0, ordered[1:][linked]] = ordered[:-1][linked]
-        out[1, ordered[:-1][linked]] = ordered[1:][linked]
 
     def visible_docs(self, *, user_id: str | None, conversation_id: str | None,
                      roles: Collection[str], since_us: int | None, until_us: int | None,
@@ -622,9 +611,9 @@ class RowColumns:
             mine: np.ndarray = docs[mask].astype(np.int64, copy=False)
             return mine
         key = (conversation_id, frozenset(roles), since_us, until_us)
-        kept = self._visible.get(key)
-        if kept is not None and kept[0] <= as_of_us < kept[1]:
-            return kept[2]
+        kept = self.selections.get(key, as_of_us)
+        if kept is not None:
+            return kept
         mask = self._matching(None, conversation_id, roles, since_us, until_us)
         if mask is None:
             return np.empty(0, dtype=np.int64)
@@ -632,15 +621,9 @@ class RowColumns:
         later = self.expires_us[mask]
         found = np.flatnonzero(mask).astype(np.int64, copy=False)
         found.flags.writeable = False  # shared by every search that asks the same
-        if len(self._visible) >= _VISIBLE_KEPT:  # filters with time bounds vary per query
-            self._visible.pop(next(iter(self._visible)), None)
-        self._visible[key] = (as_of_us, int(later.min()) if later.size else 2**63 - 1, found)
+        self.selections.keep(key, as_of_us, int(later.min()) if later.size else 2**63 - 1,
+                             found)
         return found
-
-    @cached_property
-    def _visible(self) -> dict[tuple[object, ...], tuple[int, int, np.ndarray]]:
-        """visible_docs' answers for every user: filter -> (as of, next expiry, docs)."""
-        return {}
 
     def _matching(self, docs: np.ndarray | None, conversation_id: str | None,
                   roles: Collection[str], since_us: int | None, until_us: int | None
@@ -669,6 +652,48 @@ class RowColumns:
         """Per role code, whether it is one of ``roles``; None when every role here is."""
         wanted = [r in roles for r in self.roles]
         return None if all(wanted) else np.array(wanted, dtype=np.bool_)
+
+
+def _order_turns(turns: np.ndarray, first_docs: np.ndarray, conversation_starts: np.ndarray,
+                 turn_at_us: np.ndarray, out: np.ndarray) -> None:
+    """Write the neighbours of ``turns`` (every turn of each conversation they touch) into
+    ``out`` (RowColumns.neighbour_turns); a turn's first doc gives its time and, for equal
+    times, its turn id's place."""
+    first = first_docs[turns]
+    runs = np.searchsorted(conversation_starts, first, side="right") - 1
+    order = np.lexsort((first, turn_at_us[first], runs))
+    ordered, same = turns[order], runs[order]
+    linked = same[1:] == same[:-1]
+    out[:, turns] = -1
+    out[0, ordered[1:][linked]] = ordered[:-1][linked]
+    out[1, ordered[:-1][linked]] = ordered[1:][linked]
+
+
+class _Selections:
+    """visible_docs' answers for every user, by filter: (as of, next expiry, docs), at most
+    ``_VISIBLE_KEPT`` (filters with time bounds vary per query: the oldest goes). Search
+    threads share a view, so they are read and changed under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[tuple[object, ...], tuple[int, int, np.ndarray]] = {}
+
+    def get(self, key: tuple[object, ...], as_of_us: int) -> np.ndarray | None:
+        """The docs kept for ``key`` while they hold at ``as_of_us``, else None."""
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is not None and kept[0] <= as_of_us < kept[1]:
+            return kept[2]
+        return None
+
+    def keep(self, key: tuple[object, ...], as_of_us: int, until_us: int,
+             docs: np.ndarray) -> None:
+        """Keep ``docs`` for ``key`` from ``as_of_us`` until ``until_us`` (the next expiry
+        among them)."""
+        with self._lock:
+            if key not in self._kept and len(self._kept) >= _VISIBLE_KEPT:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[key] = (as_of_us, until_us, docs)
 
 
 _CODED = ("user_id", "conversation_id", "role", "turn_id")

@@ -355,24 +355,37 @@ class Segments(Locked):
     """Opened artifacts of a partition's segment folders (base first), each loaded on first
     use, once, whichever search thread asks first.
 
-    Segment folders never change once published, so what an earlier view of the partition
-    had opened (``previous``) is reused: after an append only the new segment is loaded."""
+    Segment folders never change once published, so the segments of a newer build reuse what
+    these had opened (:meth:`rebased`): after an append only the new segment is loaded."""
 
-    def __init__(self, folders: list[Path], role_order: dict[str, int],
-                 previous: Segments | None = None) -> None:
+    def __init__(self, folders: list[Path], role_order: dict[str, int], *,
+                 opened: dict[tuple[str, Path], Any] | None = None,
+                 layout: SegmentLayout | None = None) -> None:
+        """The segments in ``folders``; ``opened`` and ``layout``: what :meth:`rebased` took
+        from an earlier view's (a layout it extended; None: laid out on first use)."""
         super().__init__()
         self.folders = folders
         self._role_order = role_order
-        self._opened: dict[tuple[str, Path], Any] = {}
-        # The previous view's layout when this view only adds its last segment (not the
-        # previous view itself: no chain of old views stays alive).
-        self._earlier: SegmentLayout | None = None
-        if previous is not None:
-            live = set(folders)
-            with previous._lock:  # its threads may be loading more of it
-                self._opened = {k: v for k, v in previous._opened.items() if k[1] in live}
-            if previous.folders == folders[:-1]:
-                self._earlier = Segments.layout.computed(previous)
+        self._opened: dict[tuple[str, Path], Any] = dict(opened or {})
+        self._given_layout = layout
+
+    def rebased(self, folders: list[Path]) -> Segments:
+        """The segments of a newer build of the partition (``folders``, base first), with
+        the artifacts these opened of the folders they share. When the newer build only adds
+        a segment and these have laid out their rows, the new segment's rows are read and the
+        layout extended by them here, so the new segments start with it (a live writer
+        publishes a segment per turn, and sorting every row again grew with the partition).
+        Nothing else is opened, and the new segments keep no reference to these."""
+        live = set(folders)
+        with self._lock:  # its threads may be loading more of it
+            opened = {k: v for k, v in self._opened.items() if k[1] in live}
+        earlier = Segments.layout.computed(self)
+        layout = None
+        if earlier is not None and self.folders == folders[:-1]:
+            added = _read_rows(folders[-1])
+            opened[("rows", folders[-1])] = added
+            layout = earlier.extended(added, self._role_order)
+        return Segments(folders, self._role_order, opened=opened, layout=layout)
 
     def _each(self, kind: str, load: Callable[[Path], Any]) -> list[Any]:
         out = []
@@ -387,18 +400,14 @@ class Segments(Locked):
     @once
     def tables(self) -> list[pa.Table]:
         """Each segment's rows (memory-mapped Arrow)."""
-        return self._each("rows", lambda f: feather.read_table(f / ROWS_FILE, memory_map=True))
+        return self._each("rows", _read_rows)
 
     @once
     def layout(self) -> SegmentLayout:
-        """The rows in full-build order (the previous view's layout extended by the one
-        segment an append published, when there is one: a live writer publishes a segment
-        per turn, and sorting every row again grew with the partition)."""
-        earlier, self._earlier = self._earlier, None
-        if earlier is not None:
-            grown = earlier.extended(self.tables[-1], self._role_order)
-            if grown is not None:
-                return grown
+        """The rows in full-build order: the layout :meth:`rebased` extended from an
+        earlier view's, else every segment's rows sorted."""
+        if self._given_layout is not None:
+            return self._given_layout
         return SegmentLayout.of(self.tables, self._role_order)
 
     @once
@@ -428,3 +437,8 @@ class Segments(Locked):
             if local.size:
                 out.append(TrigramPart(index, local, self.layout.globals_[s]))
         return out
+
+
+def _read_rows(folder: Path) -> pa.Table:
+    """A segment's rows, memory-mapped."""
+    return feather.read_table(folder / ROWS_FILE, memory_map=True)

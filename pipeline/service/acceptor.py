@@ -8,10 +8,13 @@ the turns of every group accepted and not yet committed as stored (``PendingTurn
 turn recorded twice within a moment is a duplicate the second time, and a different turn
 under the same identity a conflict, as if the first had been committed.
 
-The decision is the ingest's own (:meth:`pipeline.ingest.Ingestor.decide`), so the commit
-keeps exactly the turns the answer called accepted — unless another writer (another server,
-a ``turnlake ingest``) commits one of the same turns in between; the group writer counts
-such a divergence (``turnlake_spool_divergences_total``) and logs it.
+The decision is the ingest's own (:meth:`pipeline.ingest.Ingestor.decide`), and its
+prepared lines (sealed: :class:`pipeline.prepare.SealedGroup`) are what the commit ingests,
+so a turn is parsed and projected once; the spool keeps the lines themselves, which a
+recovery prepares again. The commit keeps exactly the turns the answer called accepted —
+unless another writer (another server, a ``turnlake ingest``) commits one of the same turns
+in between; the group writer counts such a divergence
+(``turnlake_spool_divergences_total``) and logs it.
 
 ``turnlake serve`` runs the acceptor in a child process of its own (:class:`ChildAcceptor`),
 beside the committing one, so deciding the next group overlaps the commit of the last.
@@ -32,10 +35,9 @@ import pyarrow as pa
 from lake.errors import LakeError
 from lake.location import LakeLocation
 from lake.settings import Settings
-from pipeline.ingest import Ingestor, PendingTurns
-from pipeline.prepare import Quarantined
+from pipeline.ingest import Ingestor, PendingTurns, TurnKey
+from pipeline.prepare import Quarantined, SealedGroup
 from pipeline.service.spool import Spool, SpooledGroup
-from pipeline.service.steps import TurnKey
 from pipeline.workers import server_child
 
 _T = TypeVar("_T")
@@ -47,11 +49,13 @@ class AcceptorDied(LakeError):
 
 @dataclass(frozen=True)
 class Accepted:
-    """A decided and spooled group: its number, refused lines and kept turns."""
+    """A decided and spooled group: its number, refused lines, kept turns, and its lines as
+    the decision prepared them (for the commit)."""
 
     seq: int
     refused: list[Quarantined]
     kept: set[TurnKey]
+    prepared: SealedGroup
 
 
 class Acceptor(Protocol):
@@ -97,7 +101,8 @@ class SpoolAcceptor:
                 self._groups[self._seq] = (decision.kept, list(decision.payloads))
                 self._payloads.update(decision.payloads)
                 self._pending = self._pending_turns()
-            return Accepted(self._seq, decision.refused, decision.kept_keys())
+            return Accepted(self._seq, decision.refused, decision.kept_keys(),
+                            decision.prepared.sealed())
 
     def committed(self, upto: int) -> None:
         """Forget the groups numbered ``upto`` or lower, and their spool files: their turns

@@ -28,17 +28,16 @@ from lake.embedding.factory import embedder_from
 from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import Partition
-from pipeline.ingest import IngestReport
+from pipeline.ingest import IngestReport, TurnKey
 from pipeline.live import LiveWriter, Vectors
+from pipeline.prepare import SealedGroup
 from pipeline.service.spool import Recovered, recover_orphans, through
-from pipeline.service.steps import KeptTurns, TurnKey
 from pipeline.workers import server_child
 
 _T = TypeVar("_T")
 
-# The child's writer and the turns its current batch kept (one batch at a time).
+# The child's writer.
 _live: LiveWriter | None = None
-_kept = KeptTurns()
 
 
 def _start(settings: Settings, embed: bool, rebase: bool) -> None:
@@ -46,28 +45,22 @@ def _start(settings: Settings, embed: bool, rebase: bool) -> None:
     # One intra-op thread (embed_query_threads), as the server's own embedder: a long text's
     # passages embedded on every core took the searches' core too.
     embedder = embedder_from(settings, "query") if embed else None
-    _live = LiveWriter(settings, embedder, embed=embed, on_rows=_kept.note,
-                       background_rebase=rebase)
+    _live = LiveWriter(settings, embedder, embed=embed, background_rebase=rebase)
 
 
-def _ingest(lines: list[str], source: str) -> tuple[IngestReport, set[TurnKey]]:
+def _ingest(lines: list[str], source: str) -> IngestReport:
     assert _live is not None  # set by the pool's initializer
-    _kept.take()
-    report = _live.ingest(lines, source=source).ingest
-    return report, _kept.take()
+    return _live.ingest(lines, source=source).ingest
 
 
-def _ingest_groups(groups: list[tuple[str, list[str]]], vectors: Vectors | None
-                   ) -> tuple[IngestReport, set[TurnKey]]:
+def _ingest_prepared(groups: list[SealedGroup], vectors: Vectors | None) -> IngestReport:
     assert _live is not None
-    _kept.take()
-    report = _live.ingest_groups(groups, vectors=vectors).ingest
-    return report, _kept.take()
+    return _live.ingest_prepared((g.opened() for g in groups), vectors=vectors).ingest
 
 
-def _embed_ahead(lines: list[str], source: str) -> Vectors:
+def _embed_ahead(group: SealedGroup) -> Vectors:
     assert _live is not None
-    return _live.embed_ahead(lines, source=source)
+    return _live.embed_ahead(group.opened())
 
 
 def _recover() -> Recovered:
@@ -104,9 +97,9 @@ class ChildWriter:
     def _new_pool(self) -> ProcessPoolExecutor:
         return server_child(_start, self._settings, self._embed, self._rebase)
 
-    def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest ``lines`` as one batch in the child: its report, and the identities of the
-        turns it kept. Raises LakeError when the child died on the way."""
+    def ingest(self, lines: list[str], *, source: str) -> IngestReport:
+        """Ingest ``lines`` as one batch in the child; its report names the turns it kept.
+        Raises LakeError when the child died on the way."""
         return self._call(_ingest, lines, source)
 
     def _call(self, step: Callable[..., _T], *args: object) -> _T:
@@ -119,16 +112,16 @@ class ChildWriter:
             raise LakeError("the writer process died while recording; record the turns "
                             "again (accepted ones are reported as duplicates)") from exc
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
-                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest spooled groups (source name, lines) as one run in the child, with
-        ``vectors`` computed ahead: its report and the turns it kept. Raises LakeError when
-        the child died on the way."""
-        return self._call(_ingest_groups, groups, vectors)
+    def ingest_prepared(self, groups: list[SealedGroup], *,
+                        vectors: Vectors | None = None) -> IngestReport:
+        """Ingest groups prepared by their decisions as one run in the child, with
+        ``vectors`` computed ahead; its report names the turns it kept. Raises LakeError
+        when the child died on the way."""
+        return self._call(_ingest_prepared, groups, vectors)
 
-    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
+    def embed_ahead(self, group: SealedGroup) -> Vectors:
         """LiveWriter.embed_ahead in the child (which embeds: ``embed=True``)."""
-        return self._call(_embed_ahead, lines, source)
+        return self._call(_embed_ahead, group)
 
     def recover(self) -> Recovered:
         """Commit the spools of servers that died (:func:`recover_orphans`) in the child;

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from lake.errors import IndexUnavailable
 from lake.index.manifest import read_current
 from lake.store import Partition
+from pipeline.ingest import TurnKey
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.steps import TurnKey
 
 log = logging.getLogger(__name__)
 RETRY_S = 2.0

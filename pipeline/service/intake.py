@@ -16,9 +16,9 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pipeline.ingest import TurnKey
 from pipeline.service.errors import BodyTooLarge, MalformedBody, error_response
 from pipeline.service.outcomes import LineOutcome
-from pipeline.service.steps import TurnKey
 
 NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-lines",
                 "application/ndjson")

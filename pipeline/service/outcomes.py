@@ -1,15 +1,14 @@
 """What became of each line a recording request sent: accepted, duplicate or rejected, told
-apart from what one group commit (or decision) kept."""
+apart from what one group commit's report (or decision) says it kept and refused."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lake.errors import LakeError
 from pipeline.conflicts import advised
 from pipeline.contract import TurnStatus
+from pipeline.ingest import TurnKey
 from pipeline.prepare import Quarantined
-from pipeline.service.steps import TurnKey
 
 # The HTTP API's advice on a conflict: over HTTP a recorded turn cannot be replaced.
 _NO_REPLACE = "; the HTTP API cannot replace a recorded turn"
@@ -24,17 +23,12 @@ class LineOutcome:
     field: str | None = None
 
 
-def line_outcomes(keys: list[list[TurnKey | None]], lines: int, accepted: int,
-                  kept: set[TurnKey], quarantined: dict[int, Quarantined]
-                  ) -> list[list[LineOutcome]]:
+def line_outcomes(keys: list[list[TurnKey | None]], lines: int, kept: set[TurnKey],
+                  quarantined: dict[int, Quarantined]) -> list[list[LineOutcome]]:
     """Each submission's outcomes (``keys``: each submission's lines' turn identities, in the
-    order the group's ``lines`` were ingested): a quarantined line is rejected; of the
-    others, the first line of each turn the ingest kept is accepted and every other one a
-    duplicate."""
-    # Every kept turn has content rows (its assistant row at least), so the hook saw it.
-    if len(kept) != accepted:
-        raise LakeError(f"the ingest kept {accepted} turns but wrote rows of "
-                        f"{len(kept)}; the outcomes cannot be told apart")
+    order the group's ``lines`` were ingested), from what the ingest (or its decision) says
+    of them: a quarantined line is rejected; of the others, the first line of each turn it
+    kept is accepted and every other one a duplicate."""
     answered: set[TurnKey] = set()
     out: list[list[LineOutcome]] = []
     number = 0

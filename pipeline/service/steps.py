@@ -2,41 +2,40 @@
 behind one interface, run in the serving process or in child processes
 (pipeline/service/child_writer.py).
 
-Both are the steps of :class:`pipeline.live.LiveWriter`; what the service adds is which turns
-a batch kept (the rows of every kept turn pass the ingest's rows hook), from which the group
-writer tells each request's lines accepted from duplicates.
+Both are the steps of :class:`pipeline.live.LiveWriter`. A group answered from the spool
+comes prepared (parsed, validated and projected by its decision, pipeline/service/
+acceptor.py) and sealed (:class:`pipeline.prepare.SealedGroup`), so its commit does not
+prepare it again; each report names the turns it kept (``IngestReport.kept``), from which
+the group writer tells each request's lines accepted from duplicates.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-import pyarrow as pa
-
 from lake.embedding.base import Embedder
 from lake.settings import Settings
 from lake.store import Partition
-from pipeline.ingest import IngestReport
+from pipeline.ingest import IngestReport, TurnKey
 from pipeline.live import LiveWriter, Vectors
+from pipeline.prepare import SealedGroup
 from pipeline.service.builder import ChildBuilder
 from pipeline.service.spool import Recovered, recover_orphans, through
-
-TurnKey = tuple[str, str, str]
 
 
 class WriteSteps(Protocol):
     """Where the group writer's steps run."""
 
-    def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest ``lines`` as one batch: its report and the turns it kept."""
+    def ingest(self, lines: list[str], *, source: str) -> IngestReport:
+        """Ingest ``lines`` as one batch; its report names the turns it kept."""
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
-                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
-        """Ingest spooled groups (source name, lines) as one run, with ``vectors`` computed
-        ahead (:meth:`embed_ahead`) if any: its report and the turns it kept."""
+    def ingest_prepared(self, groups: list[SealedGroup], *,
+                        vectors: Vectors | None = None) -> IngestReport:
+        """Ingest groups prepared by their decisions as one run, with ``vectors`` computed
+        ahead (:meth:`embed_ahead`) if any; its report names the turns it kept."""
 
-    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
-        """The vectors of the texts ``lines`` would store (LiveWriter.embed_ahead)."""
+    def embed_ahead(self, group: SealedGroup) -> Vectors:
+        """The vectors of the texts ``group`` would store (LiveWriter.embed_ahead)."""
 
     def recover(self) -> Recovered:
         """Commit the spools that stopped servers left; what was committed."""
@@ -53,49 +52,26 @@ class WriteSteps(Protocol):
         """Stop what the steps started."""
 
 
-class KeptTurns:
-    """The identities of the turns whose rows a batch wrote (an ingest rows hook)."""
-
-    def __init__(self) -> None:
-        self._kept: set[TurnKey] = set()
-
-    def note(self, rows: pa.Table) -> None:
-        """The rows hook: note the turns of the rows."""
-        self._kept.update(zip(rows["tenant"].to_pylist(), rows["conversation_id"].to_pylist(),
-                              rows["turn_id"].to_pylist(), strict=True))
-
-    def take(self) -> set[TurnKey]:
-        """The turns noted since the last take."""
-        kept, self._kept = self._kept, set()
-        return kept
-
-
 class InProcessSteps:
     """The steps in the serving process, with ``embedder`` (an object the caller chose);
     full partition rebuilds still go to a child process (pipeline/service/builder.py)."""
 
     def __init__(self, settings: Settings, embedder: Embedder | None, *, index: bool) -> None:
-        self._kept = KeptTurns()
-        self._live = LiveWriter(settings, embedder, embed=embedder is not None,
-                                on_rows=self._kept.note)
+        self._live = LiveWriter(settings, embedder, embed=embedder is not None)
         self._builder = ChildBuilder() if index else None
 
-    def ingest(self, lines: list[str], *, source: str) -> tuple[IngestReport, set[TurnKey]]:
-        """LiveWriter.ingest, and the turns it kept."""
-        self._kept.take()
-        report = self._live.ingest(lines, source=source).ingest
-        return report, self._kept.take()
+    def ingest(self, lines: list[str], *, source: str) -> IngestReport:
+        """LiveWriter.ingest."""
+        return self._live.ingest(lines, source=source).ingest
 
-    def ingest_groups(self, groups: list[tuple[str, list[str]]], *,
-                      vectors: Vectors | None = None) -> tuple[IngestReport, set[TurnKey]]:
-        """LiveWriter.ingest_groups, and the turns it kept."""
-        self._kept.take()
-        report = self._live.ingest_groups(groups, vectors=vectors).ingest
-        return report, self._kept.take()
+    def ingest_prepared(self, groups: list[SealedGroup], *,
+                        vectors: Vectors | None = None) -> IngestReport:
+        """LiveWriter.ingest_prepared of the opened groups."""
+        return self._live.ingest_prepared((g.opened() for g in groups), vectors=vectors).ingest
 
-    def embed_ahead(self, lines: list[str], *, source: str) -> Vectors:
-        """LiveWriter.embed_ahead."""
-        return self._live.embed_ahead(lines, source=source)
+    def embed_ahead(self, group: SealedGroup) -> Vectors:
+        """LiveWriter.embed_ahead of the opened group."""
+        return self._live.embed_ahead(group.opened())
 
     def recover(self) -> Recovered:
         """recover_orphans through this process's LiveWriter."""

@@ -15,7 +15,7 @@ pipeline/service/index_lane.py). A large request's rows are committed alone and 
 the background, so the turns committed beside and after them are published first; with the
 spool and child processes, its texts are embedded first in a child of their own (the vector
 lane), while the groups answered after it are committed, so its embedding holds no other
-key's commit either (it is then committed after them: see ``_commit_loop``).
+key's commit either (it is then committed after them: pipeline/service/committer.py).
 
 Both steps are those of :class:`pipeline.live.LiveWriter`, the one write path of a warm host:
 its ingest (with vector reuse) for the writer thread, its index step (delta segments,
@@ -28,8 +28,9 @@ the one place the service writes turns.
 
 With the spool (``Settings.record_spool``, local lakes; pipeline/service/spool.py), a group is
 answered once it is decided and flushed to the spool (pipeline/service/acceptor.py), not once
-committed: a third thread commits the spooled groups, as many as are waiting in one run,
-while the writer thread already decides the next ones. Hosts that wait for their answers then
+committed: a third thread, the committer (pipeline/service/committer.py), commits the
+answered groups, as many as are waiting in one run, while the writer thread already decides
+the next ones. Hosts that wait for their answers then
 wait for a decision (milliseconds) rather than for a Delta commit, and the commits grow with
 the load instead of with the number of hosts. :meth:`GroupWriter.flush` waits until every
 group answered so far is committed (the service's reads and erasures call it first, so a host
@@ -49,8 +50,8 @@ import queue
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 from lake.embedding.base import Embedder
 from lake.errors import LakeError, TurnlakeError
@@ -58,20 +59,19 @@ from lake.index.status import partition_statuses
 from lake.location import LakeLocation
 from lake.settings import Settings
 from lake.store import LakeStore, Partition
-from pipeline.ingest import IngestReport
-from pipeline.live import Vectors
+from pipeline.ingest import IngestReport, TurnKey
 from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
+from pipeline.service.committer import AnsweredGroup, Committer
 from pipeline.service.fairness import FairShare
 from pipeline.service.index_lane import Commit, IndexLane
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome, line_outcomes
 from pipeline.service.startup import Readiness, StartUp
-from pipeline.service.steps import InProcessSteps, TurnKey, WriteSteps
+from pipeline.service.steps import InProcessSteps, WriteSteps
 
 log = logging.getLogger(__name__)
-_COMMIT_RETRY_S = 2.0
 # The longest the lag bound holds one group: past it, the index step is taken to be stuck.
 _MOST_HOLD_S = 60.0
 
@@ -89,22 +89,6 @@ class _Submission:
         return sum(len(line) for line in self.lines)
 
 
-@dataclass(frozen=True)
-class _Spooled:
-    """An answered group waiting for its commit."""
-
-    acceptor: Acceptor  # whose spool holds it
-    seq: int
-    source: str
-    lines: list[str]
-    kept: set[TurnKey]
-    requests: int
-    acked: float  # time.monotonic() of the answer
-    number: int  # of the answered groups, from 1
-    large: bool  # it holds a request past the fair share: committed alone
-    vectors: Vectors | None = None  # its texts' vectors, computed ahead of its commit
-
-
 class GroupWriter:
     """Commits concurrent submissions together; see the module docstring."""
 
@@ -117,7 +101,6 @@ class GroupWriter:
         self._spooling = settings.record_spool and not LakeLocation.of(settings.lake).remote
         self._child = child
         self._acceptor: Acceptor | None = None
-        self._to_commit: queue.Queue[_Spooled | None] = queue.Queue()
         self._counts = threading.Condition()
         self._answered = 0  # spooled groups answered
         self._committed = 0  # of those, committed
@@ -136,20 +119,7 @@ class GroupWriter:
         else:
             self._ingester = InProcessSteps(settings, embedder, index=index)
             self._indexer = self._ingester if index else None
-        # The vector lane: a large group's texts are embedded in a child of its own while
-        # the committer commits the groups after it (see _commit_loop).
-        self._vectors: WriteSteps | None = (ChildWriter(settings, embed=True)
-                                            if child and embedder is not None
-                                            and self._spooling else None)
-        self._ahead = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnlake-vectors")
-                       if self._vectors is not None else None)
-        self._ahead_pending = 0  # large groups in the vector lane (the committer's own)
-        # The committer's own: per spool, the numbers of its groups in the vector lane or
-        # back from it and not committed yet, and the highest number committed. A spool
-        # forgets every group up to the number it is told, so it is told no number past a
-        # group still to be committed.
-        self._lane_seqs: dict[Acceptor, set[int]] = {}
-        self._done_seq: dict[Acceptor, int] = {}
+        self._committer = self._new_committer(embedder) if self._spooling else None
         self._expected = 1  # submissions the last group held: as many are waited for
         self._queue: queue.Queue[_Submission | None] = queue.Queue()
         # Arrived submissions not decided yet, in arrival order (the writer thread's own):
@@ -190,6 +160,16 @@ class GroupWriter:
         metrics.startup_seconds.set_function(lambda: self._startup.readiness.seconds)
         metrics.recovered_groups.set_function(
             lambda: self._startup.readiness.recovered_groups)
+
+    def _new_committer(self, embedder: Embedder | None) -> Committer:
+        """The committer of the answered groups (pipeline/service/committer.py), with the
+        vector lane when the steps run in children and embed: a large group's texts are
+        embedded in a child of their own while the groups after it are committed."""
+        vectors = (ChildWriter(self._settings, embed=True)
+                   if self._child and embedder is not None else None)
+        return Committer(self._settings, self._ingester, vectors=vectors,
+                         metrics=self._metrics, committed=self._committed_groups,
+                         spend=self._spend, closing=lambda: self._closed)
 
     @property
     def spooling(self) -> bool:
@@ -253,8 +233,8 @@ class GroupWriter:
                 self._acceptor.committed(0)  # starts its child now, not in the first request
             self._threads = [threading.Thread(target=self._write_loop,
                                               name="turnlake-writer", daemon=True)]
-            if self._spooling:
-                self._threads.append(threading.Thread(target=self._commit_loop,
+            if self._committer is not None:
+                self._threads.append(threading.Thread(target=self._committer.run,
                                                       name="turnlake-committer", daemon=True))
             if self._lane is not None:
                 self._threads.append(threading.Thread(target=self._lane.run,
@@ -306,8 +286,8 @@ class GroupWriter:
             threads["turnlake-writer"].join(timeout_s)
         else:  # closed before the start-up got this far: nobody decides what is queued
             self._refuse_queued()
-        if self._spooling:
-            self._to_commit.put(None)
+        if self._committer is not None:
+            self._committer.stop()
             if "turnlake-committer" in threads:
                 threads["turnlake-committer"].join(timeout_s)
             if self._acceptor is not None:
@@ -315,13 +295,11 @@ class GroupWriter:
         self._to_index.put(None)
         if "turnlake-indexer" in threads:
             threads["turnlake-indexer"].join(timeout_s)
-        if self._ahead is not None:
-            self._ahead.shutdown(wait=True, cancel_futures=True)
+        if self._committer is not None:
+            self._committer.close()
         self._ingester.close()
         if self._indexer is not None and self._indexer is not self._ingester:
             self._indexer.close()
-        if self._vectors is not None:
-            self._vectors.close()
         self._release.set()
         if self._starter is not None:
             self._starter.join(timeout_s)
@@ -464,8 +442,8 @@ class GroupWriter:
         started = time.perf_counter()
         lines = [line for s in group for line in s.lines]
         try:
-            report, kept = self._ingester.ingest(lines, source=f"<api {uuid.uuid4().hex}>")
-            outcomes = self._outcomes(group, lines, report.accepted, kept,
+            report = self._ingester.ingest(lines, source=f"<api {uuid.uuid4().hex}>")
+            outcomes = self._outcomes(group, lines, report.kept,
                                       {q.line: q for q in report.quarantined})
         except Exception as exc:  # every waiting request must hear of the failure
             _fail(group, exc, f"group commit of {len(lines)} turns failed")
@@ -477,7 +455,7 @@ class GroupWriter:
         self._observe_commit(started, len(lines), len(group))
         if self._index and report.partitions:
             self._to_index.put(Commit(frozenset(report.partitions), acked, None,
-                                      frozenset(kept)))
+                                      frozenset(report.kept)))
 
     # -- the spool: the writer thread answers, the committer thread commits -----------------
 
@@ -493,7 +471,7 @@ class GroupWriter:
         assert acceptor is not None  # made by start()
         try:
             accepted = acceptor.accept(lines, source=source)
-            outcomes = self._outcomes(group, lines, len(accepted.kept), accepted.kept,
+            outcomes = self._outcomes(group, lines, accepted.kept,
                                       {q.line: q for q in accepted.refused})
         except Exception as exc:
             _fail(group, exc, f"deciding a group of {len(lines)} turns failed")
@@ -520,122 +498,29 @@ class GroupWriter:
                                     large=any(s.size > self._fair.share_bytes
                                               for s in group))
         large = any(s.size > self._fair.share_bytes for s in group)
-        self._to_commit.put(_Spooled(acceptor, accepted.seq, source, lines, accepted.kept,
-                                     len(group), acked, number, large))
+        assert self._committer is not None  # made with the spool
+        self._committer.put(AnsweredGroup(acceptor, accepted.seq, accepted.prepared,
+                                          len(lines), accepted.kept, len(group), acked,
+                                          number, large))
         for s, answer in zip(group, outcomes, strict=True):
             s.future.set_result(answer)
 
-    def _commit_loop(self) -> None:
-        """Commit the answered groups in order, as many as wait in one run, except that a
-        group holding a large request is committed alone: its rows are then a data file of
-        their own, which the index step indexes in the background (pipeline/service/
-        index_lane.py) while the other groups' turns are published. With the vector lane,
-        such a group's texts are first embedded in a child of their own, while the groups
-        answered after it are committed: it comes back here with its vectors, and its
-        commit embeds nothing (so it is committed after those groups)."""
-        stop = False
-        carried: _Spooled | None = None  # taken from the queue, for the next run
-        while carried is not None or not stop or self._ahead_pending:
-            first = carried if carried is not None else self._to_commit.get()
-            carried = None
-            if first is None:
-                stop = True  # the groups in the vector lane come back still
-                continue
-            if first.vectors is not None:
-                self._ahead_pending -= 1
-            elif first.large and self._ahead is not None and not (stop or self._closed):
-                self._ahead_pending += 1
-                self._lane_seqs.setdefault(first.acceptor, set()).add(first.seq)
-                self._ahead.submit(self._embed_ahead, first)
-                continue
-            batch, turns = [first], len(first.lines)
-            while not first.large and turns < self._settings.commit_max_turns:
-                try:
-                    item = self._to_commit.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                if item.large:
-                    carried = item
-                    break
-                batch.append(item)
-                turns += len(item.lines)
-            self._commit_spooled(batch, last_try=stop or self._closed)
-
-    def _forgettable(self, item: _Spooled) -> int:
-        """The number up to which ``item``'s spool may forget its groups now that ``item``
-        is committed: its own, or less while a group of the spool before it is still in the
-        vector lane (a spool forgets every group up to the number, and a crash would lose
-        that one). Such groups' files then wait for a later commit, or a recovery, which
-        finds their turns stored."""
-        lane = self._lane_seqs.get(item.acceptor, set())
-        lane.discard(item.seq)
-        done = self._done_seq[item.acceptor] = max(item.seq,
-                                                   self._done_seq.get(item.acceptor, 0))
-        return min(done, min(lane) - 1) if lane else done
-
-    def _embed_ahead(self, item: _Spooled) -> None:
-        """The vector lane: embed a large group's texts, then queue it for its commit (with
-        no vectors when that failed: its commit embeds them)."""
-        assert self._vectors is not None
-        started = time.perf_counter()
-        vectors: Vectors = {}
-        try:
-            vectors = self._vectors.embed_ahead(item.lines, source=item.source)
-        except Exception:
-            log.warning("embedding a large group ahead of its commit failed; its commit "
-                        "embeds it", exc_info=True)
-        self._spend([item.number], time.perf_counter() - started)
-        self._to_commit.put(replace(item, vectors=vectors))
-
-    def _commit_spooled(self, batch: list[_Spooled], *, last_try: bool) -> None:
-        """Commit answered groups in one run, retrying while the service runs (they are on
-        disk: a failure loses nothing); at shutdown, what still fails waits in the spool for
-        the next start."""
-        started = time.perf_counter()
-        while True:
-            try:
-                report, kept = self._ingester.ingest_groups(
-                    [(s.source, s.lines) for s in batch],
-                    vectors={tenant: known for s in batch for tenant, known in
-                             (s.vectors or {}).items()} or None)
-                break
-            except Exception:
-                log.exception("committing %d answered group(s) failed", len(batch))
-                self._metrics.commit_failures.inc()
-                if last_try or self._closed:
-                    return
-                time.sleep(_COMMIT_RETRY_S)
-        self._spend([s.number for s in batch], time.perf_counter() - started)
-        answered = set().union(*(s.kept for s in batch))
-        if kept != answered:
-            self._metrics.spool_divergences.inc(len(kept ^ answered))
-            log.warning("%d turn(s) answered as accepted were not kept by their commit, and "
-                        "%d kept were answered otherwise: another writer recorded the same "
-                        "turns meanwhile", len(answered - kept), len(kept - answered))
-        for s in batch:
-            # Committed either way: a file the acceptor could not remove (its child died) is
-            # committed again by a recovery, which finds its turns stored.
-            upto = self._forgettable(s)
-            try:
-                s.acceptor.committed(upto)
-            except Exception:
-                log.warning("the spool could not forget committed group %d", s.seq,
-                            exc_info=True)
+    def _committed_groups(self, batch: list[AnsweredGroup], report: IngestReport,
+                          started: float) -> None:
+        """The committer committed ``batch`` (in a run that started at ``started``,
+        perf_counter): count it, and hand its partitions to the index lane."""
         with self._counts:
             self._committed += len(batch)
-            self._uncommitted_turns -= sum(len(s.lines) for s in batch)
+            self._uncommitted_turns -= sum(s.turns for s in batch)
             self._metrics.spool_turns.set(self._uncommitted_turns)
             self._counts.notify_all()
         self._report_refs(report)
-        self._observe_commit(started, sum(len(s.lines) for s in batch),
+        self._observe_commit(started, sum(s.turns for s in batch),
                              sum(s.requests for s in batch))
         if self._index and report.partitions:
             for s in batch:
                 self._to_index.put(Commit(frozenset(report.partitions), s.acked, s.number,
-                                          frozenset(s.kept & kept)))
+                                          frozenset(s.kept & report.kept)))
         else:  # nothing to index: searchable as they are
             self._searchable([s.number for s in batch])
 
@@ -674,11 +559,10 @@ class GroupWriter:
                 if n in self._costs and total:
                     self._costs[n] += seconds * size / total
 
-    def _outcomes(self, group: list[_Submission], lines: list[str], accepted: int,
-                  kept: set[TurnKey], quarantined: dict[int, Quarantined]
-                  ) -> list[list[LineOutcome]]:
+    def _outcomes(self, group: list[_Submission], lines: list[str], kept: set[TurnKey],
+                  quarantined: dict[int, Quarantined]) -> list[list[LineOutcome]]:
         """Each submission's outcomes (:func:`pipeline.service.outcomes.line_outcomes`)."""
-        return line_outcomes([s.keys for s in group], len(lines), accepted, kept, quarantined)
+        return line_outcomes([s.keys for s in group], len(lines), kept, quarantined)
 
 
 def _fail(group: list[_Submission], exc: Exception, what: str) -> None:

@@ -15,6 +15,7 @@ from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
 from pipeline.live import LIBRARY_ADVICE, LiveWriter
+from pipeline.prepare import prepare_group
 from tests.factories import BASE_TIME, make_record
 
 
@@ -81,10 +82,13 @@ def test_vectors_embedded_ahead_are_what_the_ingest_stores_and_it_computes_none(
         hashing_settings: Settings, tmp_path: Path) -> None:
     lines = [json.dumps(make_record(n, answer=f"answer {n} " + "ledger " * 400))
              for n in range(3)]
-    ahead = LiveWriter(hashing_settings, HashingEmbedder(64)).embed_ahead(lines)
+    group = prepare_group(lines, "<ahead>", hashing_settings, chunk_lines=2)
+    ahead = LiveWriter(hashing_settings, HashingEmbedder(64)).embed_ahead(group)
     assert set(ahead) == {"acme"} and ahead["acme"]
     writer = LiveWriter(hashing_settings, HashingEmbedder(64))
-    report = writer.ingest_groups([("<ahead>", lines)], vectors=ahead)
+    report = writer.ingest_prepared([group.sealed().opened()], vectors=ahead)
+    assert report.ingest.kept == {("acme", str(make_record(n)["conversation_id"]),
+                                   str(make_record(n)["turn_id"])) for n in range(3)}
     assert report.embedding.reused == report.ingest.rows_written > 0
     assert report.embedding.embedded == report.ingest.rows_written
     stored = LakeStore(hashing_settings.lake).read(Table.CONTENT_ROWS)

@@ -64,14 +64,15 @@ def test_a_killed_child_fails_one_call_and_the_next_gets_a_new_child(
     child = ChildWriter(hashing_settings, embed=False)
     try:
         lines = [orjson.dumps(turn_record(n)).decode() for n in range(3)]
-        report, kept = child.ingest(lines[:1], source="<test>")
-        assert report.accepted == 1 and len(kept) == 1
+        report = child.ingest(lines[:1], source="<test>")
+        assert report.accepted == 1 and report.kept == {key_of(turn_record(0))}
         pid = _child_pid(child)
         _kill(pid)
         with pytest.raises(LakeError, match="writer process died"):
             child.ingest(lines[1:2], source="<test>")
-        report, kept = child.ingest(lines[1:], source="<test>")
+        report = child.ingest(lines[1:], source="<test>")
         assert report.accepted == 2 and _child_pid(child) != pid
+        assert report.kept == {key_of(turn_record(1)), key_of(turn_record(2))}
     finally:
         child.close()
 

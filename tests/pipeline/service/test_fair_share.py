@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import orjson
 
 from lake.settings import Settings
+from pipeline.ingest import TurnKey
 from pipeline.service.fairness import FairShare
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
 from tests.factories import HeldIndexer
 from tests.reliability.lake_audit import key_of, turn_record

@@ -24,8 +24,9 @@ from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline.ingest import TurnKey
+from pipeline.prepare import SealedGroup
 from pipeline.service.metrics import ServiceMetrics
-from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
 from tests.reliability.lake_audit import key_of, turn_record
 
@@ -130,7 +131,7 @@ class _HeldVectors:
     def __init__(self) -> None:
         self.go = threading.Event()
 
-    def embed_ahead(self, lines: list[str], *, source: str) -> dict[str, object]:
+    def embed_ahead(self, group: SealedGroup) -> dict[str, object]:
         assert self.go.wait(timeout=120)
         return {}  # nothing computed: the commit embeds
 
@@ -146,8 +147,9 @@ def test_a_group_in_the_vector_lane_stays_in_the_spool_while_later_groups_commit
     lake = Path(str(settings.lake))
     writer = GroupWriter(settings, embedder=HashingEmbedder(64), index=False)
     held = _HeldVectors()
-    writer._vectors = held  # type: ignore[assignment]
-    writer._ahead = ThreadPoolExecutor(max_workers=1)
+    assert writer._committer is not None
+    writer._committer._vectors = held  # type: ignore[assignment]
+    writer._committer._ahead = ThreadPoolExecutor(max_workers=1)
     writer.start(wait=True)
     try:
         large = turn_record(300, conversation="c-big", marker="longmark")

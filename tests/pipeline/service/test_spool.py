@@ -21,6 +21,7 @@ from lake.errors import LakeError
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline.ingest import TurnKey
 from pipeline.live import LiveWriter
 from pipeline.retention import erase
 from pipeline.service.metrics import ServiceMetrics
@@ -37,7 +38,6 @@ from pipeline.service.spool import (
     through,
     wait_for_answered,
 )
-from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
 from tests.pipeline.service.server import Server, make_keys
 from tests.reliability.lake_audit import key_of, turn_record

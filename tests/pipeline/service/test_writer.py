@@ -14,10 +14,13 @@ from lake.embedding.hashing import HashingEmbedder
 from lake.settings import Settings
 from lake.store import LakeStore
 from lake.tables import Table
+from pipeline import prepare as prepare_module
+from pipeline.ingest import TurnKey
+from pipeline.prepare import PreparedChunk
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.outcomes import LineOutcome
-from pipeline.service.steps import TurnKey
 from pipeline.service.writer import GroupWriter
+from pipeline.sources import SourceLine, SourceProblem
 from tests.factories import HeldIndexer
 from tests.reliability.lake_audit import key_of, turn_record
 
@@ -168,3 +171,35 @@ def test_a_failing_index_step_does_not_hold_recording(hashing_settings: Settings
         assert second[0].status == "accepted"
     finally:
         writer.close()
+
+
+def test_a_spooled_group_is_prepared_once_and_its_commit_keeps_what_the_answer_said(
+        hashing_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision parses and projects the lines; the commit ingests what it prepared
+    (lines are counted as they are prepared), and its report names the turns it kept."""
+    prepared: list[int] = []
+    real = prepare_module._prepare
+
+    def counting(items: list[SourceLine | SourceProblem], settings: Settings,
+                 staging: str | None = None) -> PreparedChunk:
+        prepared.append(len(items))
+        return real(items, settings, staging)
+
+    monkeypatch.setattr(prepare_module, "_prepare", counting)
+    metrics = ServiceMetrics()
+    writer = GroupWriter(hashing_settings, embedder=HashingEmbedder(64), index=False,
+                         metrics=metrics)
+    assert writer.spooling
+    writer.start(wait=True)
+    try:
+        records = [turn_record(n) for n in range(4)]
+        bad = {**turn_record(9), "writer": "poet"}
+        outcomes = writer.submit(*_lines([*records, records[0], bad])).result(timeout=120)
+        assert writer.flush(120)
+    finally:
+        writer.close()
+    assert [o.status for o in outcomes] == ["accepted"] * 4 + ["duplicate", "rejected"]
+    assert sum(prepared) == 6  # each line once
+    stored = LakeStore(hashing_settings.lake).read(Table.TURN_LOGS, columns=["turn_id"])
+    assert sorted(stored["turn_id"].to_pylist()) == sorted(str(r["turn_id"]) for r in records)
+    assert "turnlake_spool_divergences_total 0.0" in metrics.render().decode()
