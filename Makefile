@@ -7,7 +7,7 @@ LAKE   ?= data/lake
 PORT   ?= 8501
 HOST   ?= 127.0.0.1
 
-.PHONY: install run demo test test-fast lint docs bench bench-full clean ts-types
+.PHONY: install run demo test test-fast lint docs bench bench-full bench-10m clean ts-types
 
 install: $(STAMP)
 
@@ -65,6 +65,10 @@ bench: install
 bench-full: install
 	$(BIN)/python -m bench.run --full
 	$(BIN)/python -m bench.compare --full
+
+# ten million rows: ~26 GB of disk and about an hour of an idle 2-core machine
+bench-10m: install
+	$(BIN)/python -m bench.scale_10m
 
 clean:
 	rm -rf $(VENV) data build site *.egg-info
