@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.serve import _free_port, _record, stop_server, wait_until_healthy
+from bench.serve import _free_port, _record, run_for, stop_server, wait_until_healthy
 from lake.keys import KeyStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,13 +100,7 @@ def run_once(tree: Path, *, seconds: float, clients: int, per_request: int) -> d
             time.sleep(0.05)
         cpu_before = _tree_cpu_s(proc.pid)
         threads = [threading.Thread(target=record, args=(c,)) for c in range(clients)]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=120)
+        started = run_for(threads, stop, seconds)
         loaded = time.perf_counter() - started
         deadline = time.monotonic() + 300
         while _uncommitted(url) and time.monotonic() < deadline:

@@ -69,6 +69,19 @@ def _free_port() -> int:
         return port
 
 
+def run_for(threads: list[threading.Thread], stop: threading.Event, seconds: float) -> float:
+    """Start ``threads``, let them run ``seconds``, set ``stop`` and join them (each given two
+    minutes to finish); the ``time.perf_counter()`` they were started at."""
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+    return started
+
+
 def wait_until_healthy(url: str, seconds: float = 180) -> None:
     """Poll ``GET /healthz`` until the server answers; RuntimeError past ``seconds``."""
     deadline = time.monotonic() + seconds
@@ -240,13 +253,7 @@ def bench_serve(seconds: float = 15.0, *, embed: bool = False, index: bool = Tru
         if index:
             threads.append(threading.Thread(target=_probe, args=(url, analyst, stop, load)))
         before = httpx.get(f"{url}/metrics", timeout=10).text
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=120)
+        started = run_for(threads, stop, seconds)
         elapsed = time.perf_counter() - started
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
         # The same searches without the load, once the indexer has caught up: the lake grew
