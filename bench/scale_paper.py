@@ -187,19 +187,73 @@ def paper(m: Measured) -> str:
     return "\n".join(lines) + "\n"
 
 
+TEN_MILLION = RESULTS / "scale-10000000.json"  # written by python -m bench.scale_10m
+_TEN_MILLION_HEADING = "### Measured at ten million rows"
+
+
+def ten_million_section(figures: dict[str, Any]) -> str:
+    """The paper's paragraph of the ten-million-row run (bench.scale_10m's JSON): what it
+    measured, and the same per-row figures carried to 10^9 rows."""
+    rows = figures["rows"]
+    build_s = figures["ingest_s"] + figures["index_build_s"]
+    lake_bytes = figures["disk_mb"]["lake"] * 2**20
+    per_row = lake_bytes / rows
+    index_us = figures["index_build_s"] / rows * 1e6
+    rss = max(figures["user"]["peak_rss_mb"], figures["tenant"]["peak_rss_mb"])
+    return "\n".join([
+        _TEN_MILLION_HEADING,
+        "",
+        f"`python -m bench.scale_10m` on {figures.get('cpu', 'this machine')} "
+        f"({figures.get('cores', '?')} cores): {rows:,} rows built in {build_s / 60:,.0f} min "
+        f"(ingest {figures['ingest_s']:,.0f} s, index build {figures['index_build_s']:,.0f} s "
+        f"≈ {index_us:,.0f} µs per row → {index_us * TARGET_ROWS / 1e6 / 3600:,.0f} core-hours "
+        f"of index build for 10^9 rows). Hybrid search p50 / p95: user scope "
+        f"{figures['user']['p50_ms']:.1f} / {figures['user']['p95_ms']:.1f} ms, tenant scope "
+        f"{figures['tenant']['p50_ms']:.1f} / {figures['tenant']['p95_ms']:.1f} ms; a search "
+        f"process's peak RSS {rss:,} MB (target ≤ 6 GB). The lake takes "
+        f"{lake_bytes / 1e9:,.1f} GB on disk ({per_row:,.0f} B per row: "
+        f"{_gb(per_row * TARGET_ROWS)} at 10^9 rows).",
+        "",
+    ])
+
+
+def with_ten_million(text: str, figures: dict[str, Any]) -> str:
+    """``text`` (the paper) with its ten-million-row paragraph put in, or replaced."""
+    kept = text.split(_TEN_MILLION_HEADING)[0].rstrip("\n") + "\n\n"
+    return kept + ten_million_section(figures)
+
+
 def write(results: Path | dict[str, Any] = RESULTS / "results-full.json") -> dict[str, Any]:
-    """Write bench/results/scale-1e9.md; returns its headline figures."""
+    """Write bench/results/scale-1e9.md (with the ten-million-row run's paragraph when
+    bench/results/scale-10000000.json is there); returns its headline figures."""
     m = measure(results=results)
-    (RESULTS / "scale-1e9.md").write_text(paper(m))
+    text = paper(m)
+    if TEN_MILLION.exists():
+        text = with_ten_million(text, json.loads(TEN_MILLION.read_text()))
+    (RESULTS / "scale-1e9.md").write_text(text)
     return {"index_bytes_per_row": round(sum(m.index_bytes_per_row.values())),
             "table_bytes_per_row": round(m.table_bytes_per_row),
             "report": "bench/results/scale-1e9.md"}
 
 
-def main() -> None:
-    """Write bench/results/scale-1e9.md and print it."""
-    write()
-    print((RESULTS / "scale-1e9.md").read_text())
+def main(argv: list[str] | None = None) -> None:
+    """Write bench/results/scale-1e9.md and print it; ``--ten-million`` only puts the
+    ten-million-row run's paragraph into the paper already written."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_paper")
+    parser.add_argument("--ten-million", action="store_true",
+                        help=f"add {TEN_MILLION.name}'s figures to the existing paper")
+    args = parser.parse_args(argv)
+    paper_file = RESULTS / "scale-1e9.md"
+    if args.ten_million:
+        if not TEN_MILLION.exists():
+            raise SystemExit(f"error: no {TEN_MILLION}: run python -m bench.scale_10m first")
+        paper_file.write_text(with_ten_million(paper_file.read_text(),
+                                               json.loads(TEN_MILLION.read_text())))
+    else:
+        write()
+    print(paper_file.read_text())
 
 
 if __name__ == "__main__":

@@ -25,3 +25,21 @@ def test_a_small_scale_lake_is_built_reused_and_searched(tmp_path: Path) -> None
 def test_too_few_rows_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--rows", "10"]) == 2
     assert "--rows must be at least 1000" in capsys.readouterr().err
+
+
+def test_the_ten_million_row_run_goes_into_the_paper_once() -> None:
+    from bench.scale_paper import ten_million_section, with_ten_million
+
+    figures = {"rows": 9_995_000, "cpu": "AMD EPYC", "cores": 2, "ingest_s": 1800.0,
+               "index_build_s": 900.0, "disk_mb": {"lake": 25_000},
+               "user": {"p50_ms": 8.0, "p95_ms": 15.0, "peak_rss_mb": 1500},
+               "tenant": {"p50_ms": 120.0, "p95_ms": 300.0, "peak_rss_mb": 4200}}
+    section = ten_million_section(figures)
+    assert "9,995,000 rows built in 45 min" in section
+    assert "≈ 90 µs per row" in section and "25 core-hours" in section
+    assert "peak RSS 4,200 MB" in section and "26.2 GB on disk (2,623 B per row" in section
+    paper = "## Scaling to 10^9 rows (on paper)\n\nfigures\n"
+    once = with_ten_million(paper, figures)
+    assert once.startswith(paper) and once.count("ten million rows") == 1
+    again = with_ten_million(once, {**figures, "rows": 10_000_000})
+    assert again.count("ten million rows") == 1 and "10,000,000 rows built" in again
