@@ -43,3 +43,21 @@ def test_the_ten_million_row_run_goes_into_the_paper_once() -> None:
     assert once.startswith(paper) and once.count("ten million rows") == 1
     again = with_ten_million(once, {**figures, "rows": 10_000_000})
     assert again.count("ten million rows") == 1 and "10,000,000 rows built" in again
+
+
+def test_a_build_stopped_in_its_indexes_is_completed_not_taken_as_built(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from bench.scale import scale_lake_dir
+
+    first = run(3000, 20, cache=tmp_path)
+    root = scale_lake_dir(tmp_path, 3000, "clustered")
+    # as a build killed after the tables and one partition's index: no sidecar, one index gone
+    root.with_name(f"{root.name}.build.json").unlink()
+    partitions = sorted(p for p in (root / "indexes").glob("*/*") if p.is_dir())
+    shutil.rmtree(partitions[-1])
+    again = run(3000, 20, cache=tmp_path)
+    assert again["resumed"] is True and again["index_build_s"] > 0
+    assert again["rows"] == first["rows"] and (partitions[-1] / "current.json").exists()
+    assert json.loads(root.with_name(f"{root.name}.build.json").read_text())["resumed"]
