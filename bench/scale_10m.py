@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.machine import machine
 from bench.scale import CLUSTERED_MODEL, build_scale_lake, scale_lake_dir
 from lake.store import LakeStore
 from lake.tables import Table
@@ -33,14 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 RESULTS = ROOT / "bench" / "results"
 ROWS = 10_000_000
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path(
-            "/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def built(rows: int, cache: Path) -> tuple[Path, dict[str, Any]]:
@@ -88,7 +80,8 @@ def run(rows: int, queries: int, cache: Path = CACHE) -> dict[str, Any]:
     started = time.perf_counter()
     lake, seconds = built(rows, cache)
     figures = searched(lake, queries)
-    return {"rows_asked": rows, "cpu": _cpu(), "cores": os.cpu_count(), **seconds,
+    where = machine()
+    return {"rows_asked": rows, "cpu": where["cpu"], "cores": where["cpus"], **seconds,
             **figures, "seconds": round(time.perf_counter() - started, 1)}
 
 

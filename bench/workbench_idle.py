@@ -34,6 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.machine import machine
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -115,19 +117,6 @@ def _idle(page: Any) -> None:
 
 _DRAWN = ("() => { const m = document.querySelector(\"[data-testid='stMain']\"); "
           "return m !== null && m.innerText.trim().length > 0; }")
-
-
-def machine() -> dict[str, Any]:
-    """The CPU model, its count and the 1/5/15-minute load averages: the figures of a shared
-    machine mean little without them."""
-    model = "unknown"
-    with Path("/proc/cpuinfo").open() as info:
-        for line in info:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return {"cpu": model, "cpus": os.cpu_count(),
-            "load": [round(x, 2) for x in os.getloadavg()]}
 
 
 def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
