@@ -109,6 +109,18 @@ def _wait_for_input(page: Any, value: str) -> None:
                            "i => i.value === v)", arg=value)
 
 
+def _wait_for_link(page: Any, path: str, **params: str) -> None:
+    """Until the page's URL is ``path`` with (at least) ``params``, in any order; a timeout
+    fails naming the URL the page was at."""
+    want = {"path": path, "params": params}
+    try:
+        page.wait_for_function(
+            "w => location.pathname.endsWith(w.path) && Object.entries(w.params).every("
+            "([k, v]) => new URLSearchParams(location.search).get(k) === v)", arg=want)
+    except Exception as exc:  # Playwright's TimeoutError: say where the page was instead
+        raise AssertionError(f"the page stayed at {page.url}, not {path} with {params}") from exc
+
+
 def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
                                                tmp_path: Path) -> None:
     with _browser() as page:
@@ -132,8 +144,7 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         page.get_by_text("April is fine.").wait_for()
         back = page.get_by_role("link", name="Back to the results")
         back.wait_for()
-        page.wait_for_url(re.compile(rf"/replay\?.*conversation={KNOWN_CONVERSATION}"
-                                     r"&turn=t-0001"))
+        _wait_for_link(page, "/replay", conversation=KNOWN_CONVERSATION, turn="t-0001")
         page.screenshot(path=tmp_path / "replay.png")
         with page.expect_download() as info:
             download_button.click()
@@ -234,7 +245,7 @@ def test_a_results_table_row_opens_its_turn(server: str) -> None:
         # The first row's selection box, at the table's left edge under its header.
         page.mouse.click(table["x"] + 12, table["y"] + 38 + 17)
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
-        page.wait_for_url(re.compile(rf"conversation={KNOWN_CONVERSATION}&turn=t-0001"))
+        _wait_for_link(page, "/replay", conversation=KNOWN_CONVERSATION, turn="t-0001")
         page.get_by_role("link", name="Back to the results").click()
         page.get_by_text("turns for").wait_for()
         _settled(page)
