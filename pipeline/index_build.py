@@ -23,7 +23,7 @@ from lake.batches import BatchCommitter, RecoveryReport, indexable_versions
 from lake.errors import ConcurrentWriteError
 from lake.faults import NO_FAULTS, Faults
 from lake.filestore import FileStore
-from lake.index.deferred import deferred_text_bytes, publish_deferred, write_deferred
+from lake.index.deferred import DeferredSize, deferred_size, publish_deferred, write_deferred
 from lake.index.delta import append_partition, merge_deltas
 from lake.index.manifest import PartitionManifest, drop_partition, publish, read_current
 from lake.index.partition import build_partition, write_partition
@@ -60,8 +60,9 @@ class Compaction:
     """When a partition's segments are merged (from :class:`Settings`). Segments are weighed
     by what indexing them again costs (:func:`segment_costs`: their bytes of text, not their
     rows), so short turns published next to a few very long ones do not index the long
-    ones again and again: a new base comes when the deltas outweigh a share of the base, and
-    a merge of too many deltas keeps a delta that outweighs those after it."""
+    ones again and again: a new base comes when the deltas outweigh a share of the base
+    (:meth:`rebase_due`), and a merge of too many deltas keeps a delta that outweighs those
+    after it."""
 
     max_segments: int = Settings.index_compact_segments
     max_delta_ratio: float = Settings.index_compact_ratio
@@ -75,23 +76,35 @@ class Compaction:
         """Whether the partition's segments have passed a threshold."""
         return self.rebase_due(manifest) or self.merge_due(manifest)
 
-    def rebase_due(self, manifest: PartitionManifest, deferred_bytes: int = 0) -> bool:
-        """Whether the deltas outgrew the base: time for a new base (a full build).
-        ``deferred_bytes``: the text the partition defers, which will be a delta once built
-        (a rebase indexes it instead of that build)."""
+    def rebase_due(self, manifest: PartitionManifest,
+                   deferred: DeferredSize | None = None) -> bool:
+        """Whether the deltas outgrew the base: time for a new base (a full build). They
+        must outweigh ``max_delta_ratio`` of the base, and either hold that share of its
+        rows too or weigh as much as the whole base: a few heavy rows (9 MB turns, one after
+        another) wait in deltas until they weigh the base, so each new one does not index
+        the earlier ones again — the bases grow geometrically and a byte of text is indexed
+        a bounded number of times — while many light rows (the search's cost) still make a
+        new base at the ratio. ``deferred``: the rows the partition defers, which will be a
+        delta once built (a rebase indexes them instead of that build)."""
+        deferred = deferred or DeferredSize()
         costs = segment_costs(manifest)
-        deltas = sum(costs[1:]) + deferred_bytes
-        return (len(costs) > 1 or deferred_bytes > 0) \
-            and deltas > self.max_delta_ratio * max(costs[0], 1)
+        if len(costs) < 2 and deferred.rows == 0:
+            return False
+        base = max(costs[0] if costs else 0, 1)
+        deltas = sum(costs[1:]) + deferred.text_bytes + ROW_COST_BYTES * deferred.rows
+        if deltas <= self.max_delta_ratio * base:
+            return False
+        rows = manifest.segment_rows
+        delta_rows = sum(rows[1:]) + deferred.rows
+        return deltas >= base or delta_rows > self.max_delta_ratio * max(rows[0] if rows else 0, 1)
 
     def rebase_for_deferred(self, store: LakeStore, manifest: PartitionManifest) -> bool:
         """Whether the rows ``manifest`` defers would make a new base due as soon as they
         were a delta: then a rebase, which indexes them with the base, is their build (a
         9 MB turn in a partition of short ones is indexed once, not in a segment first and
-        again in the base after it). A manifest older than the segments' text bytes is
-        weighed in rows, which bytes outweigh: it rebases, and its new base has them."""
+        again in the base after it)."""
         return bool(manifest.deferred_content) and self.rebase_due(
-            manifest, deferred_text_bytes(store, manifest) + ROW_COST_BYTES)
+            manifest, deferred_size(store, manifest))
 
     def merge_due(self, manifest: PartitionManifest) -> bool:
         """Whether there are too many segments and some deltas can be merged (see

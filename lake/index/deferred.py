@@ -19,7 +19,7 @@ new base. It discards the segment when the partition's segments changed otherwis
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow.parquet as pq
 
@@ -89,20 +89,29 @@ def deferred_turns(store: LakeStore, manifest: PartitionManifest) -> set[tuple[s
                    strict=True))
 
 
-def deferred_text_bytes(store: LakeStore, manifest: PartitionManifest) -> int:
-    """The bytes of text of the rows ``manifest`` defers, from the footers of their data
+@dataclass(frozen=True)
+class DeferredSize:
+    """How much a partition defers: its rows, and their bytes of text."""
+
+    rows: int = 0
+    text_bytes: int = 0
+
+
+def deferred_size(store: LakeStore, manifest: PartitionManifest) -> DeferredSize:
+    """The rows ``manifest`` defers and their bytes of text, from the footers of their data
     files (no row is read): what indexing them costs, to weigh before they are indexed.
-    0 for an object-store lake, where nothing is deferred."""
+    Nothing for an object-store lake, where nothing is deferred."""
     if store.root.remote:
-        return 0
+        return DeferredSize()
     folder = store.path(Table.CONTENT_ROWS)
-    total = 0
+    rows = text = 0
     for name in manifest.deferred_content:
         try:
             meta = pq.read_metadata(folder / name)
         except OSError:  # gone since (a compaction): the next step sees what replaced it
             continue
         columns = [i for i in range(meta.num_columns) if meta.schema.column(i).path == "text"]
-        total += sum(meta.row_group(g).column(i).total_uncompressed_size
-                     for g in range(meta.num_row_groups) for i in columns)
-    return total
+        rows += meta.num_rows
+        text += sum(meta.row_group(g).column(i).total_uncompressed_size
+                    for g in range(meta.num_row_groups) for i in columns)
+    return DeferredSize(rows, text)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lake.embedding.hashing import HashingEmbedder
+from lake.index.deferred import DeferredSize
 from lake.index.manifest import PartitionManifest, partition_dir, read_current
 from lake.index.segments import ROWS_FILE
 from lake.search.access import Principal
@@ -141,15 +142,53 @@ def test_a_merge_of_short_deltas_keeps_a_long_delta_before_them(tmp_path: Path) 
     assert _hits(lake.settings.lake) == _hits(rebuilt_copy(lake.settings.lake, tmp_path, MODEL))
 
 
-def test_merge_start_keeps_deltas_that_outweigh_those_after_them() -> None:
-    def manifest(texts: list[int]) -> PartitionManifest:
-        return PartitionManifest(
-            tenant="acme", month="2026-03", build_id=f"s{len(texts) - 1}", content_version=1,
-            logs_version=1, content_fingerprint="", logs_fingerprint="", row_count=len(texts),
-            turn_count=len(texts), embedded_rows=0, model=None, dim=0, semantic_kind="none",
-            built_at="", build_seconds=0.0, segments=[f"s{i}" for i in range(len(texts))],
-            segment_rows=[1] * len(texts), segment_text_bytes=texts)
+def test_long_turns_one_after_another_are_each_indexed_a_bounded_number_of_times(
+        tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake", DEFAULTS)
+    lake.commit([_record(n) for n in range(12)])
+    longs = [_long_answer(k, 10_000) for k in range(8)]
+    before = lake.indexed_bytes
+    for k, answer in enumerate(longs):
+        lake.commit([_record(1000 + k, answer)])
+    # By the ratio alone each new long turn outweighed a tenth of a base of long turns, and
+    # its rebase indexed every earlier one again: the k-th cost k long turns (with each
+    # turn's own delta, 44 long turns' bytes for these 8). A new base once the deltas weigh
+    # the base: 19.
+    times = (lake.indexed_bytes - before) / sum(len(a) for a in longs)
+    assert times < 3, f"the long turns' text was indexed {times:.1f} times"
+    assert len(lake.live().live_segments) <= DEFAULTS.max_segments
+    assert _hits(lake.settings.lake) == _hits(rebuilt_copy(lake.settings.lake, tmp_path, MODEL))
 
+
+def test_rebase_due_needs_the_rows_share_or_the_whole_base() -> None:
+    def manifest(texts: list[int], rows: list[int]) -> PartitionManifest:
+        return replace(_manifest(texts), segment_rows=rows)
+
+    policy = Compaction(max_segments=8, max_delta_ratio=0.1)
+    # light rows past a tenth of the base, by bytes and by rows: a new base
+    assert policy.rebase_due(manifest([10_000, 2_000], [100, 20]))
+    # past a tenth by bytes, a few heavy rows: they wait until they weigh the base
+    assert not policy.rebase_due(manifest([9_000_000, 9_000_000], [100, 1]))
+    assert policy.rebase_due(manifest([9_000_000, 9_000_000, 9_000_000], [100, 1, 1]))
+    # many rows that weigh nothing beside the base's text: no new base
+    assert not policy.rebase_due(manifest([9_000_000, 2_000], [1, 20]))
+    # what the partition defers counts as a delta
+    assert policy.rebase_due(manifest([1_000], [4]), DeferredSize(rows=1, text_bytes=9_000))
+    assert not policy.rebase_due(manifest([9_000_000], [100]),
+                                 DeferredSize(rows=1, text_bytes=2_000_000))
+
+
+def _manifest(texts: list[int]) -> PartitionManifest:
+    return PartitionManifest(
+        tenant="acme", month="2026-03", build_id=f"s{len(texts) - 1}", content_version=1,
+        logs_version=1, content_fingerprint="", logs_fingerprint="", row_count=len(texts),
+        turn_count=len(texts), embedded_rows=0, model=None, dim=0, semantic_kind="none",
+        built_at="", build_seconds=0.0, segments=[f"s{i}" for i in range(len(texts))],
+        segment_rows=[1] * len(texts), segment_text_bytes=texts)
+
+
+def test_merge_start_keeps_deltas_that_outweigh_those_after_them() -> None:
+    manifest = _manifest
     policy = Compaction(max_segments=3, max_delta_ratio=10.0)
     assert segment_costs(manifest([100, 44])) == [356, 300]
     # equal short deltas all merge; a delta far heavier than those after it stays
