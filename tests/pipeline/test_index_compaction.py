@@ -151,9 +151,8 @@ def test_long_turns_one_after_another_are_each_indexed_a_bounded_number_of_times
     for k, answer in enumerate(longs):
         lake.commit([_record(1000 + k, answer)])
     # By the ratio alone each new long turn outweighed a tenth of a base of long turns, and
-    # its rebase indexed every earlier one again: the k-th cost k long turns (with each
-    # turn's own delta, 44 long turns' bytes for these 8). A new base once the deltas weigh
-    # the base: 19.
+    # its rebase indexed every earlier one again (the k-th cost k long turns): their text
+    # was indexed 4.5 times over. A new base once the deltas weigh the base: 2.5 times.
     times = (lake.indexed_bytes - before) / sum(len(a) for a in longs)
     assert times < 3, f"the long turns' text was indexed {times:.1f} times"
     assert len(lake.live().live_segments) <= DEFAULTS.max_segments
