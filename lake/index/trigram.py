@@ -12,7 +12,8 @@ hashing of multi-byte trigrams (no collisions) and Unicode lower-casing instead 
 Files: ``keys.npy`` (sorted int64 keys, three 21-bit code points), ``offsets.npy`` (int64 CSR),
 ``postings.npy`` (int32 doc ids, ascending per key), ``doc_ntrgm.npy`` (int32 distinct trigrams
 per doc), ``text_offsets.npy`` + ``text_bytes.npy`` (UTF-8 texts, read back only to score word
-similarity exactly) and ``meta.json``.
+similarity exactly) and ``meta.json``. A text longer than :data:`MAX_SCORED_BYTES` of UTF-8 is
+indexed, stored and scored by that prefix, cut before a character.
 
 Search: ``Q`` = first ``MAX_QUERY_TRIGRAMS`` distinct trigrams of the first ``MAX_QUERY_CHARS``
 characters.  Both scores are at most ``shared / |Q|``, so passing ``floor`` needs ``need =
@@ -76,10 +77,12 @@ Arr = npt.NDArray[Any]
 MAX_QUERY_CHARS = 4096
 MAX_QUERY_TRIGRAMS = 256
 EXACT_BUDGET = 512
-# The exact word similarity of a doc is computed over its first this many bytes, so that a
-# search reaching a long row costs about what one reaching a few short rows does: scoring
-# costs ~0.4 ms a KiB (a 9 MB answer's first 256 KiB took ~108 ms a search). A longer text is
-# still a candidate by every one of its trigrams, and the lexical arm finds any of its words.
+# A text is indexed and scored by its first this many bytes (cut before a character), so
+# that a search reaching a long row costs about what one reaching a few short rows does
+# (scoring costs ~0.4 ms a KiB: a 9 MB answer's first 256 KiB took ~108 ms a search), and
+# indexing one costs what a short row does (a 9 MB answer took seconds, all of its trigrams
+# beyond the prefix leading only to exact scores of the prefix). The lexical arm finds any
+# word of the whole text.
 MAX_SCORED_BYTES = 1 << 14
 RAISED_FLOORS = (0.8, 0.6, 0.45)
 _PROBE_RATIO = 16  # binary-search a list for candidates when that is this much cheaper per item
@@ -446,6 +449,17 @@ def _char_start(raw: memoryview, at: int) -> int:
     return at
 
 
+def _scored_part(text: str) -> str:
+    """What of ``text`` the index holds and scores: its first :data:`MAX_SCORED_BYTES` of
+    UTF-8, cut before a character (all of a shorter text)."""
+    if len(text) * 4 <= MAX_SCORED_BYTES:  # no character takes more than 4 bytes
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= MAX_SCORED_BYTES:
+        return text
+    return raw[:_char_start(memoryview(raw), MAX_SCORED_BYTES)].decode("utf-8", "surrogatepass")
+
+
 def _key_set(text: str) -> I64:
     return _distinct(_sequences([text])[0])
 
@@ -622,6 +636,7 @@ class TrigramIndex:
         n = len(texts)
         if n >= 1 << 31:
             raise IndexUnavailable(f"trigram index: {n} texts exceed the int32 doc id range")
+        texts = [_scored_part(t) for t in texts]
         ends = np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1)
         cuts = np.searchsorted(
             ends, np.arange(_CHUNK_CHARS, int(ends[-1]) if n else 0, _CHUNK_CHARS)

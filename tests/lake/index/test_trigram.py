@@ -571,7 +571,8 @@ def test_similarity_floors_count_each_narrowed_scope() -> None:
     assert index.search("1", limit=1, threshold=0.1, mode="similarity") == [(3, 0.5)]
 
 
-def test_a_huge_text_is_scored_by_its_opening_and_never_cut_inside_a_character() -> None:
+def test_a_huge_text_is_scored_by_its_opening_and_never_cut_inside_a_character(
+        tmp_path: Path) -> None:
     cut = trigram_module.MAX_SCORED_BYTES
     # "é" (2 bytes) straddles the cut: decoding a view cut there would fail.
     opening = "café deployment " + "a" * (cut - 18) + "é"
@@ -584,3 +585,11 @@ def test_a_huge_text_is_scored_by_its_opening_and_never_cut_inside_a_character()
     # A word only past the cut is not rescored in the huge text: the short row that holds
     # it ranks, and the lexical arm (not this one) finds it in the huge one.
     assert dict(index.search("zanzibarit", threshold=0.9)) == {2: pytest.approx(1.0)}
+    # It is indexed by that opening alone (cut before the "é"): the same files as an index
+    # of the opening, so building and storing it cost what a short text does.
+    index.save(tmp_path / "huge")
+    TrigramIndex.build([opening[:-1], "a short deploymint note", "zanzibarit rock"]).save(
+        tmp_path / "opening")
+    for name in ("keys", "offsets", "postings", "doc_ntrgm", "text_offsets", "text_bytes"):
+        assert (tmp_path / "huge" / f"{name}.npy").read_bytes() \
+            == (tmp_path / "opening" / f"{name}.npy").read_bytes(), name
