@@ -30,6 +30,7 @@ from pipeline.ingest import IngestReport, TurnKey
 from pipeline.live import Vectors
 from pipeline.prepare import SealedGroup
 from pipeline.service.acceptor import Acceptor
+from pipeline.service.failures import log_failure
 from pipeline.service.metrics import ServiceMetrics
 from pipeline.service.steps import WriteSteps
 
@@ -161,8 +162,8 @@ class Committer:
                     vectors={tenant: known for s in batch for tenant, known in
                              (s.vectors or {}).items()} or None)
                 break
-            except Exception:
-                log.exception("committing %d answered group(s) failed", len(batch))
+            except Exception as exc:
+                log_failure(log, "committing %d answered group(s) failed", exc, len(batch))
                 self._metrics.commit_failures.inc()
                 if last_try or self._closing():
                     return

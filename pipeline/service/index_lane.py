@@ -25,6 +25,7 @@ from lake.errors import IndexUnavailable
 from lake.index.manifest import read_current
 from lake.store import Partition
 from pipeline.ingest import TurnKey
+from pipeline.service.failures import log_failure
 from pipeline.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,8 @@ class IndexLane:
             began = time.perf_counter()
             try:
                 deferred = self._index(partitions)
-            except Exception:  # the partitions stay stale (search says so); try again soon
-                log.exception("index build of %d partitions failed", len(partitions))
+            except Exception as exc:  # the partitions stay stale (search says so); try again
+                log_failure(log, "index build of %d partitions failed", exc, len(partitions))
                 self._metrics.index_failures.inc()
                 self._failing(True)
                 if stop:
@@ -129,8 +130,8 @@ class IndexLane:
             return
         try:
             deferred = self._index(parts)
-        except Exception:
-            log.exception("index build of %d partitions failed", len(parts))
+        except Exception as exc:
+            log_failure(log, "index build of %d partitions failed", exc, len(parts))
             self._kicked = time.monotonic()
             return
         self._after_step(deferred, [])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from lake.store import Partition
+from pipeline.service.failures import log_failure
 from pipeline.service.spool import Recovered
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class StartUp:
                 self._set(problem=None)
                 return True, result
             except Exception as exc:
-                log.exception("%s failed; trying again in %.0f s", what, RETRY_S)
+                log_failure(log, "%s failed (trying again in %.0f s)", exc, what, RETRY_S)
                 self._set(problem=f"{what} failed: {type(exc).__name__}: {exc}")
                 deadline = time.monotonic() + RETRY_S
                 while time.monotonic() < deadline and not self._stopped():

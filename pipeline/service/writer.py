@@ -64,6 +64,7 @@ from pipeline.prepare import Quarantined
 from pipeline.service.acceptor import Acceptor, AcceptorDied, ChildAcceptor, SpoolAcceptor
 from pipeline.service.child_writer import ChildWriter
 from pipeline.service.committer import AnsweredGroup, Committer
+from pipeline.service.failures import log_failure
 from pipeline.service.fairness import FairShare
 from pipeline.service.index_lane import Commit, IndexLane
 from pipeline.service.metrics import ServiceMetrics
@@ -569,6 +570,6 @@ def _fail(group: list[_Submission], exc: Exception, what: str) -> None:
     """Tell every waiting request of ``group`` of the failure."""
     failure = exc if isinstance(exc, TurnlakeError) else LakeError(
         f"recording failed: {type(exc).__name__}: {exc}")
-    log.exception(what)
+    log_failure(log, what, exc)
     for s in group:
         s.future.set_exception(failure)
