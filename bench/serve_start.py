@@ -1,8 +1,9 @@
 """Service benchmark of the live path's edges: a restart after ``kill -9``, the first turn after
 a start, and other keys' turns while one key sends maximum-size turns.
 
-Run: ``.venv/bin/python -m bench.serve_start [seconds] [--embed]`` (default 20 s of long-text
-load, without embeddings). Steps, each against a real ``turnlake serve`` on loopback:
+Run: ``.venv/bin/python -m bench.serve_start [seconds] [--embed] [--long-bytes N]`` (default
+20 s of long-text load, without embeddings; ``--long-bytes 0``: step 3 without the long turns,
+the control its other-key figures compare with). Steps, each against a real ``turnlake serve`` on loopback:
 
 1. 4 clients record one turn a request for 3 s; the server is killed with SIGKILL while its
    spool holds acknowledged turns not yet committed. A new server starts on the same lake:
@@ -33,6 +34,7 @@ load, without embeddings). Steps, each against a real ``turnlake serve`` on loop
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -72,11 +74,11 @@ def _turn(n: int, key: str, text: str | None = None) -> dict[str, Any]:
         "ttl_days": 36_500}
 
 
-def _long_text(rng: random.Random) -> str:
+def _long_text(rng: random.Random, limit: int = LONG_BYTES) -> str:
     words = ("deploy", "schema", "latency", "cluster", "invoice", "refund", "backup", "token",
              "report", "forecast", "timeout", "migration")
     out, size = [], 0
-    while size < LONG_BYTES:
+    while size < limit:
         word = f"{rng.choice(words)}{rng.randrange(1000)}"
         out.append(word)
         size += len(word) + 1
@@ -128,15 +130,18 @@ def _lag(recorder: httpx.Client, analyst: httpx.Client, n: int, key: str,
     return None
 
 
-def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str, Any]:
-    """Run the three steps against a fresh lake; the figures as a dict."""
+def bench_serve_start(seconds: float = 20.0, *, embed: bool = False,
+                      long_bytes: int = LONG_BYTES) -> dict[str, Any]:
+    """Run the three steps against a fresh lake; the figures as a dict. ``long_bytes``: the
+    size of the big key's answers in step 3 (0: it sends nothing, a control that measures
+    the other key's lag under the same prober and searches without the long turns)."""
     root = Path(tempfile.mkdtemp(prefix="bench-serve-start-"))
     lake, log = root / "lake", root / "server.log"
     keys = KeyStore(lake)
     recorder = keys.create(tenant="acme", role="recorder")[1]
     analyst = keys.create(tenant="acme", role="analyst")[1]
     big = keys.create(tenant="acme", role="recorder")[1]
-    out: dict[str, Any] = {"embed": embed}
+    out: dict[str, Any] = {"embed": embed, "long_bytes": long_bytes}
 
     first = _Server(lake, embed, log)
     first.wait_ready()
@@ -184,7 +189,8 @@ def bench_serve_start(seconds: float = 20.0, *, embed: bool = False) -> dict[str
             later = [_lag(rec, search, 900_001 + i, "f") for i in range(10)]
             out["later_turns_to_searchable_p50_s"] = _round(
                 float(np.median([x for x in later if x is not None])) if any(later) else None)
-            out.update(_long_load(server.url, recorder, big, analyst, seconds, lake))
+            out.update(_long_load(server.url, recorder, big, analyst, seconds, lake,
+                                  long_bytes))
     finally:
         stop_server(server.proc)
     return out
@@ -247,7 +253,7 @@ class _IndexWatch:
 
 
 def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float,
-               lake: Path) -> dict[str, Any]:
+               lake: Path, long_bytes: int) -> dict[str, Any]:
     """The key ``big`` sends 9 MB turns back to back while ``recorder`` records a short turn
     every half second (without waiting for it to be found) and a prober polls search for
     each until found: many samples of the other key's lag, whether or not a long turn was
@@ -256,12 +262,14 @@ def _long_load(url: str, recorder: str, big: str, analyst: str, seconds: float,
     long_answers: list[int] = []
 
     def send_long() -> None:
+        if long_bytes <= 0:
+            return
         rng = random.Random(3)
         with httpx.Client(base_url=url, timeout=900,
                           headers={"Authorization": f"Bearer {big}"}) as http:
             n = 800_000
             while not stop.is_set():
-                body = _turn(n, "big", _long_text(rng))
+                body = _turn(n, "big", _long_text(rng, long_bytes))
                 long_answers.append(http.post("/v1/turns", json=body).status_code)
                 n += 1
 
@@ -347,7 +355,18 @@ def _round(value: float | None, scale: float = 1.0) -> float | None:
     return None if value is None else round(value * scale, 3)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.serve_start [seconds] [--embed] [--long-bytes N]``."""
+    parser = argparse.ArgumentParser(prog="python -m bench.serve_start")
+    parser.add_argument("seconds", type=float, nargs="?", default=20.0,
+                        help="seconds of the long-text load (step 3)")
+    parser.add_argument("--embed", action="store_true", help="with the MiniLM model")
+    parser.add_argument("--long-bytes", type=int, default=LONG_BYTES,
+                        help="the big key's answer size; 0 sends none (a control run)")
+    args = parser.parse_args(argv)
+    print(json.dumps(bench_serve_start(args.seconds, embed=args.embed,
+                                       long_bytes=args.long_bytes), indent=2))
+
+
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    print(json.dumps(bench_serve_start(float(args[0]) if args else 20.0,
-                                       embed="--embed" in sys.argv), indent=2))
+    main()

@@ -78,25 +78,29 @@ class Compaction:
 
     def rebase_due(self, manifest: PartitionManifest,
                    deferred: DeferredSize | None = None) -> bool:
-        """Whether the deltas outgrew the base: time for a new base (a full build). They
-        must outweigh ``max_delta_ratio`` of the base, and either hold that share of its
-        rows too or weigh as much as the whole base: a few heavy rows (9 MB turns, one after
-        another) wait in deltas until they weigh the base, so each new one does not index
-        the earlier ones again — the bases grow geometrically and a byte of text is indexed
-        a bounded number of times — while many light rows (the search's cost) still make a
-        new base at the ratio. ``deferred``: the rows the partition defers, which will be a
-        delta once built (a rebase indexes them instead of that build)."""
-        deferred = deferred or DeferredSize()
-        costs = segment_costs(manifest)
-        if len(costs) < 2 and deferred.rows == 0:
+        """Whether the deltas outgrew the base: time for a new base (a full build). Past
+        ``max_delta_ratio`` of the base, the deltas make one once they weigh the whole base,
+        or once their light segments alone weigh that share of it. A heavy segment — past
+        that share in bytes with few rows (a 9 MB turn) — otherwise waits: the k-th 9 MB turn
+        does not index the k - 1 before it again, the bases grow geometrically and a byte of
+        text is indexed a bounded number of times; the short turns published beside it do
+        not bring it into a rebase before they outweigh the share themselves. ``deferred``:
+        the rows the partition defers, which will be a delta once built (a rebase indexes
+        them instead of that build)."""
+        costs, rows = segment_costs(manifest), manifest.segment_rows
+        deltas = list(zip(costs[1:], rows[1:], strict=False))
+        if deferred is not None and deferred.rows:
+            deltas.append((deferred.text_bytes + ROW_COST_BYTES * deferred.rows, deferred.rows))
+        if not deltas:
             return False
         base = max(costs[0] if costs else 0, 1)
-        deltas = sum(costs[1:]) + deferred.text_bytes + ROW_COST_BYTES * deferred.rows
-        if deltas <= self.max_delta_ratio * base:
+        share, share_rows = self.max_delta_ratio * base, self.max_delta_ratio * (
+            rows[0] if rows else 0)
+        total = sum(cost for cost, _ in deltas)
+        if total <= share:
             return False
-        rows = manifest.segment_rows
-        delta_rows = sum(rows[1:]) + deferred.rows
-        return deltas >= base or delta_rows > self.max_delta_ratio * max(rows[0] if rows else 0, 1)
+        light = sum(cost for cost, n in deltas if cost <= share or n > share_rows)
+        return total >= base or light > share
 
     def rebase_for_deferred(self, store: LakeStore, manifest: PartitionManifest) -> bool:
         """Whether the rows ``manifest`` defers would make a new base due as soon as they

@@ -159,17 +159,22 @@ def test_long_turns_one_after_another_are_each_indexed_a_bounded_number_of_times
     assert _hits(lake.settings.lake) == _hits(rebuilt_copy(lake.settings.lake, tmp_path, MODEL))
 
 
-def test_rebase_due_needs_the_rows_share_or_the_whole_base() -> None:
+def test_a_heavy_delta_waits_for_the_whole_bases_weight() -> None:
     def manifest(texts: list[int], rows: list[int]) -> PartitionManifest:
         return replace(_manifest(texts), segment_rows=rows)
 
     policy = Compaction(max_segments=8, max_delta_ratio=0.1)
-    # light rows past a tenth of the base, by bytes and by rows: a new base
+    # light rows past a tenth of the base: a new base
     assert policy.rebase_due(manifest([10_000, 2_000], [100, 20]))
-    # past a tenth by bytes, a few heavy rows: they wait until they weigh the base
-    assert not policy.rebase_due(manifest([9_000_000, 9_000_000], [100, 1]))
-    assert policy.rebase_due(manifest([9_000_000, 9_000_000, 9_000_000], [100, 1, 1]))
-    # many rows that weigh nothing beside the base's text: no new base
+    assert policy.rebase_due(manifest([10_000, 600, 600], [100, 6, 6]))
+    # a heavy delta (few rows, past a tenth in bytes) waits until the deltas weigh the base
+    assert not policy.rebase_due(manifest([9_500_000, 9_000_000], [100, 2]))
+    assert policy.rebase_due(manifest([9_500_000, 9_000_000, 9_000_000], [100, 2, 2]))
+    # short turns published beside it do not bring it in before they weigh the share
+    assert not policy.rebase_due(manifest([9_500_000, 9_000_000, 12_000], [200, 2, 48]))
+    assert not policy.rebase_due(manifest([9_500_000, 12_000], [200, 48]),
+                                 DeferredSize(rows=2, text_bytes=9_000_000))
+    # under a tenth of the base: no new base, whatever the rows
     assert not policy.rebase_due(manifest([9_000_000, 2_000], [1, 20]))
     # what the partition defers counts as a delta
     assert policy.rebase_due(manifest([1_000], [4]), DeferredSize(rows=1, text_bytes=9_000))
