@@ -87,9 +87,11 @@ class Settings:
         default=8, metadata={"help": "a partition whose index has more segments than this is "
                                      "compacted into one base segment after an ingest"})
     index_compact_ratio: float = field(
-        default=0.10, metadata={"help": "...or whose delta segments weigh more than this "
-                                        "fraction of its base segment (bytes of text plus "
-                                        "256 a row: what indexing them again costs)"})
+        default=0.10, metadata={"help": "...or whose light delta segments weigh more than "
+                                        "this fraction of its base segment (bytes of text "
+                                        "plus 256 a row: what indexing them again costs); "
+                                        "heavy ones (few, long rows) wait until the deltas "
+                                        "weigh the whole base"})
     index_defer_bytes: int = field(
         default=1024 * 1024,
         metadata={"help": "the service's index step leaves a newly committed data file "

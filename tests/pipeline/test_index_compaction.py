@@ -152,7 +152,7 @@ def test_long_turns_one_after_another_are_each_indexed_a_bounded_number_of_times
         lake.commit([_record(1000 + k, answer)])
     # By the ratio alone each new long turn outweighed a tenth of a base of long turns, and
     # its rebase indexed every earlier one again (the k-th cost k long turns): their text
-    # was indexed 4.5 times over. A new base once the deltas weigh the base: 2.5 times.
+    # was indexed 4.5 times over. A heavy delta waiting for the base's weight: 2.0 times.
     times = (lake.indexed_bytes - before) / sum(len(a) for a in longs)
     assert times < 3, f"the long turns' text was indexed {times:.1f} times"
     assert len(lake.live().live_segments) <= DEFAULTS.max_segments
