@@ -3,7 +3,8 @@ a start, and other keys' turns while one key sends maximum-size turns.
 
 Run: ``.venv/bin/python -m bench.serve_start [seconds] [--embed] [--long-bytes N]`` (default
 20 s of long-text load, without embeddings; ``--long-bytes 0``: step 3 without the long turns,
-the control its other-key figures compare with). Steps, each against a real ``turnlake serve`` on loopback:
+the control its other-key figures compare with). Steps, each against a real ``turnlake serve``
+on loopback:
 
 1. 4 clients record one turn a request for 3 s; the server is killed with SIGKILL while its
    spool holds acknowledged turns not yet committed. A new server starts on the same lake:
