@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from lake.addresses import parse_address
 from lake.embedding.hashing import HashingEmbedder
 from lake.resolver import RefResolver, ResolvedRecord
@@ -14,6 +16,7 @@ from lake.search.request import SearchRequest
 from lake.search.service import SearchService
 from lake.settings import Settings
 from lake.store import LakeStore
+from lake.tables import Table
 from pipeline.jobs import run_ingest
 from tests.factories import BASE_TIME, make_record, rich_record, write_jsonl
 
@@ -72,3 +75,34 @@ def test_a_replaced_turns_hits_carry_its_new_edition(hashing_settings: Settings,
     assert after.address != before.address
     row = resolver.resolve(ANA, after.address, as_of=AS_OF)
     assert isinstance(row, ResolvedRecord) and row.value["text"] == after.text
+
+
+def test_appended_turns_are_learned_from_their_files_not_a_month_scan(
+        hashing_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = [make_record(n, conversation=f"c-{n}", prompt=f"quokka{n} deploy question",
+                           answer=f"quokka{n} answer") for n in range(3)]
+    run_ingest(hashing_settings, [write_jsonl(tmp_path / "in.jsonl", records)])
+    store = LakeStore(hashing_settings.lake)
+    service = SearchService(store, embedder=HashingEmbedder(64))
+    scans: list[object] = []
+    scan = LakeStore.read
+
+    def counted(self: LakeStore, table: Table, **kwargs: object) -> object:
+        if table is Table.TURN_LOGS and kwargs.get("filter") is not None:
+            scans.append(kwargs["filter"])
+        return scan(self, table, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LakeStore, "read", counted)
+    first = service.search(SearchRequest("quokka1", ANA, as_of=AS_OF)).hits[0]
+    assert first.turn_address is not None and len(scans) == 1
+    # a live writer's commits: each adds files; the new turns come from those files alone
+    for n in (3, 4):
+        record = make_record(n, conversation=f"c-{n}", prompt=f"quokka{n} deploy question",
+                             answer=f"quokka{n} answer")
+        run_ingest(hashing_settings, [write_jsonl(tmp_path / f"{n}.jsonl", [record])])
+        hit = service.search(SearchRequest(f"quokka{n}", ANA, as_of=AS_OF)).hits[0]
+        assert hit.turn_id == record["turn_id"] and hit.turn_address is not None
+        assert (hit.agent, hit.app) == (record["agent"], record["app"])
+    again = service.search(SearchRequest("quokka1", ANA, as_of=AS_OF)).hits[0]
+    assert again.turn_address == first.turn_address
+    assert len(scans) == 1, "no month was scanned again"
