@@ -16,6 +16,7 @@ from lake.index.semantic import SemanticIndex, exact_cosines, unit_query
 
 DIM = 32
 ROWS = 6000
+QUERIES = 200  # as many as the index's calibration asks (lake.index.semantic)
 
 
 def _vectors(kind: str, rows: int, seed: int) -> np.ndarray:
@@ -66,7 +67,10 @@ def tmp_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("codes")
 
 
-@settings(max_examples=8, deadline=None)
+# derandomized: the indexes and queries are seeded, so each example's recall is a fixed
+# number; drawn afresh on every run, the examples sampled the noise of 40 queries instead
+# (a CI run met recall@10 .91 against a calibrated .96)
+@settings(max_examples=8, deadline=None, derandomize=True)
 @given(kind=st.sampled_from(["random", "clustered"]), seed=st.integers(0, 1),
        k=st.sampled_from([1, 10, 50]), query_seed=st.integers(0, 10_000))
 def test_codes_rescored_find_the_exact_top_at_the_calibrated_recall(
@@ -76,7 +80,7 @@ def test_codes_rescored_find_the_exact_top_at_the_calibrated_recall(
     vectors = _stored(index)
     if index.kind != "ivf":  # random vectors may not pay for an inverted file: exact then
         assert index.describe()["codes"] == "sq8"
-    queries = _vectors(kind, 40, 1000 + query_seed)
+    queries = _vectors(kind, QUERIES, 1000 + query_seed)
     hits = []
     for query in queries:
         got = index.search(query, limit=k)
@@ -95,7 +99,7 @@ def test_codes_rescored_find_the_exact_top_at_the_calibrated_recall(
     else:
         calibrated = index.calibrated_recall
         assert calibrated is not None and calibrated >= semantic_module.TARGET_RECALL
-        # 40 queries measure recall to about +-.03 of the calibration's 200
+        # as many queries as the calibration's: the two estimates differ by about +-.02
         assert recall >= min(calibrated, 1.0) - 0.05, (kind, k, recall, calibrated)
 
 
