@@ -30,7 +30,15 @@ from typing import Any
 
 import httpx
 
-from bench.serve import _free_port, _record, run_for, stop_server, wait_until_healthy
+from bench.serve import (
+    _free_port,
+    _record,
+    all_accepted,
+    recorded_requests,
+    run_for,
+    stop_server,
+    wait_until_healthy,
+)
 from lake.keys import KeyStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,20 +84,12 @@ def run_once(tree: Path, *, seconds: float, clients: int, per_request: int) -> d
     stop = threading.Event()
 
     def record(client: int) -> None:
-        n = 0
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
-                          timeout=120) as http:
-            while not stop.is_set():
-                body = {"turns": [_record(n + i, client) for i in range(per_request)]}
-                started = time.perf_counter()
-                answer = http.post("/v1/turns", json=body)
-                took = time.perf_counter() - started
-                n += per_request
-                with lock:
-                    if answer.status_code != 200 or answer.json()["accepted"] != per_request:
-                        errors.append(answer.text[:300])
-                        return
-                    acks.append(took)
+        for answer, sent, acked, _ in recorded_requests(url, key, client, stop, per_request):
+            with lock:
+                if not all_accepted(answer, per_request):
+                    errors.append(answer.text[:300])
+                    return
+                acks.append(acked - sent)
 
     try:
         wait_until_healthy(url)

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -121,26 +122,39 @@ class _Load:
         self.errors: list[str] = []
 
 
-def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Load,
-              per_request: int) -> None:
+def recorded_requests(url: str, key: str, client: int, stop: threading.Event,
+                      per_request: int) -> Iterator[tuple[httpx.Response, float, float, int]]:
+    """``client``'s requests of ``per_request`` turns (bench records), posted one after
+    another until ``stop``: each answer, its send and answer times, and the number of the
+    request's last turn."""
     n = 0
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
                       timeout=120) as http:
         while not stop.is_set():
             body = {"turns": [_record(n + i, client) for i in range(per_request)]}
-            t = time.perf_counter()
+            sent = time.perf_counter()
             answer = http.post("/v1/turns", json=body)
-            acked = time.perf_counter()
             n += per_request
-            with load.lock:
-                if answer.status_code != 200 or answer.json()["accepted"] != per_request:
-                    load.errors.append(answer.text[:300])
-                    return
-                load.acks.append(acked - t)
-                load.turns += per_request
-                load.last = f"mk{client}x{n - 1}"
-                if len(load.acks) % 4 == 0:
-                    load.sample.append((f"mk{client}x{n - 1}", acked))
+            yield answer, sent, time.perf_counter(), n - 1
+
+
+def all_accepted(answer: httpx.Response, turns: int) -> bool:
+    """Whether ``answer`` accepted all ``turns`` turns of its request."""
+    return answer.status_code == 200 and answer.json()["accepted"] == turns
+
+
+def _recorder(url: str, key: str, client: int, stop: threading.Event, load: _Load,
+              per_request: int) -> None:
+    for answer, sent, acked, last in recorded_requests(url, key, client, stop, per_request):
+        with load.lock:
+            if not all_accepted(answer, per_request):
+                load.errors.append(answer.text[:300])
+                return
+            load.acks.append(acked - sent)
+            load.turns += per_request
+            load.last = f"mk{client}x{last}"
+            if len(load.acks) % 4 == 0:
+                load.sample.append((load.last, acked))
 
 
 def _searcher(url: str, key: str, seed: int, stop: threading.Event, load: _Load) -> None:
