@@ -8,13 +8,18 @@ port, the browser sent there as soon as the server answers: seconds until the fi
 anything, and until its heading is up), then the Search page until the background warm-up
 says the service is ready, then every page twice (first and second visit), each from
 navigation (a page load of its URL: a new Streamlit session each time) until the heading is up
-and Streamlit's "running" indicator has been gone for half a second; then every page twice
-again as a person moves between them, by its sidebar link in the same session. The CPU model
+and Streamlit's "running" indicator has been gone for half a second; then four searches twice,
+each by its URL until its results are up and the page idle (with the search's own time on the
+server, from the results' caption); then every page twice again as a person moves between
+them, by its sidebar link in the same session. The CPU model
 and the load averages before and after are printed with the figures. Uses Debian's Chromium
 at ``/usr/bin/chromium``, never a downloaded browser.
 
-``--lake PATH`` times an existing lake (written with the hashing embedder, as above) instead of
-building one: ``.venv/bin/python -m bench.workbench_idle --lake /tmp/lake-100k``.
+``--lake PATH`` times an existing lake instead of building one: ``.venv/bin/python -m
+bench.workbench_idle --lake /tmp/lake-100k``. The workbench searches with the hashing embedder,
+as the bench's lakes are written; ``--model packaged`` times a lake written with the packaged
+all-MiniLM-L6-v2 (``turnlake demo`` without ``TURNLAKE_EMBEDDING_MODEL``), whose load and
+query encoding then count.
 
 ``--shots docs --shots-lake data/lake`` instead saves the docs' screenshots
 (``workbench-<page>.png``) of an existing lake, read with the lake's own model.
@@ -25,11 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -42,7 +49,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 PAGES = (("", "Search"), ("replay", "Conversations & Replay"), ("overview", "Overview"),
          ("retention", "Retention"), ("index-health", "Index health"))
 MODEL = "hashing-64"
+PACKAGED = "packaged"  # --model's name for the packaged all-MiniLM-L6-v2 (no model setting)
 SETTLED_S = 0.5
+# Searches timed by URL (every setting is in it), words the demo's conversations use.
+SEARCHES = ("forecast spreadsheet", "why did the deploy fail", "invoice totals for march",
+            "reset my password")
+_CAPTION = re.compile(r"turns for .* in (\d+) ms")
 _RUNNING = "[data-testid='stStatusWidget']"
 
 
@@ -119,15 +131,17 @@ _DRAWN = ("() => { const m = document.querySelector(\"[data-testid='stMain']\");
           "return m !== null && m.innerText.trim().length > 0; }")
 
 
-def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
+def page_idle_times(lake: Path, log: Path, model: str = MODEL) -> dict[str, Any]:
     """Seconds of a cold start until the first page shows something and until its heading is
     up; then from navigation to idle for every page, first and second visit (with the
-    machine's load before and after)."""
+    machine's load before and after). ``model`` is the one ``lake`` was written with
+    (:data:`PACKAGED`: the packaged MiniLM)."""
     from playwright.sync_api import sync_playwright
 
     before = machine()
 
-    proc, url = start_workbench(lake, log, {"TURNLAKE_EMBEDDING_MODEL": MODEL})
+    proc, url = start_workbench(
+        lake, log, {} if model == PACKAGED else {"TURNLAKE_EMBEDDING_MODEL": model})
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -151,6 +165,21 @@ def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
                     # The settling wait is not the page's time.
                     visits.setdefault(title, []).append(
                         round(time.perf_counter() - t - SETTLED_S, 2))
+            # A search by its URL: until the results' caption is up and the page is idle;
+            # the caption says the search's own time on the server.
+            searches: dict[str, list[float]] = {}
+            server_ms: dict[str, list[int]] = {}
+            for _ in range(2):
+                for query in SEARCHES:
+                    t = time.perf_counter()
+                    page.goto(f"{url}/?{urllib.parse.urlencode({'q': query, 'scope': 'tenant'})}")
+                    caption = page.get_by_text(_CAPTION)
+                    caption.wait_for()
+                    _idle(page)
+                    searches.setdefault(query, []).append(
+                        round(time.perf_counter() - t - SETTLED_S, 2))
+                    found = _CAPTION.search(caption.inner_text())
+                    server_ms.setdefault(query, []).append(int(found.group(1)) if found else -1)
             # As a person moves between pages: a sidebar link, the same browser session.
             clicks: dict[str, list[float]] = {}
             sidebar = page.locator("[data-testid='stSidebar']")
@@ -169,6 +198,9 @@ def page_idle_times(lake: Path, log: Path) -> dict[str, Any]:
             "warm_up_s": round(warm_s, 1),
             "pages_s": {title: {"first": v[0], "second": v[1]} for title, v in visits.items()},
             "slowest_s": max(max(v) for v in visits.values()),
+            "searches_s": {q: {"first": v[0], "second": v[1], "server_ms": server_ms[q]}
+                           for q, v in searches.items()},
+            "slowest_search_s": max(max(v) for v in searches.values()),
             "sidebar_clicks_s": {title: {"first": v[0], "second": v[1]}
                                  for title, v in clicks.items()},
             "slowest_click_s": max(max(v) for v in clicks.values()),
@@ -249,7 +281,10 @@ def main() -> None:
     parser.add_argument("turns", nargs="*", type=int, default=[600, 100_000],
                         help="demo turns of each lake (default 600 and 100000)")
     parser.add_argument("--lake", type=Path, default=None,
-                        help="time this existing lake (hashing embedder) instead of building")
+                        help="time this existing lake instead of building")
+    parser.add_argument("--model", default=MODEL,
+                        help=f"the model --lake was written with: {MODEL} (default) or "
+                             f"{PACKAGED} (all-MiniLM-L6-v2)")
     parser.add_argument("--shots", type=Path, default=None,
                         help="save workbench-<page>.png of --shots-lake here (no timings)")
     parser.add_argument("--shots-lake", default="data/lake",
@@ -262,7 +297,8 @@ def main() -> None:
         return
     if args.lake is not None:
         with tempfile.TemporaryDirectory(prefix="turnlake-idle-") as tmp:
-            figures = {str(args.lake): page_idle_times(args.lake, Path(tmp) / "st.log")}
+            figures = {str(args.lake): {"model": args.model, **page_idle_times(
+                args.lake, Path(tmp) / "st.log", args.model)}}
         print(json.dumps(figures, indent=2))
         return
     print(json.dumps(bench_workbench_idle(tuple(args.turns)), indent=2))
