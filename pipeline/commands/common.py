@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="turnlake: a conversation context database that builds itself.")
-console = Console(stderr=True, emoji=False)
-out = Console(emoji=False)
+# soft_wrap: a line is written whole, never broken at a width a pipe or a log file does not
+# have (rich assumes 80 columns there); a terminal wraps it itself. Tables still fit the width.
+console = Console(stderr=True, emoji=False, soft_wrap=True)
+out = Console(emoji=False, soft_wrap=True)
 
 # A str, not a Path: Path("s3://bucket/x") would collapse the scheme's double slash.
 LakeOption = Annotated[str | None, typer.Option(
