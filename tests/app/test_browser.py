@@ -184,11 +184,13 @@ def test_view_as_survives_navigating_every_page(server: str) -> None:
         sidebar = page.locator("[data-testid='stSidebar']")
         for _ in range(2):
             for _, title in (*PAGES[1:], PAGES[0]):
+                _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
                 sidebar.get_by_role("link", name=title).click()
                 page.get_by_role("heading", name=title).wait_for()
                 page.get_by_text(reading).wait_for()
                 page.wait_for_url(re.compile(rf"[?&]as_user={ANA}"))
         # A page of the user view shows only that user's conversations.
+        _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
         sidebar.get_by_role("link", name="Conversations & Replay").click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
         page.get_by_text(reading).wait_for()
@@ -289,6 +291,7 @@ def test_a_days_bar_opens_that_days_conversations(server: str) -> None:
         page.get_by_text(re.compile(r"Conversations \d+–\d+ of [\d,]+ \(untitled")).wait_for()
         page.get_by_role("button", name=re.compile("any day")).wait_for(state="detached")
         # Back in Overview the chart opens nothing by itself.
+        _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
         page.locator("[data-testid='stSidebar']").get_by_role("link", name="Overview").click()
         page.get_by_role("heading", name="Turns per day by app").wait_for()
         _settled(page)
@@ -339,9 +342,13 @@ def test_replay_renders_a_code_panel_and_a_badge(server: str, tmp_path: Path) ->
         page.goto(f"{server}/replay?conversation={KNOWN_CONVERSATION}&turn=t-0001")
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
         page.get_by_text("tz docs").wait_for()
-        # Highlighted code is split into token spans: read the code blocks' own text.
-        page.wait_for_function("() => [...document.querySelectorAll(\"[data-testid='stCode']\")]"
-                               ".some(c => c.innerText.includes('print(sum(hours))'))")
+        # Highlighted code is split into token spans: read the code blocks' own text, once the
+        # output's block is drawn too (Streamlit draws a run's elements one by one).
+        page.wait_for_function(
+            "([code, output]) => { const texts = [...document.querySelectorAll("
+            "\"[data-testid='stCode']\")].map(c => c.innerText.trim()); "
+            "return texts.includes(code) && texts.includes(output); }",
+            arg=[PANEL_CODE, PANEL_OUTPUT])
         codes = page.locator("[data-testid='stCode']")
         texts = [codes.nth(i).inner_text().strip() for i in range(codes.count())]
         assert PANEL_CODE in texts and PANEL_OUTPUT in texts  # the panel: code, then output
@@ -414,6 +421,7 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
         assert page.get_by_text("Deploy", exact=True).count() == 0
         sidebar = page.locator("[data-testid='stSidebar']")
         for _, title in (*PAGES[1:], PAGES[0]):
+            _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
             sidebar.get_by_role("link", name=title).click()
             page.get_by_role("heading", name=title).wait_for()
             page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
@@ -446,6 +454,7 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
             page.get_by_text("Nothing in this scope")).first.wait_for()
         body = page.locator("body").inner_text()
         assert "Zanzibar budget" not in body and "View as user" not in body
+        _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
         sidebar.get_by_role("link", name="Conversations & Replay").click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
         page.get_by_text("Conversations 1–").wait_for()
