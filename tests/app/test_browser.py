@@ -91,6 +91,7 @@ def _browser() -> Iterator[Any]:
 
 
 def _search(page: Any, query: str) -> None:
+    _settled(page)
     page.get_by_label("Query").fill(query)
     page.get_by_role("button", name="Search", exact=True).click()
 
@@ -98,6 +99,7 @@ def _search(page: Any, query: str) -> None:
 def _as_cards(page: Any, timeout: float = WAIT_MS) -> None:
     """Show the hits as cards (the table draws its cells on a canvas, out of a locator's
     reach); the choice stays in the URL and the session."""
+    _settled(page, timeout)
     page.get_by_test_id("stButtonGroup").get_by_text("Cards", exact=True).click(
         timeout=timeout)
 
@@ -136,6 +138,7 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         page.get_by_text("1. Quokka workbook").wait_for()
         _wait_for_input(page, QUERY)
 
+        _settled(page)  # click a page whose run has ended: CI lost clicks sent mid-run
         page.get_by_role("button", name="Open in Replay").first.click()
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
         # The whole conversation: the hit's turn (its file card first) and the next one.
@@ -154,6 +157,7 @@ def test_search_replay_download_and_every_page(server: str, seeded: SeededLake,
         assert got == resolved == FILE_BYTES
         assert info.value.suggested_filename == "quokka.csv"
 
+        _settled(page)
         back.click()  # the results and the form as they were
         page.get_by_text("1. Quokka workbook").wait_for()
         _wait_for_input(page, QUERY)
@@ -197,11 +201,12 @@ def test_view_as_survives_navigating_every_page(server: str) -> None:
         assert page.get_by_text("may not read").count() == 0
 
 
-def _settled(page: Any) -> None:
+def _settled(page: Any, timeout: float = WAIT_MS) -> None:
     """Until Streamlit has finished the run (and the URL write that ends it)."""
-    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+    running = "[data-testid='stStatusWidget']"
+    page.wait_for_selector(running, state="detached", timeout=timeout)
     page.wait_for_timeout(700)
-    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached")
+    page.wait_for_selector(running, state="detached", timeout=timeout)
 
 
 def test_each_sidebar_change_is_one_history_entry(server: str) -> None:
@@ -245,9 +250,11 @@ def test_a_results_table_row_opens_its_turn(server: str) -> None:
         table = grid.bounding_box()
         assert table is not None
         # The first row's selection box, at the table's left edge under its header.
+        _settled(page)
         page.mouse.click(table["x"] + 12, table["y"] + 38 + 17)
         page.get_by_role("heading", name="Conversations & Replay").wait_for()
         _wait_for_link(page, "/replay", conversation=KNOWN_CONVERSATION, turn="t-0001")
+        _settled(page)
         page.get_by_role("link", name="Back to the results").click()
         page.get_by_text("turns for").wait_for()
         _settled(page)
@@ -287,6 +294,7 @@ def test_a_days_bar_opens_that_days_conversations(server: str) -> None:
             assert field.get_attribute("aria-valuenow") == str(value)
         apps = page.locator("[data-testid='stSelectbox']").filter(has_text="App")
         assert apps.first.locator("input").input_value() == app[1]
+        _settled(page)
         clear.click()
         page.get_by_text(re.compile(r"Conversations \d+–\d+ of [\d,]+ \(untitled")).wait_for()
         page.get_by_role("button", name=re.compile("any day")).wait_for(state="detached")
@@ -369,6 +377,7 @@ def test_a_purge_refreshes_the_retention_page(tmp_path: Path) -> None:
         button = page.locator("button", has_text="Purge expired rows")
         button.wait_for()
         assert button.is_disabled()
+        _settled(page)
         page.get_by_text("I understand").click()
         page.wait_for_function("() => [...document.querySelectorAll('button')].some("
                                "b => b.innerText.includes('Purge expired rows') && !b.disabled)")
@@ -414,6 +423,7 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
             body = page.locator("body").inner_text()
             assert not [t for t in (TENANT, *others) if t in body.replace("tenant=", "")]
         page.get_by_label("API key", exact=True).fill(analyst)
+        _settled(page)
         page.get_by_role("button", name="Sign in with key").click()
         page.get_by_text(f"Reading as analyst of {TENANT}").wait_for()
         # .streamlit/config.toml: no Deploy button (nor the developer menu) on localhost
@@ -436,15 +446,18 @@ def test_sign_in_bounds_every_page_to_the_keys_principal(tmp_path: Path) -> None
         # Every hit's export: the key's tenant on every row, no other tenant's id anywhere.
         for fmt in ("CSV", "JSONL"):
             with page.expect_download() as info:
+                _settled(page)
                 page.get_by_role("button", name=re.compile(f"Export {fmt}")).click()
             exported = Path(info.value.path()).read_text()
             assert QUERY.split()[0] in exported.lower(), fmt
             assert not [t for t in others if t in exported], fmt
         rows = [json.loads(line) for line in exported.splitlines()]
         assert rows and {r["tenant"] for r in rows} == {TENANT}
+        _settled(page)
         sidebar.get_by_role("button", name="Sign out").click()
         page.get_by_role("heading", name="Sign in").wait_for()
         page.get_by_label("API key", exact=True).fill(user)
+        _settled(page)
         page.get_by_role("button", name="Sign in with key").click()
         page.get_by_text(f"Reading as user {ANA} of {TENANT}").wait_for()
         # Ben's conversation matches every word; a user key of Ana's never finds it.
@@ -498,6 +511,7 @@ def test_sign_in_through_an_openid_connect_provider_and_out(tmp_path: Path) -> N
                        lambda route: route.abort())
             page.goto(f"{url}/replay")
             page.get_by_role("heading", name="Sign in").wait_for()
+            _settled(page)
             page.get_by_role("button", name="Sign in with the test provider").click()
             # The provider's own authorization form, then back through /oauth2callback.
             page.wait_for_url(re.compile(rf"^{re.escape(issuer)}/"))
@@ -508,6 +522,7 @@ def test_sign_in_through_an_openid_connect_provider_and_out(tmp_path: Path) -> N
             sidebar = page.locator("[data-testid='stSidebar']")
             sidebar.get_by_text(email).wait_for()
             assert page.get_by_role("heading", name="Sign in").count() == 0
+            _settled(page)
             sidebar.get_by_role("button", name="Sign out").click()
             # st.logout ends the provider's session too (its end-session form), then back.
             page.wait_for_url(re.compile(rf"^{re.escape(issuer)}/oauth2/end_session"))
