@@ -80,6 +80,15 @@ class JobProgress:
             self._tasks[label] = self._progress.add_task(label, total=total)
         return self._tasks[label]
 
+    def _show(self, label: str, done: int, total: int | None = None, name: str = "") -> None:
+        """Where ``label``'s count stands, on the bar and in the lines (whichever there is)."""
+        if self._lines is not None:
+            self._lines.update(label, done, total, name)
+        task = self._task(label, total)
+        if task is not None and self._progress is not None:
+            self._progress.update(task, completed=done, total=total,
+                                  description=f"{label} ({name})" if name else label)
+
     def counter(self, label: str) -> Callable[[int], None]:
         """``advance(n)`` for a count without a known total."""
         pending = 0
@@ -89,37 +98,22 @@ class JobProgress:
             nonlocal pending, done
             pending += n
             # Refreshing per record would cost more than the work itself.
-            if pending < 1000:
-                return
-            done += pending
-            if self._lines is not None:
-                self._lines.update(label, done)
-            task = self._task(label)
-            if task is not None and self._progress is not None:
-                self._progress.advance(task, pending)
-            pending = 0
+            if pending >= 1000:
+                done, pending = done + pending, 0
+                self._show(label, done)
 
         return advance
 
     def total(self, label: str) -> Callable[[int, int], None]:
         """``update(done, total)`` for work with a known total."""
         def update(done: int, total: int) -> None:
-            if self._lines is not None:
-                self._lines.update(label, done, total)
-            task = self._task(label, total)
-            if task is not None and self._progress is not None:
-                self._progress.update(task, completed=done, total=total)
+            self._show(label, done, total)
         return update
 
     def partitions(self, label: str) -> Callable[[str, int, int], None]:
         """``update(name, done, total)`` for per-partition work."""
         def update(name: str, done: int, total: int) -> None:
-            if self._lines is not None:
-                self._lines.update(label, done, total, name)
-            task = self._task(label, total)
-            if task is not None and self._progress is not None:
-                self._progress.update(task, completed=done, total=total,
-                                      description=f"{label} ({name})")
+            self._show(label, done, total, name)
         return update
 
 
